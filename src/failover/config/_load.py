@@ -1,0 +1,306 @@
+"""Loading routes and targets from YAML, with errors that name the field and the fix.
+
+::
+
+    targets:
+      gpt-4o:
+        dialect: openai
+        base_url: https://api.openai.com/v1
+        model: gpt-4o
+        api_key_env: OPENAI_API_KEY       # or api_key_file: /run/secrets/openai
+        capabilities: [chat, vision, tools, structured_output]
+        context_window: 128000
+        price: {input_per_mtok: 2.5, output_per_mtok: 10}
+        timeouts: {connect: 5, total: 60}
+        max_attempts: 3
+    routes:
+      triage:
+        contract: {capabilities: [chat, structured_output], min_context: 24000}
+        primary: [gpt-4o]
+        fallbacks: [claude-sonnet]
+
+Credentials come only from the environment or secret files, never from the file itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..model import (
+    Capability,
+    ConfigError,
+    Contract,
+    Dialect,
+    Limits,
+    Price,
+    Route,
+    Secret,
+    Target,
+    Timeouts,
+)
+from ..policy import Backoff, RetryBudget
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PriceSpec(_Strict):
+    input_per_mtok: float = Field(0.0, ge=0)
+    output_per_mtok: float = Field(0.0, ge=0)
+
+
+class LimitsSpec(_Strict):
+    rpm: int | None = Field(None, gt=0)
+    input_tpm: int | None = Field(None, gt=0)
+    output_tpm: int | None = Field(None, gt=0)
+    concurrency: int | None = Field(None, gt=0)
+
+
+class TimeoutsSpec(_Strict):
+    connect: float = Field(5.0, gt=0)
+    first_event: float = Field(30.0, gt=0)
+    idle: float = Field(30.0, gt=0)
+    total: float = Field(60.0, gt=0)
+    min_useful: float = Field(0.05, ge=0)
+
+
+class TargetSpec(_Strict):
+    dialect: Dialect
+    base_url: str
+    model: str = Field(min_length=1)
+    api_key_env: str | None = None
+    api_key_file: str | None = None
+    region: str | None = None
+    retention: list[str] = []
+    safety_profiles: list[str] = []
+    languages: list[str] = []
+    capabilities: list[Capability] = [Capability.CHAT]
+    context_window: int = Field(128_000, gt=0)
+    max_output_tokens: int = Field(4_096, gt=0)
+    price: PriceSpec = PriceSpec()
+    limits: LimitsSpec = LimitsSpec()
+    timeouts: TimeoutsSpec = TimeoutsSpec()
+    max_attempts: int = Field(2, ge=1, le=10)
+    equivalence_key: str | None = None
+    tokenizer: str | None = None
+    headers: dict[str, str] = {}
+    query: dict[str, str] = {}
+    azure_deployment: bool = False
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v.rstrip("/")
+
+
+class ContractSpec(_Strict):
+    capabilities: list[Capability] = [Capability.CHAT]
+    min_context: int = Field(0, ge=0)
+    regions: list[str] = []
+    retention: list[str] = []
+    safety_profile: str | None = None
+    languages: list[str] = []
+    schema_id: str | None = None
+    schema_version: str | None = None
+
+
+class RouteSpec(_Strict):
+    contract: ContractSpec = ContractSpec()
+    primary: list[str] = Field(min_length=1)
+    fallbacks: list[str] = []
+    ranking: Literal["order", "health", "latency", "cost"] = "order"
+
+
+class BudgetSpec(_Strict):
+    ratio: float = Field(0.1, ge=0)
+    floor: int = Field(10, ge=0)
+    window: float = Field(10.0, gt=0)
+
+
+class BackoffSpec(_Strict):
+    base: float = Field(0.5, ge=0)
+    cap: float = Field(30.0, ge=0)
+    max_retry_after: float = Field(60.0, ge=0)
+
+
+class ConfigSpec(_Strict):
+    targets: dict[str, TargetSpec] = Field(min_length=1)
+    routes: dict[str, RouteSpec] = Field(min_length=1)
+    retry_budget: BudgetSpec = BudgetSpec()
+    backoff: BackoffSpec = BackoffSpec()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    """A loaded configuration: routes (with their targets) and the shared policies."""
+
+    routes: Mapping[str, Route]
+    targets: Mapping[str, Target]
+    retry_budget: RetryBudget
+    backoff: Backoff
+
+
+def _fix_for(err_type: str, loc: str) -> str:
+    return {
+        "extra_forbidden": "remove it, or check its spelling against docs/config.md",
+        "missing": "add it",
+        "enum": "use one of the values listed",
+        "literal_error": "use one of the values listed",
+        "too_short": "list at least one entry",
+    }.get(err_type, f"correct the value of {loc}")
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _secret(field: str, spec: TargetSpec, env: Mapping[str, str]) -> tuple[Secret | None, str | None]:
+    if spec.api_key_env and spec.api_key_file:
+        raise ConfigError(field, "both api_key_env and api_key_file are set", "keep one of them")
+    if spec.api_key_env:
+        value = env.get(spec.api_key_env)
+        if not value:
+            raise ConfigError(
+                f"{field}.api_key_env",
+                f"environment variable {spec.api_key_env} is not set",
+                f"export {spec.api_key_env}=... before starting, or use api_key_file",
+            )
+        return Secret(value.strip()), f"env:{spec.api_key_env}"
+    if spec.api_key_file:
+        path = Path(spec.api_key_file)
+        try:
+            value = path.read_text().strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"{field}.api_key_file", f"cannot read {path}: {exc.strerror}", "point it at a readable file"
+            ) from None
+        if not value:
+            raise ConfigError(f"{field}.api_key_file", f"{path} is empty", "put the key in the file")
+        return Secret(value), f"file:{path}"
+    return None, None
+
+
+def _target(name: str, spec: TargetSpec, env: Mapping[str, str]) -> Target:
+    key, credential = _secret(f"targets.{name}", spec, env)
+    return Target(
+        name=name,
+        dialect=spec.dialect,
+        model=spec.model,
+        base_url=spec.base_url,
+        api_key=key,
+        credential=credential,
+        region=spec.region,
+        retention=frozenset(spec.retention),
+        safety_profiles=frozenset(spec.safety_profiles),
+        languages=frozenset(spec.languages),
+        capabilities=frozenset(spec.capabilities),
+        context_window=spec.context_window,
+        max_output_tokens=spec.max_output_tokens,
+        price=Price(**spec.price.model_dump()),
+        limits=Limits(**spec.limits.model_dump()),
+        timeouts=Timeouts(**spec.timeouts.model_dump()),
+        max_attempts=spec.max_attempts,
+        equivalence_key=spec.equivalence_key,
+        tokenizer=spec.tokenizer,
+        headers=tuple(spec.headers.items()),
+        query=tuple(spec.query.items()),
+        azure_deployment=spec.azure_deployment,
+    )
+
+
+def config_from_dict(data: Any, *, env: Mapping[str, str] | None = None) -> Config:
+    """Build a Config from already-parsed data (a dict as YAML would give)."""
+    env = os.environ if env is None else env
+    if not isinstance(data, Mapping):
+        raise ConfigError("(top level)", "the configuration is not a mapping", "start with `targets:` and `routes:`")
+    try:
+        spec = ConfigSpec.model_validate(data)
+    except ValidationError as exc:
+        errs = exc.errors()
+        first = errs[0]
+        loc = _dotted(tuple(first["loc"]))
+        msg = first["msg"]
+        more = (
+            f" (and {len(errs) - 1} more: "
+            + "; ".join(f"{_dotted(tuple(e['loc']))}: {e['msg']}" for e in errs[1:6])
+            + ")"
+            if len(errs) > 1
+            else ""
+        )
+        raise ConfigError(loc or "(top level)", msg + more, _fix_for(first["type"], loc)) from None
+
+    targets = {name: _target(name, t, env) for name, t in spec.targets.items()}
+    known = ", ".join(sorted(targets))
+    routes: dict[str, Route] = {}
+    for rname, r in spec.routes.items():
+        seen: set[str] = set()
+        resolved: dict[str, list[Target]] = {"primary": [], "fallbacks": []}
+        for group in ("primary", "fallbacks"):
+            for i, tname in enumerate(getattr(r, group)):
+                field = f"routes.{rname}.{group}[{i}]"
+                if tname not in targets:
+                    raise ConfigError(field, f"unknown target {tname!r}", f"define it under targets (known: {known})")
+                if tname in seen:
+                    raise ConfigError(field, f"target {tname!r} is listed twice", "list each target once per route")
+                seen.add(tname)
+                resolved[group].append(targets[tname])
+        keys = {t.key for t in resolved["primary"]}
+        if len(keys) > 1:
+            raise ConfigError(
+                f"routes.{rname}.primary",
+                "primary targets must be equivalent (same equivalence_key), got " + ", ".join(sorted(keys)),
+                "give them one equivalence_key, or move the other models to fallbacks",
+            )
+        c = r.contract
+        routes[rname] = Route(
+            name=rname,
+            contract=Contract(
+                capabilities=frozenset(c.capabilities),
+                min_context=c.min_context,
+                regions=frozenset(c.regions),
+                retention=frozenset(c.retention),
+                safety_profile=c.safety_profile,
+                languages=frozenset(c.languages),
+                schema_id=c.schema_id,
+                schema_version=c.schema_version,
+            ),
+            primary=tuple(resolved["primary"]),
+            fallbacks=tuple(resolved["fallbacks"]),
+            ranking=r.ranking,
+        )
+    return Config(
+        routes=routes,
+        targets=targets,
+        retry_budget=RetryBudget(**spec.retry_budget.model_dump()),
+        backoff=Backoff(**spec.backoff.model_dump()),
+    )
+
+
+def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Config:
+    """Load a YAML configuration file; any problem raises ConfigError naming the field."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError(str(p), f"cannot read the file: {exc.strerror}", "check the path") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(p)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(where, f"not valid YAML ({problem})", "fix the syntax at that line") from None
+    return config_from_dict(data, env=env)

@@ -1,0 +1,182 @@
+"""The seed diagram's scenarios: the real router, fake providers, virtual loop time.
+
+Route ``seed``: primary A (may retry), then approved fallbacks B and C (one try each; B
+cannot read images). Four scenarios (healthy, A rate limited, A timing out, all failing)
+times three required capabilities (chat, structured output, vision). Everything runs on a
+virtual loop clock (looptime), so minutes of waiting take microseconds and every number
+printed is exactly what the router did.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import looptime
+
+from ..model import (
+    Capability,
+    Dialect,
+    Envelope,
+    ImagePart,
+    Message,
+    Price,
+    Request,
+    ResponseFormat,
+    Route,
+    RouteRecord,
+    Target,
+    Timeouts,
+    Unavailable,
+)
+from ..policy import Backoff, RetryBudget
+from ..router import Router
+from ..testing import FakeNetwork, FakeProvider, Reply, Script
+
+C = Capability
+CAPABILITIES = ("chat", "structured_output", "vision")
+SCENARIOS = ("healthy", "rate_limited", "timeout", "all_failing")
+ANSWER_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+# A 1x1 PNG: enough for a request that carries an image.
+PIXEL = (
+    "data:image/png;base64,"
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SeedOptions:
+    """What the user can turn in the seed diagram."""
+
+    scenario: str = "healthy"
+    capability: str = "chat"
+    budget: float = 3.0  # seconds, shared by every attempt and wait
+    a_extra_retries: int = 1  # A's attempt limit is 1 + this
+    attempt_cap: float = 1.0  # per-attempt cap on every target
+    seed: int = 0  # backoff jitter
+
+    def __post_init__(self) -> None:
+        if self.scenario not in SCENARIOS:
+            raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}, got {self.scenario!r}")
+        if self.capability not in CAPABILITIES:
+            raise ValueError(f"capability must be one of {', '.join(CAPABILITIES)}, got {self.capability!r}")
+        if self.budget <= 0 or self.attempt_cap <= 0 or self.a_extra_retries < 0:
+            raise ValueError("budget and attempt_cap must be > 0 and a_extra_retries >= 0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SeedResult:
+    options: SeedOptions
+    record: RouteRecord
+    text: str | None
+    error: str | None
+    calls: Mapping[str, int] = field(default_factory=dict)
+
+
+def _scripts(scenario: str, structured: bool) -> dict[str, Script]:
+    def ok(name: str, latency: float) -> Reply:
+        if structured:
+            return Reply.ok(json={"answer": f"from {name}"}, latency=latency)
+        return Reply.ok(f"Answer from {name}.", latency=latency)
+
+    healthy = {"a": ok("a", 0.30), "b": ok("b", 0.40), "c": ok("c", 0.50)}
+    if scenario == "healthy":
+        return {n: Script.always(r) for n, r in healthy.items()}
+    if scenario == "rate_limited":
+        return {
+            "a": Script.always(Reply.rate_limit(retry_after=0.8, latency=0.05)),
+            "b": Script.always(healthy["b"]),
+            "c": Script.always(healthy["c"]),
+        }
+    if scenario == "timeout":
+        return {
+            "a": Script.always(Reply.hang()),
+            "b": Script.always(healthy["b"]),
+            "c": Script.always(healthy["c"]),
+        }
+    return {n: Script.always(Reply.overloaded(latency=0.10)) for n in "abc"}
+
+
+def _targets(opts: SeedOptions, providers: Mapping[str, FakeProvider]) -> dict[str, Target]:
+    caps = {
+        "a": frozenset({C.CHAT, C.STRUCTURED_OUTPUT, C.VISION}),
+        "b": frozenset({C.CHAT, C.STRUCTURED_OUTPUT}),  # no vision
+        "c": frozenset({C.CHAT, C.STRUCTURED_OUTPUT, C.VISION}),
+    }
+    attempts = {"a": 1 + opts.a_extra_retries, "b": 1, "c": 1}
+    return {
+        n: providers[n].target(
+            capabilities=caps[n],
+            timeouts=Timeouts(connect=opts.attempt_cap, total=opts.attempt_cap, min_useful=0.05),
+            max_attempts=attempts[n],
+            price=Price(input_per_mtok=1.0, output_per_mtok=4.0),
+            tokenizer="estimate",
+        )
+        for n in "abc"
+    }
+
+
+def _request(capability: str) -> Request:
+    if capability == "vision":
+        return Request(messages=(Message.user("What is in this picture?", ImagePart(url=PIXEL)),), max_tokens=256)
+    if capability == "structured_output":
+        return Request(
+            messages=(Message.user("Classify: 'my invoice is wrong'"),),
+            response_format=ResponseFormat.json_schema(ANSWER_SCHEMA, name="triage"),
+            max_tokens=256,
+        )
+    return Request.simple("Say hello.", max_tokens=256)
+
+
+async def run_seed(opts: SeedOptions) -> SeedResult:
+    """Run one combination on the current loop (use :func:`run_virtual` for virtual time)."""
+    scripts = _scripts(opts.scenario, opts.capability == "structured_output")
+    dialects = {"a": Dialect.OPENAI, "b": Dialect.ANTHROPIC, "c": Dialect.GEMINI}
+    providers = {n: FakeProvider(n, dialects[n], scripts[n]) for n in "abc"}
+    targets = _targets(opts, providers)
+    route = Route(name="seed", primary=(targets["a"],), fallbacks=(targets["b"], targets["c"]))
+    router = Router(
+        [route],
+        transport=FakeNetwork(*providers.values()),
+        retry_budget=RetryBudget(),
+        backoff=Backoff(base=0.2, cap=1.0),
+        rng=random.Random(opts.seed),
+    )
+    envelope = Envelope(budget=opts.budget, request_id=f"seed-{opts.scenario}-{opts.capability}")
+    text: str | None = None
+    error: str | None = None
+    try:
+        resp = await router.complete("seed", _request(opts.capability), envelope)
+    except Unavailable as exc:
+        record, error = exc.record, str(exc)
+    else:
+        assert resp.record is not None
+        record, text = resp.record, (resp.text if resp.parsed is None else repr(resp.parsed))
+    await router.aclose()
+    calls = {n: len(p.calls) for n, p in providers.items()}
+    return SeedResult(options=opts, record=record, text=text, error=error, calls=calls)
+
+
+def run_virtual(opts: SeedOptions) -> SeedResult:
+    """Run one combination on a fresh virtual-time loop: instant, and exact."""
+    loop = looptime.new_event_loop(start=0.0)
+    try:
+        return loop.run_until_complete(run_seed(opts))
+    finally:
+        loop.close()
+
+
+def all_combinations(**overrides: Any) -> Iterator[SeedOptions]:
+    for scenario in SCENARIOS:
+        for capability in CAPABILITIES:
+            yield SeedOptions(scenario=scenario, capability=capability, **overrides)
+
+
+__all__ = ["CAPABILITIES", "SCENARIOS", "SeedOptions", "SeedResult", "all_combinations", "run_seed", "run_virtual"]

@@ -1,0 +1,78 @@
+"""The vocabulary every module speaks: plain typed data, no I/O."""
+
+from ._errors import ConfigError, FailoverError, Unavailable, UnknownRoute
+from ._failure import (
+    DISPOSITIONS,
+    Action,
+    Disposition,
+    Failure,
+    FailureKind,
+    HealthEffect,
+    RateLimitInfo,
+    TimeoutPhase,
+    disposition,
+)
+from ._record import Attempt, Exclusion, Phase, RouteRecord, Validation, Wait, Workflow
+from ._request import (
+    ImagePart,
+    Message,
+    Part,
+    Request,
+    ResponseFormat,
+    Role,
+    TextPart,
+    Tool,
+    ToolCall,
+    ToolChoice,
+)
+from ._response import Response, StopReason, Usage
+from ._route import Contract, Envelope, Ranking, Route, SideEffectMode
+from ._target import Capability, Dialect, Limits, Price, Secret, Target, Timeouts
+
+__all__ = [
+    "DISPOSITIONS",
+    "Action",
+    "Attempt",
+    "Capability",
+    "ConfigError",
+    "Contract",
+    "Dialect",
+    "Disposition",
+    "Envelope",
+    "Exclusion",
+    "FailoverError",
+    "Failure",
+    "FailureKind",
+    "HealthEffect",
+    "ImagePart",
+    "Limits",
+    "Message",
+    "Part",
+    "Phase",
+    "Price",
+    "Ranking",
+    "RateLimitInfo",
+    "Request",
+    "Response",
+    "ResponseFormat",
+    "Role",
+    "Route",
+    "RouteRecord",
+    "Secret",
+    "SideEffectMode",
+    "StopReason",
+    "Target",
+    "TextPart",
+    "TimeoutPhase",
+    "Timeouts",
+    "Tool",
+    "ToolCall",
+    "ToolChoice",
+    "Unavailable",
+    "UnknownRoute",
+    "Usage",
+    "Validation",
+    "Wait",
+    "Workflow",
+    "disposition",
+]

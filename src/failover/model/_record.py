@@ -1,0 +1,142 @@
+"""The RouteRecord: the story of one request, every attempt and every wait included."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._failure import Failure, FailureKind
+from ._response import Usage
+
+
+class Phase(enum.StrEnum):
+    PRIMARY = "primary"  # the primary target, and replays on it
+    FAILOVER = "failover"  # an equivalent target (same model contract)
+    FALLBACK = "fallback"  # an approved cross-model fallback
+    REPAIR = "repair"  # a corrective call after a repairable failure
+
+
+class Workflow(enum.StrEnum):
+    DIRECT = "direct"  # the first attempt succeeded
+    RETRY_FAILOVER = "retry_failover"  # workflow 1: replay and equivalent failover
+    FALLBACK = "fallback"  # workflow 2: controlled cross-model fallback
+    STOP = "stop"  # workflow 3: stop, reconcile or escalate
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attempt:
+    """One try against one target. Times are loop seconds relative to the request start."""
+
+    index: int
+    target: str
+    model: str
+    phase: Phase
+    start: float
+    end: float
+    connect_timeout: float
+    total_timeout: float
+    outcome: str  # "ok" or a Failure label such as "rate_limited", "timeout:total"
+    failure: Failure | None = None
+    status: int | None = None
+    usage: Usage | None = None
+    cost: float = 0.0
+    cost_estimated: bool = False  # no usage came back: input cost assumed spent
+    provider_request_id: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Wait:
+    """Time spent not talking to any provider: a backoff or a Retry-After wait."""
+
+    target: str
+    start: float
+    end: float
+    reason: str  # "backoff", "retry_after"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Exclusion:
+    """A candidate that was not called, and why (it received no request from this route)."""
+
+    target: str
+    phase: Phase
+    reason: str  # e.g. "missing capability: vision", "retry-after 56s exceeds 3.2s left"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Validation:
+    """Three levels of success, recorded separately. None: not checked."""
+
+    transport: bool = False
+    contract: bool | None = None
+    task: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteRecord:
+    request_id: str
+    route: str
+    workflow: Workflow
+    outcome: str  # "ok" or the terminal FailureKind
+    attempts: tuple[Attempt, ...]
+    waits: tuple[Wait, ...]
+    excluded: tuple[Exclusion, ...]
+    recovered: bool
+    recovery_reason: str | None
+    target_used: str | None
+    elapsed_ms: float
+    added_latency_ms: float
+    total_cost: float
+    degraded: bool = False
+    degraded_reason: str | None = None
+    validation: Validation = Validation()
+    input_tokens_estimated: int | None = None
+    retry_budget_exhausted: bool = False
+
+    def attempts_in(self, phase: Phase) -> tuple[Attempt, ...]:
+        return tuple(a for a in self.attempts if a.phase is phase)
+
+    @property
+    def failures(self) -> tuple[FailureKind, ...]:
+        return tuple(a.failure.kind for a in self.attempts if a.failure is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (raw provider detail and bodies left out)."""
+        out = _plain(self)
+        assert isinstance(out, dict)
+        return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Failure):
+        return {
+            "kind": str(value.kind),
+            "phase": str(value.phase) if value.phase else None,
+            "message": value.message,
+            "status": value.status,
+            "provider_code": value.provider_code,
+            "retry_after": value.retry_after,
+            "provider_request_id": value.provider_request_id,
+        }
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list | frozenset | set):
+        return [_plain(v) for v in value]
+    if isinstance(value, float):
+        return round(value, 6)
+    return value

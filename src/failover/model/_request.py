@@ -1,0 +1,159 @@
+"""The normalized chat request: what the caller asks for, independent of any provider."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextPart:
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImagePart:
+    """An image input: an ``https://`` URL or a ``data:<media type>;base64,...`` URL.
+
+    Dialects that only accept inline data (Anthropic, Gemini) need ``data:`` URLs; a
+    plain URL is sent as a URL where the dialect supports it.
+    """
+
+    url: str
+    detail: Literal["auto", "low", "high"] | None = None
+
+    @property
+    def is_data(self) -> bool:
+        return self.url.startswith("data:")
+
+    def data(self) -> tuple[str, str]:
+        """Return ``(media_type, base64_data)`` of a ``data:`` URL."""
+        header, _, payload = self.url.partition(",")
+        if not header.startswith("data:") or ";base64" not in header:
+            raise ValueError("ImagePart.url is not a base64 data: URL")
+        return header[5:].split(";", 1)[0] or "application/octet-stream", payload
+
+    def __repr__(self) -> str:
+        shown = self.url if len(self.url) <= 48 else self.url[:45] + "..."
+        return f"ImagePart(url={shown!r})"
+
+
+Part = TextPart | ImagePart
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """A tool call the model asked for.
+
+    ``arguments`` is the raw JSON text as the provider sent it; ``parsed`` is the decoded
+    object, or None when the text was not a JSON object (a ``tool_call_malformed`` failure).
+    """
+
+    id: str
+    name: str
+    arguments: str
+    parsed: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Message:
+    role: Role
+    content: tuple[Part, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None  # role == "tool": which call this answers
+    name: str | None = None
+
+    @classmethod
+    def system(cls, text: str) -> Message:
+        return cls(role="system", content=(TextPart(text=text),))
+
+    @classmethod
+    def user(cls, *parts: str | Part) -> Message:
+        return cls(role="user", content=_parts(parts))
+
+    @classmethod
+    def assistant(cls, text: str = "", *, tool_calls: tuple[ToolCall, ...] = ()) -> Message:
+        content: tuple[Part, ...] = (TextPart(text=text),) if text else ()
+        return cls(role="assistant", content=content, tool_calls=tool_calls)
+
+    @classmethod
+    def tool(cls, tool_call_id: str, text: str) -> Message:
+        return cls(role="tool", content=(TextPart(text=text),), tool_call_id=tool_call_id)
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+    @property
+    def has_image(self) -> bool:
+        return any(isinstance(p, ImagePart) for p in self.content)
+
+
+def _parts(parts: tuple[str | Part, ...]) -> tuple[Part, ...]:
+    return tuple(TextPart(text=p) if isinstance(p, str) else p for p in parts)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    strict: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolChoice:
+    mode: Literal["auto", "none", "required", "tool"] = "auto"
+    name: str | None = None  # mode == "tool"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResponseFormat:
+    """Structured output. ``json_schema`` carries the schema the result must match."""
+
+    kind: Literal["text", "json_object", "json_schema"] = "text"
+    schema: Mapping[str, Any] | None = None
+    name: str = "result"
+    strict: bool = True
+
+    @classmethod
+    def json_schema(cls, schema: Mapping[str, Any], *, name: str = "result") -> ResponseFormat:
+        return cls(kind="json_schema", schema=schema, name=name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """A provider-neutral chat request. The model comes from the Target, not from here.
+
+    >>> Request(messages=(Message.system("Be brief."), Message.user("Hi")), max_tokens=64)
+    """
+
+    messages: tuple[Message, ...]
+    tools: tuple[Tool, ...] = ()
+    tool_choice: ToolChoice | None = None
+    response_format: ResponseFormat | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+    @classmethod
+    def simple(cls, prompt: str, *, system: str | None = None, max_tokens: int | None = None) -> Request:
+        msgs = (Message.system(system),) if system else ()
+        return cls(messages=(*msgs, Message.user(prompt)), max_tokens=max_tokens)
+
+    @property
+    def system_text(self) -> str:
+        return "\n\n".join(m.text for m in self.messages if m.role == "system")
+
+    @property
+    def has_images(self) -> bool:
+        return any(m.has_image for m in self.messages)
+
+    @property
+    def wants_json_schema(self) -> bool:
+        return self.response_format is not None and self.response_format.kind == "json_schema"

@@ -1,0 +1,85 @@
+"""Routes, contracts and envelopes: what a request needs and how far recovery may go."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal
+
+from ._target import Capability, Target
+
+
+class SideEffectMode(StrEnum):
+    NONE = "none"
+    READ_ONLY = "read_only"
+    WRITE_POSSIBLE = "write_possible"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Contract:
+    """What a route class cannot do without. A candidate failing any of it is never called.
+
+    ``regions`` and ``languages`` are allow-lists (empty: no constraint); ``retention`` tags
+    must all be present on the target; ``safety_profile`` must be one the target offers.
+    """
+
+    capabilities: frozenset[Capability] = frozenset({Capability.CHAT})
+    min_context: int = 0
+    regions: frozenset[str] = frozenset()
+    retention: frozenset[str] = frozenset()
+    safety_profile: str | None = None
+    languages: frozenset[str] = frozenset()
+    schema_id: str | None = None
+    schema_version: str | None = None
+
+
+Ranking = Literal["order", "health", "latency", "cost"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Route:
+    """A named route class.
+
+    ``primary`` holds the primary target first and then its equivalents (same equivalence
+    key: another region, deployment or capacity pool). ``fallbacks`` are other models,
+    pre-approved for this route, used only when the envelope allows cross-model fallback.
+    """
+
+    name: str
+    contract: Contract = Contract()
+    primary: tuple[Target, ...] = ()
+    fallbacks: tuple[Target, ...] = ()
+    ranking: Ranking = "order"
+
+    @property
+    def targets(self) -> tuple[Target, ...]:
+        return self.primary + self.fallbacks
+
+
+def _new_request_id() -> str:
+    return "req_" + uuid.uuid4().hex[:24]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Envelope:
+    """Per-request bounds on recovery.
+
+    ``budget`` is the end-to-end time in seconds, counted from the moment the router
+    receives the request: routing, connecting, waiting, backoff and fallback all spend it.
+
+    >>> Envelope(budget=8.0, max_attempts=4, allow_fallback=False)
+    """
+
+    request_id: str = field(default_factory=_new_request_id)
+    budget: float = 30.0
+    max_attempts: int = 6
+    max_added_latency: float | None = None  # seconds of recovery on top of a clean call
+    max_cost: float | None = None  # USD over all attempts, failed ones included
+    allow_failover: bool = True  # equivalent targets
+    allow_fallback: bool = True  # approved cross-model fallbacks
+    allow_after_partial: bool = False
+    side_effects: SideEffectMode = SideEffectMode.NONE
+    required: frozenset[Capability] = frozenset()
+    schema_version: str | None = None
+    tenant: str | None = None

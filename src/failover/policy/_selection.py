@@ -1,0 +1,132 @@
+"""Candidate selection: the hard contract filter first, then health, then ranking.
+
+A candidate that fails the contract is never called, however healthy or cheap: ranking
+only orders candidates that already passed every hard constraint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from ..model import Capability, Envelope, Exclusion, Phase, Request, Route, Target
+from ._health import HealthBoard
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    target: Target
+    phase: Phase
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    candidates: tuple[Candidate, ...]
+    excluded: tuple[Exclusion, ...]
+    required: frozenset[Capability]
+
+
+def required_capabilities(route: Route, request: Request, envelope: Envelope) -> frozenset[Capability]:
+    """The route's contract, the envelope's extra needs, and what the request itself uses."""
+    need = set(route.contract.capabilities) | set(envelope.required)
+    if request.has_images:
+        need.add(Capability.VISION)
+    if request.tools:
+        need.add(Capability.TOOLS)
+    if request.wants_json_schema:
+        need.add(Capability.STRUCTURED_OUTPUT)
+    return frozenset(need)
+
+
+def contract_violation(
+    target: Target, route: Route, required: frozenset[Capability], input_tokens: int, max_tokens: int | None
+) -> str | None:
+    """Why ``target`` cannot serve this request under the route's contract, or None."""
+    missing = sorted(c.value for c in required - target.capabilities)
+    if missing:
+        return "missing capability: " + ", ".join(missing)
+    c = route.contract
+    if c.min_context and target.context_window < c.min_context:
+        return f"context window {target.context_window} < contract minimum {c.min_context}"
+    if not target.fits(input_tokens, max_tokens):
+        return (
+            f"input ~{input_tokens} + max_tokens {max_tokens or 0} tokens exceeds "
+            f"context window {target.context_window}"
+        )
+    if max_tokens is not None and max_tokens > target.max_output_tokens:
+        return f"max_tokens {max_tokens} exceeds max output {target.max_output_tokens}"
+    if c.regions and target.region not in c.regions:
+        return f"region {target.region or 'unknown'} not in allowed regions {', '.join(sorted(c.regions))}"
+    lacking = sorted(c.retention - target.retention)
+    if lacking:
+        return "data retention lacks " + ", ".join(lacking)
+    if c.safety_profile and c.safety_profile not in target.safety_profiles:
+        return f"safety profile {c.safety_profile} not offered"
+    if c.languages and target.languages and not c.languages <= target.languages:
+        return "languages not supported: " + ", ".join(sorted(c.languages - target.languages))
+    return None
+
+
+def plan(
+    route: Route,
+    request: Request,
+    envelope: Envelope,
+    *,
+    input_tokens: Callable[[Target], int],
+    health: HealthBoard,
+    now: float,
+) -> Plan:
+    """Order the route's targets into candidates, with a reason for every one left out."""
+    required = required_capabilities(route, request, envelope)
+    excluded: list[Exclusion] = []
+    candidates: list[Candidate] = []
+
+    def admit(targets: Iterable[Target], tier: Phase) -> None:
+        kept: list[Target] = []
+        for t in targets:
+            reason = contract_violation(t, route, required, input_tokens(t), request.max_tokens)
+            if reason is None and tier is Phase.FALLBACK and not envelope.allow_fallback:
+                reason = "cross-model fallback not allowed by the envelope"
+            if reason is None and envelope.max_cost is not None:
+                est = t.price.cost(input_tokens(t), request.max_tokens or 0)
+                if est > envelope.max_cost:
+                    reason = f"estimated cost ${est:.6f} exceeds max_cost ${envelope.max_cost:.6f}"
+            if reason is None:
+                cooling = health.cooling(t, now)
+                if cooling is not None:
+                    reason = f"cooling down after {cooling[1]} for another {cooling[0]:.1f}s"
+            if reason is not None:
+                excluded.append(Exclusion(target=t.name, phase=tier, reason=reason))
+            else:
+                kept.append(t)
+        ranked = _rank(kept, route, health, input_tokens, request.max_tokens or 0)
+        if tier is Phase.FALLBACK:
+            candidates.extend(Candidate(target=t, phase=tier) for t in ranked)
+            return
+        # The first choice of the primary tier is the primary attempt, unless the configured
+        # primary itself was left out: then whatever serves instead is already a failover.
+        lead_ok = bool(route.primary) and any(t is route.primary[0] for t in kept)
+        for i, t in enumerate(ranked):
+            phase = Phase.PRIMARY if i == 0 and lead_ok else Phase.FAILOVER
+            if phase is Phase.FAILOVER and not envelope.allow_failover:
+                excluded.append(
+                    Exclusion(target=t.name, phase=phase, reason="equivalent failover not allowed by the envelope")
+                )
+                continue
+            candidates.append(Candidate(target=t, phase=phase))
+
+    admit(route.primary, Phase.PRIMARY)
+    admit(route.fallbacks, Phase.FALLBACK)
+    return Plan(candidates=tuple(candidates), excluded=tuple(excluded), required=required)
+
+
+def _rank(
+    targets: list[Target], route: Route, health: HealthBoard, tokens: Callable[[Target], int], max_tokens: int
+) -> list[Target]:
+    if route.ranking == "order" or len(targets) < 2:
+        return targets
+    if route.ranking == "cost":
+        return sorted(targets, key=lambda t: t.price.cost(tokens(t), max_tokens))
+    if route.ranking == "latency":
+        return sorted(targets, key=lambda t: (health.of(t).latency is None, health.of(t).latency or 0.0))
+    return sorted(targets, key=lambda t: -health.of(t).success)

@@ -1,0 +1,384 @@
+"""The orchestrator: one deadline, classified failures, retries, failover and fallback.
+
+    Router.complete(route, request, envelope)
+      preflight    count tokens, check the schema version
+      select       contract filter -> cool-downs -> ranking              (policy.plan)
+      loop         per candidate, while deadline / attempts / cost / retry budget allow:
+                     attempt = dialect.build -> transport.send -> dialect.parse
+                     validate (schema, tool arguments)                   (validation)
+                     disposition: replay after backoff | repair once | next | stop
+      record       RouteRecord on the Response, or in Unavailable
+
+Three workflows follow from the request's state, never from a provider's name: replay and
+equivalent failover while the request is replayable; cross-model fallback only to approved
+models the envelope allows; stop when nothing safe is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ..config import Config, load_config
+from ..model import (
+    Action,
+    Attempt,
+    Envelope,
+    Failure,
+    FailureKind,
+    Phase,
+    Request,
+    Response,
+    Route,
+    Target,
+    TimeoutPhase,
+    Unavailable,
+    UnknownRoute,
+    Validation,
+    disposition,
+)
+from ..policy import Backoff, Deadline, HealthBoard, RetryBudget, Unlimited, plan
+from ..providers import dialect_for
+from ..tokens import counter_for
+from ..transport import HttpxTransport, Transport, TransportError
+from ..validation import repair_request, validate
+from ._record import Recorder, last_failure_kind
+
+if TYPE_CHECKING:
+    from ..providers import DialectAdapter
+
+log = logging.getLogger("failover.router")
+
+
+class Router:
+    """Routes requests over configured targets within each request's envelope.
+
+    >>> router = Router([route], transport=FakeNetwork(a, b))
+    >>> resp = await router.complete("triage", Request.simple("hi"), Envelope(budget=5))
+    >>> resp.record.target_used
+    'a'
+
+    One Router holds the shared state of a process: the HTTP pool, the retry budget and
+    the health board. Create one, use it for every request, ``await router.aclose()``.
+    """
+
+    def __init__(
+        self,
+        routes: Iterable[Route] | Mapping[str, Route],
+        *,
+        transport: Transport | None = None,
+        retry_budget: RetryBudget | Unlimited | None = None,
+        backoff: Backoff | None = None,
+        health: HealthBoard | None = None,
+        rng: random.Random | None = None,
+        dialects: Mapping[str, DialectAdapter] | None = None,
+    ) -> None:
+        items = routes.values() if isinstance(routes, Mapping) else routes
+        self.routes: dict[str, Route] = {r.name: r for r in items}
+        self.transport: Transport = transport if transport is not None else HttpxTransport()
+        self.retry_budget = retry_budget if retry_budget is not None else RetryBudget()
+        self.backoff = backoff or Backoff()
+        self.health = health or HealthBoard()
+        self.rng = rng or random.Random()
+        self._dialects = dict(dialects or {})
+        for r in self.routes.values():  # load tokenizers now, not on the first request
+            for t in r.targets:
+                counter_for(t)
+
+    @classmethod
+    def from_config(
+        cls, config: str | os.PathLike[str] | Config, *, transport: Transport | None = None, **kw: Any
+    ) -> Router:
+        """A Router over the routes of a YAML file (or an already loaded Config)."""
+        cfg = config if isinstance(config, Config) else load_config(config)
+        return cls(cfg.routes, transport=transport, retry_budget=cfg.retry_budget, backoff=cfg.backoff, **kw)
+
+    def dialect(self, target: Target) -> DialectAdapter:
+        d = self._dialects.get(target.dialect)
+        return d if d is not None else dialect_for(target.dialect)
+
+    def route(self, name: str | Route) -> Route:
+        if isinstance(name, Route):
+            return name
+        try:
+            return self.routes[name]
+        except KeyError:
+            raise UnknownRoute(name, list(self.routes)) from None
+
+    async def complete(self, route: str | Route, request: Request, envelope: Envelope | None = None) -> Response:
+        """An acceptable Response (with ``.record``), or :class:`Unavailable`. Never both."""
+        run = _Run(self, self.route(route), request, envelope or Envelope())
+        return await run.execute()
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+
+    async def __aenter__(self) -> Router:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _Stop(Exception):
+    """Internal: the request may not go on (attempts, budget or added latency spent)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+class _Run:
+    """The state of one request as it moves through its candidates."""
+
+    def __init__(self, router: Router, route: Route, request: Request, envelope: Envelope) -> None:
+        self.router = router
+        self.route = route
+        self.request = request
+        self.env = envelope
+        self.loop = asyncio.get_running_loop()
+        self.t0 = self.loop.time()
+        self.deadline = Deadline.after(now=self.t0, budget=envelope.budget)
+        self.rec = Recorder(envelope.request_id, route.name, self.t0)
+        self.spent = 0.0
+        self.repaired = False
+        self.min_window = 0  # after a context overflow: only larger windows may help
+        self.short_of_time = False
+        self.retry_after_until: float | None = None
+        self._tokens: dict[str, int] = {}
+
+    # -- preflight -------------------------------------------------------------------------
+
+    def input_tokens(self, target: Target) -> int:
+        counter = counter_for(target)
+        n = self._tokens.get(counter.name)
+        if n is None:
+            n = self._tokens[counter.name] = counter.count(self.request)
+        return n
+
+    def unavailable(self, kind: FailureKind, message: str, *, stopped: bool = False) -> Unavailable:
+        now = self.loop.time()
+        record = self.rec.freeze(now, used=None, outcome=kind.value, stopped=stopped)
+        retry_after_ms = None
+        if self.retry_after_until is not None and self.retry_after_until > now:
+            retry_after_ms = math.ceil((self.retry_after_until - now) * 1000)
+        log.info("request %s on route %s unavailable: %s: %s", self.rec.request_id, self.route.name, kind, message)
+        return Unavailable(
+            kind,
+            message,
+            retryable=disposition(kind).retryable,
+            retry_after_ms=retry_after_ms,
+            request_id=self.rec.request_id,
+            record=record,
+        )
+
+    async def execute(self) -> Response:
+        env, route = self.env, self.route
+        self.router.retry_budget.record_request(self.t0)
+        wanted, served = env.schema_version, route.contract.schema_version
+        if wanted and served and wanted != served:
+            raise self.unavailable(
+                FailureKind.CONTRACT_FAILURE,
+                f"route {route.name} serves schema version {served}, the request requires {wanted}",
+            )
+        p = plan(route, self.request, env, input_tokens=self.input_tokens, health=self.router.health, now=self.t0)
+        self.rec.excluded.extend(p.excluded)
+        if route.primary:
+            self.rec.input_tokens = self.input_tokens(route.primary[0])
+        if not p.candidates:
+            cooling = [self.router.health.cooling(t, self.t0) for t in route.targets]
+            waits = [c[0] for c in cooling if c is not None]
+            if waits:
+                self.retry_after_until = self.t0 + min(waits)
+            why = "; ".join(f"{e.target}: {e.reason}" for e in p.excluded) or "the route has no targets"
+            kind = FailureKind.RATE_LIMITED if waits and len(waits) == len(p.excluded) else FailureKind.CONTRACT_FAILURE
+            raise self.unavailable(kind, f"no candidate can serve this request ({why})")
+
+        try:
+            for cand in p.candidates:
+                resp = await self.try_candidate(cand.target, cand.phase)
+                if resp is not None:
+                    return resp
+        except _Stop as stop:
+            kind = last_failure_kind(self.rec.attempts) or FailureKind.DEADLINE_EXHAUSTED
+            if self.deadline.expired(self.loop.time()):
+                kind = FailureKind.DEADLINE_EXHAUSTED
+            raise self.unavailable(kind, stop.reason) from None
+
+        now = self.loop.time()
+        last = last_failure_kind(self.rec.attempts)
+        if self.deadline.expired(now) or self.short_of_time:
+            left = self.deadline.remaining(now)
+            raise self.unavailable(
+                FailureKind.DEADLINE_EXHAUSTED,
+                f"the {env.budget:.3f}s budget is spent ({left:.3f}s left) after {len(self.rec.attempts)} attempt(s)",
+            )
+        if last is None:
+            why = "; ".join(f"{e.target}: {e.reason}" for e in self.rec.excluded)
+            raise self.unavailable(FailureKind.CONTRACT_FAILURE, f"no candidate could be tried ({why})")
+        tried = ", ".join(sorted({a.target for a in self.rec.attempts}))
+        raise self.unavailable(last, f"every candidate failed (tried {tried}); last failure: {last}")
+
+    # -- one candidate ---------------------------------------------------------------------
+
+    def may_start(self, target: Target, phase: Phase) -> str | None:
+        """Why no attempt on ``target`` may start now (None: go). Raises _Stop when nothing may."""
+        env, now = self.env, self.loop.time()
+        made = len(self.rec.attempts)
+        if made >= env.max_attempts:
+            raise _Stop(f"max_attempts {env.max_attempts} spent")
+        if made and env.max_added_latency is not None and now - self.t0 > env.max_added_latency:
+            raise _Stop(f"max_added_latency {env.max_added_latency:.3f}s spent")
+        left = self.deadline.remaining(now)
+        if left < target.timeouts.min_useful:
+            self.short_of_time = True
+            return f"only {left:.3f}s left, less than the {target.timeouts.min_useful:.3f}s an attempt needs"
+        if target.context_window < self.min_window:
+            return f"context window {target.context_window} is not larger than one that overflowed"
+        if env.max_cost is not None:
+            est = target.price.cost(self.input_tokens(target), self.request.max_tokens or 0)
+            if self.spent + est > env.max_cost:
+                return (
+                    f"estimated cost ${est:.6f} on top of ${self.spent:.6f} spent exceeds max_cost ${env.max_cost:.6f}"
+                )
+        if made and not self.router.retry_budget.try_withdraw(now):
+            self.rec.retry_budget_exhausted = True
+            raise _Stop("the retry budget is spent: the provider is failing for many requests")
+        return None
+
+    async def try_candidate(self, target: Target, phase: Phase) -> Response | None:
+        request = self.request
+        tries = 0
+        while True:
+            why_not = self.may_start(target, phase)
+            if why_not is not None:
+                self.rec.exclude(target.name, phase, why_not if not tries else f"no replay: {why_not}")
+                return None
+            outcome = await self.attempt(target, phase, request)
+            tries += 1
+            if isinstance(outcome, Response):
+                return outcome
+            f = outcome
+            action = f.disposition.action
+            if action is Action.STOP:
+                raise self.unavailable(f.kind, f"{target.name}: {f.message}", stopped=True)
+            if action is Action.REPAIR:
+                fixed = None if self.repaired else repair_request(request, f, target, self.input_tokens(target))
+                if fixed is None:
+                    self.rec.exclude(target.name, phase, f"{f.kind} and no repair left")
+                    return None
+                self.repaired, request, phase = True, fixed, Phase.REPAIR
+                continue
+            if action is Action.NEXT:
+                if f.kind is FailureKind.CONTEXT_OVERFLOW:
+                    self.min_window = max(self.min_window, target.context_window + 1)
+                return None
+            # Action.REPLAY
+            if f.should_retry is False:
+                self.rec.exclude(
+                    target.name, phase, f"no replay: the provider said x-should-retry: false after {f.label}"
+                )
+                return None
+            if tries >= target.max_attempts:
+                return None
+            now = self.loop.time()
+            decision = self.router.backoff.wait(f, tries - 1, self.router.rng)
+            if decision.source == "retry_after":
+                until = now + decision.seconds
+                if self.retry_after_until is None or until < self.retry_after_until:
+                    self.retry_after_until = until
+            left = self.deadline.remaining(now)
+            if not decision.fits(left, target.timeouts.min_useful):
+                self.rec.exclude(
+                    target.name,
+                    phase,
+                    f"no replay: {decision.source} {decision.seconds:.3f}s exceeds the {left:.3f}s left",
+                )
+                return None
+            if decision.seconds > 0:
+                await asyncio.sleep(decision.seconds)
+                self.rec.wait(target.name, now, self.loop.time(), decision.source)
+
+    async def attempt(self, target: Target, phase: Phase, request: Request) -> Response | Failure:
+        router, loop = self.router, self.loop
+        start = loop.time()
+        left = self.deadline.remaining(start)
+        total = min(target.attempt_cap(), left)
+        connect = min(target.timeouts.connect, total)
+        outcome: Response | Failure
+        status = None
+        try:
+            http = router.dialect(target).build(target, request)
+            async with asyncio.timeout(total):
+                resp = await router.transport.send(http, connect_timeout=connect, total_timeout=total)
+            status = resp.status
+            outcome = router.dialect(target).parse(target, resp)
+        except TimeoutError:
+            outcome = Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message=_total_msg(total, left))
+        except TransportError as exc:
+            outcome = _transport_failure(exc, connect, total, left)
+        if isinstance(outcome, Response):
+            outcome = validate(request, outcome)
+        end = loop.time()
+        failure = outcome if isinstance(outcome, Failure) else None
+        usage = outcome.usage  # a failed 200 (truncation, refusal) was paid for too
+        cost, estimated = 0.0, False
+        if usage is not None:
+            cost = target.price.cost(usage.input_tokens, usage.output_tokens)
+        elif failure is not None and _maybe_billed(failure):
+            cost, estimated = target.price.cost(self.input_tokens(target), 0), True
+        self.spent += cost
+        attempt = Attempt(
+            index=len(self.rec.attempts),
+            target=target.name,
+            model=target.model,
+            phase=phase,
+            start=start - self.t0,
+            end=end - self.t0,
+            connect_timeout=connect,
+            total_timeout=total,
+            outcome="ok" if failure is None else failure.label,
+            failure=failure,
+            status=status,
+            usage=usage,
+            cost=cost,
+            cost_estimated=estimated,
+            provider_request_id=(
+                failure.provider_request_id if failure is not None else getattr(outcome, "provider_request_id", None)
+            ),
+        )
+        self.rec.attempts.append(attempt)
+        router.health.observe(target, failure, end - start, end)
+        log.debug("attempt %d on %s (%s): %s in %.3fs", attempt.index, target.name, phase, attempt.outcome, end - start)
+        if isinstance(outcome, Response):
+            checked = bool(request.tools) or (
+                request.response_format is not None and request.response_format.kind != "text"
+            )
+            validation = Validation(transport=True, contract=True if checked else None)
+            record = self.rec.freeze(end, used=attempt, outcome="ok", validation=validation)
+            return replace(outcome, record=record)
+        return outcome
+
+
+def _total_msg(total: float, left: float) -> str:
+    if total >= left:
+        return f"no complete response before the deadline ({total:.3f}s left)"
+    return f"no complete response within the {total:.3f}s attempt cap"
+
+
+def _transport_failure(exc: TransportError, connect: float, total: float, left: float) -> Failure:
+    if exc.phase == "connect_timeout":
+        return Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.CONNECT, message=str(exc))
+    if exc.phase == "total":
+        return Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message=_total_msg(total, left))
+    return Failure(kind=FailureKind.TRANSPORT_TRANSIENT, message=str(exc))
+
+
+def _maybe_billed(failure: Failure) -> bool:
+    """A request that reached the provider and was cut off may have been billed for input."""
+    return failure.kind is FailureKind.TIMEOUT and failure.phase is not TimeoutPhase.CONNECT

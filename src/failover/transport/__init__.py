@@ -1,0 +1,6 @@
+"""The HTTP client (one shared pool), per-attempt timeouts and cancellation."""
+
+from ._httpx import HttpxTransport
+from ._types import HttpRequest, HttpResponse, Transport, TransportError
+
+__all__ = ["HttpRequest", "HttpResponse", "HttpxTransport", "Transport", "TransportError"]

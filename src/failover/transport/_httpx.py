@@ -1,0 +1,71 @@
+"""The production transport: one pooled httpx.AsyncClient shared by every attempt."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import httpx
+
+from ._types import HttpRequest, HttpResponse, TransportError
+
+
+class HttpxTransport:
+    """Sends attempts over one shared, pooled ``httpx.AsyncClient``.
+
+    Per attempt it sets the connect timeout, and bounds the whole exchange by the total
+    timeout on the event loop's clock. When the total expires, or the caller is cancelled
+    (the request's deadline), the in-flight exchange is cancelled: httpcore closes that
+    connection, so the server sees it go away instead of generating for nobody.
+
+    httpx's own read/write/pool timeouts are set to the total too: the loop-clock bound is
+    the one that decides, they only stop a wedged socket from outliving it.
+    """
+
+    def __init__(self, client: httpx.AsyncClient | None = None, *, max_connections: int = 200) -> None:
+        self._own = client is None
+        self._client = client or httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections // 2),
+            follow_redirects=False,  # a provider must not redirect our credentials elsewhere
+            trust_env=False,  # base URLs come only from config, not from ambient proxies
+        )
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        return self._client
+
+    async def send(self, request: HttpRequest, *, connect_timeout: float, total_timeout: float) -> HttpResponse:
+        if total_timeout <= 0:
+            raise TransportError("total", "no time left for this attempt")
+        cap = None if math.isinf(total_timeout) else total_timeout
+        timeout = httpx.Timeout(cap, connect=min(connect_timeout, total_timeout))
+        body = request.body_bytes()
+        headers = dict(request.headers)
+        if request.json is not None:
+            headers.setdefault("content-type", "application/json")
+        try:
+            async with asyncio.timeout(cap):
+                resp = await self._client.request(
+                    request.method, request.url, content=body or None, headers=headers, timeout=timeout
+                )
+        except TimeoutError as exc:
+            raise TransportError("total", f"no complete response within {total_timeout:.3f}s") from exc
+        except httpx.ConnectTimeout as exc:
+            raise TransportError("connect_timeout", f"connect timed out after {connect_timeout:.3f}s") from exc
+        except httpx.ConnectError as exc:
+            raise TransportError("connect", f"could not connect: {exc}") from exc
+        except httpx.TimeoutException as exc:
+            raise TransportError("total", f"timed out: {type(exc).__name__}") from exc
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            raise TransportError("read", f"connection broke: {type(exc).__name__}: {exc}") from exc
+        except httpx.HTTPError as exc:
+            raise TransportError("read", f"{type(exc).__name__}: {exc}") from exc
+        return HttpResponse(
+            status=resp.status_code,
+            headers={k.lower(): v for k, v in resp.headers.items()},
+            body=resp.content,
+        )
+
+    async def aclose(self) -> None:
+        if self._own:
+            await self._client.aclose()
