@@ -1,0 +1,31 @@
+"""Wire dialects: build the HTTP request, parse the answer, classify what went wrong.
+
+One module per dialect; each is the ONE place where a provider's format and errors are
+known. Adapters are stateless, so :func:`dialect_for` hands out shared instances.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..model import Dialect
+from ._base import DialectAdapter
+from .anthropic import AnthropicDialect
+from .gemini import GeminiDialect
+from .openai import OpenAIDialect
+
+__all__ = ["AnthropicDialect", "DialectAdapter", "GeminiDialect", "OpenAIDialect", "dialect_for"]
+
+_DIALECTS: Mapping[Dialect, DialectAdapter] = {
+    Dialect.OPENAI: OpenAIDialect(),
+    Dialect.ANTHROPIC: AnthropicDialect(),
+    Dialect.GEMINI: GeminiDialect(),
+}
+
+
+def dialect_for(d: Dialect) -> DialectAdapter:
+    """The shared (stateless) adapter for dialect ``d``."""
+    try:
+        return _DIALECTS[Dialect(d)]
+    except (KeyError, ValueError):
+        raise ValueError(f"no wire dialect for {d!r}; known: {', '.join(known.value for known in Dialect)}") from None
