@@ -1,0 +1,1093 @@
+"""Render scripted replies as the bytes each real provider sends.
+
+Every body, status and header here follows a real capture or the vendor's documentation
+(see ``shared/wire/README.md`` for the corpus these shapes were checked against):
+
+* OpenAI Chat Completions: ``chat.completion`` objects, ``chat.completion.chunk`` SSE with
+  ``data: [DONE]``, the ``{"error": {message, type, param, code}}`` envelope, ``x-request-id``,
+  ``retry-after`` / ``retry-after-ms`` and ``x-ratelimit-*`` headers.
+* Anthropic Messages: ``message`` objects, the ``message_start ... message_stop`` event stream,
+  the ``{"type": "error", "error": {type, message}, "request_id"}`` envelope, ``request-id``,
+  ``x-should-retry``, ``retry-after`` and ``anthropic-ratelimit-*`` headers.
+* Gemini generateContent: ``candidates`` / ``usageMetadata`` / ``modelVersion`` /
+  ``responseId``, ``streamGenerateContent`` as SSE (``alt=sse``, CRLF framing) or a JSON
+  array, and the ``google.rpc.Status`` envelope with ``details`` (``RetryInfo``,
+  ``QuotaFailure``, ``ErrorInfo``).
+
+This module is pure: no I/O, no clock other than the wall-clock ``created`` stamp OpenAI
+bodies carry.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import Dialect
+from ._script import Reply, ReplyKind
+
+__all__ = ["Endpoint", "Exchange", "Rendered", "check_request", "endpoint_for", "render", "render_unknown_path"]
+
+_JSON = "application/json"
+_GEMINI_JSON = "application/json; charset=UTF-8"
+_SSE = "text/event-stream; charset=utf-8"
+
+_DEFAULT_WINDOW = {Dialect.OPENAI: 128_000, Dialect.ANTHROPIC: 200_000, Dialect.GEMINI: 1_048_576}
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """What a request path asks for: ``generate`` (stream or not) or ``count_tokens``."""
+
+    operation: str  # "generate" | "count_tokens"
+    stream_path: bool = False  # Gemini :streamGenerateContent
+    model: str | None = None  # Gemini: the model named in the path
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A complete HTTP answer. ``chunks`` are the pieces a streaming answer is written in."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    chunks: tuple[bytes, ...] = ()
+
+    @property
+    def streaming(self) -> bool:
+        return bool(self.chunks)
+
+
+@dataclass(slots=True, kw_only=True)
+class Exchange:
+    """What the renderer knows about the request being answered."""
+
+    provider: str
+    dialect: Dialect
+    endpoint: Endpoint
+    path: str
+    method: str
+    body: Mapping[str, Any]
+    model: str  # the model to report
+    request_id: str
+    response_id: str
+    sse: bool = False  # Gemini stream with alt=sse
+    _input_tokens: int | None = field(default=None, repr=False)
+
+    @property
+    def stream(self) -> bool:
+        if self.dialect is Dialect.GEMINI:
+            return self.endpoint.stream_path
+        return self.body.get("stream") is True
+
+    @property
+    def input_tokens(self) -> int:
+        """A rough count of the prompt: characters / 4, at least 1."""
+        if self._input_tokens is None:
+            self._input_tokens = max(1, math.ceil(_input_chars(self.dialect, self.body) / 4))
+        return self._input_tokens
+
+
+# -- routing -----------------------------------------------------------------------------------
+
+
+def endpoint_for(dialect: Dialect, path: str) -> Endpoint | None:
+    """The operation a path asks of a provider of ``dialect``; None when it is not an API path.
+
+    Only the END of the path matters, so any prefix works (``/v1``, ``/openai/deployments/x``,
+    ``/<provider>/v1``...).
+    """
+    if dialect is Dialect.OPENAI:
+        return Endpoint("generate") if path.endswith("/chat/completions") else None
+    if dialect is Dialect.ANTHROPIC:
+        if path.endswith("/messages"):
+            return Endpoint("generate")
+        if path.endswith("/messages/count_tokens"):
+            return Endpoint("count_tokens")
+        return None
+    slash = path.rfind("/models/")
+    if slash < 0:
+        return None
+    model, sep, method = path[slash + 8 :].partition(":")
+    if not sep or not model or "/" in model:
+        return None
+    if method == "generateContent":
+        return Endpoint("generate", model=model)
+    if method == "streamGenerateContent":
+        return Endpoint("generate", stream_path=True, model=model)
+    if method == "countTokens":
+        return Endpoint("count_tokens", model=model)
+    return None
+
+
+def requested_model(dialect: Dialect, endpoint: Endpoint | None, body: Mapping[str, Any]) -> str | None:
+    if dialect is Dialect.GEMINI:
+        return endpoint.model if endpoint is not None else None
+    model = body.get("model")
+    return model if isinstance(model, str) else None
+
+
+def presented_key(dialect: Dialect, headers: Mapping[str, str], query: str) -> str | None:
+    """The credential a request carries, where the dialect's clients put it."""
+    bearer = headers.get("authorization", "")
+    token = bearer[7:].strip() if bearer[:7].lower() == "bearer " else None
+    if dialect is Dialect.OPENAI:
+        return token or headers.get("api-key")
+    if dialect is Dialect.ANTHROPIC:
+        return headers.get("x-api-key") or token
+    if headers.get("x-goog-api-key"):
+        return headers["x-goog-api-key"]
+    for pair in query.split("&"):
+        name, _, value = pair.partition("=")
+        if name == "key" and value:
+            return value
+    return token
+
+
+_NO_KEY = {
+    Dialect.OPENAI: "You didn't provide an API key. You need to provide your API key in an Authorization header "
+    "using Bearer auth (i.e. Authorization: Bearer YOUR_KEY), or as the password field (with blank username) if "
+    "you're accessing the API from your browser and are prompted for a username and password. You can obtain an "
+    "API key from https://platform.openai.com/account/api-keys.",
+    Dialect.ANTHROPIC: "x-api-key header is required",
+    Dialect.GEMINI: "Method doesn't allow unregistered callers (callers without established identity). "
+    "Please use API Key or other form of API consumer identity to call this API.",
+}
+
+
+def check_request(
+    dialect: Dialect,
+    endpoint: Endpoint,
+    path: str,
+    headers: Mapping[str, str],
+    query: str,
+    body: Mapping[str, Any],
+    *,
+    api_key: str | None = None,
+) -> Reply | None:
+    """The error the real API would send for a request it rejects before any model runs:
+    a wrong or missing credential (only checked when ``api_key`` is given), or a required
+    field missing. None when the request is acceptable."""
+    if api_key is not None:
+        key = presented_key(dialect, headers, query)
+        if not key:
+            return Reply.unauthorized(message=_NO_KEY[dialect])
+        if key != api_key:
+            return Reply.unauthorized()
+    if dialect is Dialect.OPENAI:
+        if not isinstance(body.get("model"), str) and "/deployments/" not in path:
+            return Reply.invalid("you must provide a model parameter")
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            return Reply.invalid("Missing required parameter: 'messages'.")
+        if not messages:
+            return Reply.invalid(
+                "Invalid 'messages': empty array. Expected an array with minimum length 1, "
+                "but got an empty array instead."
+            )
+        return None
+    if dialect is Dialect.ANTHROPIC:
+        if not headers.get("anthropic-version"):
+            return Reply.invalid("anthropic-version: header is required")
+        for name in ("model", "messages") + (("max_tokens",) if endpoint.operation == "generate" else ()):
+            if name not in body:
+                return Reply.invalid(f"{name}: Field required")
+        if not isinstance(body.get("messages"), list) or not body["messages"]:
+            return Reply.invalid("messages: at least one message is required")
+        return None
+    if endpoint.operation == "generate" and not body.get("contents"):
+        return Reply.invalid("* GenerateContentRequest.contents: contents is not specified\n")
+    return None
+
+
+# -- the entry point ---------------------------------------------------------------------------
+
+
+def render(reply: Reply, ex: Exchange) -> Rendered:
+    """The HTTP answer for ``reply`` in ``ex.dialect``. Only for replies that send one."""
+    if ex.endpoint.operation == "count_tokens":
+        return _count_tokens(ex)
+    kind = reply.kind
+    if reply.has_ok_body:
+        answer = _answer(reply, ex)
+        if ex.dialect is Dialect.OPENAI:
+            return _openai_ok(answer, ex)
+        if ex.dialect is Dialect.ANTHROPIC:
+            return _anthropic_ok(answer, ex)
+        return _gemini_ok(answer, ex)
+    if not reply.is_http_answer:
+        raise ValueError(f"a {kind.value} reply has no HTTP answer to render")
+    if ex.dialect is Dialect.OPENAI:
+        return _openai_error(reply, ex)
+    if ex.dialect is Dialect.ANTHROPIC:
+        return _anthropic_error(reply, ex)
+    return _gemini_error(reply, ex)
+
+
+def render_unknown_path(dialect: Dialect, method: str, path: str, request_id: str) -> Rendered:
+    """The 404 each provider sends for a path it does not serve."""
+    if dialect is Dialect.OPENAI:
+        body = _openai_envelope(f"Invalid URL ({method} {path})", "invalid_request_error", None, None)
+        return _json_answer(404, body, (("x-request-id", request_id),))
+    if dialect is Dialect.ANTHROPIC:
+        body = _anthropic_envelope("not_found_error", "Not Found", request_id)
+        return _json_answer(404, body, (("request-id", request_id), ("x-should-retry", "false")))
+    body = {"error": {"code": 404, "message": "Requested entity was not found.", "status": "NOT_FOUND"}}
+    return _json_answer(404, body, (), content_type=_GEMINI_JSON)
+
+
+# -- what a 200 says, before it is put into a dialect ------------------------------------------
+
+
+@dataclass(slots=True)
+class _Call:
+    id: str
+    name: str
+    args: Any  # the decoded object, or the raw text when malformed
+    text: str  # the arguments as JSON text (or the broken text)
+    valid: bool = True
+
+
+@dataclass(slots=True)
+class _Answer:
+    text: str | None
+    calls: list[_Call]
+    stop: str  # end | tool | length | refusal | filter | malformed
+    refusal: str | None
+    input_tokens: int
+    output_tokens: int
+
+
+_MALFORMED_ARGS = '{"query": "weather in Par'
+
+
+def _answer(reply: Reply, ex: Exchange) -> _Answer:
+    kind = reply.kind
+    name = ex.provider
+    calls: list[_Call] = []
+    text: str | None = None
+    refusal: str | None = None
+    stop = "end"
+    forced = _forced_tool(ex.dialect, ex.body)
+
+    if kind in (ReplyKind.OK, ReplyKind.DELAY, ReplyKind.SCHEMA_INVALID):
+        obj: Any = reply.json
+        if kind is ReplyKind.SCHEMA_INVALID and obj is None:
+            obj = {"wrong": 1}
+        for i, tc in enumerate(reply.tool_calls):
+            calls.append(_call(ex, i, tc.name, dict(tc.args)))
+        if obj is not None:
+            if forced is not None and not calls:
+                calls.append(_call(ex, 0, forced[0], obj))
+            else:
+                text = json.dumps(obj, separators=(",", ":"))
+        elif not calls:
+            wants, schema = _structured(ex.dialect, ex.body)
+            if forced is not None:
+                calls.append(_call(ex, 0, forced[0], _example(forced[1], forced[1], f"ok from {name}")))
+            elif wants:
+                example = _example(schema, schema, f"ok from {name}") if schema else {"text": f"ok from {name}"}
+                text = json.dumps(example, separators=(",", ":"))
+        if reply.text is not None:
+            text = reply.text
+        elif text is None and not calls:
+            text = f"ok from {name}"
+        stop = "tool" if calls else "end"
+    elif kind is ReplyKind.TRUNCATE:
+        wants, _ = _structured(ex.dialect, ex.body)
+        text = reply.text if reply.text is not None else ('{"' if wants else f"partial answer from {name}, cut")
+        stop = "length"
+    elif kind is ReplyKind.REFUSE:
+        refusal = reply.text if reply.text is not None else "I'm sorry, but I can't assist with that."
+        stop = "refusal"
+    elif kind is ReplyKind.CONTENT_FILTER:
+        stop = "filter"
+    elif kind is ReplyKind.MALFORMED_TOOL_ARGS:
+        tool = reply.tool_calls[0].name if reply.tool_calls else (forced[0] if forced else _first_tool(ex))
+        raw = reply.arguments if reply.arguments is not None else _MALFORMED_ARGS
+        calls.append(_Call(id=_call_id(ex, 0), name=tool, args=raw, text=raw, valid=False))
+        stop = "malformed"
+
+    if reply.usage is not None:
+        input_tokens, output_tokens = reply.usage
+    else:
+        input_tokens = ex.input_tokens
+        produced = len(text or "") + len(refusal or "") + sum(len(c.text) + len(c.name) for c in calls)
+        output_tokens = max(1, math.ceil(produced / 4))
+        if stop == "length":
+            output_tokens = _max_tokens(ex.dialect, ex.body) or output_tokens
+    return _Answer(text, calls, stop, refusal, input_tokens, output_tokens)
+
+
+def _call(ex: Exchange, index: int, name: str, args: Any) -> _Call:
+    return _Call(id=_call_id(ex, index), name=name, args=args, text=json.dumps(args, separators=(",", ":")))
+
+
+def _call_id(ex: Exchange, index: int) -> str:
+    prefix = "toolu_" if ex.dialect is Dialect.ANTHROPIC else "call_"
+    return f"{prefix}{ex.response_id.rsplit('_', 1)[-1].rsplit('-', 1)[-1]}{index}"
+
+
+def _first_tool(ex: Exchange) -> str:
+    tools = _tools(ex.dialect, ex.body)
+    return tools[0][0] if tools else "lookup"
+
+
+def _tools(dialect: Dialect, body: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(name, parameter schema) of each declared tool."""
+    out: list[tuple[str, Any]] = []
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        return out
+    for tool in tools:
+        if not isinstance(tool, Mapping):
+            continue
+        if dialect is Dialect.OPENAI:
+            fn = tool.get("function")
+            if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
+                out.append((fn["name"], fn.get("parameters")))
+        elif dialect is Dialect.ANTHROPIC:
+            if isinstance(tool.get("name"), str):
+                out.append((tool["name"], tool.get("input_schema")))
+        else:
+            for decl in tool.get("functionDeclarations") or tool.get("function_declarations") or ():
+                if isinstance(decl, Mapping) and isinstance(decl.get("name"), str):
+                    out.append((decl["name"], decl.get("parametersJsonSchema") or decl.get("parameters")))
+    return out
+
+
+def _forced_tool(dialect: Dialect, body: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """The tool the request forces the model to call (name, schema), if any."""
+    if "tools" not in body:
+        return None
+    tools = _tools(dialect, body)
+    if not tools:
+        return None
+    wanted: str | None = None
+    anyone = False
+    if dialect is Dialect.OPENAI:
+        choice = body.get("tool_choice")
+        if choice == "required":
+            anyone = True
+        elif isinstance(choice, Mapping) and isinstance(choice.get("function"), Mapping):
+            wanted = choice["function"].get("name")
+    elif dialect is Dialect.ANTHROPIC:
+        choice = body.get("tool_choice")
+        if isinstance(choice, Mapping):
+            if choice.get("type") == "tool":
+                wanted = choice.get("name")
+            elif choice.get("type") == "any":
+                anyone = True
+    else:
+        config = body.get("toolConfig") or body.get("tool_config")
+        fcc = config.get("functionCallingConfig") if isinstance(config, Mapping) else None
+        if isinstance(fcc, Mapping) and str(fcc.get("mode", "")).upper() == "ANY":
+            allowed = fcc.get("allowedFunctionNames")
+            if isinstance(allowed, list) and allowed:
+                wanted = allowed[0]
+            else:
+                anyone = True
+    if wanted is not None:
+        for tool in tools:
+            if tool[0] == wanted:
+                return tool
+        return (wanted, None)
+    return tools[0] if anyone else None
+
+
+def _structured(dialect: Dialect, body: Mapping[str, Any]) -> tuple[bool, Any]:
+    """(wants JSON, the schema if one was given)."""
+    if dialect is Dialect.OPENAI:
+        rf = body.get("response_format")
+        if isinstance(rf, Mapping):
+            if rf.get("type") == "json_schema":
+                js = rf.get("json_schema")
+                return True, js.get("schema") if isinstance(js, Mapping) else None
+            if rf.get("type") == "json_object":
+                return True, None
+        return False, None
+    if dialect is Dialect.ANTHROPIC:
+        fmt = body.get("output_format")
+        config = body.get("output_config")
+        if fmt is None and isinstance(config, Mapping):
+            fmt = config.get("format")
+        if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
+            return True, fmt.get("schema")
+        return False, None
+    gc = body.get("generationConfig") or body.get("generation_config")
+    if not isinstance(gc, Mapping):
+        return False, None
+    schema = gc.get("responseJsonSchema") or gc.get("response_json_schema") or gc.get("responseSchema")
+    wants = schema is not None or gc.get("responseMimeType") == "application/json"
+    return wants, schema
+
+
+def _max_tokens(dialect: Dialect, body: Mapping[str, Any]) -> int | None:
+    if dialect is Dialect.GEMINI:
+        gc = body.get("generationConfig")
+        value = gc.get("maxOutputTokens") if isinstance(gc, Mapping) else None
+    elif dialect is Dialect.OPENAI:
+        value = body.get("max_completion_tokens", body.get("max_tokens"))
+    else:
+        value = body.get("max_tokens")
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def _example(schema: Any, root: Any, text: str, depth: int = 0) -> Any:
+    """A small value that satisfies ``schema`` (JSON Schema, or Gemini's OpenAPI subset)."""
+    if depth > 12 or not isinstance(schema, Mapping):
+        return text
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        return _example(target, root, text, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            chosen = next((o for o in options if not (isinstance(o, Mapping) and o.get("type") == "null")), options[0])
+            return _example(chosen, root, text, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    kind = kind.lower() if isinstance(kind, str) else ("object" if "properties" in schema else "string")
+    if kind == "object":
+        props = schema.get("properties")
+        if not isinstance(props, Mapping):
+            return {}
+        return {k: _example(v, root, text, depth + 1) for k, v in props.items()}
+    if kind == "array":
+        count = schema.get("minItems", 0)
+        count = count if isinstance(count, int) and count > 0 else 0
+        return [_example(schema.get("items"), root, text, depth + 1) for _ in range(count)]
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", schema.get("exclusiveMinimum", 0))
+        low = low if isinstance(low, int | float) and not isinstance(low, bool) else 0
+        value = low + (1 if "exclusiveMinimum" in schema else 0)
+        return int(value) if kind == "integer" else value
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    return text
+
+
+def _input_chars(dialect: Dialect, body: Mapping[str, Any]) -> int:
+    if dialect is Dialect.OPENAI:
+        return _chars(body.get("messages"))
+    if dialect is Dialect.ANTHROPIC:
+        return _chars(body.get("system")) + _chars(body.get("messages"))
+    inner = body.get("generateContentRequest")  # countTokens may wrap the whole request
+    if isinstance(inner, Mapping):
+        body = inner
+    return _chars(body.get("contents")) + _chars(body.get("systemInstruction") or body.get("system_instruction"))
+
+
+def _chars(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, Mapping):
+        return sum(_chars(v) for k, v in value.items() if k not in ("role", "type"))
+    if isinstance(value, list):
+        return sum(_chars(v) for v in value)
+    return 0
+
+
+def _pieces(text: str) -> list[str]:
+    """Stream deltas: a word (with its trailing space) at a time."""
+    return re.findall(r"\S+\s*|\s+", text) or [text]
+
+
+def _num(value: float) -> str:
+    """``2`` for 2.0, ``0.5`` for 0.5: how the header value is written."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _json_answer(
+    status: int, body: Any, headers: tuple[tuple[str, str], ...], *, content_type: str = _JSON
+) -> Rendered:
+    return Rendered(status, (("content-type", content_type), *headers), _dumps(body))
+
+
+def _retry_headers(reply: Reply) -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
+    if reply.retry_after is not None:
+        out.append(("retry-after", _num(reply.retry_after)))
+    if reply.retry_after_ms is not None:
+        out.append(("retry-after-ms", _num(reply.retry_after_ms)))
+    return tuple(out)
+
+
+def _wait_hint(reply: Reply) -> float | None:
+    if reply.retry_after_ms is not None:
+        return reply.retry_after_ms / 1000
+    return reply.retry_after
+
+
+def _overflow_numbers(reply: Reply, ex: Exchange) -> tuple[int, int]:
+    limit = reply.limit if reply.limit is not None else _DEFAULT_WINDOW[ex.dialect]
+    tokens = reply.prompt_tokens if reply.prompt_tokens is not None else max(ex.input_tokens, limit + 1)
+    return tokens, limit
+
+
+# -- OpenAI Chat Completions -------------------------------------------------------------------
+
+_OPENAI_FINISH = {
+    "end": "stop",
+    "tool": "tool_calls",
+    "length": "length",
+    "refusal": "stop",
+    "filter": "content_filter",
+    "malformed": "tool_calls",
+}
+
+
+def _openai_usage(a: _Answer) -> dict[str, Any]:
+    return {
+        "prompt_tokens": a.input_tokens,
+        "completion_tokens": a.output_tokens,
+        "total_tokens": a.input_tokens + a.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
+
+
+def _openai_headers(ex: Exchange) -> tuple[tuple[str, str], ...]:
+    return (
+        ("x-request-id", ex.request_id),
+        ("openai-version", "2020-10-01"),
+        ("openai-processing-ms", "1"),
+    )
+
+
+def _openai_ok(a: _Answer, ex: Exchange) -> Rendered:
+    created = int(time.time())
+    finish = _OPENAI_FINISH[a.stop]
+    choice = ex.body.get("tool_choice")
+    if a.stop == "tool" and isinstance(choice, Mapping) and choice.get("type") == "function":
+        finish = "stop"  # a named tool_choice ends with "stop", as the real API does
+    if ex.stream:
+        return _openai_stream(a, ex, created, finish)
+    message: dict[str, Any] = {"role": "assistant", "content": a.text, "refusal": a.refusal, "annotations": []}
+    if a.calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.text}} for c in a.calls
+        ]
+    body = {
+        "id": ex.response_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": ex.model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+        "usage": _openai_usage(a),
+        "service_tier": "default",
+        "system_fingerprint": "fp_fake",
+    }
+    return _json_answer(200, body, _openai_headers(ex))
+
+
+def _openai_stream(a: _Answer, ex: Exchange, created: int, finish: str) -> Rendered:
+    options = ex.body.get("stream_options")
+    include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
+    head = {"id": ex.response_id, "object": "chat.completion.chunk", "created": created, "model": ex.model}
+    head["system_fingerprint"] = "fp_fake"
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        obj: dict[str, Any] = {
+            **head,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+        }
+        if include_usage:
+            obj["usage"] = None
+        return b"data: " + _dumps(obj) + b"\n\n"
+
+    first: dict[str, Any] = {"role": "assistant", "content": "" if a.refusal is None else None, "refusal": None}
+    if a.refusal is not None:
+        first["refusal"] = ""
+    chunks = [chunk(first)]
+    for piece in _pieces(a.text) if a.text else ():
+        chunks.append(chunk({"content": piece}))
+    for piece in _pieces(a.refusal) if a.refusal else ():
+        chunks.append(chunk({"refusal": piece}))
+    for i, c in enumerate(a.calls):
+        start = {"index": i, "id": c.id, "type": "function", "function": {"name": c.name, "arguments": ""}}
+        chunks.append(chunk({"tool_calls": [start]}))
+        for piece in _split_args(c.text):
+            chunks.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
+    chunks.append(chunk({}, finish))
+    if include_usage:
+        chunks.append(b"data: " + _dumps({**head, "choices": [], "usage": _openai_usage(a)}) + b"\n\n")
+    chunks.append(b"data: [DONE]\n\n")
+    return _stream_answer(chunks, (("content-type", _SSE), *_openai_headers(ex)))
+
+
+def _split_args(text: str) -> list[str]:
+    size = 8
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _openai_envelope(message: str, type_: str, param: str | None, code: str | None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def _openai_error(reply: Reply, ex: Exchange) -> Rendered:
+    kind = reply.kind
+    headers = _openai_headers(ex)
+    model = ex.model
+    if kind is ReplyKind.RATE_LIMIT:
+        wait = _wait_hint(reply)
+        again = f" Please try again in {_num(wait)}s." if wait is not None else ""
+        message = reply.message or (
+            f"Rate limit reached for {model} in organization org-fake on requests per min (RPM): "
+            f"Limit 60, Used 60, Requested 1.{again} "
+            "Visit https://platform.openai.com/account/rate-limits to learn more."
+        )
+        reset = f"{_num(wait)}s" if wait is not None else "1s"
+        headers = (
+            *headers,
+            *_retry_headers(reply),
+            ("x-ratelimit-limit-requests", "60"),
+            ("x-ratelimit-remaining-requests", "0"),
+            ("x-ratelimit-reset-requests", reset),
+            ("x-ratelimit-limit-tokens", "150000"),
+            ("x-ratelimit-remaining-tokens", "149000"),
+            ("x-ratelimit-reset-tokens", "400ms"),
+        )
+        return _json_answer(429, _openai_envelope(message, "requests", None, "rate_limit_exceeded"), headers)
+    if kind is ReplyKind.QUOTA:
+        message = reply.message or (
+            "You exceeded your current quota, please check your plan and billing details. For more information "
+            "on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors."
+        )
+        return _json_answer(429, _openai_envelope(message, "insufficient_quota", None, "insufficient_quota"), headers)
+    if kind is ReplyKind.OVERLOADED:
+        message = reply.message or "The requested model is temporarily overloaded."
+        body = _openai_envelope(message, "service_unavailable_error", None, "server_is_overloaded")
+        return _json_answer(503, body, (*headers, *_retry_headers(reply)))
+    if kind is ReplyKind.SERVER_ERROR:
+        message = reply.message or (
+            "The server had an error processing your request. Sorry about that! You can retry your request, "
+            "or contact us through our help center at help.openai.com if you keep seeing this error. "
+            f"(Please include the request ID {ex.request_id} in your email.)"
+        )
+        return _json_answer(500, _openai_envelope(message, "server_error", None, None), headers)
+    if kind is ReplyKind.UNAUTHORIZED:
+        message = reply.message or (
+            "Incorrect API key provided: sk-fake****. You can find your API key at "
+            "https://platform.openai.com/account/api-keys."
+        )
+        code = None if reply.message == _NO_KEY[Dialect.OPENAI] else "invalid_api_key"
+        body = _openai_envelope(message, "invalid_request_error", None, code)
+        return _json_answer(401, body, (*headers, ("www-authenticate", 'Bearer realm="OpenAI API"')))
+    if kind is ReplyKind.NOT_FOUND:
+        message = reply.message or f"The model `{model}` does not exist or you do not have access to it."
+        return _json_answer(404, _openai_envelope(message, "invalid_request_error", None, "model_not_found"), headers)
+    if kind is ReplyKind.CONTEXT_OVERFLOW:
+        tokens, limit = _overflow_numbers(reply, ex)
+        message = reply.message or (
+            f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+            f"{tokens} tokens. Please reduce the length of the messages."
+        )
+        body = _openai_envelope(message, "invalid_request_error", "messages", "context_length_exceeded")
+        return _json_answer(400, body, headers)
+    # INVALID
+    message = reply.message or "Invalid value for 'temperature': expected a number between 0 and 2."
+    return _json_answer(400, _openai_envelope(message, "invalid_request_error", None, None), headers)
+
+
+# -- Anthropic Messages ------------------------------------------------------------------------
+
+_ANTHROPIC_STOP = {
+    "end": "end_turn",
+    "tool": "tool_use",
+    "length": "max_tokens",
+    "refusal": "refusal",
+    "filter": "refusal",
+    "malformed": "tool_use",
+}
+
+
+def _anthropic_headers(ex: Exchange) -> tuple[tuple[str, str], ...]:
+    return (("request-id", ex.request_id),)
+
+
+def _anthropic_content(a: _Answer) -> list[dict[str, Any]]:
+    content: list[dict[str, Any]] = []
+    if a.text is not None:
+        content.append({"type": "text", "text": a.text})
+    for c in a.calls:
+        content.append({"type": "tool_use", "id": c.id, "name": c.name, "input": c.args})
+    return content
+
+
+def _anthropic_stop_details(a: _Answer) -> dict[str, Any] | None:
+    if a.stop == "refusal":
+        return {
+            "type": "refusal",
+            "category": "cyber",
+            "explanation": a.refusal or "This request was refused due to policy.",
+        }
+    if a.stop == "filter":
+        return {"type": "refusal", "category": "cyber", "explanation": "This request triggered content filtering."}
+    return None
+
+
+def _anthropic_ok(a: _Answer, ex: Exchange) -> Rendered:
+    if ex.stream:
+        return _anthropic_stream(a, ex)
+    body: dict[str, Any] = {
+        "model": ex.model,
+        "id": ex.response_id,
+        "type": "message",
+        "role": "assistant",
+        "content": _anthropic_content(a),
+        "stop_reason": _ANTHROPIC_STOP[a.stop],
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": a.input_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": a.output_tokens,
+            "service_tier": "standard",
+        },
+    }
+    details = _anthropic_stop_details(a)
+    if details is not None:
+        body["stop_details"] = details
+    return _json_answer(200, body, _anthropic_headers(ex))
+
+
+def _anthropic_stream(a: _Answer, ex: Exchange) -> Rendered:
+    def event(name: str, data: Mapping[str, Any]) -> bytes:
+        return b"event: " + name.encode() + b"\ndata: " + _dumps(data) + b"\n\n"
+
+    start = {
+        "type": "message_start",
+        "message": {
+            "model": ex.model,
+            "id": ex.response_id,
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": a.input_tokens,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+                "output_tokens": 1,
+                "service_tier": "standard",
+            },
+        },
+    }
+    chunks = [event("message_start", start)]
+    index = 0
+    if a.text is not None or a.stop in ("refusal", "filter"):
+        block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+        chunks.append(event("content_block_start", block))
+        chunks.append(event("ping", {"type": "ping"}))
+        for piece in _pieces(a.text) if a.text else ():
+            delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}
+            chunks.append(event("content_block_delta", delta))
+        chunks.append(event("content_block_stop", {"type": "content_block_stop", "index": 0}))
+        index = 1
+    for c in a.calls:
+        block = {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": {"type": "tool_use", "id": c.id, "name": c.name, "input": {}},
+        }
+        chunks.append(event("content_block_start", block))
+        for piece in ["", *_split_args(c.text)]:
+            delta = {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "input_json_delta", "partial_json": piece},
+            }
+            chunks.append(event("content_block_delta", delta))
+        chunks.append(event("content_block_stop", {"type": "content_block_stop", "index": index}))
+        index += 1
+    delta_body: dict[str, Any] = {"stop_reason": _ANTHROPIC_STOP[a.stop], "stop_sequence": None}
+    details = _anthropic_stop_details(a)
+    if details is not None:
+        delta_body["stop_details"] = details
+    chunks.append(
+        event(
+            "message_delta", {"type": "message_delta", "delta": delta_body, "usage": {"output_tokens": a.output_tokens}}
+        )
+    )
+    chunks.append(event("message_stop", {"type": "message_stop"}))
+    return _stream_answer(chunks, (("content-type", _SSE), *_anthropic_headers(ex)))
+
+
+def _anthropic_envelope(type_: str, message: str, request_id: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": type_, "message": message}, "request_id": request_id}
+
+
+def _anthropic_error(reply: Reply, ex: Exchange) -> Rendered:
+    kind = reply.kind
+    retry = "true"
+    extra: tuple[tuple[str, str], ...] = ()
+    if kind is ReplyKind.RATE_LIMIT:
+        status, type_ = 429, "rate_limit_error"
+        message = reply.message or (
+            "This request would exceed the rate limit for your organization (org-fake) of 50 requests per "
+            "minute. For details, refer to: https://docs.claude.com/en/api/rate-limits. You can see the response "
+            "headers for current usage. Please reduce the prompt length or the maximum tokens requested, or try "
+            "again later. You may also contact sales at https://www.anthropic.com/contact-sales to discuss your "
+            "options for a rate limit increase."
+        )
+        extra = (
+            *_retry_headers(reply),
+            ("anthropic-ratelimit-requests-limit", "50"),
+            ("anthropic-ratelimit-requests-remaining", "0"),
+            ("anthropic-ratelimit-input-tokens-limit", "30000"),
+            ("anthropic-ratelimit-input-tokens-remaining", "30000"),
+            ("anthropic-ratelimit-output-tokens-limit", "8000"),
+            ("anthropic-ratelimit-output-tokens-remaining", "8000"),
+        )
+    elif kind is ReplyKind.QUOTA:
+        status, type_, retry = 400, "invalid_request_error", "false"
+        message = reply.message or (
+            "Your credit balance is too low to access the Anthropic API. "
+            "Please go to Plans & Billing to upgrade or purchase credits."
+        )
+    elif kind is ReplyKind.OVERLOADED:
+        status, type_ = 529, "overloaded_error"
+        message = reply.message or "Overloaded"
+        extra = _retry_headers(reply)
+    elif kind is ReplyKind.SERVER_ERROR:
+        status, type_ = 500, "api_error"
+        message = reply.message or "Internal server error"
+    elif kind is ReplyKind.UNAUTHORIZED:
+        status, type_, retry = 401, "authentication_error", "false"
+        message = reply.message or "invalid x-api-key"
+    elif kind is ReplyKind.NOT_FOUND:
+        status, type_, retry = 404, "not_found_error", "false"
+        message = reply.message or f"model: {ex.model}"
+    elif kind is ReplyKind.CONTEXT_OVERFLOW:
+        status, type_, retry = 400, "invalid_request_error", "false"
+        tokens, limit = _overflow_numbers(reply, ex)
+        message = reply.message or f"prompt is too long: {tokens} tokens > {limit} maximum"
+    else:  # INVALID
+        status, type_, retry = 400, "invalid_request_error", "false"
+        message = reply.message or "messages.0.content: text content blocks must be non-empty"
+    headers = (*_anthropic_headers(ex), ("x-should-retry", retry), *extra)
+    return _json_answer(status, _anthropic_envelope(type_, message, ex.request_id), headers)
+
+
+# -- Gemini generateContent --------------------------------------------------------------------
+
+_GEMINI_FINISH = {
+    "end": "STOP",
+    "tool": "STOP",
+    "length": "MAX_TOKENS",
+    "refusal": "SAFETY",
+    "malformed": "MALFORMED_FUNCTION_CALL",
+}
+
+_SAFETY_RATINGS = [
+    {"category": "HARM_CATEGORY_SEXUALLY_EXPLICIT", "probability": "NEGLIGIBLE"},
+    {"category": "HARM_CATEGORY_HATE_SPEECH", "probability": "NEGLIGIBLE"},
+    {"category": "HARM_CATEGORY_HARASSMENT", "probability": "NEGLIGIBLE"},
+    {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True},
+]
+
+
+def _gemini_usage(a: _Answer, *, output: bool = True) -> dict[str, Any]:
+    usage: dict[str, Any] = {"promptTokenCount": a.input_tokens}
+    if output:
+        usage["candidatesTokenCount"] = a.output_tokens
+    usage["totalTokenCount"] = a.input_tokens + (a.output_tokens if output else 0)
+    usage["promptTokensDetails"] = [{"modality": "TEXT", "tokenCount": a.input_tokens}]
+    return usage
+
+
+def _gemini_candidate(a: _Answer, text: str | None, calls: Sequence[_Call], finish: str | None) -> dict[str, Any]:
+    if a.stop == "refusal":
+        return {"finishReason": "SAFETY", "index": 0, "safetyRatings": _SAFETY_RATINGS}
+    if a.stop == "malformed":
+        call = a.calls[0]
+        return {
+            "content": {},
+            "finishReason": "MALFORMED_FUNCTION_CALL",
+            "index": 0,
+            "finishMessage": f"Malformed function call: print(default_api.{call.name}({call.text}",
+        }
+    parts: list[dict[str, Any]] = []
+    if text:
+        parts.append({"text": text})
+    parts.extend({"functionCall": {"name": c.name, "args": c.args}} for c in calls)
+    candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}}
+    if finish is not None:
+        candidate["finishReason"] = finish
+    candidate["index"] = 0
+    return candidate
+
+
+def _gemini_ok(a: _Answer, ex: Exchange) -> Rendered:
+    if a.stop == "filter":
+        body: dict[str, Any] = {
+            "promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},
+            "usageMetadata": _gemini_usage(a, output=False),
+            "modelVersion": ex.model,
+            "responseId": ex.response_id,
+        }
+        chunks = [body]
+    elif ex.stream and a.stop not in ("refusal", "malformed"):
+        pieces = _pieces(a.text) if a.text else []
+        chunks = []
+        for i, piece in enumerate(pieces):
+            last = i == len(pieces) - 1 and not a.calls
+            chunk: dict[str, Any] = {
+                "candidates": [_gemini_candidate(a, piece, (), _GEMINI_FINISH[a.stop] if last else None)]
+            }
+            chunks.append(chunk)
+        if a.calls or not pieces:
+            chunks.append({"candidates": [_gemini_candidate(a, None, a.calls, _GEMINI_FINISH[a.stop])]})
+        for chunk in chunks:
+            chunk["modelVersion"] = ex.model
+            chunk["responseId"] = ex.response_id
+        chunks[-1]["usageMetadata"] = _gemini_usage(a)
+    else:
+        body = {
+            "candidates": [_gemini_candidate(a, a.text, a.calls, _GEMINI_FINISH[a.stop])],
+            "usageMetadata": _gemini_usage(a),
+            "modelVersion": ex.model,
+            "responseId": ex.response_id,
+        }
+        chunks = [body]
+    if not ex.stream:
+        return _json_answer(200, chunks[0], (), content_type=_GEMINI_JSON)
+    if ex.sse:
+        return _stream_answer([b"data: " + _dumps(c) + b"\r\n\r\n" for c in chunks], (("content-type", _SSE),))
+    return _json_answer(200, chunks, (), content_type=_GEMINI_JSON)
+
+
+def _gemini_error(reply: Reply, ex: Exchange) -> Rendered:
+    kind = reply.kind
+    details: list[dict[str, Any]] = []
+    model = ex.model
+    if kind in (ReplyKind.RATE_LIMIT, ReplyKind.QUOTA):
+        status, code = 429, "RESOURCE_EXHAUSTED"
+        wait = _wait_hint(reply) if kind is ReplyKind.RATE_LIMIT else None
+        if kind is ReplyKind.RATE_LIMIT:
+            metric, quota_id, limit = (
+                "generate_content_paid_tier_requests",
+                "GenerateRequestsPerMinutePerProjectPerModel",
+                1000,
+            )
+        else:
+            metric, quota_id, limit = (
+                "generate_content_free_tier_requests",
+                "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+                250,
+            )
+        again = f"\nPlease retry in {_num(wait)}s." if wait is not None else ""
+        message = reply.message or (
+            "You exceeded your current quota, please check your plan and billing details. For more information "
+            "on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits. To monitor your current "
+            f"usage, head to: https://ai.dev/rate-limit. \n* Quota exceeded for metric: "
+            f"generativelanguage.googleapis.com/{metric}, limit: {limit}, model: {model}{again}"
+        )
+        details = [
+            {
+                "@type": "type.googleapis.com/google.rpc.Help",
+                "links": [
+                    {
+                        "description": "Learn more about Gemini API quotas",
+                        "url": "https://ai.google.dev/gemini-api/docs/rate-limits",
+                    }
+                ],
+            },
+            {
+                "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                "violations": [
+                    {
+                        "quotaMetric": f"generativelanguage.googleapis.com/{metric}",
+                        "quotaId": quota_id,
+                        "quotaDimensions": {"model": model, "location": "global"},
+                        "quotaValue": str(limit),
+                    }
+                ],
+            },
+        ]
+        if wait is not None:
+            details.append({"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{_num(wait)}s"})
+    elif kind is ReplyKind.OVERLOADED:
+        status, code = 503, "UNAVAILABLE"
+        message = reply.message or "The model is overloaded. Please try again later."
+    elif kind is ReplyKind.SERVER_ERROR:
+        status, code = 500, "INTERNAL"
+        message = reply.message or (
+            "An internal error has occurred. Please retry or report in "
+            "https://developers.generativeai.google/guide/troubleshooting"
+        )
+    elif kind is ReplyKind.UNAUTHORIZED:
+        status, code = 400, "INVALID_ARGUMENT"
+        message = reply.message or "API key not valid. Please pass a valid API key."
+        details = [
+            {
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": "API_KEY_INVALID",
+                "domain": "googleapis.com",
+                "metadata": {"service": "generativelanguage.googleapis.com"},
+            },
+            {"@type": "type.googleapis.com/google.rpc.LocalizedMessage", "locale": "en-US", "message": message},
+        ]
+    elif kind is ReplyKind.NOT_FOUND:
+        status, code = 404, "NOT_FOUND"
+        message = reply.message or (
+            f"models/{model} is not found for API version v1beta, or is not supported for generateContent. "
+            "Call ListModels to see the list of available models and their supported methods."
+        )
+    elif kind is ReplyKind.CONTEXT_OVERFLOW:
+        status, code = 400, "INVALID_ARGUMENT"
+        tokens, limit = _overflow_numbers(reply, ex)
+        message = reply.message or (
+            f"The input token count ({tokens}) exceeds the maximum number of tokens allowed ({limit})."
+        )
+    else:  # INVALID
+        status, code = 400, "INVALID_ARGUMENT"
+        message = reply.message or "* GenerationConfig.temperature: must be between 0 and 2\n"
+    error: dict[str, Any] = {"code": status, "message": message, "status": code}
+    if details:
+        error["details"] = details
+    return _json_answer(status, {"error": error}, (), content_type=_GEMINI_JSON)
+
+
+# -- token counting endpoints ------------------------------------------------------------------
+
+
+def _count_tokens(ex: Exchange) -> Rendered:
+    if ex.dialect is Dialect.ANTHROPIC:
+        return _json_answer(200, {"input_tokens": ex.input_tokens}, _anthropic_headers(ex))
+    body = {
+        "totalTokens": ex.input_tokens,
+        "promptTokensDetails": [{"modality": "TEXT", "tokenCount": ex.input_tokens}],
+    }
+    return _json_answer(200, body, (), content_type=_GEMINI_JSON)
+
+
+def _stream_answer(chunks: Sequence[bytes], headers: tuple[tuple[str, str], ...]) -> Rendered:
+    return Rendered(200, headers, b"".join(chunks), tuple(chunks))
