@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
+from collections.abc import AsyncIterator, Mapping
 
 import httpx
 
-from ._types import HttpRequest, HttpResponse, TransportError
+from ._types import HttpRequest, HttpResponse, StreamingResponse, TransportError
 
 
 class HttpxTransport:
@@ -66,6 +68,58 @@ class HttpxTransport:
             body=resp.content,
         )
 
+    @contextlib.asynccontextmanager
+    async def stream(self, request: HttpRequest, *, connect_timeout: float) -> AsyncIterator[StreamingResponse]:
+        """Open a streaming exchange; leaving the block closes the connection at once.
+
+        Only the connect timeout is set here; the router bounds the wait for the headers and
+        every chunk on the loop clock (first event, idle, total).
+        """
+        timeout = httpx.Timeout(None, connect=connect_timeout)
+        headers = dict(request.headers)
+        if request.json is not None:
+            headers.setdefault("content-type", "application/json")
+        headers.setdefault("accept", "text/event-stream")
+        req = self._client.build_request(
+            request.method, request.url, content=request.body_bytes() or None, headers=headers, timeout=timeout
+        )
+        try:
+            resp = await self._client.send(req, stream=True)
+        except httpx.ConnectTimeout as exc:
+            raise TransportError("connect_timeout", f"connect timed out after {connect_timeout:.3f}s") from exc
+        except httpx.ConnectError as exc:
+            raise TransportError("connect", f"could not connect: {exc}") from exc
+        except httpx.HTTPError as exc:
+            raise TransportError("read", f"{type(exc).__name__}: {exc}") from exc
+        try:
+            yield _HttpxStream(resp)
+        finally:
+            await resp.aclose()
+
     async def aclose(self) -> None:
         if self._own:
             await self._client.aclose()
+
+
+class _HttpxStream:
+    __slots__ = ("_resp", "headers", "status")
+
+    def __init__(self, resp: httpx.Response) -> None:
+        self._resp = resp
+        self.status: int = resp.status_code
+        self.headers: Mapping[str, str] = {k.lower(): v for k, v in resp.headers.items()}
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._resp.aiter_bytes():  # content-decoded (gzip)
+                yield chunk
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            raise TransportError("read", f"connection broke mid-stream: {type(exc).__name__}: {exc}") from exc
+        except httpx.HTTPError as exc:
+            raise TransportError("read", f"{type(exc).__name__}: {exc}") from exc
+
+    async def aread(self) -> bytes:
+        try:
+            return await self._resp.aread()
+        except httpx.HTTPError as exc:
+            raise TransportError("read", f"{type(exc).__name__}: {exc}") from exc

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -52,3 +53,31 @@ class Transport(Protocol):
     async def send(self, request: HttpRequest, *, connect_timeout: float, total_timeout: float) -> HttpResponse: ...
 
     async def aclose(self) -> None: ...
+
+
+class StreamingResponse(Protocol):
+    """An HTTP response whose body arrives in chunks. Header names are lower-case."""
+
+    status: int
+    headers: Mapping[str, str]
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """The body chunks as they arrive (no timeouts here: the caller applies them)."""
+        ...
+
+    async def aread(self) -> bytes:
+        """The rest of the body (for error statuses)."""
+        ...
+
+
+class StreamingTransport(Transport, Protocol):
+    """A transport that can also stream a response body.
+
+    ``stream`` returns an async context manager: entering it connects, sends the request
+    and waits for the status line and headers; leaving it, however it is left (end of body,
+    error, cancellation), closes the exchange at once so the provider sees the client go.
+    """
+
+    def stream(
+        self, request: HttpRequest, *, connect_timeout: float
+    ) -> AbstractAsyncContextManager[StreamingResponse]: ...
