@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any
+import re
+from typing import Any, NamedTuple
 
 from failover.model import Dialect
 from failover.testing import FakeNetwork, FakeProvider
-from failover.transport._types import HttpRequest, HttpResponse
+from failover.transport._types import HttpRequest, HttpResponse, TransportError
 
 PROMPT = "What is the weather in Paris today?"  # 35 characters: 9 tokens by the chars/4 estimate
 
@@ -86,3 +88,61 @@ def sse_data(resp: HttpResponse) -> list[Any]:
 
 def sse_events(resp: HttpResponse) -> list[str]:
     return [line[7:] for line in resp.body.decode().split("\n") if line.startswith("event: ")]
+
+
+class SSE(NamedTuple):
+    """One decoded server-sent event (``event`` None when the stream gave no ``event:`` field)."""
+
+    event: str | None
+    data: str
+
+
+def parse_sse(raw: bytes) -> tuple[list[SSE], list[str]]:
+    """Decode an event stream by the WHATWG rules (any of CRLF, LF, CR ends a line; a blank
+    line dispatches; ``:`` starts a comment). Returns the events and the comments. Raises
+    AssertionError on bytes a real decoder would reject or drop (an unterminated event)."""
+    text = raw.decode("utf-8")
+    events: list[SSE] = []
+    comments: list[str] = []
+    name: str | None = None
+    data: list[str] = []
+    lines = re.split(r"\r\n|\r|\n", text)
+    assert lines[-1] == "", f"the stream does not end with a line break: {text[-40:]!r}"
+    for line in lines[:-1]:
+        if not line:
+            if data or name is not None:
+                events.append(SSE(name, "\n".join(data)))
+            name, data = None, []
+        elif line.startswith(":"):
+            comments.append(line[1:].strip())
+        else:
+            field, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if field == "event":
+                name = value
+            elif field == "data":
+                data.append(value)
+    assert not data and name is None, "the last event is not terminated by a blank line"
+    return events, comments
+
+
+async def stream_pieces(
+    net: FakeNetwork, req: HttpRequest, *, leave_after: int | None = None
+) -> tuple[list[tuple[float, bytes]], TransportError | None]:
+    """Open ``req`` as a stream and read it: each chunk with its loop time relative to the
+    moment the headers arrived. ``leave_after``: stop after that many chunks. A TransportError
+    from the body is returned, not raised."""
+    loop = asyncio.get_running_loop()
+    out: list[tuple[float, bytes]] = []
+    error: TransportError | None = None
+    async with net.stream(req, connect_timeout=5.0) as resp:
+        assert resp.status == 200
+        start = loop.time()
+        try:
+            async for piece in resp.aiter_bytes():
+                out.append((loop.time() - start, piece))
+                if leave_after is not None and len(out) >= leave_after:
+                    break
+        except TransportError as exc:
+            error = exc
+    return out, error

@@ -205,3 +205,99 @@ def test_provider_rejects_bad_names_and_dialects() -> None:
         FakeProvider("a", "bedrock")
     with pytest.raises(ValueError, match=r"FakeProvider 'a' script, reply #1: 'nope'"):
         FakeProvider("a", "openai", ["nope"])
+
+
+# -- streams as data -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("ok('hi', chunk_interval=0.05)", Reply.ok("hi", chunk_interval=0.05)),
+        ("ok(heartbeat_interval=15, split_bytes=7)", Reply.ok(heartbeat_interval=15, split_bytes=7)),
+        ("stall_before_first", Reply.stall_before_first()),
+        ("stall_before_first(10)", Reply.stall_before_first(10)),
+        ("stall_before_first(seconds='forever')", Reply.stall_before_first()),
+        ("stall_after(3, 10)", Reply.stall_after(3, 10)),
+        ("stall_after(3)", Reply.stall_after(3, None)),
+        ("stall_after(3, 'forever', heartbeat_interval=1)", Reply.stall_after(3, heartbeat_interval=1)),
+        ("heartbeats_only(15)", Reply.heartbeats_only(15)),
+        ("heartbeats_only(1, 30, text='queued')", Reply.heartbeats_only(1, 30, text="queued")),
+        ("drop_after(2, chunk_interval=0.1)", Reply.drop_after(2, chunk_interval=0.1)),
+        ("malformed_after(after=4)", Reply.malformed_after(4)),
+        ("error_event_after(3, message='busy')", Reply.error_event_after(3, message="busy")),
+    ],
+)
+def test_stream_string_forms_parse(text: str, expected: Reply) -> None:
+    assert Reply.parse(text) == expected
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply.ok("streamed", chunk_interval=0.05, heartbeat_interval=1, split_bytes=7),
+        Reply.delay(1, chunk_interval=0.5),
+        Reply.truncate("cut", chunk_interval=0.25),
+        Reply.refuse(split_bytes=3),
+        Reply.content_filter(heartbeat_interval=2),
+        Reply.malformed_tool_args("g", chunk_interval=0.1),
+        Reply.schema_invalid({"x": 1}, split_bytes=5),
+        Reply.stall_before_first(),
+        Reply.stall_before_first(0),
+        Reply.stall_before_first(10, chunk_interval=0.1, latency=0.5),
+        Reply.stall_after(3, 10),
+        Reply.stall_after(3, heartbeat_interval=2, text="x"),
+        Reply.heartbeats_only(2),
+        Reply.heartbeats_only(2, 30, split_bytes=4),
+        Reply.drop_after(0),
+        Reply.drop_after(5, tool_calls=[("f", {"a": 1})], usage=(1, 2)),
+        Reply.malformed_after(2, json={"a": 1}),
+        Reply.error_event_after(1, message="Overloaded again", chunk_interval=0.2),
+    ],
+)
+def test_stream_replies_round_trip(reply: Reply) -> None:
+    assert Reply.parse(reply.to_string()) == reply
+    assert repr(reply) == f"Reply.{reply.to_string()}"
+
+
+def test_stream_reply_reprs_and_fields() -> None:
+    assert repr(Reply.stall_after(3, 10.0)) == "Reply.stall_after(3, 10)"
+    assert repr(Reply.stall_after(3)) == "Reply.stall_after(3)"
+    assert repr(Reply.stall_before_first()) == "Reply.stall_before_first"
+    assert repr(Reply.ok("x", chunk_interval=0.05)) == "Reply.ok('x', chunk_interval=0.05)"
+    r = Reply.stall_after(3, 10, latency=0.5)
+    assert (r.kind, r.after, r.seconds, r.wait, r.timed, r.has_ok_body) == (
+        ReplyKind.STALL_AFTER,
+        3,
+        10,
+        0.5,  # the stall comes after the headers: not part of the wait before them
+        True,
+        True,
+    )
+    assert Reply.stall_before_first(float("inf")).seconds is None
+    assert Reply.ok().timed is False and Reply.ok(split_bytes=7).timed is True
+    sc = Scenario.from_dict(
+        {"a": ["stall_after(3, 10)", {"kind": "drop_after", "after": 2}], "b": "heartbeats_only(1)"}
+    )
+    assert sc["a"].replies == (Reply.stall_after(3, 10), Reply.drop_after(2))
+    assert sc["b"].default == Reply.heartbeats_only(1)
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ("stall_after", "missing 1 required positional argument: 'after'"),
+        ("stall_after(-1, 10)", "Reply.after must be an integer >= 0"),
+        ("stall_after(2.5)", "Reply.after must be an integer >= 0"),
+        ("stall_after(2, -3)", "Reply.seconds must be a finite number >= 0"),
+        ("stall_before_first('soon')", "a stall lasts a number of seconds or 'forever'"),
+        ("heartbeats_only(0)", "heartbeat_interval must be > 0"),
+        ("ok(chunk_interval=-0.1)", "Reply.chunk_interval must be a finite number >= 0"),
+        ("ok(split_bytes=0)", "Reply.split_bytes must be an integer >= 1"),
+        ("drop_after(1, seconds=3)", "unexpected keyword argument 'seconds'"),
+    ],
+)
+def test_bad_stream_replies_name_the_problem(spec: str, fragment: str) -> None:
+    with pytest.raises(ValueError) as info:
+        Reply.parse(spec)
+    assert fragment in str(info.value)

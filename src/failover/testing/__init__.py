@@ -12,9 +12,16 @@ connections, refuse, truncate or answer with broken tool arguments, exactly when
     async with FakeServer(a, b) as srv:     # or real HTTP on loopback, for any client or SDK
         client = openai.AsyncOpenAI(base_url=srv.base_url_for(a), api_key="sk-test")
 
+Streams are delivered over time on the loop clock, and fail exactly when scripted::
+
+    c = FakeProvider("c", "anthropic", [Reply.ok("hi there", chunk_interval=0.05), "stall_after(3, 10)",
+                                        Reply.drop_after(2), "error_event_after(4)", "heartbeats_only(1)"])
+    async with net.stream(request, connect_timeout=1) as resp:     # FakeNetwork is a StreamingTransport
+        async for chunk in resp.aiter_bytes(): ...
+
 Scenarios are data (``Scenario.from_dict`` reads the mapping a YAML file holds), every
-request is recorded (``provider.calls``) with loop-clock times and redacted credentials.
-See docs/testing.md.
+request is recorded (``provider.calls``) with loop-clock times, redacted credentials and,
+for streams, the number of events delivered. See docs/testing.md.
 """
 
 from ._provider import FakeNetwork, FakeProvider, ReceivedCall

@@ -10,9 +10,15 @@ Every body, status and header here follows a real capture or the vendor's docume
   the ``{"type": "error", "error": {type, message}, "request_id"}`` envelope, ``request-id``,
   ``x-should-retry``, ``retry-after`` and ``anthropic-ratelimit-*`` headers.
 * Gemini generateContent: ``candidates`` / ``usageMetadata`` / ``modelVersion`` /
-  ``responseId``, ``streamGenerateContent`` as SSE (``alt=sse``, CRLF framing) or a JSON
-  array, and the ``google.rpc.Status`` envelope with ``details`` (``RetryInfo``,
-  ``QuotaFailure``, ``ErrorInfo``).
+  ``responseId``, ``streamGenerateContent`` as SSE (``alt=sse``, CRLF framing, ``": "``
+  spacing) or a JSON array, and the ``google.rpc.Status`` envelope with ``details``
+  (``RetryInfo``, ``QuotaFailure``, ``ErrorInfo``).
+
+Streams keep the real byte quirks: Anthropic pads its event JSON with spaces before the final
+``}`` and sends ``{"type": "ping"}``; OpenAI's usage chunk has ``choices: []``; keep-alives
+are ``: keep-alive`` comments (as DeepSeek sends while a request is queued), Anthropic's
+are ``event: ping``. A reply delivered over time gets a :class:`~._stream.Timing`, and the
+stream faults their extra events (an ``event: error``, a cut ``data:`` line) here.
 
 This module is pure: no I/O, no clock other than the wall-clock ``created`` stamp OpenAI
 bodies carry.
@@ -25,11 +31,12 @@ import math
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..model import Dialect
-from ._script import Reply, ReplyKind
+from ._script import STREAM_FAULT_KINDS, Reply, ReplyKind
+from ._stream import Timing
 
 __all__ = ["Endpoint", "Exchange", "Rendered", "check_request", "endpoint_for", "render", "render_unknown_path"]
 
@@ -51,12 +58,15 @@ class Endpoint:
 
 @dataclass(frozen=True, slots=True)
 class Rendered:
-    """A complete HTTP answer. ``chunks`` are the pieces a streaming answer is written in."""
+    """A complete HTTP answer. ``chunks`` are the pieces a streaming answer is written in
+    (one per event). With a ``timing``, the chunks are the events to deliver over time, by
+    that schedule (``body`` is then their concatenation, without keep-alives)."""
 
     status: int
     headers: tuple[tuple[str, str], ...]
     body: bytes
     chunks: tuple[bytes, ...] = ()
+    timing: Timing | None = None
 
     @property
     def streaming(self) -> bool:
@@ -213,13 +223,19 @@ def render(reply: Reply, ex: Exchange) -> Rendered:
     if ex.endpoint.operation == "count_tokens":
         return _count_tokens(ex)
     kind = reply.kind
+    if kind is ReplyKind.ERROR_EVENT_AFTER and not ex.stream:
+        # No event to put the error in: the plain error a non-streaming client would get.
+        reply = Reply.overloaded(message=reply.message)
+        kind = reply.kind
     if reply.has_ok_body:
         answer = _answer(reply, ex)
         if ex.dialect is Dialect.OPENAI:
-            return _openai_ok(answer, ex)
-        if ex.dialect is Dialect.ANTHROPIC:
-            return _anthropic_ok(answer, ex)
-        return _gemini_ok(answer, ex)
+            rendered = _openai_ok(answer, ex)
+        elif ex.dialect is Dialect.ANTHROPIC:
+            rendered = _anthropic_ok(answer, ex)
+        else:
+            rendered = _gemini_ok(answer, ex)
+        return _timed(reply, rendered, ex) if reply.timed else rendered
     if not reply.is_http_answer:
         raise ValueError(f"a {kind.value} reply has no HTTP answer to render")
     if ex.dialect is Dialect.OPENAI:
@@ -275,7 +291,7 @@ def _answer(reply: Reply, ex: Exchange) -> _Answer:
     stop = "end"
     forced = _forced_tool(ex.dialect, ex.body)
 
-    if kind in (ReplyKind.OK, ReplyKind.DELAY, ReplyKind.SCHEMA_INVALID):
+    if kind in (ReplyKind.OK, ReplyKind.DELAY, ReplyKind.SCHEMA_INVALID) or kind in STREAM_FAULT_KINDS:
         obj: Any = reply.json
         if kind is ReplyKind.SCHEMA_INVALID and obj is None:
             obj = {"wrong": 1}
@@ -777,9 +793,27 @@ def _anthropic_ok(a: _Answer, ex: Exchange) -> Rendered:
     return _json_answer(200, body, _anthropic_headers(ex))
 
 
+# Real Anthropic streams pad the JSON of most events with spaces before the final "}"; these
+# are the widths of a 2026 capture (shared/wire anthropic/02). Pings read {"type": "ping"}.
+_ANTHROPIC_PAD = {
+    "message_start": 5,
+    "content_block_start": 2,
+    "content_block_delta": 4,
+    "content_block_stop": 4,
+    "message_delta": 11,
+}
+_ANTHROPIC_PING = b'event: ping\ndata: {"type": "ping"}\n\n'
+
+
 def _anthropic_stream(a: _Answer, ex: Exchange) -> Rendered:
     def event(name: str, data: Mapping[str, Any]) -> bytes:
-        return b"event: " + name.encode() + b"\ndata: " + _dumps(data) + b"\n\n"
+        if name == "ping":
+            return _ANTHROPIC_PING
+        body = _dumps(data)
+        pad = _ANTHROPIC_PAD.get(name, 0)
+        if pad:
+            body = body[:-1] + b" " * pad + b"}"
+        return b"event: " + name.encode() + b"\ndata: " + body + b"\n\n"
 
     start = {
         "type": "message_start",
@@ -980,8 +1014,20 @@ def _gemini_ok(a: _Answer, ex: Exchange) -> Rendered:
     if not ex.stream:
         return _json_answer(200, chunks[0], (), content_type=_GEMINI_JSON)
     if ex.sse:
-        return _stream_answer([b"data: " + _dumps(c) + b"\r\n\r\n" for c in chunks], (("content-type", _SSE),))
-    return _json_answer(200, chunks, (), content_type=_GEMINI_JSON)
+        return _stream_answer([_gemini_sse(c) for c in chunks], (("content-type", _SSE),))
+    # Without alt=sse the stream is one JSON array, written an element at a time.
+    elements = [(b"[" if i == 0 else b",\r\n") + _gemini_dumps(c) for i, c in enumerate(chunks)]
+    elements[-1] += b"]"
+    return _stream_answer(elements, (("content-type", _GEMINI_JSON),))
+
+
+def _gemini_dumps(obj: Any) -> bytes:
+    """Gemini's stream spacing: ``{"candidates": [{"content": ...},"index": 0}]}``."""
+    return json.dumps(obj, separators=(",", ": "), ensure_ascii=False).encode()
+
+
+def _gemini_sse(obj: Any) -> bytes:
+    return b"data: " + _gemini_dumps(obj) + b"\r\n\r\n"
 
 
 def _gemini_error(reply: Reply, ex: Exchange) -> Rendered:
@@ -1091,3 +1137,94 @@ def _count_tokens(ex: Exchange) -> Rendered:
 
 def _stream_answer(chunks: Sequence[bytes], headers: tuple[tuple[str, str], ...]) -> Rendered:
     return Rendered(200, headers, b"".join(chunks), tuple(chunks))
+
+
+# -- answers delivered over time, and stream faults ---------------------------------------------
+
+
+def _timed(reply: Reply, rendered: Rendered, ex: Exchange) -> Rendered:
+    """``rendered`` with the Timing (and the extra or altered events) ``reply`` scripts.
+
+    The events are the stream's chunks, or the whole body as one event when the request did
+    not ask for a stream. The first event goes out with the headers, each later one
+    ``chunk_interval`` after the previous. A fault's ``after`` is capped at the number of
+    events before the last, so the fault always comes before the stream's end.
+    """
+    events = list(rendered.chunks) if rendered.chunks else [rendered.body]
+    sse = rendered.chunks != () and _is_sse(ex)
+    gaps: list[float | None] = [0.0]
+    gaps.extend([reply.chunk_interval] * (len(events) - 1))
+    tail: float | None = 0.0
+    drop = False
+    kind = reply.kind
+    n = min(reply.after or 0, len(events) - 1)
+    if kind in (ReplyKind.STALL_BEFORE_FIRST, ReplyKind.HEARTBEATS_ONLY):
+        gaps[0] = reply.seconds
+    elif kind is ReplyKind.STALL_AFTER:
+        gaps[n] = reply.seconds
+    elif kind is ReplyKind.DROP_AFTER:
+        tail = gaps[n]  # the connection closes when event n was due
+        events, gaps, drop = events[:n], gaps[:n], True
+    elif kind is ReplyKind.MALFORMED_AFTER:
+        i = n
+        while i < len(events) - 1 and events[i] == _ANTHROPIC_PING:
+            i += 1  # clients drop pings unread: corrupt an event they parse
+        events[i] = _malformed(events[i])
+    elif kind is ReplyKind.ERROR_EVENT_AFTER:
+        events, gaps = [*events[:n], _error_event(reply, ex, first=n == 0)], gaps[: n + 1]
+    timing = Timing(
+        gaps=tuple(gaps),
+        tail=tail,
+        drop=drop,
+        heartbeat=_heartbeat(ex.dialect) if sse else b"\n",
+        heartbeat_interval=reply.heartbeat_interval,
+        split_bytes=reply.split_bytes,
+    )
+    return replace(rendered, body=b"".join(events), chunks=tuple(events), timing=timing)
+
+
+def _is_sse(ex: Exchange) -> bool:
+    return ex.stream and (ex.dialect is not Dialect.GEMINI or ex.sse)
+
+
+def _heartbeat(dialect: Dialect) -> bytes:
+    """A keep-alive: Anthropic's ``ping`` event, else the ``: keep-alive`` comment DeepSeek
+    sends while a request waits (Gemini framing: CRLF). A body that is not SSE (a JSON answer,
+    Gemini's JSON array) gets blank lines instead, as DeepSeek sends before a JSON answer."""
+    if dialect is Dialect.ANTHROPIC:
+        return _ANTHROPIC_PING
+    if dialect is Dialect.GEMINI:
+        return b": keep-alive\r\n\r\n"
+    return b": keep-alive\n\n"
+
+
+def _malformed(event: bytes) -> bytes:
+    """``event`` with its JSON cut in half: the ``data:`` line of an SSE event, else the text."""
+    text = event.decode()
+    start = text.find("data: ")
+    if start < 0:
+        return text[: max(1, len(text) // 2)].encode()
+    start += 6
+    newline = text.find("\n", start)
+    end = len(text) if newline < 0 else newline
+    if end > start and text[end - 1] == "\r":
+        end -= 1
+    payload = text[start:end]
+    return (text[:start] + payload[: max(1, len(payload) // 2)] + text[end:]).encode()
+
+
+def _error_event(reply: Reply, ex: Exchange, *, first: bool) -> bytes:
+    """The error a provider sends inside a 200 stream: here, being overloaded."""
+    if ex.dialect is Dialect.ANTHROPIC:
+        # The documented form (streaming docs, "Error events"), with its spacing.
+        data = {"type": "error", "error": {"type": "overloaded_error", "message": reply.message or "Overloaded"}}
+        return b"event: error\ndata: " + json.dumps(data).encode() + b"\n\n"
+    if ex.dialect is Dialect.OPENAI:
+        message = reply.message or "The requested model is temporarily overloaded."
+        envelope = _openai_envelope(message, "service_unavailable_error", None, "server_is_overloaded")
+        return b"data: " + _dumps(envelope) + b"\n\n"
+    message = reply.message or "The model is overloaded. Please try again later."
+    error = {"error": {"code": 503, "message": message, "status": "UNAVAILABLE"}}
+    if ex.sse:
+        return _gemini_sse(error)
+    return (b"[" if first else b",\r\n") + _gemini_dumps(error) + b"]"

@@ -12,22 +12,31 @@ virtual loop time (looptime) and thousands of calls cost milliseconds::
     ...
     assert [c.kind for c in a.calls] == ["rate_limit", "ok"]
 
+``FakeNetwork`` is also a :class:`~failover.transport.StreamingTransport`: ``stream()`` gives
+the status and headers at once and the body event by event on the loop clock, as scripted
+(``Reply.stall_after(3, 10)``, ``Reply.drop_after(2)``...).
+
 Every time recorded is ``asyncio.get_running_loop().time()``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..model import Dialect, Secret, Target
-from ..transport._types import HttpRequest, HttpResponse, TransportError
+from ..transport._types import HttpRequest, HttpResponse, StreamingResponse, TransportError
 from ._dialects import Exchange, Rendered, check_request, endpoint_for, render, render_unknown_path, requested_model
 from ._script import Outcome, Reply, ReplyKind, Script, ScriptSpec
+from ._stream import Dropped, Playback
+
+if TYPE_CHECKING:
+    from ..transport._types import StreamingTransport
 
 __all__ = ["FakeNetwork", "FakeProvider", "ReceivedCall"]
 
@@ -53,8 +62,10 @@ class ReceivedCall:
 
     ``time`` is the loop time the request arrived; ``answered_at`` the loop time the whole
     answer was delivered; ``disconnected_at`` the loop time the client went away before
-    that. ``kind`` is the reply it was given (None for a request outside the script: an
-    unknown path or a token-count call). Credentials in ``headers`` and ``query`` read ``***``.
+    that (or the fake dropped the connection). ``kind`` is the reply it was given (None for
+    a request outside the script: an unknown path or a token-count call). ``events_sent``
+    counts the stream events delivered (keep-alives not included; an answer that is not a
+    stream counts as one event once sent). Credentials in ``headers`` and ``query`` read ``***``.
     """
 
     provider: str
@@ -74,6 +85,7 @@ class ReceivedCall:
     outcome: Outcome = Outcome.PENDING
     answered_at: float | None = None
     disconnected_at: float | None = None
+    events_sent: int = 0
 
     @property
     def ended_at(self) -> float | None:
@@ -93,9 +105,10 @@ class ReceivedCall:
         elif self.disconnected_at is not None:
             end = f" disconnected_at={self.disconnected_at:g}"
         status = f" {self.status}" if self.status is not None else ""
+        events = f" events={self.events_sent}" if self.stream else ""
         return (
             f"<ReceivedCall {self.provider}#{self.index} t={self.time:g} {self.method} {self.path}"
-            f" {what}{status} {self.outcome.value}{end}>"
+            f" {what}{status} {self.outcome.value}{end}{events}>"
         )
 
 
@@ -115,7 +128,7 @@ class _Slot:
     record made on arrival plus what changed since, and builds the current record only
     when someone reads it (the hot path never pays for ``dataclasses.replace``)."""
 
-    __slots__ = ("_base", "_cached", "answered_at", "disconnected_at", "outcome", "status")
+    __slots__ = ("_base", "_cached", "answered_at", "disconnected_at", "events_sent", "outcome", "status")
 
     def __init__(self, base: ReceivedCall) -> None:
         self._base = base
@@ -124,6 +137,7 @@ class _Slot:
         self.outcome = Outcome.PENDING
         self.answered_at: float | None = None
         self.disconnected_at: float | None = None
+        self.events_sent = 0
 
     def update(
         self,
@@ -132,6 +146,7 @@ class _Slot:
         outcome: Outcome | None = None,
         answered_at: float | None = None,
         disconnected_at: float | None = None,
+        events_sent: int | None = None,
     ) -> None:
         if status is not None:
             self.status = status
@@ -141,6 +156,8 @@ class _Slot:
             self.answered_at = answered_at
         if disconnected_at is not None:
             self.disconnected_at = disconnected_at
+        if events_sent is not None:
+            self.events_sent = events_sent
         self._cached = None
 
     @property
@@ -153,6 +170,7 @@ class _Slot:
                 outcome=self.outcome,
                 answered_at=self.answered_at,
                 disconnected_at=self.disconnected_at,
+                events_sent=self.events_sent,
             )
         return cached
 
@@ -417,11 +435,16 @@ class FakeProvider:
         return slot, rendered
 
     @staticmethod
-    def _finish(slot: _Slot, outcome: Outcome, at: float) -> None:
+    def _finish(slot: _Slot, outcome: Outcome, at: float, *, events: int | None = None) -> None:
         if outcome is Outcome.COMPLETED:
-            slot.update(outcome=outcome, answered_at=at)
+            slot.update(outcome=outcome, answered_at=at, events_sent=events)
         else:
-            slot.update(outcome=outcome, disconnected_at=at)
+            slot.update(outcome=outcome, disconnected_at=at, events_sent=events)
+
+
+def _events_in(rendered: Rendered) -> int:
+    """How many events an answer sent all at once holds."""
+    return len(rendered.chunks) if rendered.chunks else 1
 
 
 _DEFAULT_MODEL = {
@@ -466,6 +489,10 @@ class FakeNetwork:
     ``TransportError("read")``, a ``connect_error`` ``TransportError("connect")`` (and an
     unknown host does too, as a DNS failure would). Cancelling the caller (a deadline)
     records ``client_disconnected`` and propagates the cancellation.
+
+    ``send`` returns once the whole body has been delivered, on its schedule: a reply with a
+    ``chunk_interval`` or a stall takes that long, and ``drop_after`` raises
+    ``TransportError("read")``. :meth:`stream` hands the body over event by event instead.
     """
 
     def __init__(self, *providers: FakeProvider) -> None:
@@ -535,6 +562,10 @@ class FakeNetwork:
                     connect_timeout=connect_timeout,
                     log=self._log,
                 )
+                body = rendered.body
+                if rendered.timing is not None:  # the body takes time: read it all, on schedule
+                    playback = Playback(slot, rendered.chunks, rendered.timing, start=loop.time())
+                    body = await playback.read_all()
         except TimeoutError:
             raise TransportError(
                 "total", f"fake {provider.name}: no complete response within {total_timeout:g}s"
@@ -543,14 +574,108 @@ class FakeNetwork:
             raise TransportError(
                 "read", f"fake {provider.name}: server closed the connection without sending a response"
             ) from None
+        except Dropped:
+            raise TransportError(
+                "read", f"fake {provider.name}: server closed the connection in the middle of the body"
+            ) from None
         except _ConnectFailed as exc:
-            what = f"connect timeout after {exc.after:g}s" if exc.timed_out else "connection refused"
-            raise TransportError("connect", f"fake {provider.name}: {what}") from None
-        FakeProvider._finish(slot, Outcome.COMPLETED, loop.time())
-        return HttpResponse(status=rendered.status, headers=dict(rendered.headers), body=rendered.body)
+            raise _connect_error(provider, exc) from None
+        if rendered.timing is None:
+            FakeProvider._finish(slot, Outcome.COMPLETED, loop.time(), events=_events_in(rendered))
+        return HttpResponse(status=rendered.status, headers=dict(rendered.headers), body=body)
+
+    @contextlib.asynccontextmanager
+    async def stream(self, request: HttpRequest, *, connect_timeout: float) -> AsyncIterator[StreamingResponse]:
+        """The :class:`~failover.transport.StreamingTransport` side: open one streaming exchange.
+
+        Entering waits for the status and headers (the reply's latency; a ``hang`` never gets
+        there, so bound it with a timeout). The body is then delivered by
+        ``aiter_bytes()`` on the loop clock, one event per chunk (or per ``split_bytes``
+        piece): a 10 s stall costs nothing under looptime. A ``drop_after`` ends the
+        iteration with ``TransportError("read")``. Leaving the block before the body ended
+        records ``client_disconnected`` at that loop time, with ``events_sent`` so far. An
+        answer that is not delivered over time (an error, a plain stream) is sent whole with
+        the headers, as a server writes it in one go.
+        """
+        provider, path, query = self._route(request.url)
+        loop = asyncio.get_running_loop()
+        try:
+            slot, rendered = await provider._respond(
+                request.method,
+                path,
+                query,
+                request.headers,
+                request.json,
+                connect_timeout=connect_timeout,
+                log=self._log,
+            )
+        except _Reset:
+            raise TransportError(
+                "read", f"fake {provider.name}: server closed the connection without sending a response"
+            ) from None
+        except _ConnectFailed as exc:
+            raise _connect_error(provider, exc) from None
+        playback: Playback | None = None
+        if rendered.timing is None:
+            FakeProvider._finish(slot, Outcome.COMPLETED, loop.time(), events=_events_in(rendered))
+        else:
+            playback = Playback(slot, rendered.chunks, rendered.timing, start=loop.time())
+        try:
+            yield _FakeStreamingResponse(provider.name, rendered, playback)
+        finally:
+            if playback is not None:
+                playback.abandon(Outcome.CLIENT_DISCONNECTED)
 
     async def aclose(self) -> None:
         """Nothing to release; the network stays usable (a router may be re-created)."""
 
     def __repr__(self) -> str:
         return f"FakeNetwork({', '.join(repr(n) for n in self._names())}, calls={len(self._log)})"
+
+
+def _connect_error(provider: FakeProvider, exc: _ConnectFailed) -> TransportError:
+    what = f"connect timeout after {exc.after:g}s" if exc.timed_out else "connection refused"
+    return TransportError("connect", f"fake {provider.name}: {what}")
+
+
+class _FakeStreamingResponse:
+    """One streaming answer of a FakeNetwork (a :class:`~failover.transport.StreamingResponse`)."""
+
+    __slots__ = ("_pending", "_playback", "_provider", "headers", "status")
+
+    def __init__(self, provider: str, rendered: Rendered, playback: Playback | None) -> None:
+        self._provider = provider
+        self.status: int = rendered.status
+        self.headers: Mapping[str, str] = dict(rendered.headers)
+        self._playback = playback
+        self._pending: list[bytes] = [] if playback is not None else list(rendered.chunks or (rendered.body,))
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """The body chunks as they arrive; iterating again goes on where the last stopped."""
+        playback = self._playback
+        if playback is None:
+            while self._pending:
+                chunk = self._pending.pop(0)
+                if chunk:
+                    yield chunk
+            return
+        while True:
+            try:
+                piece = await playback.next()
+            except Dropped:
+                raise TransportError(
+                    "read", f"fake {self._provider}: server closed the connection in the middle of the stream"
+                ) from None
+            if piece is None:
+                return
+            yield piece
+
+    async def aread(self) -> bytes:
+        """The rest of the body (waiting for it on schedule)."""
+        return b"".join([piece async for piece in self.aiter_bytes()])
+
+
+if TYPE_CHECKING:
+
+    def _is_a_streaming_transport(net: FakeNetwork) -> StreamingTransport:
+        return net

@@ -5,7 +5,8 @@ A :class:`Script` is the ordered replies one provider gives to its successive ca
 ``default`` for every later call. A :class:`Scenario` names the script of each provider.
 
 All three are plain immutable data, and can be written as data: a reply has a tiny string
-form ``name(kw=value, ...)`` (``"rate_limit(retry_after=2)"``, ``"ok('hello')"``, ``"hang"``)
+form ``name(kw=value, ...)`` (``"rate_limit(retry_after=2)"``, ``"ok('hello')"``, ``"hang"``,
+``"stall_after(3, 10)"``)
 that is parsed with :mod:`ast` and :func:`ast.literal_eval` (never ``eval``), and a scenario
 is a plain mapping, so it can live in YAML or JSON next to the test that uses it::
 
@@ -22,7 +23,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from ..model import Dialect
 
@@ -30,7 +31,9 @@ if TYPE_CHECKING:
     from ._provider import FakeNetwork, FakeProvider
 
 __all__ = [
+    "STREAM_FAULT_KINDS",
     "FakeToolCall",
+    "Forever",
     "Outcome",
     "ProviderPlan",
     "Reply",
@@ -43,7 +46,8 @@ __all__ = [
 
 
 class ReplyKind(StrEnum):
-    """Every answer a fake provider can give. 200-with-a-problem kinds are listed last."""
+    """Every answer a fake provider can give. 200-with-a-problem kinds come after the errors,
+    and the stream faults (a 200 stream that goes wrong on cue) last."""
 
     OK = "ok"  # 200 with text, tool calls or a JSON object
     DELAY = "delay"  # wait ``seconds``, then answer like ``ok``
@@ -63,6 +67,14 @@ class ReplyKind(StrEnum):
     CONTENT_FILTER = "content_filter"  # 200, OpenAI content_filter / Anthropic refusal / Gemini prompt block
     MALFORMED_TOOL_ARGS = "malformed_tool_args"  # 200, a tool call whose arguments are not JSON
     SCHEMA_INVALID = "schema_invalid"  # 200, JSON that does not match the requested schema
+    # Stream faults. "events" are the stream's own events (heartbeats are not counted); a request
+    # that did not ask for a stream gets its body as ONE event. ``seconds`` None means forever.
+    STALL_BEFORE_FIRST = "stall_before_first"  # headers, then nothing for ``seconds``, then the stream
+    STALL_AFTER = "stall_after"  # ``after`` events, then nothing for ``seconds``, then the rest
+    HEARTBEATS_ONLY = "heartbeats_only"  # headers, then only keep-alives for ``seconds``, then the stream
+    DROP_AFTER = "drop_after"  # ``after`` events, then the connection closes: no terminal event
+    MALFORMED_AFTER = "malformed_after"  # ``after`` events, then one whose data is not JSON, then the rest
+    ERROR_EVENT_AFTER = "error_event_after"  # ``after`` events, then the dialect's overloaded error event
 
 
 class Outcome(StrEnum):
@@ -76,6 +88,17 @@ class Outcome(StrEnum):
     ABORTED = "aborted"  # the fake server itself shut down mid-answer
 
 
+STREAM_FAULT_KINDS = frozenset(
+    {
+        ReplyKind.STALL_BEFORE_FIRST,
+        ReplyKind.STALL_AFTER,
+        ReplyKind.HEARTBEATS_ONLY,
+        ReplyKind.DROP_AFTER,
+        ReplyKind.MALFORMED_AFTER,
+        ReplyKind.ERROR_EVENT_AFTER,
+    }
+)
+
 _OK_BODY_KINDS = frozenset(
     {
         ReplyKind.OK,
@@ -85,8 +108,12 @@ _OK_BODY_KINDS = frozenset(
         ReplyKind.CONTENT_FILTER,
         ReplyKind.MALFORMED_TOOL_ARGS,
         ReplyKind.SCHEMA_INVALID,
+        *STREAM_FAULT_KINDS,
     }
 )
+
+Forever: TypeAlias = Literal["forever"]
+"""``seconds="forever"`` (or None, or ``math.inf``): a stall that never ends by itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,11 +161,21 @@ class Reply:
     ``latency`` is waited before ANY answer (also before an error, a reset or a hang);
     ``delay(seconds)`` adds its own wait and then answers like ``ok``. Fields a kind does not
     use are ignored by it. The provider's own ``latency`` is added on top.
+
+    Every 200 reply can be delivered over time: ``chunk_interval`` seconds between stream
+    events, a keep-alive every ``heartbeat_interval`` seconds of silence, each event written
+    in pieces of ``split_bytes`` bytes. The stream-fault kinds (``stall_after(3, 10)``,
+    ``drop_after(2)``...) script what goes wrong, and when.
+
+    >>> Reply.ok("one two three", chunk_interval=0.05)
+    Reply.ok('one two three', chunk_interval=0.05)
+    >>> Reply.parse("stall_after(3, 10)")
+    Reply.stall_after(3, 10)
     """
 
     kind: ReplyKind = ReplyKind.OK
     latency: float = 0.0
-    seconds: float = 0.0  # delay: the wait before the answer
+    seconds: float | None = 0.0  # delay: the wait before the answer; stalls: how long (None: forever)
     text: str | None = None  # ok / delay / truncate: the text; refuse: the refusal message
     tool_calls: tuple[FakeToolCall, ...] = ()
     json: Mapping[str, Any] | None = None  # structured output: returned as the text (or forced tool input)
@@ -149,15 +186,31 @@ class Reply:
     prompt_tokens: int | None = None  # context_overflow: the N in "N tokens > M maximum"
     limit: int | None = None  # context_overflow: the M (the model's window)
     arguments: str | None = None  # malformed_tool_args: the raw, invalid argument text
+    after: int | None = None  # stream faults: how many events are sent before the fault
+    chunk_interval: float = 0.0  # streams: seconds between two events
+    heartbeat_interval: float | None = None  # streams: a keep-alive after this many seconds of silence
+    split_bytes: int | None = None  # streams: write each event in pieces of this many bytes
 
     def __post_init__(self) -> None:
         kind: object = self.kind
         if not isinstance(kind, ReplyKind):
             object.__setattr__(self, "kind", ReplyKind(str(kind)))
-        for name in ("latency", "seconds", "retry_after", "retry_after_ms"):
+        for name in ("latency", "seconds", "retry_after", "retry_after_ms", "chunk_interval", "heartbeat_interval"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int | float) or not math.isfinite(value) or value < 0):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0
+            ):
                 raise ValueError(f"Reply.{name} must be a finite number >= 0, got {value!r}")
+        if self.kind is ReplyKind.DELAY and self.seconds is None:
+            raise ValueError("Reply.delay needs a number of seconds")
+        if self.heartbeat_interval is not None and self.heartbeat_interval <= 0:
+            raise ValueError(f"Reply.heartbeat_interval must be > 0, got {self.heartbeat_interval!r}")
+        for name, low in (("after", 0), ("split_bytes", 1)):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+                raise ValueError(f"Reply.{name} must be an integer >= {low}, got {value!r}")
+        if self.kind in STREAM_FAULT_KINDS and self.kind.value.endswith("_after") and self.after is None:
+            raise ValueError(f"Reply.{self.kind.value} needs the number of events to send first")
         if self.usage is not None:
             usage = tuple(self.usage)
             if len(usage) != 2 or not all(isinstance(n, int) and n >= 0 for n in usage):
@@ -177,17 +230,27 @@ class Reply:
         tool_calls: Iterable[FakeToolCall | Mapping[str, Any] | Sequence[Any]] = (),
         json: Mapping[str, Any] | None = None,
         usage: tuple[int, int] | None = None,
+        chunk_interval: float = 0.0,
+        heartbeat_interval: float | None = None,
+        split_bytes: int | None = None,
         latency: float = 0.0,
     ) -> Reply:
         """A 200. Default text: ``"ok from <provider>"``; for a structured-output request, an
         object built from the requested schema; for a request that forces a tool, a call to it.
-        ``json`` is sent as the text (or as the forced tool's input)."""
+        ``json`` is sent as the text (or as the forced tool's input).
+
+        Streamed, the text goes a word per delta and tool arguments in 8-character fragments;
+        ``chunk_interval`` spaces the events on the loop clock, ``heartbeat_interval`` adds a
+        keep-alive in every silence that long, ``split_bytes`` writes each event in pieces."""
         return cls(
             kind=ReplyKind.OK,
             text=text,
             tool_calls=_tool_calls(tool_calls),
             json=json,
             usage=usage,
+            chunk_interval=chunk_interval,
+            heartbeat_interval=heartbeat_interval,
+            split_bytes=split_bytes,
             latency=latency,
         )
 
@@ -200,6 +263,9 @@ class Reply:
         tool_calls: Iterable[FakeToolCall | Mapping[str, Any] | Sequence[Any]] = (),
         json: Mapping[str, Any] | None = None,
         usage: tuple[int, int] | None = None,
+        chunk_interval: float = 0.0,
+        heartbeat_interval: float | None = None,
+        split_bytes: int | None = None,
         latency: float = 0.0,
     ) -> Reply:
         """Wait ``seconds`` (on the loop clock), then answer like :meth:`ok`."""
@@ -210,6 +276,9 @@ class Reply:
             tool_calls=_tool_calls(tool_calls),
             json=json,
             usage=usage,
+            chunk_interval=chunk_interval,
+            heartbeat_interval=heartbeat_interval,
+            split_bytes=split_bytes,
             latency=latency,
         )
 
@@ -303,25 +372,77 @@ class Reply:
         return cls(kind=ReplyKind.INVALID, message=message, latency=latency)
 
     @classmethod
-    def truncate(cls, text: str | None = None, *, usage: tuple[int, int] | None = None, latency: float = 0.0) -> Reply:
+    def truncate(
+        cls,
+        text: str | None = None,
+        *,
+        usage: tuple[int, int] | None = None,
+        chunk_interval: float = 0.0,
+        heartbeat_interval: float | None = None,
+        split_bytes: int | None = None,
+        latency: float = 0.0,
+    ) -> Reply:
         """200 cut off by the output limit: ``length`` / ``max_tokens`` / ``MAX_TOKENS``."""
-        return cls(kind=ReplyKind.TRUNCATE, text=text, usage=usage, latency=latency)
+        return cls(
+            kind=ReplyKind.TRUNCATE,
+            text=text,
+            usage=usage,
+            chunk_interval=chunk_interval,
+            heartbeat_interval=heartbeat_interval,
+            split_bytes=split_bytes,
+            latency=latency,
+        )
 
     @classmethod
-    def refuse(cls, text: str | None = None, *, latency: float = 0.0) -> Reply:
+    def refuse(
+        cls,
+        text: str | None = None,
+        *,
+        chunk_interval: float = 0.0,
+        heartbeat_interval: float | None = None,
+        split_bytes: int | None = None,
+        latency: float = 0.0,
+    ) -> Reply:
         """200 refusal: OpenAI ``message.refusal``; Anthropic ``stop_reason: refusal``; Gemini
         ``finishReason: SAFETY``. ``text`` is the refusal message where the dialect has one."""
-        return cls(kind=ReplyKind.REFUSE, text=text, latency=latency)
+        return cls(
+            kind=ReplyKind.REFUSE,
+            text=text,
+            chunk_interval=chunk_interval,
+            heartbeat_interval=heartbeat_interval,
+            split_bytes=split_bytes,
+            latency=latency,
+        )
 
     @classmethod
-    def content_filter(cls, *, latency: float = 0.0) -> Reply:
+    def content_filter(
+        cls,
+        *,
+        chunk_interval: float = 0.0,
+        heartbeat_interval: float | None = None,
+        split_bytes: int | None = None,
+        latency: float = 0.0,
+    ) -> Reply:
         """200 blocked by a filter: OpenAI ``finish_reason: content_filter``; Anthropic
         ``stop_reason: refusal``; Gemini ``promptFeedback.blockReason`` with no candidates."""
-        return cls(kind=ReplyKind.CONTENT_FILTER, latency=latency)
+        return cls(
+            kind=ReplyKind.CONTENT_FILTER,
+            chunk_interval=chunk_interval,
+            heartbeat_interval=heartbeat_interval,
+            split_bytes=split_bytes,
+            latency=latency,
+        )
 
     @classmethod
     def malformed_tool_args(
-        cls, name: str | None = None, *, arguments: str | None = None, latency: float = 0.0
+        cls,
+        name: str | None = None,
+        *,
+        arguments: str | None = None,
+        chunk_interval: float = 0.0,
+        heartbeat_interval: float | None = None,
+        split_bytes: int | None = None,
+        latency: float = 0.0,
     ) -> Reply:
         """200 with a tool call whose arguments are not valid JSON.
 
@@ -332,12 +453,35 @@ class Reply:
         ``name`` defaults to the request's forced or first tool.
         """
         calls = (FakeToolCall(name, {}),) if name else ()
-        return cls(kind=ReplyKind.MALFORMED_TOOL_ARGS, tool_calls=calls, arguments=arguments, latency=latency)
+        return cls(
+            kind=ReplyKind.MALFORMED_TOOL_ARGS,
+            tool_calls=calls,
+            arguments=arguments,
+            chunk_interval=chunk_interval,
+            heartbeat_interval=heartbeat_interval,
+            split_bytes=split_bytes,
+            latency=latency,
+        )
 
     @classmethod
-    def schema_invalid(cls, json: Mapping[str, Any] | None = None, *, latency: float = 0.0) -> Reply:
+    def schema_invalid(
+        cls,
+        json: Mapping[str, Any] | None = None,
+        *,
+        chunk_interval: float = 0.0,
+        heartbeat_interval: float | None = None,
+        split_bytes: int | None = None,
+        latency: float = 0.0,
+    ) -> Reply:
         """200 whose JSON does not match the requested schema (default ``{"wrong": 1}``)."""
-        return cls(kind=ReplyKind.SCHEMA_INVALID, json=json, latency=latency)
+        return cls(
+            kind=ReplyKind.SCHEMA_INVALID,
+            json=json,
+            chunk_interval=chunk_interval,
+            heartbeat_interval=heartbeat_interval,
+            split_bytes=split_bytes,
+            latency=latency,
+        )
 
     @classmethod
     def reset(cls, *, latency: float = 0.0) -> Reply:
@@ -351,6 +495,199 @@ class Reply:
         server cannot refuse one request on an open connection: ``FakeServer`` closes it,
         as for ``reset``."""
         return cls(kind=ReplyKind.CONNECT_ERROR, latency=latency)
+
+    # -- stream faults ------------------------------------------------------------------------
+    #
+    # Each sends a 200 and the answer ``ok`` would send (same ``text``, ``tool_calls``, ``json``,
+    # ``usage``), going wrong as its name says. ``after`` is capped at the number of events
+    # before the stream's last one, so the fault always comes before the stream's end. A
+    # request that did not ask for a stream gets its JSON body as a single event.
+
+    @classmethod
+    def stall_before_first(
+        cls,
+        seconds: float | Forever | None = None,
+        *,
+        text: str | None = None,
+        tool_calls: Iterable[FakeToolCall | Mapping[str, Any] | Sequence[Any]] = (),
+        json: Mapping[str, Any] | None = None,
+        usage: tuple[int, int] | None = None,
+        chunk_interval: float = 0.0,
+        heartbeat_interval: float | None = None,
+        split_bytes: int | None = None,
+        latency: float = 0.0,
+    ) -> Reply:
+        """The status and headers, then nothing for ``seconds`` (default: forever), then the
+        stream. The first-event timeout's fault."""
+        return cls(
+            kind=ReplyKind.STALL_BEFORE_FIRST,
+            seconds=_duration(seconds),
+            text=text,
+            tool_calls=_tool_calls(tool_calls),
+            json=json,
+            usage=usage,
+            chunk_interval=chunk_interval,
+            heartbeat_interval=heartbeat_interval,
+            split_bytes=split_bytes,
+            latency=latency,
+        )
+
+    @classmethod
+    def stall_after(
+        cls,
+        after: int,
+        seconds: float | Forever | None = None,
+        *,
+        text: str | None = None,
+        tool_calls: Iterable[FakeToolCall | Mapping[str, Any] | Sequence[Any]] = (),
+        json: Mapping[str, Any] | None = None,
+        usage: tuple[int, int] | None = None,
+        chunk_interval: float = 0.0,
+        heartbeat_interval: float | None = None,
+        split_bytes: int | None = None,
+        latency: float = 0.0,
+    ) -> Reply:
+        """``after`` events, then nothing for ``seconds`` (default: forever), then the rest of the
+        stream. The idle timeout's fault; with ``heartbeat_interval``, keep-alives flow while
+        the stream makes no progress."""
+        return cls(
+            kind=ReplyKind.STALL_AFTER,
+            after=after,
+            seconds=_duration(seconds),
+            text=text,
+            tool_calls=_tool_calls(tool_calls),
+            json=json,
+            usage=usage,
+            chunk_interval=chunk_interval,
+            heartbeat_interval=heartbeat_interval,
+            split_bytes=split_bytes,
+            latency=latency,
+        )
+
+    @classmethod
+    def heartbeats_only(
+        cls,
+        heartbeat_interval: float,
+        seconds: float | Forever | None = None,
+        *,
+        text: str | None = None,
+        tool_calls: Iterable[FakeToolCall | Mapping[str, Any] | Sequence[Any]] = (),
+        json: Mapping[str, Any] | None = None,
+        usage: tuple[int, int] | None = None,
+        chunk_interval: float = 0.0,
+        split_bytes: int | None = None,
+        latency: float = 0.0,
+    ) -> Reply:
+        """The headers, then only keep-alives (``: keep-alive`` comments; Anthropic ``event:
+        ping``), one every ``heartbeat_interval`` seconds, for ``seconds`` (default: forever),
+        then the stream: a request queued the way DeepSeek documents it. Bytes arrive, but no
+        event ever does while it lasts. The keep-alives go on between later events too."""
+        return cls(
+            kind=ReplyKind.HEARTBEATS_ONLY,
+            heartbeat_interval=heartbeat_interval,
+            seconds=_duration(seconds),
+            text=text,
+            tool_calls=_tool_calls(tool_calls),
+            json=json,
+            usage=usage,
+            chunk_interval=chunk_interval,
+            split_bytes=split_bytes,
+            latency=latency,
+        )
+
+    @classmethod
+    def drop_after(
+        cls,
+        after: int,
+        *,
+        text: str | None = None,
+        tool_calls: Iterable[FakeToolCall | Mapping[str, Any] | Sequence[Any]] = (),
+        json: Mapping[str, Any] | None = None,
+        usage: tuple[int, int] | None = None,
+        chunk_interval: float = 0.0,
+        heartbeat_interval: float | None = None,
+        split_bytes: int | None = None,
+        latency: float = 0.0,
+    ) -> Reply:
+        """``after`` events, then the connection closes (when the next event was due) with no
+        terminal event: ``FakeNetwork`` raises ``TransportError("read")`` from the body, an
+        HTTP client sees an incomplete chunked body. Recorded ``reset``."""
+        return cls(
+            kind=ReplyKind.DROP_AFTER,
+            after=after,
+            text=text,
+            tool_calls=_tool_calls(tool_calls),
+            json=json,
+            usage=usage,
+            chunk_interval=chunk_interval,
+            heartbeat_interval=heartbeat_interval,
+            split_bytes=split_bytes,
+            latency=latency,
+        )
+
+    @classmethod
+    def malformed_after(
+        cls,
+        after: int,
+        *,
+        text: str | None = None,
+        tool_calls: Iterable[FakeToolCall | Mapping[str, Any] | Sequence[Any]] = (),
+        json: Mapping[str, Any] | None = None,
+        usage: tuple[int, int] | None = None,
+        chunk_interval: float = 0.0,
+        heartbeat_interval: float | None = None,
+        split_bytes: int | None = None,
+        latency: float = 0.0,
+    ) -> Reply:
+        """``after`` good events, then one whose ``data:`` is cut in half (not JSON, framing
+        intact), then the rest of the stream. Anthropic pings are not chosen (clients skip
+        them unread)."""
+        return cls(
+            kind=ReplyKind.MALFORMED_AFTER,
+            after=after,
+            text=text,
+            tool_calls=_tool_calls(tool_calls),
+            json=json,
+            usage=usage,
+            chunk_interval=chunk_interval,
+            heartbeat_interval=heartbeat_interval,
+            split_bytes=split_bytes,
+            latency=latency,
+        )
+
+    @classmethod
+    def error_event_after(
+        cls,
+        after: int,
+        *,
+        message: str | None = None,
+        text: str | None = None,
+        tool_calls: Iterable[FakeToolCall | Mapping[str, Any] | Sequence[Any]] = (),
+        json: Mapping[str, Any] | None = None,
+        usage: tuple[int, int] | None = None,
+        chunk_interval: float = 0.0,
+        heartbeat_interval: float | None = None,
+        split_bytes: int | None = None,
+        latency: float = 0.0,
+    ) -> Reply:
+        """``after`` events, then the dialect's mid-stream error, and the stream ends there:
+        Anthropic ``event: error`` with ``overloaded_error``; OpenAI a ``data:`` payload
+        ``{"error": {...server_is_overloaded}}``; Gemini an ``{"error": {"code": 503, ...
+        "UNAVAILABLE"}}`` chunk. A request that did not ask for a stream gets the plain
+        ``overloaded`` error answer instead."""
+        return cls(
+            kind=ReplyKind.ERROR_EVENT_AFTER,
+            after=after,
+            message=message,
+            text=text,
+            tool_calls=_tool_calls(tool_calls),
+            json=json,
+            usage=usage,
+            chunk_interval=chunk_interval,
+            heartbeat_interval=heartbeat_interval,
+            split_bytes=split_bytes,
+            latency=latency,
+        )
 
     # -- data forms ---------------------------------------------------------------------------
 
@@ -367,7 +704,19 @@ class Reply:
     @property
     def wait(self) -> float:
         """Seconds this reply waits before answering (latency plus a delay's seconds)."""
-        return self.latency + self.seconds
+        if self.kind is ReplyKind.DELAY and self.seconds:
+            return self.latency + self.seconds
+        return self.latency
+
+    @property
+    def timed(self) -> bool:
+        """True when the body is delivered over time (a stream fault, or any stream knob set)."""
+        return (
+            self.kind in STREAM_FAULT_KINDS
+            or self.chunk_interval > 0
+            or self.heartbeat_interval is not None
+            or self.split_bytes is not None
+        )
 
     @classmethod
     def parse(cls, spec: ReplySpec, *, where: str = "reply") -> Reply:
@@ -393,12 +742,12 @@ class Reply:
         """The string form, which :meth:`parse` reads back to an equal Reply."""
         parts: list[str] = []
         used: set[str] = set()
-        positional = _POSITIONAL.get(self.kind)
-        if positional is not None:
+        for positional in _POSITIONAL.get(self.kind, ()):
             value = getattr(self, positional)
-            if value is not None or positional == "seconds":
-                parts.append(repr(_plain(value)))
-                used.add(positional)
+            if value is None:
+                break
+            parts.append(repr(_plain(value)))
+            used.add(positional)
         if self.kind == ReplyKind.MALFORMED_TOOL_ARGS and self.tool_calls:
             parts.append(repr(self.tool_calls[0].name))
             used.add("tool_calls")
@@ -410,7 +759,7 @@ class Reply:
                 if value:
                     parts.append(f"tool_calls={[{'name': t.name, 'args': dict(t.args)} for t in value]!r}")
                 continue
-            if value is None or (name == "latency" and value == 0.0):
+            if value is None or (name in ("latency", "chunk_interval") and value == 0.0):
                 continue
             parts.append(f"{name}={_plain(value)!r}")
         return f"{self.kind.value}({', '.join(parts)})" if parts else self.kind.value
@@ -429,6 +778,17 @@ def _tool_calls(
     if isinstance(values, str | Mapping):
         raise ValueError(f"tool_calls must be a list of tool calls, got {values!r}")
     return tuple(FakeToolCall.of(v) for v in values)
+
+
+def _duration(seconds: float | str | None) -> float | None:
+    """A stall's length: None, ``"forever"`` and infinity all mean forever (stored as None)."""
+    if seconds is None or seconds == "forever":
+        return None
+    if isinstance(seconds, str):
+        raise ValueError(f"a stall lasts a number of seconds or 'forever', got {seconds!r}")
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds == math.inf:
+        return None
+    return seconds
 
 
 def _plain(value: Any) -> Any:
@@ -459,22 +819,36 @@ _CONSTRUCTORS: dict[str, Callable[..., Reply]] = {
     "schema_invalid": Reply.schema_invalid,
     "reset": Reply.reset,
     "connect_error": Reply.connect_error,
+    "stall_before_first": Reply.stall_before_first,
+    "stall_after": Reply.stall_after,
+    "heartbeats_only": Reply.heartbeats_only,
+    "drop_after": Reply.drop_after,
+    "malformed_after": Reply.malformed_after,
+    "error_event_after": Reply.error_event_after,
 }
 assert set(_CONSTRUCTORS) == {k.value for k in ReplyKind}
 _KIND_NAMES = ", ".join(_CONSTRUCTORS)
 
 # The fields each constructor takes, for to_string(): positional first, then keywords.
-_POSITIONAL: dict[ReplyKind, str] = {
-    ReplyKind.OK: "text",
-    ReplyKind.DELAY: "seconds",
-    ReplyKind.INVALID: "message",
-    ReplyKind.TRUNCATE: "text",
-    ReplyKind.REFUSE: "text",
-    ReplyKind.SCHEMA_INVALID: "json",
+_POSITIONAL: dict[ReplyKind, tuple[str, ...]] = {
+    ReplyKind.OK: ("text",),
+    ReplyKind.DELAY: ("seconds",),
+    ReplyKind.INVALID: ("message",),
+    ReplyKind.TRUNCATE: ("text",),
+    ReplyKind.REFUSE: ("text",),
+    ReplyKind.SCHEMA_INVALID: ("json",),
+    ReplyKind.STALL_BEFORE_FIRST: ("seconds",),
+    ReplyKind.STALL_AFTER: ("after", "seconds"),
+    ReplyKind.HEARTBEATS_ONLY: ("heartbeat_interval", "seconds"),
+    ReplyKind.DROP_AFTER: ("after",),
+    ReplyKind.MALFORMED_AFTER: ("after",),
+    ReplyKind.ERROR_EVENT_AFTER: ("after",),
 }
+_TIMING = ("chunk_interval", "heartbeat_interval", "split_bytes", "latency")
+_CONTENT = ("text", "tool_calls", "json", "usage")
 _KEYWORDS: dict[ReplyKind, tuple[str, ...]] = {
-    ReplyKind.OK: ("text", "tool_calls", "json", "usage", "latency"),
-    ReplyKind.DELAY: ("text", "tool_calls", "json", "usage", "latency"),
+    ReplyKind.OK: (*_CONTENT, *_TIMING),
+    ReplyKind.DELAY: (*_CONTENT, *_TIMING),
     ReplyKind.HANG: ("latency",),
     ReplyKind.RATE_LIMIT: ("retry_after", "retry_after_ms", "message", "latency"),
     ReplyKind.QUOTA: ("message", "latency"),
@@ -484,13 +858,19 @@ _KEYWORDS: dict[ReplyKind, tuple[str, ...]] = {
     ReplyKind.NOT_FOUND: ("message", "latency"),
     ReplyKind.CONTEXT_OVERFLOW: ("prompt_tokens", "limit", "message", "latency"),
     ReplyKind.INVALID: ("message", "latency"),
-    ReplyKind.TRUNCATE: ("text", "usage", "latency"),
-    ReplyKind.REFUSE: ("text", "latency"),
-    ReplyKind.CONTENT_FILTER: ("latency",),
-    ReplyKind.MALFORMED_TOOL_ARGS: ("tool_calls", "arguments", "latency"),
-    ReplyKind.SCHEMA_INVALID: ("json", "latency"),
+    ReplyKind.TRUNCATE: ("text", "usage", *_TIMING),
+    ReplyKind.REFUSE: ("text", *_TIMING),
+    ReplyKind.CONTENT_FILTER: _TIMING,
+    ReplyKind.MALFORMED_TOOL_ARGS: ("tool_calls", "arguments", *_TIMING),
+    ReplyKind.SCHEMA_INVALID: ("json", *_TIMING),
     ReplyKind.RESET: ("latency",),
     ReplyKind.CONNECT_ERROR: ("latency",),
+    ReplyKind.STALL_BEFORE_FIRST: (*_CONTENT, *_TIMING),
+    ReplyKind.STALL_AFTER: (*_CONTENT, *_TIMING),
+    ReplyKind.HEARTBEATS_ONLY: (*_CONTENT, "chunk_interval", "split_bytes", "latency"),
+    ReplyKind.DROP_AFTER: (*_CONTENT, *_TIMING),
+    ReplyKind.MALFORMED_AFTER: (*_CONTENT, *_TIMING),
+    ReplyKind.ERROR_EVENT_AFTER: ("message", *_CONTENT, *_TIMING),
 }
 
 

@@ -11,15 +11,18 @@ Why ``asyncio.start_server`` + ``h11`` rather than an ASGI server (uvicorn) or a
   client's timeouts, including looptime's virtual clock: a client that gives up after 5 s
   of loop time is recorded as disconnecting at exactly 5.0. A server in another thread or
   process has another clock.
-* **Exact disconnect observation.** While a reply hangs or waits, the handler keeps a read
-  pending on the socket; the client closing the connection (EOF or reset) wakes it at once,
-  the pending answer is cancelled and the call is recorded ``client_disconnected`` with the
-  loop time of the close. An ASGI server only reports ``http.disconnect`` to an app that
-  polls ``receive()``, and hides when the socket actually closed.
+* **Exact disconnect observation.** While a reply hangs, waits or streams, the handler keeps
+  a read pending on the socket; the client closing the connection (EOF or reset) wakes it at
+  once, the pending answer is cancelled and the call is recorded ``client_disconnected`` with
+  the loop time of the close (and, mid-stream, the ``events_sent`` so far). An ASGI server
+  only reports ``http.disconnect`` to an app that polls ``receive()``, and hides when the
+  socket actually closed.
 * **Control of the bytes.** ``reset`` must close the connection with no response at all,
   and 529 must go out with an arbitrary status; h11 is a sans-I/O HTTP/1.1 state machine
   (the one httpx's own stack uses), so framing, keep-alive and chunked encoding are correct
   without writing a parser, and nothing else stands between the script and the socket.
+  A stream goes out one HTTP chunk per event (or per ``split_bytes`` piece), each flushed
+  at its scripted loop time; ``drop_after`` closes the socket in the middle of the body.
 
 Paths: ``/<provider>/v1/chat/completions``, ``/<provider>/v1/messages``,
 ``/<provider>/v1beta/models/<model>:generateContent`` (and the streaming and token-count
@@ -40,8 +43,10 @@ from typing import Any
 import h11
 
 from ..model import Dialect, Secret, Target
-from ._provider import _INVALID_JSON, FakeProvider, ReceivedCall, _ConnectFailed, _Reset, _Slot
+from ._dialects import Rendered
+from ._provider import _INVALID_JSON, FakeProvider, ReceivedCall, _ConnectFailed, _events_in, _Reset, _Slot
 from ._script import Outcome
+from ._stream import Dropped, Playback
 
 __all__ = ["FakeServer"]
 
@@ -66,9 +71,10 @@ class FakeServer:
     ...     srv.base_url_for(b)      # 'http://127.0.0.1:43121/b'    for an Anthropic fake
 
     Keep-alive and pipelined requests are supported. Closing the connection while a reply
-    hangs or waits is recorded as ``client_disconnected`` at the loop time of the close;
-    calls still pending when the server shuts down are recorded ``aborted``. For code that
-    is not async, :meth:`run_in_thread` runs the server in a thread with its own loop.
+    hangs, waits or streams is recorded as ``client_disconnected`` at the loop time of the
+    close; calls still pending when the server shuts down are recorded ``aborted``. Streams
+    are chunked, an event per chunk, each at its scripted loop time. For code that is not
+    async, :meth:`run_in_thread` runs the server in a thread with its own loop.
     """
 
     def __init__(self, *providers: FakeProvider, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -310,13 +316,38 @@ class FakeServer:
                 log=self._log,
             )
         )
+        gone = await self._watching(conn, reader, answer)
+        if gone:
+            if answer.done() and not answer.cancelled() and answer.exception() is None:
+                slot, _ = answer.result()
+                FakeProvider._finish(slot, Outcome.CLIENT_DISCONNECTED, loop.time())
+            return False
+        try:
+            slot, rendered = answer.result()
+        except (_Reset, _ConnectFailed):
+            writer.close()
+            return False
+        if rendered.timing is not None:
+            return await self._stream(conn, reader, writer, slot, rendered)
+        try:
+            await self._write(conn, writer, rendered.status, rendered.headers, rendered.body, rendered.chunks)
+        except (ConnectionError, OSError):
+            FakeProvider._finish(slot, Outcome.CLIENT_DISCONNECTED, loop.time())
+            return False
+        FakeProvider._finish(slot, Outcome.COMPLETED, loop.time(), events=_events_in(rendered))
+        return True
+
+    async def _watching(self, conn: h11.Connection, reader: asyncio.StreamReader, work: asyncio.Future[Any]) -> bool:
+        """Wait for ``work`` while a read stays pending on the socket. True when the client
+        went away first (EOF or reset); ``work`` is then cancelled. Bytes of a pipelined
+        request are kept for h11's next cycle."""
         watch: asyncio.Future[bytes] | None = None
         gone = False
         try:
-            while not answer.done():
+            while not work.done():
                 if watch is None:
                     watch = asyncio.ensure_future(reader.read(_READ))
-                await asyncio.wait((answer, watch), return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
                 if watch.done():
                     try:
                         data = watch.result()
@@ -338,27 +369,66 @@ class FakeServer:
                         conn.receive_data(data)
                     else:
                         gone = True
-            if not answer.done():
-                answer.cancel()
-                with contextlib.suppress(asyncio.CancelledError, _Reset, _ConnectFailed):
-                    await answer
-        if gone:
-            if answer.done() and not answer.cancelled() and answer.exception() is None:
-                slot, _ = answer.result()
-                FakeProvider._finish(slot, Outcome.CLIENT_DISCONNECTED, loop.time())
-            return False
+            if not work.done():
+                work.cancel()
+                with contextlib.suppress(
+                    asyncio.CancelledError, _Reset, _ConnectFailed, Dropped, ConnectionError, OSError
+                ):
+                    await work
+            # The suppressions above are for the inner futures' own cancellation; if THIS
+            # task was cancelled meanwhile (server shutdown), that must not be swallowed, or
+            # the connection would go on to wait for a next request forever.
+            me = asyncio.current_task()
+            if me is not None and me.cancelling():
+                raise asyncio.CancelledError
+        return gone
+
+    async def _stream(
+        self,
+        conn: h11.Connection,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        slot: _Slot,
+        rendered: Rendered,
+    ) -> bool:
+        """Send an answer delivered over time: the headers now, then each piece as an HTTP
+        chunk at its loop time, watching for the client going away meanwhile."""
+        assert rendered.timing is not None
+        loop = asyncio.get_running_loop()
         try:
-            slot, rendered = answer.result()
-        except (_Reset, _ConnectFailed):
-            writer.close()
-            return False
-        try:
-            await self._write(conn, writer, rendered.status, rendered.headers, rendered.body, rendered.chunks)
+            writer.write(conn.send(_response(rendered.status, rendered.headers, length=None)))
+            await writer.drain()
         except (ConnectionError, OSError):
             FakeProvider._finish(slot, Outcome.CLIENT_DISCONNECTED, loop.time())
             return False
-        FakeProvider._finish(slot, Outcome.COMPLETED, loop.time())
+        playback = Playback(slot, rendered.chunks, rendered.timing, start=loop.time())
+        pump = asyncio.ensure_future(self._pump(conn, writer, playback))
+        try:
+            gone = await self._watching(conn, reader, pump)
+        except asyncio.CancelledError:  # the server is shutting down (or the loop is)
+            playback.abandon(self._cancel_outcome())
+            raise
+        if gone:
+            playback.abandon(Outcome.CLIENT_DISCONNECTED)
+            return False
+        failure = pump.exception()
+        if isinstance(failure, Dropped):
+            writer.close()  # FIN in the middle of a chunked body: the client sees it incomplete
+            return False
+        if isinstance(failure, ConnectionError | OSError):
+            playback.abandon(Outcome.CLIENT_DISCONNECTED)
+            return False
+        if failure is not None:
+            raise failure
         return True
+
+    @staticmethod
+    async def _pump(conn: h11.Connection, writer: asyncio.StreamWriter, playback: Playback) -> None:
+        while (piece := await playback.next()) is not None:
+            writer.write(conn.send(h11.Data(data=piece)))  # one chunk per piece, flushed
+            await writer.drain()
+        writer.write(conn.send(h11.EndOfMessage()))
+        await writer.drain()
 
     def _cancel_outcome(self) -> Outcome:
         return Outcome.ABORTED if self._closing else Outcome.CLIENT_DISCONNECTED
@@ -372,11 +442,7 @@ class FakeServer:
         body: bytes,
         chunks: tuple[bytes, ...],
     ) -> None:
-        fields = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
-        fields.append((b"server", b"failover-fake"))
-        if not chunks:
-            fields.append((b"content-length", str(len(body)).encode()))
-        writer.write(conn.send(h11.Response(status_code=status, headers=fields, reason=_reason(status))))
+        writer.write(conn.send(_response(status, headers, length=None if chunks else len(body))))
         if chunks:
             for chunk in chunks:  # one write per event, as a streaming server sends them
                 writer.write(conn.send(h11.Data(data=chunk)))
@@ -385,3 +451,12 @@ class FakeServer:
             writer.write(conn.send(h11.Data(data=body)))
         writer.write(conn.send(h11.EndOfMessage()))
         await writer.drain()
+
+
+def _response(status: int, headers: tuple[tuple[str, str], ...], *, length: int | None) -> h11.Response:
+    """The status line and headers; without a ``length`` h11 frames the body as chunked."""
+    fields = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+    fields.append((b"server", b"failover-fake"))
+    if length is not None:
+        fields.append((b"content-length", str(length).encode()))
+    return h11.Response(status_code=status, headers=fields, reason=_reason(status))
