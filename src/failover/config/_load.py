@@ -89,6 +89,7 @@ class TargetSpec(_Strict):
     limits: LimitsSpec = LimitsSpec()
     timeouts: TimeoutsSpec = TimeoutsSpec()
     max_attempts: int = Field(2, ge=1, le=10)
+    output_tps: float = Field(50.0, gt=0)
     equivalence_key: str | None = None
     tokenizer: str | None = None
     headers: dict[str, str] = {}
@@ -213,6 +214,7 @@ def _target(name: str, spec: TargetSpec, env: Mapping[str, str]) -> Target:
         limits=Limits(**spec.limits.model_dump()),
         timeouts=Timeouts(**spec.timeouts.model_dump()),
         max_attempts=spec.max_attempts,
+        output_tps=spec.output_tps,
         equivalence_key=spec.equivalence_key,
         tokenizer=spec.tokenizer,
         headers=tuple(spec.headers.items()),

@@ -45,6 +45,9 @@ class Attempt:
     cost: float = 0.0
     cost_estimated: bool = False  # no usage came back: input cost assumed spent
     provider_request_id: str | None = None
+    first_event_timeout: float | None = None  # streamed attempts: the time-to-first-event cap
+    idle_timeout: float | None = None  # streamed attempts: the cap between events
+    first_event: float | None = None  # streamed attempts: when the first event arrived
 
     @property
     def ok(self) -> bool:

@@ -112,6 +112,7 @@ class Target:
     limits: Limits = Limits()
     timeouts: Timeouts = Timeouts()
     max_attempts: int = 2  # first try plus retries on this target
+    output_tps: float = 50.0  # typical output tokens per second, to judge long generations
     equivalence_key: str | None = None
     tokenizer: str | None = None  # "tiktoken:o200k_base", "estimate"; None: by dialect
     headers: tuple[tuple[str, str], ...] = ()  # extra static headers (e.g. api-version)

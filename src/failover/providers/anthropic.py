@@ -8,7 +8,7 @@ Wire reference: platform.claude.com/docs/en/api/messages, .../api/errors,
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..model import (
@@ -19,14 +19,22 @@ from ..model import (
     Request,
     Response,
     StopReason,
+    StreamEvent,
     Target,
+    TextDelta,
     TextPart,
     Tool,
     ToolCall,
+    ToolCallDelta,
+    ToolCallDone,
+    ToolCallStart,
     ToolChoice,
     Usage,
+    UsageUpdate,
 )
+from ..model import Stop as StopEvent
 from ..transport._types import HttpRequest, HttpResponse
+from ._base import SSEEvent, StreamFailed, StreamParser
 from ._common import (
     CONTEXT_OVERFLOW,
     as_dict,
@@ -37,9 +45,11 @@ from ._common import (
     error_failure,
     kind_from_status,
     outcome_failure,
+    tool_arguments,
     with_query,
 )
 from ._headers import HeaderMeta, anthropic_rate_limits, read_meta
+from ._streaming import EMPTY, event_response, incomplete, load_event, with_partial
 
 __all__ = ["AnthropicDialect"]
 
@@ -152,6 +162,13 @@ class AnthropicDialect:
             )
         return _error(target, response, meta, data)
 
+    # ---------------------------------------------------------------- stream
+
+    def stream_parser(self, target: Target, request: Request, headers: Mapping[str, str]) -> StreamParser:
+        del request  # the events say everything
+        meta = read_meta(headers, request_id_headers=_REQUEST_ID_HEADERS, rate_limits=anthropic_rate_limits)
+        return _MessageStream(target, headers, meta)
+
 
 # -------------------------------------------------------------------- build helpers
 
@@ -233,61 +250,81 @@ def _tool_choice(choice: ToolChoice) -> dict[str, Any]:
 def _parse_message(data: dict[str, Any], status: int, meta: HeaderMeta) -> Response | Failure:
     texts: list[str] = []
     calls: list[ToolCall] = []
-    malformed: list[str] = []
     for raw in as_list(data.get("content")):
         block = as_dict(raw)
         kind = block.get("type")
         if kind == "text":
             texts.append(as_str(block.get("text")) or "")
         elif kind == "tool_use":
-            name = as_str(block.get("name")) or ""
             value = block.get("input")
-            parsed = value if isinstance(value, dict) else None
             calls.append(
                 ToolCall(
                     id=as_str(block.get("id")) or "",
-                    name=name,
+                    name=as_str(block.get("name")) or "",
                     arguments=json.dumps(value, ensure_ascii=False, separators=(",", ":")),
-                    parsed=parsed,
+                    parsed=value if isinstance(value, dict) else None,
                 )
             )
-            if parsed is None:
-                malformed.append(name or "?")
         # thinking / redacted_thinking / server tool blocks are not part of the answer
+    result = _result(
+        text="".join(texts),
+        calls=tuple(calls),
+        raw_stop=as_str(data.get("stop_reason")),
+        stop_details=as_dict(data.get("stop_details")),
+        usage=_usage(as_dict(data.get("usage"))),
+        model=as_str(data.get("model")),
+        response_id=as_str(data.get("id")),
+        meta=meta,
+    )
+    return _judge(result, status, meta)
 
-    raw_stop = as_str(data.get("stop_reason"))
-    stop = _STOP.get(raw_stop or "", StopReason.OTHER)
-    text = "".join(texts)
+
+def _result(
+    *,
+    text: str,
+    calls: tuple[ToolCall, ...],
+    raw_stop: str | None,
+    stop_details: dict[str, Any],
+    usage: Usage,
+    model: str | None,
+    response_id: str | None,
+    meta: HeaderMeta,
+) -> Response:
+    """The normalized answer, from a message body or from an assembled stream."""
     refusal: str | None = None
     if raw_stop == "refusal":
-        details = as_dict(data.get("stop_details"))
-        refusal = as_str(details.get("explanation")) or text or "the model declined to answer"
-
-    result = Response(
+        refusal = as_str(stop_details.get("explanation")) or text or "the model declined to answer"
+    return Response(
         text=text,
-        tool_calls=tuple(calls),
-        usage=_usage(as_dict(data.get("usage"))),
-        stop_reason=stop,
+        tool_calls=calls,
+        usage=usage,
+        stop_reason=_STOP.get(raw_stop or "", StopReason.OTHER),
         raw_stop_reason=raw_stop,
         refusal=refusal,
-        model=as_str(data.get("model")),
+        model=model,
         provider_request_id=meta.request_id,
-        response_id=as_str(data.get("id")),
+        response_id=response_id,
     )
+
+
+def _judge(result: Response, status: int, meta: HeaderMeta) -> Response | Failure:
+    """The 200-can-be-a-failure rules, shared by the body parse and the stream parser."""
+    raw_stop = result.raw_stop_reason
 
     def fail(kind: FailureKind, why: str) -> Failure:
         return outcome_failure(
             provider="anthropic", kind=kind, why=why, result=result, status=status, meta=meta, code=raw_stop
         )
 
-    if refusal is not None:
-        return fail(FailureKind.CONTENT_FILTERED, f"the model refused: {refusal}")
+    if result.refusal is not None:
+        return fail(FailureKind.CONTENT_FILTERED, f"the model refused: {result.refusal}")
     if raw_stop == "max_tokens":
         return fail(FailureKind.TRUNCATED, "the output hit max_tokens")
     if raw_stop == "model_context_window_exceeded":
         # Output ran into the context window, not into max_tokens: raising max_tokens
         # cannot help, only a larger window can.
         return fail(FailureKind.CONTEXT_OVERFLOW, "the output filled the model's context window")
+    malformed = [c.name or "?" for c in result.tool_calls if c.parsed is None]
     if malformed:
         return fail(FailureKind.TOOL_CALL_MALFORMED, f"tool_use input is not a JSON object: {', '.join(malformed)}")
     return result
@@ -331,3 +368,171 @@ def _classify(status: int, err_type: str | None, message: str | None) -> Failure
     if status in (400, 413, 422) and CONTEXT_OVERFLOW.search(lowered):
         return FailureKind.CONTEXT_OVERFLOW
     return kind_from_status(status)
+
+
+# -------------------------------------------------------------------- stream
+
+
+class _Block:
+    """One content block of a streamed message (text or tool_use; others are skipped)."""
+
+    __slots__ = ("call", "id", "name", "parts", "position", "tool")
+
+    def __init__(self, tool: bool, position: int = -1, call_id: str = "", name: str = "") -> None:
+        self.tool = tool
+        self.position = position  # the tool call's position among this message's calls
+        self.id = call_id
+        self.name = name
+        self.parts: list[str] = []  # partial_json fragments
+        self.call: ToolCall | None = None  # set by content_block_stop
+
+    def tool_call(self) -> ToolCall:
+        if self.call is not None:
+            return self.call
+        # Joined fragments; blank (a tool without parameters streams only "") is {}.
+        arguments, parsed = tool_arguments("".join(self.parts))
+        return ToolCall(id=self.id, name=self.name, arguments=arguments, parsed=parsed)
+
+
+class _MessageStream:
+    """Messages stream events to stream events; ``finish`` reuses the body parse's rules.
+
+    The event's ``type`` field decides (the SSE ``event:`` name repeats it). Usage is the
+    message_start usage overwritten by each message_delta's cumulative counts, as the SDK
+    accumulates it. The terminal marker is message_delta's ``stop_reason``: after it only
+    message_stop can come, which adds nothing. A tool_use block without its
+    content_block_stop (max_tokens hit mid-input) is kept in the Response with whatever
+    arguments arrived, but no ``ToolCallDone`` is emitted for it.
+    """
+
+    __slots__ = (
+        "_blocks",
+        "_calls",
+        "_details",
+        "_headers",
+        "_id",
+        "_meta",
+        "_model",
+        "_stop",
+        "_target",
+        "_text",
+        "_usage",
+        "_usage_raw",
+    )
+
+    def __init__(self, target: Target, headers: Mapping[str, str], meta: HeaderMeta) -> None:
+        self._target = target
+        self._headers = headers
+        self._meta = meta
+        self._id: str | None = None
+        self._model: str | None = None
+        self._text: list[str] = []
+        self._blocks: dict[Any, _Block] = {}
+        self._calls: list[_Block] = []
+        self._stop: str | None = None
+        self._details: dict[str, Any] = {}
+        self._usage_raw: dict[str, Any] = {}
+        self._usage = Usage()
+
+    def feed(self, event: SSEEvent) -> Sequence[StreamEvent]:
+        if event.event == "ping":
+            return EMPTY
+        data = load_event(event.data, "anthropic", self._target, self._meta)
+        kind = data.get("type") or event.event
+        if kind == "content_block_delta":
+            block = self._blocks.get(data.get("index"))
+            delta = data.get("delta")
+            if block is None or not isinstance(delta, dict):
+                return EMPTY
+            dtype = delta.get("type")
+            if dtype == "text_delta" and not block.tool:
+                text = delta.get("text")
+                if text and isinstance(text, str):
+                    self._text.append(text)
+                    return (TextDelta(text=text),)
+            elif dtype == "input_json_delta" and block.tool:
+                partial = delta.get("partial_json")
+                if partial and isinstance(partial, str):
+                    block.parts.append(partial)
+                    return (ToolCallDelta(index=block.position, arguments=partial),)
+            # thinking_delta, signature_delta, citations_delta: not part of the answer
+            return EMPTY
+        if kind == "content_block_start":
+            return self._block_start(data)
+        if kind == "content_block_stop":
+            block = self._blocks.get(data.get("index"))
+            if block is None or not block.tool or block.call is not None:
+                return EMPTY
+            block.call = block.tool_call()
+            return (ToolCallDone(index=block.position, call=block.call),)
+        if kind == "message_start":
+            message = as_dict(data.get("message"))
+            self._id = as_str(message.get("id")) or self._id
+            self._model = as_str(message.get("model")) or self._model
+            return self._merge_usage(message.get("usage"))
+        if kind == "message_delta":
+            out: list[StreamEvent] = []
+            delta = as_dict(data.get("delta"))
+            stop = as_str(delta.get("stop_reason"))
+            if stop:
+                self._stop = stop
+                self._details = as_dict(delta.get("stop_details"))
+                out.append(StopEvent(reason=_STOP.get(stop, StopReason.OTHER), raw=stop))
+            out.extend(self._merge_usage(data.get("usage")))
+            return out
+        if kind == "error":
+            failure = _error(self._target, event_response(event.data, self._headers), self._meta, data)
+            raise StreamFailed(with_partial(failure, self._response()))
+        return EMPTY  # message_stop, and event types newer than this parser
+
+    def finish(self) -> Response | Failure:
+        result = self._response()
+        if self._stop is None:
+            return incomplete("anthropic", result, self._meta)
+        return _judge(result, 200, self._meta)
+
+    # ------------------------------------------------------------------------------ internals
+
+    def _block_start(self, data: dict[str, Any]) -> Sequence[StreamEvent]:
+        content = as_dict(data.get("content_block"))
+        btype = content.get("type")
+        index = data.get("index")
+        if btype == "text":
+            self._blocks[index] = _Block(False)
+            text = as_str(content.get("text"))
+            if text:
+                self._text.append(text)
+                return (TextDelta(text=text),)
+            return EMPTY
+        if btype != "tool_use":
+            return EMPTY  # thinking, redacted_thinking, server tool blocks: not part of the answer
+        block = _Block(True, len(self._calls), as_str(content.get("id")) or "", as_str(content.get("name")) or "")
+        self._blocks[index] = block
+        self._calls.append(block)
+        out: list[StreamEvent] = [ToolCallStart(index=block.position, id=block.id, name=block.name)]
+        initial = content.get("input")
+        if isinstance(initial, dict) and initial:  # a proxy that sends the whole input up front
+            text = json.dumps(initial, ensure_ascii=False, separators=(",", ":"))
+            block.parts.append(text)
+            out.append(ToolCallDelta(index=block.position, arguments=text))
+        return out
+
+    def _merge_usage(self, usage: Any) -> Sequence[StreamEvent]:
+        if not isinstance(usage, dict):
+            return EMPTY
+        # Counts are cumulative; one a message_delta omits (or sends as null) keeps its earlier value.
+        self._usage_raw.update((k, v) for k, v in usage.items() if v is not None)
+        self._usage = _usage(self._usage_raw)
+        return (UsageUpdate(usage=self._usage),)
+
+    def _response(self) -> Response:
+        return _result(
+            text="".join(self._text),
+            calls=tuple(b.tool_call() for b in self._calls),
+            raw_stop=self._stop,
+            stop_details=self._details,
+            usage=self._usage,
+            model=self._model,
+            response_id=self._id,
+            meta=self._meta,
+        )

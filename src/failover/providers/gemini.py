@@ -12,6 +12,8 @@ import json
 import mimetypes
 import re
 import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -23,14 +25,22 @@ from ..model import (
     Request,
     Response,
     StopReason,
+    StreamEvent,
     Target,
+    TextDelta,
     TextPart,
     Tool,
     ToolCall,
+    ToolCallDelta,
+    ToolCallDone,
+    ToolCallStart,
     ToolChoice,
     Usage,
+    UsageUpdate,
 )
+from ..model import Stop as StopEvent
 from ..transport._types import HttpRequest, HttpResponse
+from ._base import SSEEvent, StreamFailed, StreamParser
 from ._common import (
     CONTEXT_OVERFLOW,
     as_dict,
@@ -44,6 +54,7 @@ from ._common import (
     with_query,
 )
 from ._headers import HeaderMeta, parse_duration, read_meta
+from ._streaming import EMPTY, event_response, incomplete, load_event, with_partial
 
 __all__ = ["GeminiDialect"]
 
@@ -160,6 +171,13 @@ class GeminiDialect:
             )
         return _error(target, response, meta, body)
 
+    # ---------------------------------------------------------------- stream
+
+    def stream_parser(self, target: Target, request: Request, headers: Mapping[str, str]) -> StreamParser:
+        """For ``streamGenerateContent?alt=sse`` (what ``build(stream=True)`` asks for)."""
+        del request  # the chunks say everything
+        return _ChunkStream(target, headers, read_meta(headers, request_id_headers=_REQUEST_ID_HEADERS))
+
 
 # -------------------------------------------------------------------- build helpers
 
@@ -272,92 +290,135 @@ def _generation_config(request: Request) -> dict[str, Any]:
 
 def _parse_generation(body: dict[str, Any], status: int, meta: HeaderMeta) -> Response | Failure:
     response_id = as_str(body.get("responseId"))
-
-    def make(stop: StopReason, raw_stop: str | None, text: str = "", calls: tuple[ToolCall, ...] = ()) -> Response:
-        return Response(
-            text=text,
-            tool_calls=calls,
-            usage=_usage(as_dict(body.get("usageMetadata"))),
-            stop_reason=stop,
-            raw_stop_reason=raw_stop,
-            model=as_str(body.get("modelVersion")),
-            provider_request_id=meta.request_id or response_id,
-            response_id=response_id,
-        )
-
+    usage = _usage(as_dict(body.get("usageMetadata")))
+    model = as_str(body.get("modelVersion"))
     candidates = as_list(body.get("candidates"))
     if not candidates:
         block = as_str(as_dict(body.get("promptFeedback")).get("blockReason"))
-        if block:
-            return outcome_failure(
-                provider="gemini",
-                kind=FailureKind.CONTENT_FILTERED,
-                why=f"the prompt was blocked ({block})",
-                result=make(StopReason.CONTENT_FILTER, block),
-                status=status,
-                meta=meta,
-                code=block,
-            )
-        return outcome_failure(
-            provider="gemini",
-            kind=FailureKind.PROVIDER_SERVER_ERROR,
-            why="the response has no candidates",
-            result=make(StopReason.OTHER, None),
-            status=status,
-            meta=meta,
-            code=None,
-        )
-
+        return _no_candidates(block, usage, model, response_id, status, meta)
     candidate = as_dict(candidates[0])
     texts: list[str] = []
     calls: list[ToolCall] = []
-    malformed: list[str] = []
-    for raw in as_list(as_dict(candidate.get("content")).get("parts")):
-        part = as_dict(raw)
-        if part.get("thought") is True:
-            continue  # a thought summary, not the answer
-        text = as_str(part.get("text"))
-        if text is not None:
-            texts.append(text)
-        call = part.get("functionCall")
-        if isinstance(call, dict):
-            name = as_str(call.get("name")) or ""
-            args = call.get("args", {})  # absent for a call without parameters
-            parsed = args if isinstance(args, dict) else None
-            call_id = as_str(call.get("id")) or _call_id(response_id, len(calls))
-            arguments = json.dumps(args, ensure_ascii=False, separators=(",", ":"))
-            calls.append(ToolCall(id=call_id, name=name, arguments=arguments, parsed=parsed))
-            if parsed is None:
-                malformed.append(name or "?")
-
+    for item in _read_parts(candidate, response_id, 0):
+        if isinstance(item, str):
+            texts.append(item)
+        else:
+            calls.append(item)
     raw_finish = as_str(candidate.get("finishReason"))
+    result = _result("".join(texts), tuple(calls), raw_finish, usage, model, response_id, meta)
+    return _judge(result, as_str(candidate.get("finishMessage")), status, meta)
+
+
+def _read_parts(candidate: dict[str, Any], response_id: str | None, first_call: int) -> list[str | ToolCall]:
+    """The answer's text pieces and function calls, in order (``first_call``: calls seen before)."""
+    out: list[str | ToolCall] = []
+    content = candidate.get("content")
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if not isinstance(parts, list):
+        return out
+    for raw in parts:
+        if not isinstance(raw, dict) or raw.get("thought") is True:
+            continue  # a thought summary, not the answer
+        text = raw.get("text")
+        if isinstance(text, str):
+            out.append(text)
+        call = raw.get("functionCall")
+        if isinstance(call, dict):
+            args = call.get("args", {})  # absent for a call without parameters
+            call_id = as_str(call.get("id")) or _call_id(response_id, first_call)
+            first_call += 1
+            out.append(
+                ToolCall(
+                    id=call_id,
+                    name=as_str(call.get("name")) or "",
+                    arguments=json.dumps(args, ensure_ascii=False, separators=(",", ":")),
+                    parsed=args if isinstance(args, dict) else None,
+                )
+            )
+    return out
+
+
+def _stop_reason(raw_finish: str | None, has_calls: bool) -> StopReason:
     if raw_finish == "STOP":
-        stop = StopReason.TOOL_USE if calls else StopReason.END_TURN
-    elif raw_finish == "MAX_TOKENS":
-        stop = StopReason.MAX_TOKENS
-    elif raw_finish in _FILTERED:
-        stop = StopReason.CONTENT_FILTER
-    elif raw_finish is None and calls:
-        stop = StopReason.TOOL_USE
-    else:
-        stop = StopReason.OTHER if raw_finish else StopReason.END_TURN
-    result = make(stop, raw_finish, "".join(texts), tuple(calls))
+        return StopReason.TOOL_USE if has_calls else StopReason.END_TURN
+    if raw_finish == "MAX_TOKENS":
+        return StopReason.MAX_TOKENS
+    if raw_finish in _FILTERED:
+        return StopReason.CONTENT_FILTER
+    if raw_finish is None and has_calls:
+        return StopReason.TOOL_USE
+    return StopReason.OTHER if raw_finish else StopReason.END_TURN
+
+
+def _result(
+    text: str,
+    calls: tuple[ToolCall, ...],
+    raw_finish: str | None,
+    usage: Usage,
+    model: str | None,
+    response_id: str | None,
+    meta: HeaderMeta,
+) -> Response:
+    """The normalized answer, from a GenerateContentResponse or from an assembled stream."""
+    return Response(
+        text=text,
+        tool_calls=calls,
+        usage=usage,
+        stop_reason=_stop_reason(raw_finish, bool(calls)),
+        raw_stop_reason=raw_finish,
+        model=model,
+        provider_request_id=meta.request_id or response_id,
+        response_id=response_id,
+    )
+
+
+def _no_candidates(
+    block: str | None, usage: Usage, model: str | None, response_id: str | None, status: int, meta: HeaderMeta
+) -> Failure:
+    """No candidate at all: a blocked prompt (promptFeedback.blockReason), else a broken answer."""
+    if block:
+        return outcome_failure(
+            provider="gemini",
+            kind=FailureKind.CONTENT_FILTERED,
+            why=f"the prompt was blocked ({block})",
+            result=replace(
+                _result("", (), block, usage, model, response_id, meta), stop_reason=StopReason.CONTENT_FILTER
+            ),
+            status=status,
+            meta=meta,
+            code=block,
+        )
+    return outcome_failure(
+        provider="gemini",
+        kind=FailureKind.PROVIDER_SERVER_ERROR,
+        why="the response has no candidates",
+        result=replace(_result("", (), None, usage, model, response_id, meta), stop_reason=StopReason.OTHER),
+        status=status,
+        meta=meta,
+        code=None,
+    )
+
+
+def _judge(result: Response, finish_message: str | None, status: int, meta: HeaderMeta) -> Response | Failure:
+    """The 200-can-be-a-failure rules, shared by the body parse and the stream parser."""
+    raw_finish = result.raw_stop_reason
 
     def fail(kind: FailureKind, why: str) -> Failure:
         return outcome_failure(
             provider="gemini", kind=kind, why=why, result=result, status=status, meta=meta, code=raw_finish
         )
 
-    if stop is StopReason.CONTENT_FILTER:
+    if result.stop_reason is StopReason.CONTENT_FILTER:
         return fail(FailureKind.CONTENT_FILTERED, f"the candidate was withheld ({raw_finish})")
     if raw_finish == "MAX_TOKENS":
         # Also when content has no parts at all: thinking spent the whole budget.
         return fail(FailureKind.TRUNCATED, "the output hit maxOutputTokens")
     if raw_finish in _BAD_CALL:
-        message = as_str(candidate.get("finishMessage")) or raw_finish
+        message = finish_message or raw_finish
         return fail(FailureKind.TOOL_CALL_MALFORMED, f"the model produced an invalid function call: {message}")
     if raw_finish == "MISSING_THOUGHT_SIGNATURE":
         return fail(FailureKind.INVALID_REQUEST, "a replayed function call lacks its thought signature")
+    malformed = [c.name or "?" for c in result.tool_calls if c.parsed is None]
     if malformed:
         return fail(FailureKind.TOOL_CALL_MALFORMED, f"functionCall args are not a JSON object: {', '.join(malformed)}")
     return result
@@ -448,3 +509,104 @@ _LIMIT_ZERO = re.compile(r"\blimit: 0\b")
 
 def _limit_zero(message: str | None) -> bool:
     return bool(message) and _LIMIT_ZERO.search(message or "") is not None
+
+
+# -------------------------------------------------------------------- stream
+
+
+class _ChunkStream:
+    """``streamGenerateContent?alt=sse``: each event is a whole GenerateContentResponse chunk.
+
+    Text parts become text deltas. A functionCall part arrives whole, so it yields its start,
+    its arguments as one delta and its completion at once. usageMetadata is cumulative (the
+    latest wins); the terminal marker is a candidate's ``finishReason``, or a
+    ``promptFeedback.blockReason`` (a blocked prompt has no candidates at all).
+    """
+
+    __slots__ = (
+        "_block",
+        "_calls",
+        "_finish",
+        "_finish_message",
+        "_headers",
+        "_id",
+        "_meta",
+        "_model",
+        "_target",
+        "_text",
+        "_usage",
+        "_usage_raw",
+    )
+
+    def __init__(self, target: Target, headers: Mapping[str, str], meta: HeaderMeta) -> None:
+        self._target = target
+        self._headers = headers
+        self._meta = meta
+        self._id: str | None = None
+        self._model: str | None = None
+        self._text: list[str] = []
+        self._calls: list[ToolCall] = []
+        self._finish: str | None = None
+        self._finish_message: str | None = None
+        self._block: str | None = None
+        self._usage_raw: Any = None
+        self._usage = Usage()
+
+    def feed(self, event: SSEEvent) -> Sequence[StreamEvent]:
+        chunk = load_event(event.data, "gemini", self._target, self._meta)
+        if "error" in chunk and "candidates" not in chunk:
+            # An error mid-stream: {"error": {"code": 503, "status": "UNAVAILABLE", ...}}.
+            code = as_dict(chunk.get("error")).get("code")
+            status = code if isinstance(code, int) and 400 <= code < 600 else 200
+            response = event_response(event.data, self._headers, status)
+            raise StreamFailed(with_partial(_error(self._target, response, self._meta, chunk), self._response()))
+        if self._id is None:
+            self._id = as_str(chunk.get("responseId"))
+        if self._model is None:
+            self._model = as_str(chunk.get("modelVersion"))
+        out: list[StreamEvent] = []
+        candidates = chunk.get("candidates")
+        if candidates and isinstance(candidates, list):
+            candidate = candidates[0]
+            if isinstance(candidate, dict) and candidate.get("index", 0) == 0:
+                for item in _read_parts(candidate, self._id, len(self._calls)):
+                    if isinstance(item, str):
+                        if item:
+                            self._text.append(item)
+                            out.append(TextDelta(text=item))
+                        continue
+                    index = len(self._calls)
+                    self._calls.append(item)
+                    out.append(ToolCallStart(index=index, id=item.id, name=item.name))
+                    out.append(ToolCallDelta(index=index, arguments=item.arguments))
+                    out.append(ToolCallDone(index=index, call=item))
+                finish = candidate.get("finishReason")
+                if finish and isinstance(finish, str):
+                    self._finish = finish
+                    self._finish_message = as_str(candidate.get("finishMessage"))
+                    out.append(StopEvent(reason=_stop_reason(finish, bool(self._calls)), raw=finish))
+        else:
+            feedback = chunk.get("promptFeedback")
+            block = feedback.get("blockReason") if isinstance(feedback, dict) else None
+            if block and isinstance(block, str):
+                self._block = block
+                out.append(StopEvent(reason=StopReason.CONTENT_FILTER, raw=block))
+        usage = chunk.get("usageMetadata")
+        if usage and isinstance(usage, dict) and usage != self._usage_raw:
+            self._usage_raw = usage
+            self._usage = _usage(usage)
+            out.append(UsageUpdate(usage=self._usage))
+        return out or EMPTY
+
+    def finish(self) -> Response | Failure:
+        if self._block is not None:
+            return _no_candidates(self._block, self._usage, self._model, self._id, 200, self._meta)
+        result = self._response()
+        if self._finish is None:
+            return incomplete("gemini", result, self._meta)
+        return _judge(result, self._finish_message, 200, self._meta)
+
+    def _response(self) -> Response:
+        return _result(
+            "".join(self._text), tuple(self._calls), self._finish, self._usage, self._model, self._id, self._meta
+        )

@@ -9,6 +9,7 @@ sent as a list of parts.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -20,14 +21,22 @@ from ..model import (
     Request,
     Response,
     StopReason,
+    StreamEvent,
     Target,
+    TextDelta,
     TextPart,
     Tool,
     ToolCall,
+    ToolCallDelta,
+    ToolCallDone,
+    ToolCallStart,
     ToolChoice,
     Usage,
+    UsageUpdate,
 )
+from ..model import Stop as StopEvent
 from ..transport._types import HttpRequest, HttpResponse
+from ._base import SSEEvent, StreamFailed, StreamParser
 from ._common import (
     CONTEXT_OVERFLOW,
     as_dict,
@@ -42,6 +51,7 @@ from ._common import (
     with_query,
 )
 from ._headers import HeaderMeta, openai_rate_limits, read_meta
+from ._streaming import EMPTY, event_response, incomplete, load_event, with_partial
 
 __all__ = ["OpenAIDialect"]
 
@@ -150,6 +160,13 @@ class OpenAIDialect:
             )
         return _error(target, response, meta, data)
 
+    # ---------------------------------------------------------------- stream
+
+    def stream_parser(self, target: Target, request: Request, headers: Mapping[str, str]) -> StreamParser:
+        del request  # the chunks say everything
+        meta = read_meta(headers, request_id_headers=_REQUEST_ID_HEADERS, rate_limits=openai_rate_limits)
+        return _ChunkStream(target, headers, meta)
+
 
 # -------------------------------------------------------------------- build helpers
 
@@ -228,58 +245,90 @@ def _parse_completion(body: dict[str, Any], status: int, meta: HeaderMeta) -> Re
     choices = as_list(body.get("choices"))
     choice = as_dict(choices[0]) if choices else {}
     message = as_dict(choice.get("message"))
-    usage = _usage(as_dict(body.get("usage")))
-
-    text = _content_text(message.get("content"))
-    refusal = as_str(message.get("refusal")) or None
     calls: list[ToolCall] = []
-    malformed: list[str] = []
     for raw in as_list(message.get("tool_calls")):
         call = as_dict(raw)
         fn = as_dict(call.get("function"))
-        name = as_str(fn.get("name")) or ""
         arguments, parsed = tool_arguments(fn.get("arguments"))
-        calls.append(ToolCall(id=as_str(call.get("id")) or "", name=name, arguments=arguments, parsed=parsed))
-        if parsed is None:
-            malformed.append(name or "?")
+        calls.append(
+            ToolCall(
+                id=as_str(call.get("id")) or "", name=as_str(fn.get("name")) or "", arguments=arguments, parsed=parsed
+            )
+        )
+    result = _result(
+        text=_content_text(message.get("content")),
+        refusal=as_str(message.get("refusal")) or None,
+        calls=tuple(calls),
+        raw_finish=as_str(choice.get("finish_reason")),
+        usage=_usage(as_dict(body.get("usage"))),
+        model=as_str(body.get("model")),
+        response_id=as_str(body.get("id")),
+        meta=meta,
+    )
+    if not choices:
+        return _fail(result, status, meta, FailureKind.PROVIDER_SERVER_ERROR, "the completion has no choices")
+    return _judge(result, status, meta)
 
-    raw_finish = as_str(choice.get("finish_reason"))
+
+def _stop_reason(raw_finish: str | None, has_calls: bool, refused: bool) -> StopReason:
+    if refused:
+        return StopReason.REFUSAL
     stop = _FINISH.get(raw_finish or "", StopReason.OTHER)
-    if calls and stop in (StopReason.END_TURN, StopReason.OTHER):
+    if has_calls and stop in (StopReason.END_TURN, StopReason.OTHER):
         # A forced tool_choice ends with finish_reason "stop" although the turn is tool calls.
-        stop = StopReason.TOOL_USE
-    if refusal is not None:
-        stop = StopReason.REFUSAL
+        return StopReason.TOOL_USE
+    return stop
 
-    result = Response(
+
+def _result(
+    *,
+    text: str,
+    refusal: str | None,
+    calls: tuple[ToolCall, ...],
+    raw_finish: str | None,
+    usage: Usage,
+    model: str | None,
+    response_id: str | None,
+    meta: HeaderMeta,
+) -> Response:
+    """The normalized answer, from a completion body or from an assembled stream."""
+    return Response(
         text=text,
-        tool_calls=tuple(calls),
+        tool_calls=calls,
         usage=usage,
-        stop_reason=stop,
+        stop_reason=_stop_reason(raw_finish, bool(calls), refusal is not None),
         raw_stop_reason=raw_finish,
         refusal=refusal,
-        model=as_str(body.get("model")),
+        model=model,
         provider_request_id=meta.request_id,
-        response_id=as_str(body.get("id")),
+        response_id=response_id,
     )
 
-    def fail(kind: FailureKind, why: str) -> Failure:
-        return outcome_failure(
-            provider="openai", kind=kind, why=why, result=result, status=status, meta=meta, code=raw_finish
-        )
 
-    if not choices:
-        return fail(FailureKind.PROVIDER_SERVER_ERROR, "the completion has no choices")
+def _fail(result: Response, status: int, meta: HeaderMeta, kind: FailureKind, why: str) -> Failure:
+    return outcome_failure(
+        provider="openai", kind=kind, why=why, result=result, status=status, meta=meta, code=result.raw_stop_reason
+    )
+
+
+def _judge(result: Response, status: int, meta: HeaderMeta) -> Response | Failure:
+    """The 200-can-be-a-failure rules, shared by the body parse and the stream parser."""
     # Order matters: a refusal or filter explains a cut-off answer, and a cut-off answer
     # explains half-written tool arguments.
-    if refusal is not None:
-        return fail(FailureKind.CONTENT_FILTERED, f"the model refused: {refusal}")
-    if stop is StopReason.CONTENT_FILTER:
-        return fail(FailureKind.CONTENT_FILTERED, "the output was withheld by the content filter")
-    if raw_finish == "length":
-        return fail(FailureKind.TRUNCATED, "the output hit max_tokens (finish_reason length)")
+    if result.refusal is not None:
+        return _fail(result, status, meta, FailureKind.CONTENT_FILTERED, f"the model refused: {result.refusal}")
+    if result.stop_reason is StopReason.CONTENT_FILTER:
+        return _fail(
+            result, status, meta, FailureKind.CONTENT_FILTERED, "the output was withheld by the content filter"
+        )
+    if result.raw_stop_reason == "length":
+        return _fail(result, status, meta, FailureKind.TRUNCATED, "the output hit max_tokens (finish_reason length)")
+    malformed = [c.name or "?" for c in result.tool_calls if c.parsed is None]
     if malformed:
-        return fail(
+        return _fail(
+            result,
+            status,
+            meta,
             FailureKind.TOOL_CALL_MALFORMED,
             f"tool call arguments are not a JSON object: {', '.join(malformed)}",
         )
@@ -355,3 +404,184 @@ def _classify(status: int, code: str | None, err_type: str | None, message: str 
         # that came as a 429 or 500: capacity, not this key's rate.
         return FailureKind.PROVIDER_OVERLOADED
     return kind_from_status(status)
+
+
+# -------------------------------------------------------------------- stream
+
+
+class _Call:
+    """One streamed tool call, bucketed by its wire ``index``."""
+
+    __slots__ = ("done", "id", "name", "parts", "position", "started")
+
+    def __init__(self, position: int) -> None:
+        self.position = position
+        self.id = ""
+        self.name = ""
+        self.parts: list[str] = []
+        self.started = False
+        self.done: ToolCall | None = None  # the complete call, once it is
+
+    def call(self) -> ToolCall:
+        if self.done is not None:
+            return self.done
+        arguments, parsed = tool_arguments("".join(self.parts))  # the body parse's rules: blank is {}
+        return ToolCall(id=self.id, name=self.name, arguments=arguments, parsed=parsed)
+
+
+class _ChunkStream:
+    """``chat.completion.chunk`` events to stream events; ``finish`` reuses the body parse's rules.
+
+    Only choice 0 is followed (as ``parse`` reads ``choices[0]``). Text deltas are passed on
+    as they come; refusal deltas are held back and make the answer a CONTENT_FILTERED failure
+    at the end, as a non-streamed refusal does. Tool calls are bucketed by ``index``: a call
+    is announced when its id or name appears, its argument fragments are passed on, and it
+    is complete (``ToolCallDone``, arguments parsed once) when the next index starts or the
+    choice finishes. The terminal marker is ``finish_reason``; ``[DONE]`` and the usage-only
+    chunk after it are welcome but not required.
+    """
+
+    __slots__ = (
+        "_by_index",
+        "_calls",
+        "_finish",
+        "_headers",
+        "_id",
+        "_meta",
+        "_model",
+        "_refusal",
+        "_target",
+        "_text",
+        "_usage",
+    )
+
+    def __init__(self, target: Target, headers: Mapping[str, str], meta: HeaderMeta) -> None:
+        self._target = target
+        self._headers = headers
+        self._meta = meta
+        self._id: str | None = None
+        self._model: str | None = None
+        self._text: list[str] = []
+        self._refusal: list[str] = []
+        self._calls: list[_Call] = []  # in order of appearance
+        self._by_index: dict[int, _Call] = {}
+        self._finish: str | None = None
+        self._usage = Usage()
+
+    def feed(self, event: SSEEvent) -> Sequence[StreamEvent]:
+        data = event.data
+        if data[:6] == "[DONE]":
+            return EMPTY
+        chunk = load_event(data, "openai", self._target, self._meta)
+        choices = chunk.get("choices")
+        err = chunk.get("error")
+        if err and not choices:
+            # {"error": {...}} mid-stream (OpenAI, vLLM, proxies): classified like an error body.
+            failure = _error(self._target, event_response(data, self._headers), self._meta, chunk)
+            raise StreamFailed(with_partial(failure, self._response()))
+        if self._id is None:
+            # Azure's content-filter chunks carry an empty id and model before the real ones.
+            self._id = chunk.get("id") or None
+        if self._model is None:
+            self._model = chunk.get("model") or None
+        out: list[StreamEvent] = []
+        if choices and isinstance(choices, list):
+            choice = choices[0]
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                delta = choice.get("delta")
+                if delta and isinstance(delta, dict):
+                    content = delta.get("content")
+                    if content:
+                        text = content if isinstance(content, str) else _content_text(content)
+                        if text:
+                            self._text.append(text)
+                            out.append(TextDelta(text=text))
+                    refusal = delta.get("refusal")
+                    if refusal and isinstance(refusal, str):
+                        self._refusal.append(refusal)
+                    calls = delta.get("tool_calls")
+                    if calls and isinstance(calls, list):
+                        for raw in calls:
+                            if isinstance(raw, dict):
+                                self._tool_delta(raw, out)
+                finish = choice.get("finish_reason")
+                if finish and isinstance(finish, str):
+                    self._finish = finish
+                    self._close_calls(None, out)
+                    stop = _stop_reason(finish, bool(self._calls), bool(self._refusal))
+                    out.append(StopEvent(reason=stop, raw=finish))
+        usage = chunk.get("usage")
+        if usage and isinstance(usage, dict):
+            # The usage-only chunk after finish_reason (include_usage), or DeepSeek's on the finish chunk.
+            self._usage = _usage(usage)
+            out.append(UsageUpdate(usage=self._usage))
+        return out or EMPTY
+
+    def finish(self) -> Response | Failure:
+        result = self._response()
+        if self._finish is None:
+            return incomplete("openai", result, self._meta)
+        return _judge(result, 200, self._meta)
+
+    # ------------------------------------------------------------------------------ internals
+
+    def _tool_delta(self, raw: dict[str, Any], out: list[StreamEvent]) -> None:
+        index = raw.get("index")
+        if not isinstance(index, int):
+            # Some compatible servers omit the index: a new id starts a new call.
+            new_id = raw.get("id")
+            last = self._calls[-1] if self._calls else None
+            if last is not None and (not new_id or new_id == last.id):
+                index = next(i for i, c in self._by_index.items() if c is last)
+            else:
+                index = max(self._by_index, default=-1) + 1
+        call = self._by_index.get(index)
+        if call is None:
+            self._close_calls(index, out)  # the next index started: the previous calls are complete
+            call = self._by_index[index] = _Call(len(self._calls))
+            self._calls.append(call)
+        call_id = raw.get("id")
+        if call_id and isinstance(call_id, str) and not call.id:
+            call.id = call_id
+        fn = raw.get("function")
+        if not isinstance(fn, dict):
+            fn = {}
+        name = fn.get("name")
+        if name and isinstance(name, str) and not call.name:
+            call.name = name  # set once: some servers repeat the name on every fragment
+        if not call.started and (call.id or call.name):
+            self._start(call, out)
+        arguments = fn.get("arguments")
+        if arguments is not None and not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))  # an object, whole
+        if arguments:
+            call.parts.append(arguments)
+            if call.started:
+                out.append(ToolCallDelta(index=call.position, arguments=arguments))
+
+    def _start(self, call: _Call, out: list[StreamEvent]) -> None:
+        call.started = True
+        out.append(ToolCallStart(index=call.position, id=call.id, name=call.name))
+        if call.parts:  # fragments that came before the id and name
+            out.append(ToolCallDelta(index=call.position, arguments="".join(call.parts)))
+
+    def _close_calls(self, keep: int | None, out: list[StreamEvent]) -> None:
+        for index, call in self._by_index.items():
+            if index != keep and call.done is None:
+                if not call.started:
+                    self._start(call, out)
+                call.done = call.call()
+                out.append(ToolCallDone(index=call.position, call=call.done))
+
+    def _response(self) -> Response:
+        refusal = "".join(self._refusal) or None
+        return _result(
+            text="".join(self._text),
+            refusal=refusal,
+            calls=tuple(c.call() for c in self._calls),
+            raw_finish=self._finish,
+            usage=self._usage,
+            model=self._model,
+            response_id=self._id,
+            meta=self._meta,
+        )

@@ -21,7 +21,7 @@ import logging
 import math
 import os
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -29,13 +29,16 @@ from ..config import Config, load_config
 from ..model import (
     Action,
     Attempt,
+    Capability,
     Envelope,
     Failure,
     FailureKind,
+    PartialOutput,
     Phase,
     Request,
     Response,
     Route,
+    StreamEvent,
     Target,
     TimeoutPhase,
     Unavailable,
@@ -43,12 +46,13 @@ from ..model import (
     Validation,
     disposition,
 )
-from ..policy import Backoff, Deadline, HealthBoard, RetryBudget, Unlimited, plan
+from ..policy import Backoff, BreakerBoard, Deadline, HealthBoard, NoBreakers, RetryBudget, Unlimited, plan
 from ..providers import dialect_for
 from ..tokens import counter_for
 from ..transport import HttpxTransport, Transport, TransportError
 from ..validation import repair_request, validate
 from ._record import Recorder, last_failure_kind
+from ._stream import Output, RouteStream, _Partial, stream_exchange
 
 if TYPE_CHECKING:
     from ..providers import DialectAdapter
@@ -78,6 +82,8 @@ class Router:
         health: HealthBoard | None = None,
         rng: random.Random | None = None,
         dialects: Mapping[str, DialectAdapter] | None = None,
+        stream_threshold: float | None = 60.0,
+        breakers: BreakerBoard | NoBreakers | None = None,
     ) -> None:
         items = routes.values() if isinstance(routes, Mapping) else routes
         self.routes: dict[str, Route] = {r.name: r for r in items}
@@ -85,8 +91,15 @@ class Router:
         self.retry_budget = retry_budget if retry_budget is not None else RetryBudget()
         self.backoff = backoff or Backoff()
         self.health = health or HealthBoard()
+        # Circuit breakers per target scope and per key + model; BreakerBoard(config) to tune,
+        # NoBreakers() to switch them off.
+        self.breakers: BreakerBoard | NoBreakers = breakers if breakers is not None else BreakerBoard()
         self.rng = rng or random.Random()
         self._dialects = dict(dialects or {})
+        # Plain calls whose expected generation (max_tokens at the target's output rate)
+        # exceeds this many seconds are streamed internally: a long silent connection is
+        # not reliable, and streaming gives first-event and idle timeouts. None: never.
+        self.stream_threshold = stream_threshold
         for r in self.routes.values():  # load tokenizers now, not on the first request
             for t in r.targets:
                 counter_for(t)
@@ -116,6 +129,29 @@ class Router:
         run = _Run(self, self.route(route), request, envelope or Envelope())
         return await run.execute()
 
+    def stream(
+        self,
+        route: str | Route,
+        request: Request,
+        envelope: Envelope | None = None,
+        *,
+        coalesce: float | None = None,
+        restart_on_partial: bool = False,
+    ) -> RouteStream:
+        """Stream a response: ``async with router.stream(...) as s: async for event in s:``.
+
+        Events: TextDelta, ToolCallStart / ToolCallDelta / ToolCallDone, UsageUpdate, Stop,
+        then one terminal event, ``Completed`` (the Response with its RouteRecord) or
+        ``PartialOutput``. Before the first content event a failure is retried, failed over
+        or falls back like in :meth:`complete`; after it, nothing is ever spliced on. With
+        ``restart_on_partial=True`` AND ``envelope.allow_after_partial``, a cut stream is
+        followed by ``Restarted`` and a new response. ``coalesce`` merges text deltas
+        arriving within that many seconds, for slow consumers.
+        """
+        env = envelope or Envelope()
+        run = _Run(self, self.route(route), request, env, stream=True, restart_on_partial=restart_on_partial)
+        return RouteStream(run, coalesce=coalesce)
+
     async def aclose(self) -> None:
         await self.transport.aclose()
 
@@ -136,7 +172,18 @@ class _Stop(Exception):
 class _Run:
     """The state of one request as it moves through its candidates."""
 
-    def __init__(self, router: Router, route: Route, request: Request, envelope: Envelope) -> None:
+    def __init__(
+        self,
+        router: Router,
+        route: Route,
+        request: Request,
+        envelope: Envelope,
+        *,
+        stream: bool = False,
+        restart_on_partial: bool = False,
+    ) -> None:
+        if stream:
+            envelope = replace(envelope, required=envelope.required | {Capability.STREAMING})
         self.router = router
         self.route = route
         self.request = request
@@ -151,6 +198,12 @@ class _Run:
         self.short_of_time = False
         self.retry_after_until: float | None = None
         self._tokens: dict[str, int] = {}
+        self.output = Output(None)
+        self.restart_ok = restart_on_partial and envelope.allow_after_partial
+
+    @property
+    def sink(self) -> Callable[[StreamEvent], None] | None:
+        return self.output.sink
 
     # -- preflight -------------------------------------------------------------------------
 
@@ -177,6 +230,15 @@ class _Run:
             record=record,
         )
 
+    def partial(self, failure: Failure) -> _Partial:
+        now = self.loop.time()
+        record = self.rec.freeze(now, used=None, outcome=FailureKind.PARTIAL_OUTPUT.value, stopped=True)
+        out = self.output
+        log.info("request %s: stream cut after output began: %s", self.rec.request_id, failure.label)
+        return _Partial(
+            PartialOutput(text="".join(out.text), tool_calls=tuple(out.calls), failure=failure, record=record)
+        )
+
     async def execute(self) -> Response:
         env, route = self.env, self.route
         self.router.retry_budget.record_request(self.t0)
@@ -186,7 +248,15 @@ class _Run:
                 FailureKind.CONTRACT_FAILURE,
                 f"route {route.name} serves schema version {served}, the request requires {wanted}",
             )
-        p = plan(route, self.request, env, input_tokens=self.input_tokens, health=self.router.health, now=self.t0)
+        p = plan(
+            route,
+            self.request,
+            env,
+            input_tokens=self.input_tokens,
+            health=self.router.health,
+            now=self.t0,
+            breakers=self.router.breakers,
+        )
         self.rec.excluded.extend(p.excluded)
         if route.primary:
             self.rec.input_tokens = self.input_tokens(route.primary[0])
@@ -260,10 +330,17 @@ class _Run:
                 self.rec.exclude(target.name, phase, why_not if not tries else f"no replay: {why_not}")
                 return None
             outcome = await self.attempt(target, phase, request)
+            if isinstance(outcome, str):
+                self.rec.exclude(target.name, phase, outcome if not tries else f"no replay: {outcome}")
+                return None
             tries += 1
             if isinstance(outcome, Response):
                 return outcome
             f = outcome
+            if self.output.started:  # the commit point: output reached the caller
+                if not self.restart_ok:
+                    raise self.partial(f)
+                self.output.restart(f)
             action = f.disposition.action
             if action is Action.STOP:
                 raise self.unavailable(f.kind, f"{target.name}: {f.message}", stopped=True)
@@ -304,24 +381,54 @@ class _Run:
                 await asyncio.sleep(decision.seconds)
                 self.rec.wait(target.name, now, self.loop.time(), decision.source)
 
-    async def attempt(self, target: Target, phase: Phase, request: Request) -> Response | Failure:
+    def streams(self, target: Target, request: Request) -> bool:
+        """Stream this attempt? Always for a streaming caller; for a plain call, when the
+        expected generation time is beyond what a silent connection should be trusted with."""
+        if self.sink is not None:
+            return True
+        if Capability.STREAMING not in target.capabilities or self.router.stream_threshold is None:
+            return False
+        expected = (request.max_tokens or target.max_output_tokens) / max(target.output_tps, 1e-9)
+        return expected > self.router.stream_threshold
+
+    async def attempt(self, target: Target, phase: Phase, request: Request) -> Response | Failure | str:
+        """One attempt; a string is why it could not start (an open breaker)."""
         router, loop = self.router, self.loop
         start = loop.time()
+        permits, rejected = router.breakers.admit(target, start)
+        if rejected is not None:
+            return rejected
+        try:
+            outcome = await self._exchange(target, phase, request, start)
+        except BaseException:
+            router.breakers.discard(permits, loop.time())  # cancelled: says nothing about health
+            raise
+        failure = outcome if isinstance(outcome, Failure) else None
+        router.breakers.record(target, permits, failure, loop.time() - start, loop.time())
+        return outcome
+
+    async def _exchange(self, target: Target, phase: Phase, request: Request, start: float) -> Response | Failure:
+        router, loop = self.router, self.loop
         left = self.deadline.remaining(start)
         total = min(target.attempt_cap(), left)
         connect = min(target.timeouts.connect, total)
+        streamed = self.streams(target, request)
         outcome: Response | Failure
-        status = None
+        status: int | None = None
+        first_event: float | None = None
         try:
-            http = router.dialect(target).build(target, request)
-            async with asyncio.timeout(total):
-                resp = await router.transport.send(http, connect_timeout=connect, total_timeout=total)
-            status = resp.status
-            outcome = router.dialect(target).parse(target, resp)
+            if streamed:
+                status, outcome, first_event = await stream_exchange(self, target, request, start, total, connect)
+            else:
+                http = router.dialect(target).build(target, request)
+                async with asyncio.timeout(total):
+                    resp = await router.transport.send(http, connect_timeout=connect, total_timeout=total)
+                status = resp.status
+                outcome = router.dialect(target).parse(target, resp)
         except TimeoutError:
             outcome = Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message=_total_msg(total, left))
         except TransportError as exc:
-            outcome = _transport_failure(exc, connect, total, left)
+            outcome = _transport_failure(exc, total, left)
         if isinstance(outcome, Response):
             outcome = validate(request, outcome)
         end = loop.time()
@@ -342,6 +449,9 @@ class _Run:
             end=end - self.t0,
             connect_timeout=connect,
             total_timeout=total,
+            first_event_timeout=min(target.timeouts.first_event, total) if streamed else None,
+            idle_timeout=target.timeouts.idle if streamed else None,
+            first_event=None if first_event is None else first_event - self.t0,
             outcome="ok" if failure is None else failure.label,
             failure=failure,
             status=status,
@@ -371,7 +481,7 @@ def _total_msg(total: float, left: float) -> str:
     return f"no complete response within the {total:.3f}s attempt cap"
 
 
-def _transport_failure(exc: TransportError, connect: float, total: float, left: float) -> Failure:
+def _transport_failure(exc: TransportError, total: float, left: float) -> Failure:
     if exc.phase == "connect_timeout":
         return Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.CONNECT, message=str(exc))
     if exc.phase == "total":

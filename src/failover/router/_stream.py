@@ -1,0 +1,275 @@
+"""Streaming: four timeouts per attempt, the commit point, and the stream callers iterate.
+
+One streamed attempt is bounded by four timeouts, each capped by the request's deadline:
+``connect`` (the TCP/TLS handshake, in the transport), ``first_event`` (from sending to
+the first SSE event: queueing, prefill, thinking), ``idle`` (between events; comments and
+pings reset it) and ``total`` (the attempt cap). They share ONE loop-clock timer that is
+re-armed after every event, so the check costs nothing per byte.
+
+The commit point: events of an attempt are held back until its first content event (text,
+tool call). Until then a failure is an ordinary attempt failure. After it, output has
+reached the caller and nothing is ever spliced onto it: the stream ends with
+``PartialOutput``, unless the envelope allows recovery after partial output AND the caller
+opted in, in which case a ``Restarted`` event announces a new response id first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ..model import (
+    Completed,
+    Failure,
+    FailureKind,
+    PartialOutput,
+    Request,
+    Response,
+    Restarted,
+    StreamEvent,
+    Target,
+    Terminal,
+    TextDelta,
+    TimeoutPhase,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallDone,
+    ToolCallStart,
+    Unavailable,
+)
+from ..providers._base import SSEComment, StreamFailed
+from ..providers._sse import SSEDecoder
+from ..transport import HttpResponse, StreamingTransport, TransportError
+
+if TYPE_CHECKING:
+    from ._router import _Run
+
+_CONTENT = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallDone)
+
+
+class Output:
+    """What the caller has been shown of the current response (for PartialOutput)."""
+
+    __slots__ = ("calls", "held", "response_id", "sink", "started", "text")
+
+    def __init__(self, sink: Callable[[StreamEvent], None] | None) -> None:
+        self.sink = sink
+        self.started = False
+        self.held: list[StreamEvent] = []
+        self.text: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.response_id = "resp_" + uuid.uuid4().hex[:24]
+
+    def deliver(self, events: Sequence[StreamEvent]) -> None:
+        sink = self.sink
+        if sink is None:
+            return
+        for ev in events:
+            if not self.started:
+                if not isinstance(ev, _CONTENT):
+                    self.held.append(ev)
+                    continue
+                self.started = True
+                for h in self.held:
+                    sink(h)
+                self.held.clear()
+            if isinstance(ev, TextDelta):
+                self.text.append(ev.text)
+            elif isinstance(ev, ToolCallDone):
+                self.calls.append(ev.call)
+            sink(ev)
+
+    def discard_attempt(self) -> None:
+        """The attempt failed before its first content event: its held events never existed."""
+        self.held.clear()
+
+    def restart(self, failure: Failure) -> None:
+        previous = self.response_id
+        self.response_id = "resp_" + uuid.uuid4().hex[:24]
+        self.started, self.text, self.calls = False, [], []
+        if self.sink is not None:
+            self.sink(Restarted(response_id=self.response_id, previous_id=previous, failure=failure))
+
+
+async def stream_exchange(
+    run: _Run, target: Target, request: Request, start: float, total: float, connect: float
+) -> tuple[int | None, Response | Failure, float | None]:
+    """One streamed attempt: ``(status, outcome, loop time of the first event)``."""
+    loop = run.loop
+    router = run.router
+    transport = router.transport
+    if not hasattr(transport, "stream"):
+        raise TypeError(f"{type(transport).__name__} cannot stream: it has no stream() method")
+    st: StreamingTransport = transport  # type: ignore[assignment]
+    dialect = router.dialect(target)
+    total_at = start + total
+    idle = target.timeouts.idle
+    first_at: float | None = None
+    status: int | None = None
+    out = run.output
+    outcome: Response | Failure
+    try:
+        async with asyncio.timeout_at(min(start + target.timeouts.first_event, total_at)) as timer:
+            http = dialect.build(target, request, stream=True)
+            async with st.stream(http, connect_timeout=connect) as resp:
+                status = resp.status
+                if status != 200:
+                    body = await resp.aread()
+                    parsed = dialect.parse(target, HttpResponse(status=status, headers=resp.headers, body=body))
+                    outcome = parsed if isinstance(parsed, Failure) else _odd_status(status)
+                else:
+                    parser = dialect.stream_parser(target, request, resp.headers)
+                    decoder = SSEDecoder()
+                    async for chunk in resp.aiter_bytes():
+                        items = decoder.feed(chunk)
+                        if not items:
+                            continue
+                        for item in items:
+                            if isinstance(item, SSEComment):
+                                continue
+                            if first_at is None:
+                                first_at = loop.time()
+                            out.deliver(parser.feed(item))
+                        if first_at is not None:  # any event or heartbeat after the first resets idle
+                            timer.reschedule(min(loop.time() + idle, total_at))
+                    for item in decoder.flush():
+                        if not isinstance(item, SSEComment):
+                            first_at = first_at or loop.time()
+                            out.deliver(parser.feed(item))
+                    outcome = parser.finish()
+    except TimeoutError:
+        now = loop.time()
+        if now >= total_at - 1e-9:
+            phase, cap = TimeoutPhase.TOTAL, total
+        elif first_at is None:
+            phase, cap = TimeoutPhase.FIRST_EVENT, target.timeouts.first_event
+        else:
+            phase, cap = TimeoutPhase.IDLE, idle
+        outcome = Failure(kind=FailureKind.TIMEOUT, phase=phase, message=f"no {phase.value} event within {cap:.3f}s")
+    except StreamFailed as exc:
+        outcome = exc.failure
+    except TransportError as exc:
+        if exc.phase == "connect_timeout":
+            outcome = Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.CONNECT, message=str(exc))
+        else:
+            outcome = Failure(kind=FailureKind.TRANSPORT_TRANSIENT, message=str(exc))
+    if isinstance(outcome, Failure) and not out.started:
+        out.discard_attempt()
+    return status, outcome, first_at
+
+
+def _odd_status(status: int) -> Failure:
+    return Failure(
+        kind=FailureKind.PROVIDER_SERVER_ERROR, status=status, message=f"unexpected HTTP {status} on a stream"
+    )
+
+
+_END = object()
+
+
+class RouteStream:
+    """The stream a caller iterates; see :meth:`Router.stream`.
+
+    Iterating yields StreamEvents and then exactly one terminal event (``Completed`` or
+    ``PartialOutput``). A failure before any output raises ``Unavailable``. Leaving the
+    ``async with`` block (or ``aclose()``) at any point cancels the request: the upstream
+    HTTP stream is closed at once.
+    """
+
+    def __init__(self, run: _Run, *, coalesce: float | None = None) -> None:
+        self._run = run
+        self._coalesce = coalesce
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._held: object = _END
+        self._finished = False
+        self.result: Terminal | None = None
+        run.output.sink = self._queue.put_nowait
+
+    @property
+    def response_id(self) -> str:
+        return self._run.output.response_id
+
+    async def _produce(self) -> None:
+        try:
+            response = await self._run.execute()
+        except Unavailable as exc:
+            self._queue.put_nowait(exc)
+        except _Partial as p:
+            self._queue.put_nowait(p.event)
+        except BaseException as exc:
+            self._queue.put_nowait(exc)
+            raise
+        else:
+            self._queue.put_nowait(Completed(response=response))
+
+    async def __aenter__(self) -> RouteStream:
+        self._task = asyncio.create_task(self._produce(), name=f"failover-stream-{self._run.rec.request_id}")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop: cancel the request and close the upstream stream now."""
+        self._finished = True
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def __aiter__(self) -> RouteStream:
+        return self
+
+    async def _get(self) -> object:
+        if self._held is not _END:
+            item, self._held = self._held, _END
+            return item
+        return await self._queue.get()
+
+    async def __anext__(self) -> StreamEvent | Terminal:
+        if self._finished:
+            raise StopAsyncIteration
+        if self._task is None:
+            raise RuntimeError("use `async with router.stream(...) as s:` before iterating")
+        item = await self._get()
+        if isinstance(item, TextDelta) and self._coalesce:
+            item = await self._merge(item)
+        if isinstance(item, BaseException):
+            self._finished = True
+            raise item
+        if isinstance(item, Completed | PartialOutput):
+            self._finished = True
+            self.result = item
+        return item  # type: ignore[return-value]
+
+    async def _merge(self, first: TextDelta) -> TextDelta:
+        """Merge text deltas arriving within the window; anything else ends the merge, in order."""
+        assert self._coalesce is not None
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self._coalesce
+        parts = [first.text]
+        while True:
+            left = until - loop.time()
+            try:
+                nxt = self._queue.get_nowait() if left <= 0 else await asyncio.wait_for(self._queue.get(), left)
+            except (TimeoutError, asyncio.QueueEmpty):
+                break
+            if isinstance(nxt, TextDelta):
+                parts.append(nxt.text)
+                continue
+            self._held = nxt
+            break
+        return first if len(parts) == 1 else TextDelta(text="".join(parts))
+
+
+class _Partial(Exception):
+    """Internal: the current response was cut after output reached the caller."""
+
+    def __init__(self, event: PartialOutput) -> None:
+        super().__init__(event.failure.message)
+        self.event = event

@@ -1,0 +1,381 @@
+"""OpenAI Chat Completions streams (and DeepSeek, Azure): every captured stream, then the edges."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from failover.model import (
+    Dialect,
+    Failure,
+    FailureKind,
+    Response,
+    Stop,
+    StopReason,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallDone,
+    ToolCallStart,
+    Usage,
+    UsageUpdate,
+)
+from failover.providers import OpenAIDialect
+from failover.providers._base import SSEEvent
+
+from ._wire import target
+from .test_stream_common import REQUEST, WIRE, check_tool_invariants, cut_points, run, sample, sse
+
+OA = Dialect.OPENAI
+
+STREAMS = [
+    "openai-chat/06-stream-text-include-usage.sse",
+    "openai-chat/07-stream-text-include-usage-obfuscation.jsonl",
+    "openai-chat/08-stream-parallel-tool-calls.sse",
+    "openai-chat/09-stream-finish-length.sse",
+    "openai-chat/10-stream-refusal.sse",
+    "openai-chat/11-stream-content-filter-azure.sse",
+    "deepseek/01-stream-usage-done.http",
+    "deepseek/02-stream-queued-keepalive-reconstructed.sse",
+]
+
+
+def chunk(delta: Mapping[str, object] | None = None, finish: str | None = None, **extra: object) -> dict[str, object]:
+    return {
+        "id": "chatcmpl-x",
+        "object": "chat.completion.chunk",
+        "model": "gpt-4o",
+        "choices": [{"index": 0, "delta": dict(delta or {}), "finish_reason": finish}],
+        **extra,
+    }
+
+
+def call_delta(index: int, arguments: str = "", id: str | None = None, name: str | None = None) -> dict[str, object]:
+    fn: dict[str, object] = {"arguments": arguments}
+    if name is not None:
+        fn["name"] = name
+    out: dict[str, object] = {"index": index, "function": fn}
+    if id is not None:
+        out |= {"id": id, "type": "function"}
+    return {"tool_calls": [out]}
+
+
+# ----------------------------------------------------------------------- captured streams
+
+
+def test_06_text_then_usage_chunk_then_done(wire: Path) -> None:
+    r = run(OA, sample(wire, STREAMS[0])[1])
+    expected = (
+        "I'm unable to provide real-time weather updates. To get the current weather in San Francisco, "
+        "I recommend checking a reliable weather website or a weather app."
+    )
+    assert r.text == expected
+    assert len(r.of(TextDelta)) == 30  # the role chunk's "" content is not a delta
+    assert r.stops == [Stop(reason=StopReason.END_TURN, raw="stop")]
+    assert r.usages == [UsageUpdate(usage=Usage(input_tokens=14, output_tokens=30))]
+    assert r.events[-2:] == [r.stops[0], r.usages[0]]  # stop on the finish chunk, usage on the next
+    resp = r.response()
+    assert resp.text == expected
+    assert (resp.stop_reason, resp.raw_stop_reason) == (StopReason.END_TURN, "stop")
+    assert resp.usage == Usage(input_tokens=14, output_tokens=30)
+    assert (resp.model, resp.response_id) == ("gpt-4o-2024-08-06", "chatcmpl-ABfw031mOJeYCSHe4yI2ZjOA6kMJL")
+    assert resp.tool_calls == () and resp.refusal is None
+
+
+def test_07_obfuscation_and_usage_null_on_every_chunk(wire: Path) -> None:
+    path = wire / STREAMS[1]
+    lines = [json.loads(line) for line in path.read_bytes().splitlines()]
+    expected = "".join(c["choices"][0]["delta"].get("content") or "" for c in lines if c["choices"])
+    r = run(OA, sample(wire, STREAMS[1])[1])
+    assert len(expected) == 1724 and r.text == expected
+    assert r.text.startswith("**Holiday Name:** Harmony Day\n\n**Date:**")
+    assert r.text.endswith("shared human experiences and mutual respect.")
+    assert len(r.of(TextDelta)) == 300
+    assert r.usages == [UsageUpdate(usage=Usage(input_tokens=16, output_tokens=300))]  # the nulls are skipped
+    resp = r.response()
+    assert resp.model == "gpt-4.1-nano-2025-04-14"
+    assert resp.response_id == "chatcmpl-D8Z5oo6uDh67AD85p73ksdT1KxhE0"
+    assert resp.stop_reason is StopReason.END_TURN
+
+
+def test_08_parallel_tool_calls(wire: Path) -> None:
+    r = run(OA, sample(wire, STREAMS[2])[1])
+    check_tool_invariants(r)
+    first = ToolCall(
+        id="call_JMW1whyEaYG438VE1OIflxA2",
+        name="GetWeatherArgs",
+        arguments='{"city": "Edinburgh", "country": "GB", "units": "c"}',
+        parsed={"city": "Edinburgh", "country": "GB", "units": "c"},
+    )
+    second = ToolCall(
+        id="call_DNYTawLBoN8fj3KN6qU9N1Ou",
+        name="get_stock_price",
+        arguments='{"ticker": "AAPL", "exchange": "NASDAQ"}',
+        parsed={"ticker": "AAPL", "exchange": "NASDAQ"},
+    )
+    starts = r.of(ToolCallStart)
+    assert starts == [
+        ToolCallStart(index=0, id=first.id, name=first.name),
+        ToolCallStart(index=1, id=second.id, name=second.name),
+    ]
+    assert [len([d for d in r.of(ToolCallDelta) if d.index == i]) for i in (0, 1)] == [11, 9]
+    assert r.done == [ToolCallDone(index=0, call=first), ToolCallDone(index=1, call=second)]
+    # Call 0 is complete when index 1 starts, not only at the end.
+    assert r.events.index(r.done[0]) == r.events.index(starts[1]) - 1
+    assert r.stops == [Stop(reason=StopReason.TOOL_USE, raw="tool_calls")]
+    assert r.text == ""
+    resp = r.response()
+    assert resp.tool_calls == (first, second)
+    assert resp.usage == Usage(input_tokens=149, output_tokens=60)
+    assert resp.stop_reason is StopReason.TOOL_USE
+
+
+def test_09_finish_length_is_truncated_with_the_partial_response(wire: Path) -> None:
+    r = run(OA, sample(wire, STREAMS[3])[1])
+    assert r.text == '{"'
+    assert r.stops == [Stop(reason=StopReason.MAX_TOKENS, raw="length")]
+    f = r.failure()
+    assert f.kind is FailureKind.TRUNCATED
+    assert f.provider_code == "length"
+    assert f.usage == Usage(input_tokens=79, output_tokens=1)
+    assert f.response is not None and f.response.text == '{"'
+    assert f.response.response_id == "chatcmpl-ABfw3Oqj8RD0z6aJiiX37oTjV2HFh"
+
+
+def test_10_refusal_deltas_are_not_text_and_end_content_filtered(wire: Path) -> None:
+    r = run(OA, sample(wire, STREAMS[4])[1])
+    assert r.of(TextDelta) == []
+    assert r.stops == [Stop(reason=StopReason.REFUSAL, raw="stop")]
+    f = r.failure()
+    assert f.kind is FailureKind.CONTENT_FILTERED
+    assert "I'm sorry, I can't assist with that request." in f.message
+    assert f.response is not None
+    assert f.response.refusal == "I'm sorry, I can't assist with that request."
+    assert (f.response.text, f.response.stop_reason) == ("", StopReason.REFUSAL)
+    assert f.usage == Usage(input_tokens=79, output_tokens=11)
+
+
+def test_11_azure_content_filter_chunks(wire: Path) -> None:
+    r = run(OA, sample(wire, STREAMS[5])[1])
+    assert r.text == "Hey Jude, better"
+    assert r.stops == [Stop(reason=StopReason.CONTENT_FILTER, raw="content_filter")]
+    assert r.usages == []  # "usage": null everywhere
+    f = r.failure()
+    assert f.kind is FailureKind.CONTENT_FILTERED
+    assert f.provider_code == "content_filter"
+    assert f.response is not None
+    # The filter chunks' empty id and model do not hide the real ones.
+    assert f.response.response_id == "chatcmpl-8JCbt5d4luUIhYCI7YH4dQK7hnHx2"
+    assert f.response.model == "gpt-35-turbo"
+    assert f.response.text == "Hey Jude, better"
+
+
+@pytest.mark.parametrize("name", STREAMS[6:])
+def test_deepseek_usage_on_the_finish_chunk(wire: Path, name: str) -> None:
+    headers, body = sample(wire, name)
+    r = run(OA, body, headers)
+    assert r.comments == (3 if name.endswith("keepalive-reconstructed.sse") else 0)
+    assert r.text == "1, 2, 3."
+    assert [e.text for e in r.of(TextDelta)] == ["1", ",", " ", "2", ",", " ", "3", "."]
+    assert r.usages == [UsageUpdate(usage=Usage(input_tokens=11, output_tokens=8, cached_input_tokens=0))]
+    resp = r.response()
+    assert (resp.model, resp.response_id) == ("deepseek-v4-flash", "e626f326-1f18-4dca-aad2-0f60d3d57075")
+    assert resp.stop_reason is StopReason.END_TURN
+    if name.endswith(".http"):
+        assert resp.provider_request_id == "fa0235db4a8eb390f5c45bd64a6cbaab"  # x-ds-trace-id
+
+
+@pytest.mark.parametrize("name", STREAMS)
+def test_streamed_response_matches_events(wire: Path, name: str) -> None:
+    headers, body = sample(wire, name)
+    r = run(OA, body, headers)
+    resp = r.result if isinstance(r.result, Response) else r.failure().response
+    assert resp is not None
+    assert resp.text == r.text
+    assert resp.tool_calls == tuple(d.call for d in r.done)
+    assert resp.usage == (r.usages[-1].usage if r.usages else Usage())
+    assert r.stops and resp.stop_reason == r.stops[-1].reason
+
+
+@pytest.mark.parametrize("name", STREAMS)
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_split_anywhere_gives_the_same_events_and_result(name: str, data: st.DataObject) -> None:
+    headers, body = sample(WIRE, name)
+    whole = run(OA, body, headers)
+    cuts = data.draw(cut_points(body))
+    split = run(OA, body, headers, cuts)
+    assert split.events == whole.events
+    assert split.result == whole.result
+    assert split.comments == whole.comments
+
+
+# ----------------------------------------------------------------------- incomplete and failing streams
+
+
+def test_stream_cut_before_finish_reason_is_transient_with_the_partial_text(wire: Path) -> None:
+    body = sample(wire, STREAMS[0])[1]
+    cut = body.index(b'"finish_reason":"stop"')
+    r = run(OA, body[: body.rindex(b"\n\n", 0, cut) + 2])
+    f = r.failure()
+    assert f.kind is FailureKind.TRANSPORT_TRANSIENT
+    assert "stream ended before completion" in f.message
+    assert f.response is not None and f.response.text == r.text
+    assert r.text.endswith("a weather app.")
+
+
+def test_tool_call_cut_mid_arguments_is_transient_and_never_done(wire: Path) -> None:
+    body = sample(wire, STREAMS[2])[1]
+    cut = body.index(b'"arguments":"ty\\": "')
+    r = run(OA, body[: body.rindex(b"\n\n", 0, cut) + 2], {"x-request-id": "req_1"})
+    assert r.of(ToolCallStart) == [ToolCallStart(index=0, id="call_JMW1whyEaYG438VE1OIflxA2", name="GetWeatherArgs")]
+    assert r.done == []
+    f = r.failure()
+    assert f.kind is FailureKind.TRANSPORT_TRANSIENT
+    assert f.provider_request_id == "req_1"
+    assert f.response is not None
+    assert [(c.name, c.arguments, c.parsed) for c in f.response.tool_calls] == [("GetWeatherArgs", '{"ci', None)]
+
+
+def test_done_is_optional_after_finish_reason(wire: Path) -> None:
+    body = sample(wire, STREAMS[0])[1]
+    r = run(OA, body[: body.index(b"data: [DONE]")])
+    assert r.response().text.startswith("I'm unable")
+
+
+def test_error_payload_mid_stream_raises_classified_failure() -> None:
+    body = sse(
+        chunk({"content": "Hel"}),
+        {"error": {"message": "The server had an error while processing your request.", "type": "server_error"}},
+    )
+    r = run(OA, body, {"x-request-id": "req_7"})
+    assert r.text == "Hel"
+    f = r.raised
+    assert f is not None
+    assert f.kind is FailureKind.PROVIDER_SERVER_ERROR
+    assert "The server had an error" in f.message
+    assert f.provider_request_id == "req_7"
+    assert f.response is not None and f.response.text == "Hel"  # what had arrived, for the trace
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        ({"message": "bad", "type": "BadRequestError", "code": 400, "object": "error"}, FailureKind.INVALID_REQUEST),
+        (
+            {"message": "This model's maximum context length is 8192 tokens", "code": "context_length_exceeded"},
+            FailureKind.CONTEXT_OVERFLOW,
+        ),
+        ({"message": "You exceeded your current quota", "code": "insufficient_quota"}, FailureKind.QUOTA_EXHAUSTED),
+        ({"message": "upstream overloaded", "code": 503}, FailureKind.PROVIDER_OVERLOADED),
+        ("plain string error", FailureKind.PROVIDER_SERVER_ERROR),
+    ],
+)
+def test_error_payload_uses_the_body_classifier(error: object, kind: FailureKind) -> None:
+    r = run(OA, sse({"error": error}))
+    assert r.raised is not None and r.raised.kind is kind
+
+
+def test_malformed_json_event_raises() -> None:
+    r = run(OA, sse(chunk({"content": "a"}), '{"id": "x", "choices": [{"delta": {"content": "b"'))
+    assert r.text == "a"
+    assert r.raised is not None
+    assert r.raised.kind is FailureKind.PROVIDER_SERVER_ERROR
+    assert "malformed stream event" in r.raised.message
+
+
+# ----------------------------------------------------------------------- tool-call edges
+
+
+def test_malformed_arguments_are_done_with_parsed_none_and_fail_at_finish() -> None:
+    body = sse(
+        chunk(call_delta(0, "", id="call_a", name="f")),
+        chunk(call_delta(0, '{"x": ')),
+        chunk(call_delta(0, "}")),
+        chunk(finish="tool_calls"),
+        "[DONE]",
+    )
+    r = run(OA, body)
+    check_tool_invariants(r)
+    assert r.done == [ToolCallDone(index=0, call=ToolCall(id="call_a", name="f", arguments='{"x": }', parsed=None))]
+    f = r.failure()
+    assert f.kind is FailureKind.TOOL_CALL_MALFORMED
+    assert "f" in f.message
+
+
+def test_blank_arguments_parse_as_an_empty_object() -> None:
+    r = run(OA, sse(chunk(call_delta(0, "", id="call_a", name="ping")), chunk(finish="tool_calls")))
+    assert r.done[0].call.parsed == {}
+    assert r.response().tool_calls[0].parsed == {}
+
+
+def test_forced_tool_with_finish_stop_is_tool_use() -> None:
+    r = run(OA, sse(chunk(call_delta(0, "{}", id="call_a", name="f")), chunk(finish="stop")))
+    assert r.stops == [Stop(reason=StopReason.TOOL_USE, raw="stop")]
+    assert r.response().stop_reason is StopReason.TOOL_USE
+
+
+def test_repeated_id_and_name_on_every_fragment_start_one_call() -> None:
+    body = sse(
+        chunk(call_delta(0, '{"a"', id="call_a", name="f")),
+        chunk(call_delta(0, ": 1}", id="call_a", name="f")),
+        chunk(finish="tool_calls"),
+    )
+    r = run(OA, body)
+    check_tool_invariants(r)
+    assert len(r.of(ToolCallStart)) == 1
+    assert r.response().tool_calls == (ToolCall(id="call_a", name="f", arguments='{"a": 1}', parsed={"a": 1}),)
+
+
+def test_calls_without_index_are_told_apart_by_id() -> None:
+    def no_index(arguments: str, id: str | None = None, name: str | None = None) -> dict[str, object]:
+        d = call_delta(0, arguments, id, name)
+        del d["tool_calls"][0]["index"]  # type: ignore[index]
+        return d
+
+    body = sse(
+        chunk(no_index('{"a": 1}', id="c1", name="f")),
+        chunk(no_index('{"b": 2}', id="c2", name="g")),
+        chunk(no_index("")),
+        chunk(finish="tool_calls"),
+    )
+    r = run(OA, body)
+    check_tool_invariants(r)
+    assert [(c.id, c.parsed) for c in r.response().tool_calls] == [("c1", {"a": 1}), ("c2", {"b": 2})]
+
+
+def test_arguments_sent_as_an_object_are_taken_whole() -> None:
+    whole = {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "f", "arguments": {"city": "Paris"}}}]}
+    r = run(OA, sse(chunk(whole), chunk(finish="tool_calls")))
+    check_tool_invariants(r)
+    assert r.response().tool_calls == (
+        ToolCall(id="c1", name="f", arguments='{"city":"Paris"}', parsed={"city": "Paris"}),
+    )
+
+
+def test_content_as_a_list_of_parts() -> None:
+    r = run(OA, sse(chunk({"content": [{"type": "text", "text": "hi"}, {"type": "image_url"}]}), chunk(finish="stop")))
+    assert r.text == "hi" and r.response().text == "hi"
+
+
+def test_other_choices_are_ignored() -> None:
+    other = chunk({"content": "B"})
+    other["choices"][0]["index"] = 1  # type: ignore[index]
+    r = run(OA, sse(chunk({"content": "A"}), other, chunk(finish="stop")))
+    assert r.response().text == "A"
+
+
+def test_stream_parser_reads_request_id_and_rate_limits_from_headers() -> None:
+    headers = {"x-request-id": "req_42", "x-ratelimit-remaining-requests": "59"}
+    parser = OpenAIDialect().stream_parser(target(OA), REQUEST, headers)
+    parser.feed(SSEEvent(data=json.dumps(chunk({"content": "x"}, finish="length"))))
+    f = parser.finish()
+    assert isinstance(f, Failure) and f.kind is FailureKind.TRUNCATED
+    assert f.provider_request_id == "req_42"
+    assert f.rate_limits is not None and f.rate_limits.remaining_requests == 59
+    assert f.response is not None and f.response.provider_request_id == "req_42"
