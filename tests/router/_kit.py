@@ -4,7 +4,7 @@ import random
 from collections.abc import Iterable
 
 from failover import Capability, Price, Route, Router, Target, Timeouts
-from failover.policy import Backoff, RetryBudget, Unlimited
+from failover.policy import Backoff, BreakerBoard, NoBreakers, RetryBudget, Unlimited
 from failover.testing import FakeNetwork, FakeProvider
 
 C = Capability
@@ -38,6 +38,7 @@ def router(
     *providers: FakeProvider,
     budget: RetryBudget | Unlimited | None = None,
     backoff: Backoff | None = None,
+    breakers: BreakerBoard | NoBreakers | None = None,
 ) -> Router:
     route = Route(name="r", primary=tuple(primary), fallbacks=tuple(fallbacks))
     return Router(
@@ -46,4 +47,5 @@ def router(
         retry_budget=budget if budget is not None else Unlimited(),
         backoff=backoff or Backoff(base=0.1, cap=1.0),
         rng=random.Random(1),
+        breakers=breakers if breakers is not None else NoBreakers(),
     )

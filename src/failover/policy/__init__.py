@@ -1,6 +1,16 @@
-"""Pure decisions, with time passed in: deadline, backoff, retry budget, health, selection."""
+"""Pure decisions, with time passed in: deadline, backoff, retry budget, health, breakers, selection."""
 
 from ._backoff import Backoff, BackoffDecision
+from ._breaker import (
+    BreakerBoard,
+    BreakerConfig,
+    BreakerEvent,
+    BreakerSnapshot,
+    BreakerState,
+    CircuitBreaker,
+    NoBreakers,
+    Permit,
+)
 from ._budget import RetryBudget, Unlimited
 from ._deadline import Deadline
 from ._health import HealthBoard, TargetHealth
@@ -9,9 +19,17 @@ from ._selection import Candidate, Plan, contract_violation, plan, required_capa
 __all__ = [
     "Backoff",
     "BackoffDecision",
+    "BreakerBoard",
+    "BreakerConfig",
+    "BreakerEvent",
+    "BreakerSnapshot",
+    "BreakerState",
     "Candidate",
+    "CircuitBreaker",
     "Deadline",
     "HealthBoard",
+    "NoBreakers",
+    "Permit",
     "Plan",
     "RetryBudget",
     "TargetHealth",

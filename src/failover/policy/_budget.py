@@ -33,7 +33,13 @@ class RetryBudget:
                 q.popleft()
 
     def record_request(self, now: float) -> None:
-        self._requests.append(now)
+        q = self._requests
+        q.append(now)
+        # Trim here too, not only in available(): a service that never retries would
+        # otherwise keep the time of every request it ever made.
+        horizon = now - self.window
+        while q and q[0] <= horizon:
+            q.popleft()
 
     def available(self, now: float) -> int:
         self._trim(now)

@@ -63,6 +63,8 @@ class HealthBoard:
 
     def cooling(self, target: Target, now: float) -> tuple[float, str] | None:
         """``(seconds left, why)`` while this credential + model should not be called."""
+        if not self._cooldown:  # the common case: no key is cooling down
+            return None
         entry = self._cooldown.get(self.key_model(target))
         if entry is None:
             return None

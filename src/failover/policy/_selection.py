@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..model import Capability, Envelope, Exclusion, Phase, Request, Route, Target
+from ._breaker import BreakerBoard, NoBreakers
 from ._health import HealthBoard
 
 
@@ -28,23 +29,24 @@ class Plan:
 
 def required_capabilities(route: Route, request: Request, envelope: Envelope) -> frozenset[Capability]:
     """The route's contract, the envelope's extra needs, and what the request itself uses."""
-    need = set(route.contract.capabilities) | set(envelope.required)
-    if request.has_images:
-        need.add(Capability.VISION)
+    need = frozenset(route.contract.capabilities)  # no copy when it is one already
+    if envelope.required:
+        need = need.union(envelope.required)
     if request.tools:
-        need.add(Capability.TOOLS)
+        need = need.union((Capability.TOOLS,))
     if request.wants_json_schema:
-        need.add(Capability.STRUCTURED_OUTPUT)
-    return frozenset(need)
+        need = need.union((Capability.STRUCTURED_OUTPUT,))
+    if request.has_images:
+        need = need.union((Capability.VISION,))
+    return need
 
 
 def contract_violation(
     target: Target, route: Route, required: frozenset[Capability], input_tokens: int, max_tokens: int | None
 ) -> str | None:
     """Why ``target`` cannot serve this request under the route's contract, or None."""
-    missing = sorted(c.value for c in required - target.capabilities)
-    if missing:
-        return "missing capability: " + ", ".join(missing)
+    if not required <= target.capabilities:
+        return "missing capability: " + ", ".join(sorted(c.value for c in required - target.capabilities))
     c = route.contract
     if c.min_context and target.context_window < c.min_context:
         return f"context window {target.context_window} < contract minimum {c.min_context}"
@@ -57,9 +59,8 @@ def contract_violation(
         return f"max_tokens {max_tokens} exceeds max output {target.max_output_tokens}"
     if c.regions and target.region not in c.regions:
         return f"region {target.region or 'unknown'} not in allowed regions {', '.join(sorted(c.regions))}"
-    lacking = sorted(c.retention - target.retention)
-    if lacking:
-        return "data retention lacks " + ", ".join(lacking)
+    if not c.retention <= target.retention:
+        return "data retention lacks " + ", ".join(sorted(c.retention - target.retention))
     if c.safety_profile and c.safety_profile not in target.safety_profiles:
         return f"safety profile {c.safety_profile} not offered"
     if c.languages and target.languages and not c.languages <= target.languages:
@@ -75,6 +76,7 @@ def plan(
     input_tokens: Callable[[Target], int],
     health: HealthBoard,
     now: float,
+    breakers: BreakerBoard | NoBreakers | None = None,
 ) -> Plan:
     """Order the route's targets into candidates, with a reason for every one left out."""
     required = required_capabilities(route, request, envelope)
@@ -95,6 +97,8 @@ def plan(
                 cooling = health.cooling(t, now)
                 if cooling is not None:
                     reason = f"cooling down after {cooling[1]} for another {cooling[0]:.1f}s"
+            if reason is None and breakers is not None:
+                reason = breakers.rejection(t, now)
             if reason is not None:
                 excluded.append(Exclusion(target=t.name, phase=tier, reason=reason))
             else:
@@ -105,7 +109,7 @@ def plan(
             return
         # The first choice of the primary tier is the primary attempt, unless the configured
         # primary itself was left out: then whatever serves instead is already a failover.
-        lead_ok = bool(route.primary) and any(t is route.primary[0] for t in kept)
+        lead_ok = bool(kept) and kept[0] is route.primary[0]  # kept keeps route.primary's order
         for i, t in enumerate(ranked):
             phase = Phase.PRIMARY if i == 0 and lead_ok else Phase.FAILOVER
             if phase is Phase.FAILOVER and not envelope.allow_failover:
@@ -116,7 +120,8 @@ def plan(
             candidates.append(Candidate(target=t, phase=phase))
 
     admit(route.primary, Phase.PRIMARY)
-    admit(route.fallbacks, Phase.FALLBACK)
+    if route.fallbacks:
+        admit(route.fallbacks, Phase.FALLBACK)
     return Plan(candidates=tuple(candidates), excluded=tuple(excluded), required=required)
 
 

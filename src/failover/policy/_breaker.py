@@ -1,0 +1,637 @@
+"""Circuit breakers per scope: stop calling what is failing, probe it carefully, let it back in.
+
+Modelled on resilience4j's CircuitBreaker, adapted to LLM providers:
+
+* **closed**: calls pass and their outcomes go into a sliding window, either the last
+  ``window_size`` recorded calls (``window_kind="count"``) or the last ``window_seconds``
+  one-second buckets (``"time"``). Once the window holds at least ``min_calls`` calls, a
+  failure rate ``>= failure_rate``, or (when enabled) a slow-call rate ``>= slow_call_rate``,
+  opens the breaker.
+* **open**: every call is rejected until the open period has passed. The period grows by
+  ``open_duration_growth`` each time the breaker re-opens without having closed in between,
+  up to ``max_open_duration``; a close resets it.
+* **half-open**: the first call at or after the end of the open period moves the breaker to
+  half-open (there is no timer: the move happens on whichever call observes it). At most
+  ``half_open_probes`` calls are in flight at once; the rest are rejected as if open. One
+  failed (or, with the slow-call rule on, slow) probe re-opens with the grown period;
+  ``probe_successes_to_close`` successful probes close it.
+
+Every state starts with an empty window. A permit belongs to the state it was granted in: its
+result is dropped if the breaker changed state before it was released (a call that started
+before the breaker opened says nothing about the probes).
+
+Outcomes come from the failure's disposition (``classify``): failures that are the provider's
+fault count, the caller's fault and policy outcomes (invalid request, context overflow,
+content filter, schema or tool-call repairs, deadline) are ignored. A 429 or an exhausted quota
+is only the concern of the credential + model that got it: :class:`BreakerBoard` records those
+on a separate key + model breaker, so a 429 on key A never opens key B's breaker nor the
+target's.
+
+**Async safety.** Nothing here awaits, so every method runs to completion without yielding to
+the event loop: under asyncio each call is atomic, and 100 tasks arriving at once at the end of
+an open period get exactly ``half_open_probes`` permits. The classes are not thread-safe; use
+them from the one event loop that owns them. Hooks run synchronously inside the call that
+changed the state: they must be quick and must not block.
+
+A permit must be released exactly once (releasing twice raises ``RuntimeError``); a permit
+that is never released holds its half-open probe slot forever, so release in ``finally``, with
+``outcome="ignored"`` (``BreakerBoard.discard``) when the attempt was cancelled or never sent.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+from ..model import Failure, HealthEffect, Target
+
+logger = logging.getLogger("failover.breaker")
+
+Outcome = Literal["success", "failure", "ignored"]
+WindowKind = Literal["count", "time"]
+Layer = Literal["target", "key_model"]
+
+_OUTCOMES: frozenset[str] = frozenset({"success", "failure", "ignored"})
+
+
+class BreakerState(StrEnum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BreakerConfig:
+    """How one breaker judges its scope. Rates are fractions (0.5 is 50 %), times seconds.
+
+    ``slow_call_rate=1.0`` turns the slow-call rule off (long generations are normal for LLMs);
+    below 1.0 it opens the breaker when that share of the window took longer than
+    ``slow_call_duration``, and a slow probe counts as a failed probe.
+    """
+
+    window_kind: WindowKind = "count"
+    window_size: int = 20  # count window: the last N recorded calls
+    window_seconds: int = 60  # time window: the last N one-second buckets
+    min_calls: int = 10  # no verdict on fewer calls in the window
+    failure_rate: float = 0.5
+    slow_call_rate: float = 1.0  # 1.0: off
+    slow_call_duration: float = 30.0
+    open_duration: float = 30.0
+    open_duration_growth: float = 2.0  # factor per re-open without a close in between
+    max_open_duration: float = 300.0
+    half_open_probes: int = 2  # concurrent probes while half-open
+    probe_successes_to_close: int | None = None  # None: half_open_probes
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        if self.window_kind not in ("count", "time"):
+            problems.append(f"window_kind must be 'count' or 'time', not {self.window_kind!r}")
+        for name in ("window_size", "window_seconds", "min_calls", "half_open_probes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                problems.append(f"{name} must be an integer >= 1, not {value!r}")
+        if self.probe_successes_to_close is not None and (
+            isinstance(self.probe_successes_to_close, bool)
+            or not isinstance(self.probe_successes_to_close, int)
+            or self.probe_successes_to_close < 1
+        ):
+            problems.append(f"probe_successes_to_close must be an integer >= 1, not {self.probe_successes_to_close!r}")
+        if (
+            self.window_kind == "count"
+            and isinstance(self.min_calls, int)
+            and isinstance(self.window_size, int)
+            and self.min_calls > self.window_size
+        ):
+            problems.append(
+                f"min_calls {self.min_calls} > window_size {self.window_size}: a count window could never open"
+            )
+        for name in ("failure_rate", "slow_call_rate"):
+            value = getattr(self, name)
+            if not 0.0 < value <= 1.0:
+                problems.append(f"{name} must be in (0, 1], not {value!r}")
+        for name in ("slow_call_duration", "open_duration", "max_open_duration"):
+            value = getattr(self, name)
+            if not (value > 0.0 and math.isfinite(value)):
+                problems.append(f"{name} must be a finite number of seconds > 0, not {value!r}")
+        if not (self.open_duration_growth >= 1.0 and math.isfinite(self.open_duration_growth)):
+            problems.append(f"open_duration_growth must be >= 1, not {self.open_duration_growth!r}")
+        if self.max_open_duration < self.open_duration:
+            problems.append(f"max_open_duration {self.max_open_duration} < open_duration {self.open_duration}")
+        if problems:
+            raise ValueError("BreakerConfig: " + "; ".join(problems))
+
+    @property
+    def successes_to_close(self) -> int:
+        return self.half_open_probes if self.probe_successes_to_close is None else self.probe_successes_to_close
+
+    @property
+    def slow_rule(self) -> bool:
+        """Is the slow-call rule on?"""
+        return self.slow_call_rate < 1.0
+
+    def open_period(self, streak: int) -> float:
+        """The open period of the ``streak``-th opening since the last close (1 for the first)."""
+        grown = self.open_duration * self.open_duration_growth ** max(0, streak - 1)
+        return min(self.max_open_duration, grown)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BreakerEvent:
+    """One state change. Rates and ``calls`` describe the window of the state being left."""
+
+    scope: str
+    layer: Layer
+    old: BreakerState
+    new: BreakerState
+    at: float  # loop time of the call that made the change
+    reason: str  # "5/10 failed", "probe failed", "open period of 30.0s elapsed", "2/2 probes succeeded"
+    failure_rate: float
+    slow_rate: float
+    calls: int
+    open_for: float | None = None  # new == OPEN: the length of this open period
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BreakerSnapshot:
+    """A breaker's numbers at one moment, for metrics and admin pages."""
+
+    scope: str
+    layer: Layer
+    state: BreakerState
+    calls: int  # recorded (not ignored) calls in the current window
+    failures: int
+    slow_calls: int
+    failure_rate: float  # failures / calls; 0.0 with no calls
+    slow_rate: float  # slow_calls / calls; 0.0 with no calls
+    open_count: int  # times this breaker has opened since it was created
+    probes_in_flight: int
+    retry_at: float | None  # open: when the first probe will be admitted
+    open_for: float | None  # open: the length of the current open period
+
+
+Hook = Callable[[BreakerEvent], None]
+
+
+def classify(failure: Failure | None) -> Outcome:
+    """What an attempt's result means to a breaker, from the failure's disposition.
+
+    ``None`` (an acceptable answer) is a success. ``HealthEffect.TARGET`` (transport errors,
+    5xx, overload, timeouts, auth, unknown model) is a failure. ``HealthEffect.KEY_MODEL`` (429,
+    exhausted quota) is a failure too, but only for a key + model breaker: :class:`BreakerBoard`
+    records it there and as ``"ignored"`` on the target breaker. ``HealthEffect.NONE`` (invalid
+    request, context overflow, content filter, truncation, schema and tool-call failures,
+    deadline, partial output) is ignored: it says nothing about the provider.
+    """
+    if failure is None:
+        return "success"
+    effect = failure.disposition.health
+    if effect is HealthEffect.NONE:
+        return "ignored"
+    return "failure"
+
+
+def key_model_scope(target: Target) -> str:
+    """The credential + model scope of 429s and quotas: ``base_url|credential|model``."""
+    return f"{target.base_url}|{target.credential or '-'}|{target.model}"
+
+
+class Permit:
+    """The right to make one call through one breaker. Release it exactly once."""
+
+    __slots__ = ("_breaker", "_epoch", "acquired_at", "probe", "released")
+
+    def __init__(self, breaker: CircuitBreaker, epoch: int, acquired_at: float, probe: bool) -> None:
+        self._breaker = breaker
+        self._epoch = epoch
+        self.acquired_at = acquired_at
+        self.probe = probe  # granted while half-open
+        self.released = False
+
+    @property
+    def scope(self) -> str:
+        return self._breaker.scope
+
+    @property
+    def layer(self) -> Layer:
+        return self._breaker.layer
+
+    @property
+    def breaker(self) -> CircuitBreaker:
+        return self._breaker
+
+    def __repr__(self) -> str:
+        return (
+            f"Permit(scope={self.scope!r}, layer={self.layer!r}, acquired_at={self.acquired_at!r}, "
+            f"probe={self.probe!r}, released={self.released!r})"
+        )
+
+
+class _Totals:
+    __slots__ = ("calls", "failures", "slow")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.failures = 0
+        self.slow = 0
+
+
+class _CountWindow:
+    """The last ``size`` recorded calls, with running totals (subtract on evict)."""
+
+    __slots__ = ("_items", "_size", "_t")
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: deque[tuple[bool, bool]] = deque()
+        self._t = _Totals()
+
+    def record(self, now: float, failed: bool, slow: bool) -> None:
+        if len(self._items) == self._size:
+            old_failed, old_slow = self._items.popleft()
+            self._t.calls -= 1
+            self._t.failures -= old_failed
+            self._t.slow -= old_slow
+        self._items.append((failed, slow))
+        self._t.calls += 1
+        self._t.failures += failed
+        self._t.slow += slow
+
+    def totals(self, now: float) -> _Totals:
+        return self._t
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._t = _Totals()
+
+
+class _TimeWindow:
+    """The last ``seconds`` one-second buckets (``floor(now)``), with running totals."""
+
+    __slots__ = ("_buckets", "_seconds", "_t")
+
+    def __init__(self, seconds: int) -> None:
+        self._seconds = seconds
+        self._buckets: deque[tuple[int, _Totals]] = deque()
+        self._t = _Totals()
+
+    def _expire(self, now: float) -> None:
+        horizon = math.floor(now) - self._seconds  # buckets at or before this second are out
+        while self._buckets and self._buckets[0][0] <= horizon:
+            _, b = self._buckets.popleft()
+            self._t.calls -= b.calls
+            self._t.failures -= b.failures
+            self._t.slow -= b.slow
+
+    def record(self, now: float, failed: bool, slow: bool) -> None:
+        self._expire(now)
+        second = math.floor(now)
+        if self._buckets and self._buckets[-1][0] >= second:
+            b = self._buckets[-1][1]  # same second (or a clock that went back): the newest bucket
+        else:
+            b = _Totals()
+            self._buckets.append((second, b))
+        for t in (b, self._t):
+            t.calls += 1
+            t.failures += failed
+            t.slow += slow
+
+    def totals(self, now: float) -> _Totals:
+        self._expire(now)
+        return self._t
+
+    def clear(self) -> None:
+        self._buckets.clear()
+        self._t = _Totals()
+
+
+def _rate(part: int, whole: int) -> float:
+    return part / whole if whole else 0.0
+
+
+class CircuitBreaker:
+    """One breaker for one scope. All times are loop seconds passed in as ``now``.
+
+    >>> b = CircuitBreaker(BreakerConfig(min_calls=2, window_size=2), "s")
+    >>> for t in (1.0, 2.0):
+    ...     b.release(b.try_acquire(t), t, outcome="failure", duration=0.1)
+    >>> b.state(3.0), b.retry_at, b.try_acquire(3.0)
+    (<BreakerState.OPEN: 'open'>, 32.0, None)
+    """
+
+    def __init__(
+        self,
+        config: BreakerConfig,
+        scope: str,
+        on_change: Hook | None = None,
+        *,
+        layer: Layer = "target",
+    ) -> None:
+        self.config = config
+        self.scope = scope
+        self.layer: Layer = layer
+        self.on_change = on_change
+        self._window: _CountWindow | _TimeWindow = (
+            _CountWindow(config.window_size) if config.window_kind == "count" else _TimeWindow(config.window_seconds)
+        )
+        self._state = BreakerState.CLOSED
+        self._epoch = 0  # bumped on every state change; permits of older epochs are stale
+        self._opened_at = 0.0
+        self._open_for = 0.0
+        self._open_why = ""
+        self._streak = 0  # openings since the last close, for the growing open period
+        self._open_count = 0
+        self._probes = 0  # probes in flight (half-open)
+        self._probe_successes = 0
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def state(self, now: float) -> BreakerState:
+        """The state at ``now``; an open breaker whose period has elapsed becomes half-open here."""
+        self._advance(now)
+        return self._state
+
+    @property
+    def retry_at(self) -> float | None:
+        """When an open breaker admits its first probe; None unless open."""
+        if self._state is not BreakerState.OPEN:
+            return None
+        return self._opened_at + self._open_for
+
+    def rejection(self, now: float) -> str | None:
+        """Why :meth:`try_acquire` would return None at ``now``, or None if it would grant a permit."""
+        self._advance(now)
+        if self._state is BreakerState.OPEN:
+            left = self._opened_at + self._open_for - now
+            return f"{self._label()} open for {left:.1f}s more ({self._open_why})"
+        if self._state is BreakerState.HALF_OPEN and self._probes >= self.config.half_open_probes:
+            prefix = "half-open" if self.layer == "target" else "key+model half-open"
+            return f"{prefix}: {self._probes} probes already in flight"
+        return None
+
+    def snapshot(self, now: float) -> BreakerSnapshot:
+        self._advance(now)
+        t = self._window.totals(now)
+        is_open = self._state is BreakerState.OPEN
+        return BreakerSnapshot(
+            scope=self.scope,
+            layer=self.layer,
+            state=self._state,
+            calls=t.calls,
+            failures=t.failures,
+            slow_calls=t.slow,
+            failure_rate=_rate(t.failures, t.calls),
+            slow_rate=_rate(t.slow, t.calls),
+            open_count=self._open_count,
+            probes_in_flight=self._probes,
+            retry_at=self.retry_at,
+            open_for=self._open_for if is_open else None,
+        )
+
+    # -- calls ------------------------------------------------------------------------------
+
+    def try_acquire(self, now: float) -> Permit | None:
+        """A permit for one call, or None: open, or half-open with every probe slot taken."""
+        self._advance(now)
+        if self._state is BreakerState.CLOSED:
+            return Permit(self, self._epoch, now, probe=False)
+        if self._state is BreakerState.HALF_OPEN and self._probes < self.config.half_open_probes:
+            self._probes += 1
+            return Permit(self, self._epoch, now, probe=True)
+        return None
+
+    def release(self, permit: Permit, now: float, *, outcome: Outcome, duration: float | None = None) -> None:
+        """Record the call made under ``permit``; ``duration`` defaults to ``now - permit.acquired_at``.
+
+        ``"ignored"`` records nothing (a half-open probe only frees its slot). Raises
+        ``RuntimeError`` on a second release and ``ValueError`` for a permit of another breaker
+        or an unknown outcome.
+        """
+        if permit._breaker is not self:
+            raise ValueError(f"permit of breaker {permit.scope!r} released on breaker {self.scope!r}")
+        if outcome not in _OUTCOMES:
+            raise ValueError(f"outcome must be 'success', 'failure' or 'ignored', not {outcome!r}")
+        if permit.released:
+            raise RuntimeError(f"permit for {self.scope!r} released twice")
+        permit.released = True
+        if permit._epoch != self._epoch:
+            return  # granted in an earlier state: its result says nothing about this one
+        if duration is None:
+            duration = max(0.0, now - permit.acquired_at)
+        cfg = self.config
+        if self._state is BreakerState.HALF_OPEN:
+            self._probes -= 1
+            if outcome == "ignored":
+                return
+            failed = outcome == "failure"
+            slow = duration > cfg.slow_call_duration
+            self._window.record(now, failed, slow)
+            if failed:
+                self._open(now, "probe failed")
+            elif slow and cfg.slow_rule:
+                self._open(now, f"probe slower than {cfg.slow_call_duration:g}s")
+            else:
+                self._probe_successes += 1
+                if self._probe_successes >= cfg.successes_to_close:
+                    n = self._probe_successes
+                    self._move(BreakerState.CLOSED, now, f"{n}/{n} probes succeeded")
+            return
+        # closed (permits are never granted while open, and any state change bumps the epoch)
+        if outcome == "ignored":
+            return
+        failed = outcome == "failure"
+        slow = duration > cfg.slow_call_duration
+        self._window.record(now, failed, slow)
+        t = self._window.totals(now)
+        if t.calls < cfg.min_calls:
+            return
+        if _rate(t.failures, t.calls) >= cfg.failure_rate:
+            self._open(now, f"{t.failures}/{t.calls} failed")
+        elif cfg.slow_rule and _rate(t.slow, t.calls) >= cfg.slow_call_rate:
+            self._open(now, f"{t.slow}/{t.calls} slower than {cfg.slow_call_duration:g}s")
+
+    # -- transitions ------------------------------------------------------------------------
+
+    def _label(self) -> str:
+        return "circuit" if self.layer == "target" else "key+model circuit"
+
+    def _advance(self, now: float) -> None:
+        if self._state is BreakerState.OPEN and now >= self._opened_at + self._open_for:
+            self._move(BreakerState.HALF_OPEN, now, f"open period of {self._open_for:g}s elapsed")
+
+    def _open(self, now: float, why: str) -> None:
+        self._streak += 1
+        self._open_count += 1
+        self._opened_at = now
+        self._open_for = self.config.open_period(self._streak)
+        self._open_why = why
+        self._move(BreakerState.OPEN, now, why)
+
+    def _move(self, new: BreakerState, now: float, reason: str) -> None:
+        t = self._window.totals(now)
+        event = BreakerEvent(
+            scope=self.scope,
+            layer=self.layer,
+            old=self._state,
+            new=new,
+            at=now,
+            reason=reason,
+            failure_rate=_rate(t.failures, t.calls),
+            slow_rate=_rate(t.slow, t.calls),
+            calls=t.calls,
+            open_for=self._open_for if new is BreakerState.OPEN else None,
+        )
+        self._state = new
+        self._epoch += 1
+        self._window.clear()
+        self._probes = 0
+        self._probe_successes = 0
+        if new is BreakerState.CLOSED:
+            self._streak = 0
+        if self.on_change is not None:
+            _emit(self.on_change, event)
+
+
+def _emit(hook: Hook, event: BreakerEvent) -> None:
+    try:
+        hook(event)
+    except Exception:
+        logger.exception("breaker hook %r failed on %s -> %s for %s", hook, event.old, event.new, event.scope)
+
+
+def _outcome_for(layer: Layer, failure: Failure | None) -> Outcome:
+    """The target breaker counts TARGET failures; the key + model breaker counts KEY_MODEL ones."""
+    if failure is None:
+        return "success"
+    effect = failure.disposition.health
+    if layer == "target":
+        return "failure" if effect is HealthEffect.TARGET else "ignored"
+    return "failure" if effect is HealthEffect.KEY_MODEL else "ignored"
+
+
+class BreakerBoard:
+    """The breakers of every scope, and which of them each attempt's result concerns.
+
+    Each target passes two breakers: its target breaker (scope ``scope(target)``, default
+    ``target.scope`` = base URL + credential + model + region), which counts the provider's
+    failures (``HealthEffect.TARGET``), and its key + model breaker (``key_model_scope``), which
+    counts only 429s and exhausted quotas (``HealthEffect.KEY_MODEL``). Each ignores what the
+    other counts; both count successes; neither counts ``HealthEffect.NONE``.
+
+    Hooks receive every :class:`BreakerEvent` of every breaker, in order; a hook that raises is
+    logged on ``failover.breaker`` and the others still run.
+    """
+
+    def __init__(
+        self,
+        config: BreakerConfig | None = None,
+        *,
+        key_config: BreakerConfig | None = None,
+        scope: Callable[[Target], str] | None = None,
+        hooks: Iterable[Hook] = (),
+    ) -> None:
+        self.config = config or BreakerConfig()
+        self.key_config = key_config or self.config
+        self._scope = scope or _target_scope
+        self.hooks: list[Hook] = list(hooks)
+        self._target: dict[str, CircuitBreaker] = {}
+        self._key: dict[str, CircuitBreaker] = {}
+
+    def _fan_out(self, event: BreakerEvent) -> None:
+        for hook in tuple(self.hooks):
+            _emit(hook, event)
+
+    def breaker(self, target: Target) -> CircuitBreaker:
+        """The target breaker of ``target`` (created on first use)."""
+        s = self._scope(target)
+        b = self._target.get(s)
+        if b is None:
+            b = self._target[s] = CircuitBreaker(self.config, s, self._fan_out, layer="target")
+        return b
+
+    def key_breaker(self, target: Target) -> CircuitBreaker:
+        """The key + model breaker of ``target`` (created on first use)."""
+        s = key_model_scope(target)
+        b = self._key.get(s)
+        if b is None:
+            b = self._key[s] = CircuitBreaker(self.key_config, s, self._fan_out, layer="key_model")
+        return b
+
+    def rejection(self, target: Target, now: float) -> str | None:
+        """Why ``admit`` would reject ``target`` at ``now``, without taking a permit (for selection)."""
+        for b in (self._target.get(self._scope(target)), self._key.get(key_model_scope(target))):
+            if b is not None:
+                why = b.rejection(now)
+                if why is not None:
+                    return why
+        return None
+
+    def admit(self, target: Target, now: float) -> tuple[list[Permit], str | None]:
+        """Permits for one attempt on ``target`` (target breaker first, then key + model).
+
+        Returns ``(permits, None)`` when both admit, or ``([], reason)`` when either rejects,
+        e.g. ``"circuit open for 12.3s more (5/10 failed)"`` or ``"half-open: 2 probes already
+        in flight"``; a permit taken from the first breaker is then given back unused.
+        """
+        permits: list[Permit] = []
+        for b in (self.breaker(target), self.key_breaker(target)):
+            p = b.try_acquire(now)
+            if p is None:
+                self.discard(permits, now)
+                return [], b.rejection(now) or f"{b.scope}: rejected"
+            permits.append(p)
+        return permits, None
+
+    def record(
+        self, target: Target, permits: Sequence[Permit], failure: Failure | None, duration: float, now: float
+    ) -> None:
+        """Release ``permits`` (from ``admit(target, ...)``) with the attempt's result."""
+        for p in permits:
+            expected = self._scope(target) if p.layer == "target" else key_model_scope(target)
+            if p.scope != expected:
+                raise ValueError(f"permit for {p.scope!r} recorded against target {target.name!r}")
+        for p in permits:
+            p.breaker.release(p, now, outcome=_outcome_for(p.layer, failure), duration=duration)
+
+    def discard(self, permits: Sequence[Permit], now: float) -> None:
+        """Give ``permits`` back without a verdict (cancelled, or never sent)."""
+        for p in permits:
+            p.breaker.release(p, now, outcome="ignored", duration=0.0)
+
+    def snapshots(self, now: float) -> list[BreakerSnapshot]:
+        """Every breaker's numbers, target breakers first, each group in creation order."""
+        return [b.snapshot(now) for b in (*self._target.values(), *self._key.values())]
+
+
+def _target_scope(target: Target) -> str:
+    return target.scope
+
+
+class NoBreakers:
+    """A board that never rejects: circuit breaking switched off (for comparisons)."""
+
+    hooks: list[Hook]
+
+    def __init__(self) -> None:
+        self.hooks = []
+
+    def rejection(self, target: Target, now: float) -> str | None:
+        return None
+
+    def admit(self, target: Target, now: float) -> tuple[list[Permit], str | None]:
+        return [], None
+
+    def record(
+        self, target: Target, permits: Sequence[Permit], failure: Failure | None, duration: float, now: float
+    ) -> None:
+        return None
+
+    def discard(self, permits: Sequence[Permit], now: float) -> None:
+        return None
+
+    def snapshots(self, now: float) -> list[BreakerSnapshot]:
+        return []
