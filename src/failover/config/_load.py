@@ -120,6 +120,7 @@ class RouteSpec(_Strict):
     primary: list[str] = Field(min_length=1)
     fallbacks: list[str] = []
     ranking: Literal["order", "health", "latency", "cost"] = "order"
+    hedge_after: float | None = Field(None, gt=0)
 
 
 class BudgetSpec(_Strict):
@@ -282,6 +283,7 @@ def config_from_dict(data: Any, *, env: Mapping[str, str] | None = None) -> Conf
             primary=tuple(resolved["primary"]),
             fallbacks=tuple(resolved["fallbacks"]),
             ranking=r.ranking,
+            hedge_after=r.hedge_after,
         )
     return Config(
         routes=routes,

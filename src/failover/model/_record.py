@@ -38,7 +38,7 @@ class Attempt:
     end: float
     connect_timeout: float
     total_timeout: float
-    outcome: str  # "ok" or a Failure label such as "rate_limited", "timeout:total"
+    outcome: str  # "ok", a Failure label such as "rate_limited", "timeout:total", or "cancelled"
     failure: Failure | None = None
     status: int | None = None
     usage: Usage | None = None
@@ -48,10 +48,11 @@ class Attempt:
     first_event_timeout: float | None = None  # streamed attempts: the time-to-first-event cap
     idle_timeout: float | None = None  # streamed attempts: the cap between events
     first_event: float | None = None  # streamed attempts: when the first event arrived
+    hedge: bool = False  # started as a hedge while an earlier attempt was still running
 
     @property
     def ok(self) -> bool:
-        return self.failure is None
+        return self.outcome == "ok"
 
     @property
     def duration(self) -> float:

@@ -46,7 +46,7 @@ from ..model import (
     Validation,
     disposition,
 )
-from ..policy import Backoff, BreakerBoard, Deadline, HealthBoard, NoBreakers, RetryBudget, Unlimited, plan
+from ..policy import Backoff, BreakerBoard, Candidate, Deadline, HealthBoard, NoBreakers, RetryBudget, Unlimited, plan
 from ..providers import dialect_for
 from ..tokens import counter_for
 from ..transport import HttpxTransport, Transport, TransportError
@@ -88,6 +88,7 @@ class Router:
         items = routes.values() if isinstance(routes, Mapping) else routes
         self.routes: dict[str, Route] = {r.name: r for r in items}
         self.transport: Transport = transport if transport is not None else HttpxTransport()
+        self.transport_enforces_total = bool(getattr(self.transport, "enforces_total", False))
         self.retry_budget = retry_budget if retry_budget is not None else RetryBudget()
         self.backoff = backoff or Backoff()
         self.health = health or HealthBoard()
@@ -196,6 +197,8 @@ class _Run:
         self.repaired = False
         self.min_window = 0  # after a context overflow: only larger windows may help
         self.short_of_time = False
+        self.launched = 0
+        self.used: Attempt | None = None
         self.retry_after_until: float | None = None
         self._tokens: dict[str, int] = {}
         self.output = Output(None)
@@ -270,7 +273,13 @@ class _Run:
             raise self.unavailable(kind, f"no candidate can serve this request ({why})")
 
         try:
-            for cand in p.candidates:
+            cands = list(p.candidates)
+            if route.hedge_after is not None and self.sink is None and len(cands) > 1:
+                resp = await self.hedged(cands[0], cands[1], route.hedge_after)
+                if resp is not None:
+                    return resp
+                cands = cands[2:]
+            for cand in cands:
                 resp = await self.try_candidate(cand.target, cand.phase)
                 if resp is not None:
                     return resp
@@ -294,12 +303,50 @@ class _Run:
         tried = ", ".join(sorted({a.target for a in self.rec.attempts}))
         raise self.unavailable(last, f"every candidate failed (tried {tried}); last failure: {last}")
 
+    async def hedged(self, first: Candidate, second: Candidate, delay: float) -> Response | None:
+        """Hedging: if ``first`` has no answer after ``delay``, race ``second`` against it.
+
+        The first acceptable result wins and the other is cancelled (its connection closed);
+        both attempts stay in the record with their cost. The hedge is an extra attempt: it
+        draws on the retry budget and the attempt limit like a retry.
+        """
+        lead: asyncio.Future[Response | None] = asyncio.ensure_future(self.try_candidate(first.target, first.phase))
+        started, _ = await asyncio.wait({lead}, timeout=delay)
+        if started:
+            resp = lead.result()
+            return resp if resp is not None else await self.try_candidate(second.target, second.phase)
+        hedge = asyncio.ensure_future(self.hedge(second))
+        pending: set[asyncio.Future[Response | None]] = {lead, hedge}
+        winner: Response | None = None
+        try:
+            while pending and winner is None:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    winner = winner or task.result()
+        finally:
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+        if winner is None or winner.record is None or self.used is None:
+            return winner
+        # the loser's cancelled attempt belongs in the story too
+        record = self.rec.freeze(self.loop.time(), used=self.used, outcome="ok", validation=winner.record.validation)
+        return replace(winner, record=record)
+
+    async def hedge(self, cand: Candidate) -> Response | None:
+        try:
+            return await self.try_candidate(cand.target, cand.phase, hedge=True)
+        except _Stop as stop:  # no hedge (budget, attempts): the lead carries on alone
+            self.rec.exclude(cand.target.name, cand.phase, f"no hedge: {stop.reason}")
+            return None
+
     # -- one candidate ---------------------------------------------------------------------
 
     def may_start(self, target: Target, phase: Phase) -> str | None:
         """Why no attempt on ``target`` may start now (None: go). Raises _Stop when nothing may."""
         env, now = self.env, self.loop.time()
-        made = len(self.rec.attempts)
+        made = self.launched  # attempts started, including ones still in flight (a hedge's lead)
         if made >= env.max_attempts:
             raise _Stop(f"max_attempts {env.max_attempts} spent")
         if made and env.max_added_latency is not None and now - self.t0 > env.max_added_latency:
@@ -319,9 +366,10 @@ class _Run:
         if made and not self.router.retry_budget.try_withdraw(now):
             self.rec.retry_budget_exhausted = True
             raise _Stop("the retry budget is spent: the provider is failing for many requests")
+        self.launched += 1
         return None
 
-    async def try_candidate(self, target: Target, phase: Phase) -> Response | None:
+    async def try_candidate(self, target: Target, phase: Phase, *, hedge: bool = False) -> Response | None:
         request = self.request
         tries = 0
         while True:
@@ -329,7 +377,7 @@ class _Run:
             if why_not is not None:
                 self.rec.exclude(target.name, phase, why_not if not tries else f"no replay: {why_not}")
                 return None
-            outcome = await self.attempt(target, phase, request)
+            outcome = await self.attempt(target, phase, request, hedge=hedge)
             if isinstance(outcome, str):
                 self.rec.exclude(target.name, phase, outcome if not tries else f"no replay: {outcome}")
                 return None
@@ -391,7 +439,9 @@ class _Run:
         expected = (request.max_tokens or target.max_output_tokens) / max(target.output_tps, 1e-9)
         return expected > self.router.stream_threshold
 
-    async def attempt(self, target: Target, phase: Phase, request: Request) -> Response | Failure | str:
+    async def attempt(
+        self, target: Target, phase: Phase, request: Request, *, hedge: bool = False
+    ) -> Response | Failure | str:
         """One attempt; a string is why it could not start (an open breaker)."""
         router, loop = self.router, self.loop
         start = loop.time()
@@ -399,15 +449,44 @@ class _Run:
         if rejected is not None:
             return rejected
         try:
-            outcome = await self._exchange(target, phase, request, start)
-        except BaseException:
+            outcome = await self._exchange(target, phase, request, start, hedge)
+        except asyncio.CancelledError:
             router.breakers.discard(permits, loop.time())  # cancelled: says nothing about health
+            self.record_cancelled(target, phase, start, hedge)
+            raise
+        except BaseException:
+            router.breakers.discard(permits, loop.time())
             raise
         failure = outcome if isinstance(outcome, Failure) else None
         router.breakers.record(target, permits, failure, loop.time() - start, loop.time())
         return outcome
 
-    async def _exchange(self, target: Target, phase: Phase, request: Request, start: float) -> Response | Failure:
+    def record_cancelled(self, target: Target, phase: Phase, start: float, hedge: bool) -> None:
+        """A cancelled attempt (a lost hedge, a caller gone) was sent and may be billed."""
+        cost = target.price.cost(self.input_tokens(target), 0)
+        self.spent += cost
+        left = self.deadline.remaining(start)
+        total = min(target.attempt_cap(), left)
+        self.rec.attempts.append(
+            Attempt(
+                index=len(self.rec.attempts),
+                target=target.name,
+                model=target.model,
+                phase=phase,
+                start=start - self.t0,
+                end=self.loop.time() - self.t0,
+                connect_timeout=min(target.timeouts.connect, total),
+                total_timeout=total,
+                outcome="cancelled",
+                cost=cost,
+                cost_estimated=True,
+                hedge=hedge,
+            )
+        )
+
+    async def _exchange(
+        self, target: Target, phase: Phase, request: Request, start: float, hedge: bool
+    ) -> Response | Failure:
         router, loop = self.router, self.loop
         left = self.deadline.remaining(start)
         total = min(target.attempt_cap(), left)
@@ -420,11 +499,15 @@ class _Run:
             if streamed:
                 status, outcome, first_event = await stream_exchange(self, target, request, start, total, connect)
             else:
-                http = router.dialect(target).build(target, request)
-                async with asyncio.timeout(total):
+                dialect = router.dialect(target)
+                http = dialect.build(target, request)
+                if router.transport_enforces_total:
                     resp = await router.transport.send(http, connect_timeout=connect, total_timeout=total)
+                else:
+                    async with asyncio.timeout(total):
+                        resp = await router.transport.send(http, connect_timeout=connect, total_timeout=total)
                 status = resp.status
-                outcome = router.dialect(target).parse(target, resp)
+                outcome = dialect.parse(target, resp)
         except TimeoutError:
             outcome = Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message=_total_msg(total, left))
         except TransportError as exc:
@@ -454,6 +537,7 @@ class _Run:
             first_event=None if first_event is None else first_event - self.t0,
             outcome="ok" if failure is None else failure.label,
             failure=failure,
+            hedge=hedge,
             status=status,
             usage=usage,
             cost=cost,
@@ -470,6 +554,7 @@ class _Run:
                 request.response_format is not None and request.response_format.kind != "text"
             )
             validation = Validation(transport=True, contract=True if checked else None)
+            self.used = attempt
             record = self.rec.freeze(end, used=attempt, outcome="ok", validation=validation)
             return replace(outcome, record=record)
         return outcome

@@ -495,6 +495,8 @@ class FakeNetwork:
     ``TransportError("read")``. :meth:`stream` hands the body over event by event instead.
     """
 
+    enforces_total = True  # send() bounds the exchange by total_timeout on the loop clock
+
     def __init__(self, *providers: FakeProvider) -> None:
         self._by_host: dict[str, FakeProvider] = {}
         self._routes: dict[str, tuple[FakeProvider, str, str]] = {}

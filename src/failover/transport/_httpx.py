@@ -24,6 +24,8 @@ class HttpxTransport:
     the one that decides, they only stop a wedged socket from outliving it.
     """
 
+    enforces_total = True  # send() is bounded by asyncio.timeout(total) below
+
     def __init__(self, client: httpx.AsyncClient | None = None, *, max_connections: int = 200) -> None:
         self._own = client is None
         self._client = client or httpx.AsyncClient(

@@ -48,7 +48,12 @@ class TransportError(Exception):
 
 
 class Transport(Protocol):
-    """Sends one request. Implementations must abort the HTTP exchange on cancellation."""
+    """Sends one request. Implementations must abort the HTTP exchange on cancellation.
+
+    A transport that bounds ``send`` by ``total_timeout`` on the loop clock itself (raising
+    ``TransportError("total")``) may set ``enforces_total = True``; the router then skips its
+    own timer. Otherwise the router cancels ``send`` at the total timeout.
+    """
 
     async def send(self, request: HttpRequest, *, connect_timeout: float, total_timeout: float) -> HttpResponse: ...
 

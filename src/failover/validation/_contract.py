@@ -26,9 +26,25 @@ def _validator(schema_json: str) -> Draft202012Validator:
     return Draft202012Validator(schema)
 
 
+_BY_ID: dict[int, tuple[Mapping[str, Any], Draft202012Validator]] = {}
+
+
+def _validator_for(schema: Mapping[str, Any]) -> Draft202012Validator:
+    # The same schema object comes back with every request of a route: look it up by
+    # identity before paying for a canonical JSON key (kept alive by the entry itself).
+    hit = _BY_ID.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    v = _validator(json.dumps(schema, sort_keys=True))
+    if len(_BY_ID) > 1024:
+        _BY_ID.clear()
+    _BY_ID[id(schema)] = (schema, v)
+    return v
+
+
 def _errors(schema: Mapping[str, Any], instance: Any) -> list[str]:
     try:
-        v = _validator(json.dumps(schema, sort_keys=True))
+        v = _validator_for(schema)
     except SchemaError as exc:  # the caller's schema is broken: not the model's fault
         raise ValueError(f"response_format.schema is not a valid JSON Schema: {exc.message}") from exc
     out = []
