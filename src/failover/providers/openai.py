@@ -4,6 +4,10 @@ Wire reference: platform.openai.com/docs/api-reference/chat and openai-python's
 ``types/chat``. Compatible servers differ in small ways this module tolerates: DeepSeek's
 ``prompt_cache_hit_tokens`` and octet-stream errors, arguments sent as objects, content
 sent as a list of parts.
+
+Streams (``stream_parser``) are ``chat.completion.chunk`` events. The Responses API
+(``/v1/responses``, ``response.output_text.delta`` events) is a different dialect and is not
+supported here.
 """
 
 from __future__ import annotations
