@@ -54,6 +54,24 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _capacity(args: argparse.Namespace) -> int:
+    from .config import load_config
+    from .policy import plan_capacity, render_capacity
+
+    targets = []
+    if args.config:
+        cfg = load_config(args.config)
+        if args.route:
+            if args.route not in cfg.routes:
+                raise ValueError(f"--route: no route {args.route!r} in {args.config}; routes: {', '.join(cfg.routes)}")
+            targets = list(cfg.routes[args.route].targets)
+        else:
+            targets = list(cfg.targets.values())
+    report = plan_capacity(args.qps, args.input, args.output, targets, args.safety, latency=args.latency)
+    print(render_capacity(report))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="failover", description="Dependable LLM API calls.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -71,6 +89,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     check = sub.add_parser("check-config", help="load a routes/targets YAML file and report problems")
     check.add_argument("config")
     check.set_defaults(func=_check)
+
+    cap = sub.add_parser("capacity", help="the RPM / input TPM / output TPM a peak load needs, per target")
+    cap.add_argument("--qps", type=float, required=True, help="peak requests per second")
+    cap.add_argument("--input", type=float, required=True, help="average input tokens per request")
+    cap.add_argument("--output", type=float, required=True, help="average output tokens per request")
+    cap.add_argument("--config", help="routes/targets YAML: compare against each target's configured limits")
+    cap.add_argument("--route", help="only the targets of this route")
+    cap.add_argument("--safety", type=float, default=0.9, help="usable share of each limit (default 0.9)")
+    cap.add_argument("--latency", type=float, default=None, help="seconds per request, to check concurrency limits")
+    cap.set_defaults(func=_capacity)
 
     args = parser.parse_args(argv)
     try:

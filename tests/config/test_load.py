@@ -133,3 +133,20 @@ def test_check_config_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     assert "targets.gpt-4o-us.api_key_env" in err
     for secret in KEYS.values():
         assert secret not in err
+
+
+def test_capacity_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from failover.cli import main
+
+    for k, v in KEYS.items():
+        monkeypatch.setenv(k, v)
+    assert main(["capacity", "--qps", "20", "--input", "6000", "--output", "800"]) == 0
+    out = capsys.readouterr().out
+    assert "needs 1,200 RPM, 7.2M input TPM, 960K output TPM" in out
+    assert main(["capacity", "--qps", "20", "--input", "6000", "--output", "800", "--config", str(EXAMPLE)]) == 0
+    out = capsys.readouterr().out
+    assert "gpt-4o-us" in out and "SHORT" in out
+    assert (
+        main(["capacity", "--qps", "1", "--input", "1", "--output", "1", "--config", str(EXAMPLE), "--route", "x"]) == 2
+    )
+    assert "--route: no route 'x'" in capsys.readouterr().err

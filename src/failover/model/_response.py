@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ._request import ToolCall
 
 if TYPE_CHECKING:
+    from ._failure import RateLimitInfo
     from ._record import RouteRecord
 
 
@@ -60,4 +61,5 @@ class Response:
     model: str | None = None
     provider_request_id: str | None = None
     response_id: str | None = None
+    rate_limits: RateLimitInfo | None = None  # what the provider's rate-limit headers said
     record: RouteRecord | None = None

@@ -12,8 +12,11 @@ from ._breaker import (
     Permit,
 )
 from ._budget import RetryBudget, Unlimited
+from ._capacity import CapacityReport, plan_capacity
+from ._capacity import render as render_capacity
 from ._deadline import Deadline
 from ._health import HealthBoard, TargetHealth
+from ._ratelimit import LimiterBoard, LimitWaitTooLong, Reservation, TargetLimiter
 from ._selection import Candidate, Plan, contract_violation, plan, required_capabilities
 
 __all__ = [
@@ -25,16 +28,23 @@ __all__ = [
     "BreakerSnapshot",
     "BreakerState",
     "Candidate",
+    "CapacityReport",
     "CircuitBreaker",
     "Deadline",
     "HealthBoard",
+    "LimitWaitTooLong",
+    "LimiterBoard",
     "NoBreakers",
     "Permit",
     "Plan",
+    "Reservation",
     "RetryBudget",
     "TargetHealth",
+    "TargetLimiter",
     "Unlimited",
     "contract_violation",
     "plan",
+    "plan_capacity",
+    "render_capacity",
     "required_capabilities",
 ]

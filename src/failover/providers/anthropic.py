@@ -303,6 +303,7 @@ def _result(
         refusal=refusal,
         model=model,
         provider_request_id=meta.request_id,
+        rate_limits=meta.rate_limits,
         response_id=response_id,
     )
 

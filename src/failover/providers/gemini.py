@@ -368,6 +368,7 @@ def _result(
         raw_stop_reason=raw_finish,
         model=model,
         provider_request_id=meta.request_id or response_id,
+        rate_limits=meta.rate_limits,
         response_id=response_id,
     )
 

@@ -46,7 +46,21 @@ from ..model import (
     Validation,
     disposition,
 )
-from ..policy import Backoff, BreakerBoard, Candidate, Deadline, HealthBoard, NoBreakers, RetryBudget, Unlimited, plan
+from ..policy import (
+    Backoff,
+    BreakerBoard,
+    Candidate,
+    Deadline,
+    HealthBoard,
+    LimiterBoard,
+    LimitWaitTooLong,
+    NoBreakers,
+    Reservation,
+    RetryBudget,
+    TargetLimiter,
+    Unlimited,
+    plan,
+)
 from ..providers import dialect_for
 from ..tokens import counter_for
 from ..transport import HttpxTransport, Transport, TransportError
@@ -84,6 +98,7 @@ class Router:
         dialects: Mapping[str, DialectAdapter] | None = None,
         stream_threshold: float | None = 60.0,
         breakers: BreakerBoard | NoBreakers | None = None,
+        limiters: LimiterBoard | None = None,
     ) -> None:
         items = routes.values() if isinstance(routes, Mapping) else routes
         self.routes: dict[str, Route] = {r.name: r for r in items}
@@ -95,6 +110,8 @@ class Router:
         # Circuit breakers per target scope and per key + model; BreakerBoard(config) to tune,
         # NoBreakers() to switch them off.
         self.breakers: BreakerBoard | NoBreakers = breakers if breakers is not None else BreakerBoard()
+        # Client-side rate limits for targets that declare `limits` (RPM, TPM, concurrency).
+        self.limiters: LimiterBoard | None = limiters if limiters is not None else LimiterBoard()
         self.rng = rng or random.Random()
         self._dialects = dict(dialects or {})
         # Plain calls whose expected generation (max_tokens at the target's output rate)
@@ -444,22 +461,62 @@ class _Run:
     ) -> Response | Failure | str:
         """One attempt; a string is why it could not start (an open breaker)."""
         router, loop = self.router, self.loop
+        reservation = None
+        limiter = router.limiters.limiter_for(target) if router.limiters is not None else None
+        if limiter is not None:
+            # Wait locally rather than provoke a 429, but only as long as the deadline allows.
+            asked = loop.time()
+            try:
+                reservation = await limiter.acquire(
+                    input_tokens=self.input_tokens(target),
+                    max_output_tokens=request.max_tokens or target.max_output_tokens,
+                    deadline_at=self.deadline.at - target.timeouts.min_useful,
+                    tenant=self.env.tenant,
+                )
+            except LimitWaitTooLong as exc:
+                return f"client-side rate limit: {exc}"
+            if reservation.waited > 0:
+                self.rec.wait(target.name, asked, loop.time(), "rate_limit")
         start = loop.time()
         permits, rejected = router.breakers.admit(target, start)
         if rejected is not None:
+            if reservation is not None:
+                reservation.release(sent=False)
             return rejected
         try:
             outcome = await self._exchange(target, phase, request, start, hedge)
         except asyncio.CancelledError:
             router.breakers.discard(permits, loop.time())  # cancelled: says nothing about health
             self.record_cancelled(target, phase, start, hedge)
+            if reservation is not None:
+                reservation.settle(self.input_tokens(target), 0)  # sent: count the input as spent
             raise
         except BaseException:
             router.breakers.discard(permits, loop.time())
+            if reservation is not None:
+                reservation.release(sent=True)
             raise
         failure = outcome if isinstance(outcome, Failure) else None
         router.breakers.record(target, permits, failure, loop.time() - start, loop.time())
+        if reservation is not None and limiter is not None:
+            self.settle(limiter, reservation, target, outcome)
         return outcome
+
+    def settle(
+        self, limiter: TargetLimiter, reservation: Reservation, target: Target, outcome: Response | Failure
+    ) -> None:
+        """Reconcile the reservation with what the provider actually did, and follow its headers."""
+        usage = outcome.usage
+        if usage is not None:
+            reservation.settle(usage.input_tokens, usage.output_tokens)
+        elif isinstance(outcome, Failure) and outcome.kind is FailureKind.RATE_LIMITED:
+            reservation.release(sent=True)
+            limiter.penalize(outcome.retry_after, self.loop.time())
+        elif isinstance(outcome, Failure) and outcome.kind is FailureKind.TIMEOUT:
+            reservation.settle(self.input_tokens(target), 0)  # it may be generating and billing
+        else:
+            reservation.release(sent=True)
+        limiter.observe(outcome.rate_limits, self.loop.time(), reservation=reservation)
 
     def record_cancelled(self, target: Target, phase: Phase, start: float, hedge: bool) -> None:
         """A cancelled attempt (a lost hedge, a caller gone) was sent and may be billed."""
