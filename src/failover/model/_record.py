@@ -49,6 +49,8 @@ class Attempt:
     idle_timeout: float | None = None  # streamed attempts: the cap between events
     first_event: float | None = None  # streamed attempts: when the first event arrived
     hedge: bool = False  # started as a hedge while an earlier attempt was still running
+    contract_ok: bool | None = None  # the result parsed and met the contract (None: no result)
+    task_ok: bool | None = None  # the route's quality gate passed (None: no gate or no result)
 
     @property
     def ok(self) -> bool:

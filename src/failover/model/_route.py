@@ -32,6 +32,13 @@ class Contract:
     languages: frozenset[str] = frozenset()
     schema_id: str | None = None
     schema_version: str | None = None
+    # Output constraints, checked on every result before it counts (validation level "contract"):
+    max_output_chars: int | None = None
+    min_output_chars: int | None = None
+    output_languages: frozenset[str] = frozenset()  # e.g. {"en", "de"}; empty: any
+    forbidden_patterns: tuple[str, ...] = ()  # regular expressions the output must not match
+    no_tool_calls: bool = False  # the model must not call tools on this route
+    required_fields: tuple[str, ...] = ()  # top-level keys structured output must have
 
 
 Ranking = Literal["order", "health", "latency", "cost"]
@@ -52,6 +59,9 @@ class Route:
     fallbacks: tuple[Target, ...] = ()
     ranking: Ranking = "order"
     hedge_after: float | None = None  # seconds; race the next candidate if no answer by then
+    # Newly approved fallbacks on probation: target name -> share of eligible failures that
+    # may use it (e.g. 0.1). Fallbacks not listed are fully enabled.
+    canary: tuple[tuple[str, float], ...] = ()
 
     @property
     def targets(self) -> tuple[Target, ...]:
