@@ -1,6 +1,39 @@
-"""Contract validation of results, and the repair request after a repairable failure."""
+"""Contract validation of results, repair requests, and task-level quality gates.
 
-from ._contract import validate
-from ._repair import repair_request
+- :func:`validate` checks a response against the request (structured output, tool calls) and
+  the route's Contract (required fields, no tool calls, length, language, forbidden patterns);
+- :func:`repair_request` builds the one corrective request after a repairable failure;
+- :class:`QualityGate` and its builders (:func:`rule_gate`, :func:`all_of`, :func:`judge_gate`)
+  judge task-level success.
 
-__all__ = ["repair_request", "validate"]
+See docs/contracts.md.
+"""
+
+from ._contract import Check, check_contract, checks_anything, failed_checks, validate
+from ._gates import JUDGE_SCHEMA, GateVerdict, Judge, QualityGate, all_of, judge_gate, rule_gate
+from ._language import check_language
+from ._repair import REPAIR_PROMPT, repair_request
+from ._schema import fast_validator_name, schema_errors
+
+__all__ = [
+    # contract level
+    "validate",
+    "Check",
+    "check_contract",
+    "checks_anything",
+    "failed_checks",
+    "schema_errors",
+    "check_language",
+    "fast_validator_name",
+    # repair
+    "repair_request",
+    "REPAIR_PROMPT",
+    # task level
+    "QualityGate",
+    "GateVerdict",
+    "rule_gate",
+    "all_of",
+    "judge_gate",
+    "Judge",
+    "JUDGE_SCHEMA",
+]

@@ -1,10 +1,28 @@
-"""Repair once: the corrective request after a repairable failure (a new, paid attempt)."""
+"""Repair once: the corrective request after a repairable failure (a new, paid attempt).
+
+Truncation raises ``max_tokens``. Every failure :func:`validate` reports (schema, required
+fields, tool calls, length, language, forbidden patterns) goes back to the model as it was
+written (it names what failed and how to fix it), and the model is asked once more:
+
+- the previous answer's text, if any, is replayed as the assistant turn, so "shorten it" or
+  "rewrite it without..." has something to work on;
+- the validation error follows as a USER message, never as a ``tool`` result paired with the
+  bad call. Pairing would mean replaying the bad call in an assistant turn, and the APIs
+  cannot carry it faithfully: Anthropic's ``tool_use.input`` and Gemini's
+  ``functionCall.args`` must be JSON objects (malformed arguments would be replayed as ``{}``),
+  a call to a tool that does not exist cannot be answered, and OpenAI and Anthropic reject an
+  assistant tool call that is not answered by a tool result for every call. A user message
+  is accepted by every dialect after any history, and it quotes the arguments the model sent;
+- after a tool call on a route that forbids tools, ``tool_choice`` becomes ``none`` (the
+  tools stay declared: history may refer to them), so the corrected answer cannot call one.
+"""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..model import Failure, FailureKind, Message, Request, Target
+from ..model import Failure, FailureKind, Message, Request, Target, ToolChoice
+from ._contract import Check, failed_checks
 
 REPAIR_PROMPT = (
     "Your previous answer could not be used: {error}. "
@@ -16,8 +34,8 @@ def repair_request(request: Request, failure: Failure, target: Target, input_tok
     """The request to send for one repair, or None when no repair can help on ``target``.
 
     Truncation raises max_tokens (doubling, within the target's max output and context
-    window). A malformed tool call or schema-invalid output is shown to the model with the
-    validation error, and it is asked once more.
+    window). A failure found by :func:`validate` is shown to the model with the validation
+    error, and it is asked once more (see the module docstring for why as a user message).
     """
     if failure.kind is FailureKind.TRUNCATED:
         current = request.max_tokens or (failure.usage.output_tokens if failure.usage else 0) or 1024
@@ -29,7 +47,10 @@ def repair_request(request: Request, failure: Failure, target: Target, input_tok
     if failure.kind in (FailureKind.SCHEMA_INVALID, FailureKind.TOOL_CALL_MALFORMED):
         bad = failure.response
         previous = Message.assistant(bad.text) if bad is not None and bad.text else None
-        note = Message.user(REPAIR_PROMPT.format(error=failure.message))
+        note = Message.user(REPAIR_PROMPT.format(error=failure.message.rstrip(". ")))
         extra = (previous, note) if previous is not None else (note,)
-        return replace(request, messages=(*request.messages, *extra))
+        repaired = replace(request, messages=(*request.messages, *extra))
+        if Check.NO_TOOL_CALLS in failed_checks(failure) and request.tools:
+            repaired = replace(repaired, tool_choice=ToolChoice(mode="none"))
+        return repaired
     return None
