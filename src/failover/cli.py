@@ -72,6 +72,53 @@ def _capacity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replay(args: argparse.Namespace) -> int:
+    from .lab._replay import ReplayOptions, run_replay
+
+    opts = ReplayOptions(
+        requests=args.requests,
+        config=args.config,
+        route=args.route,
+        candidates=tuple(args.candidate or ()),
+        concurrency=args.concurrency,
+        gate=args.gate,
+        fake=args.fake,
+        budget=args.budget,
+    )
+    report = run_replay(opts, progress=sys.stderr)
+    if args.json:
+        json.dump(report.to_dict(), sys.stdout, indent=2)
+        print()
+    else:
+        print(report.render())
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import logging
+
+    from .gateway import ServeOptions, serve
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    serve(ServeOptions(config=args.config, host=args.host, port=args.port, workers=args.workers))
+    return 0
+
+
+def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    srv = sub.add_parser(
+        "serve",
+        help="run the OpenAI-compatible gateway (without --config: the embedded default over fake providers)",
+        description="Serve POST /v1/chat/completions and GET /v1/models over the routes of a config file, under "
+        "uvicorn. Without --config it serves the embedded default: routes chat and flaky over built-in fake "
+        "providers, in-memory state, open on loopback only. See docs/gateway.md.",
+    )
+    srv.add_argument("--config", default=None, help="routes/targets YAML, with an optional gateway: section")
+    srv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    srv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    srv.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    srv.set_defaults(func=_serve)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="failover", description="Dependable LLM API calls.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -99,6 +146,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     cap.add_argument("--safety", type=float, default=0.9, help="usable share of each limit (default 0.9)")
     cap.add_argument("--latency", type=float, default=None, help="seconds per request, to check concurrency limits")
     cap.set_defaults(func=_capacity)
+
+    rep = sub.add_parser(
+        "replay",
+        help="run recorded requests through the route's primary and each candidate, and compare them",
+        description="Replay recorded OpenAI Chat Completions requests (JSONL) through the route's primary and "
+        "each candidate, one target at a time, and print transport / contract / task success, latency and cost "
+        "side by side.",
+    )
+    rep.add_argument("requests", help="JSONL file: one Chat Completions request body (or Batch API line) per line")
+    rep.add_argument("--config", required=True, help="routes/targets YAML holding the route and the candidates")
+    rep.add_argument("--route", required=True, help="the route whose contract the candidates must meet")
+    rep.add_argument(
+        "--candidate",
+        action="append",
+        metavar="TARGET",
+        help="a target to compare with the route's primary (repeatable; default: the route's fallbacks)",
+    )
+    rep.add_argument("--concurrency", type=int, default=4, help="requests in flight at once (default 4)")
+    rep.add_argument("--gate", metavar="MODULE:FUNCTION", help="a function returning the quality gate (task level)")
+    rep.add_argument("--fake", metavar="SCENARIO", help="fake providers: a YAML scenario of target name -> script")
+    rep.add_argument("--budget", type=float, default=30.0, help="end-to-end seconds per request (default 30)")
+    rep.add_argument("--json", action="store_true", help="print the report as JSON")
+    rep.set_defaults(func=_replay)
+    _add_serve(sub)
 
     args = parser.parse_args(argv)
     try:

@@ -17,7 +17,8 @@
       triage:
         contract: {capabilities: [chat, structured_output], min_context: 24000}
         primary: [gpt-4o]
-        fallbacks: [claude-sonnet]
+        fallbacks: [claude-sonnet, claude-new]
+        canary: {claude-new: 0.1}         # on probation: 10% of eligible failures may use it
 
 Credentials come only from the environment or secret files, never from the file itself.
 """
@@ -121,6 +122,8 @@ class RouteSpec(_Strict):
     fallbacks: list[str] = []
     ranking: Literal["order", "health", "latency", "cost"] = "order"
     hedge_after: float | None = Field(None, gt=0)
+    # fallbacks on probation: target name -> share of eligible failures that may use it
+    canary: dict[str, float] = {}
 
 
 class BudgetSpec(_Strict):
@@ -267,6 +270,23 @@ def config_from_dict(data: Any, *, env: Mapping[str, str] | None = None) -> Conf
                 "primary targets must be equivalent (same equivalence_key), got " + ", ".join(sorted(keys)),
                 "give them one equivalence_key, or move the other models to fallbacks",
             )
+        fallback_names = [t.name for t in resolved["fallbacks"]]
+        for tname, share in r.canary.items():
+            field = f"routes.{rname}.canary.{tname}"
+            if tname not in fallback_names:
+                where = "a primary target" if tname in seen else "not a target of this route"
+                raise ConfigError(
+                    field,
+                    f"{tname!r} is {where}; only fallbacks can be on canary",
+                    f"list it under routes.{rname}.fallbacks first"
+                    + (f" (fallbacks: {', '.join(fallback_names)})" if fallback_names else ""),
+                )
+            if not 0.0 < share <= 1.0:  # also rejects NaN
+                raise ConfigError(
+                    field,
+                    f"share {share!r} is outside (0, 1]",
+                    "give the share of eligible failures that may use it, e.g. 0.1 for 10% (1: fully enabled)",
+                )
         c = r.contract
         routes[rname] = Route(
             name=rname,
@@ -284,6 +304,7 @@ def config_from_dict(data: Any, *, env: Mapping[str, str] | None = None) -> Conf
             fallbacks=tuple(resolved["fallbacks"]),
             ranking=r.ranking,
             hedge_after=r.hedge_after,
+            canary=tuple(r.canary.items()),
         )
     return Config(
         routes=routes,
