@@ -14,7 +14,18 @@ def test_public_api_is_exactly_the_curated_names() -> None:
     for name in failover.__all__:
         assert getattr(failover, name) is not None
     public = {n for n in dir(failover) if not n.startswith("_")}
-    subpackages = {"config", "model", "policy", "providers", "router", "testing", "tokens", "transport", "validation"}
+    subpackages = {
+        "config",
+        "gateway",
+        "model",
+        "policy",
+        "providers",
+        "router",
+        "testing",
+        "tokens",
+        "transport",
+        "validation",
+    }
     assert public - subpackages - {"lab", "cli"} == set(failover.__all__)
 
 

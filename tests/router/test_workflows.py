@@ -271,7 +271,8 @@ async def test_schema_invalid_twice_is_not_a_success() -> None:
     req = Request(messages=(Message.user("classify"),), response_format=ResponseFormat.json_schema(SCHEMA))
     with pytest.raises(Unavailable) as ei:
         await r.complete("r", req, Envelope(budget=5.0))
-    assert ei.value.reason is FailureKind.SCHEMA_INVALID
+    assert ei.value.reason is FailureKind.CONTRACT_FAILURE  # answers came, none met the contract
+    assert "schema_invalid" in str(ei.value)
     assert len(a.calls) == 2  # the first try and one repair: never a third
 
 

@@ -63,3 +63,8 @@ class Response:
     response_id: str | None = None
     rate_limits: RateLimitInfo | None = None  # what the provider's rate-limit headers said
     record: RouteRecord | None = None
+
+    @property
+    def degraded(self) -> bool:
+        """True for a non-model fallback answer (see ``record.degraded_reason``)."""
+        return self.record is not None and self.record.degraded

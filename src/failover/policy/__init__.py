@@ -12,6 +12,7 @@ from ._breaker import (
     Permit,
 )
 from ._budget import RetryBudget, Unlimited
+from ._canary import CanaryGate, CandidateStats, StatsBoard, canary_problems
 from ._capacity import CapacityReport, plan_capacity
 from ._capacity import render as render_capacity
 from ._deadline import Deadline
@@ -27,7 +28,9 @@ __all__ = [
     "BreakerEvent",
     "BreakerSnapshot",
     "BreakerState",
+    "CanaryGate",
     "Candidate",
+    "CandidateStats",
     "CapacityReport",
     "CircuitBreaker",
     "Deadline",
@@ -39,9 +42,11 @@ __all__ = [
     "Plan",
     "Reservation",
     "RetryBudget",
+    "StatsBoard",
     "TargetHealth",
     "TargetLimiter",
     "Unlimited",
+    "canary_problems",
     "contract_violation",
     "plan",
     "plan_capacity",

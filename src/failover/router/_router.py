@@ -30,6 +30,7 @@ from ..model import (
     Action,
     Attempt,
     Capability,
+    ConfigError,
     Envelope,
     Failure,
     FailureKind,
@@ -61,10 +62,12 @@ from ..policy import (
     Unlimited,
     plan,
 )
+from ..policy._canary import CanaryGate, StatsBoard, canary_problems
 from ..providers import dialect_for
 from ..tokens import counter_for
 from ..transport import HttpxTransport, Transport, TransportError
-from ..validation import repair_request, validate
+from ..validation import check_contract, checks_anything, repair_request, validate
+from ._hooks import DegradeHandler, QualityGate, degraded
 from ._record import Recorder, last_failure_kind
 from ._stream import Output, RouteStream, _Partial, stream_exchange
 
@@ -99,6 +102,10 @@ class Router:
         stream_threshold: float | None = 60.0,
         breakers: BreakerBoard | NoBreakers | None = None,
         limiters: LimiterBoard | None = None,
+        gates: Mapping[str, QualityGate] | None = None,
+        degrade: Mapping[str, DegradeHandler] | None = None,
+        stats: StatsBoard | None = None,
+        canary_rng: random.Random | None = None,
     ) -> None:
         items = routes.values() if isinstance(routes, Mapping) else routes
         self.routes: dict[str, Route] = {r.name: r for r in items}
@@ -112,12 +119,26 @@ class Router:
         self.breakers: BreakerBoard | NoBreakers = breakers if breakers is not None else BreakerBoard()
         # Client-side rate limits for targets that declare `limits` (RPM, TPM, concurrency).
         self.limiters: LimiterBoard | None = limiters if limiters is not None else LimiterBoard()
+        # Per route: a quality gate (task-level success) and a non-model degrade handler.
+        self.gates: dict[str, QualityGate] = dict(gates or {})
+        self.degrade: dict[str, DegradeHandler] = dict(degrade or {})
         self.rng = rng or random.Random()
         self._dialects = dict(dialects or {})
         # Plain calls whose expected generation (max_tokens at the target's output rate)
         # exceeds this many seconds are streamed internally: a long silent connection is
         # not reliable, and streaming gives first-event and idle timeouts. None: never.
         self.stream_threshold = stream_threshold
+        for r in self.routes.values():
+            check_contract(r.contract)  # a bad pattern or language fails at start-up, not on a request
+            problems = canary_problems(r)
+            if problems:
+                raise ConfigError(
+                    f"routes.{r.name}.canary", "; ".join(problems), "list only fallbacks, shares in (0, 1]"
+                )
+        # Canary draws use their own rng, so a canary does not shift backoff jitter.
+        self.canary_rng = canary_rng or random.Random()
+        # Transport / contract / task success per route and target, fed by every RouteRecord.
+        self.stats = stats if stats is not None else StatsBoard()
         for r in self.routes.values():  # load tokenizers now, not on the first request
             for t in r.targets:
                 counter_for(t)
@@ -144,8 +165,19 @@ class Router:
 
     async def complete(self, route: str | Route, request: Request, envelope: Envelope | None = None) -> Response:
         """An acceptable Response (with ``.record``), or :class:`Unavailable`. Never both."""
-        run = _Run(self, self.route(route), request, envelope or Envelope())
-        return await run.execute()
+        r = self.route(route)
+        run = _Run(self, r, request, envelope or Envelope())
+        try:
+            resp = await run.execute()
+        except Unavailable as exc:
+            self.stats.observe(exc.record)
+            fallback = await degraded(self.degrade.get(r.name), request, exc)
+            if fallback is None:
+                raise
+            return fallback
+        if resp.record is not None:
+            self.stats.observe(resp.record)
+        return resp
 
     def stream(
         self,
@@ -219,6 +251,7 @@ class _Run:
         self.retry_after_until: float | None = None
         self._tokens: dict[str, int] = {}
         self.output = Output(None)
+        self.canary = CanaryGate(route, router.canary_rng)  # draws only when a fallback is needed
         self.restart_ok = restart_on_partial and envelope.allow_after_partial
 
     @property
@@ -318,7 +351,14 @@ class _Run:
             why = "; ".join(f"{e.target}: {e.reason}" for e in self.rec.excluded)
             raise self.unavailable(FailureKind.CONTRACT_FAILURE, f"no candidate could be tried ({why})")
         tried = ", ".join(sorted({a.target for a in self.rec.attempts}))
-        raise self.unavailable(last, f"every candidate failed (tried {tried}); last failure: {last}")
+        lf = next(a.failure for a in reversed(self.rec.attempts) if a.failure is not None)
+        detail = f"last failure on {self.rec.attempts[-1].target}: {lf.label}: {lf.message}"
+        if last in _CONTRACT_KINDS:
+            # answers came back but none met the contract, even after a repair
+            raise self.unavailable(
+                FailureKind.CONTRACT_FAILURE, f"no answer met the contract (tried {tried}); {detail}"
+            )
+        raise self.unavailable(last, f"every candidate failed (tried {tried}); {detail}")
 
     async def hedged(self, first: Candidate, second: Candidate, delay: float) -> Response | None:
         """Hedging: if ``first`` has no answer after ``delay``, race ``second`` against it.
@@ -387,6 +427,11 @@ class _Run:
         return None
 
     async def try_candidate(self, target: Target, phase: Phase, *, hedge: bool = False) -> Response | None:
+        if phase is Phase.FALLBACK:  # reached only when a fallback is needed: canary shares apply here
+            why = self.canary.why_not(target.name)
+            if why is not None:
+                self.rec.exclude(target.name, phase, why)
+                return None
         request = self.request
         tries = 0
         while True:
@@ -407,6 +452,8 @@ class _Run:
                     raise self.partial(f)
                 self.output.restart(f)
             action = f.disposition.action
+            if f.provider_code == "quality_gate":
+                action = Action.NEXT  # the task failed on this model; another approved one may do it
             if action is Action.STOP:
                 raise self.unavailable(f.kind, f"{target.name}: {f.message}", stopped=True)
             if action is Action.REPAIR:
@@ -569,8 +616,29 @@ class _Run:
             outcome = Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message=_total_msg(total, left))
         except TransportError as exc:
             outcome = _transport_failure(exc, total, left)
+        contract_ok: bool | None = None
+        task_ok: bool | None = None
         if isinstance(outcome, Response):
-            outcome = validate(request, outcome)
+            outcome = validate(request, outcome, self.route.contract)
+            contract_ok = isinstance(outcome, Response)
+        elif outcome.kind in _CONTRACT_KINDS:
+            contract_ok = False
+        gate = router.gates.get(self.route.name)
+        if isinstance(outcome, Response) and gate is not None:
+            # the gate (a judge model, say) has its own budget but must not outlive ours
+            async with asyncio.timeout(max(self.deadline.remaining(loop.time()), 0.0)):
+                verdict = await gate(request, outcome)
+            task_ok = bool(verdict.passed)
+            if not task_ok:
+                outcome = Failure(
+                    kind=FailureKind.CONTRACT_FAILURE,
+                    message=f"quality gate failed: {verdict.reason or 'no reason given'}",
+                    status=200,
+                    usage=outcome.usage,
+                    response=outcome,
+                    provider_request_id=outcome.provider_request_id,
+                    provider_code="quality_gate",
+                )
         end = loop.time()
         failure = outcome if isinstance(outcome, Failure) else None
         usage = outcome.usage  # a failed 200 (truncation, refusal) was paid for too
@@ -595,6 +663,8 @@ class _Run:
             outcome="ok" if failure is None else failure.label,
             failure=failure,
             hedge=hedge,
+            contract_ok=contract_ok,
+            task_ok=task_ok,
             status=status,
             usage=usage,
             cost=cost,
@@ -607,14 +677,15 @@ class _Run:
         router.health.observe(target, failure, end - start, end)
         log.debug("attempt %d on %s (%s): %s in %.3fs", attempt.index, target.name, phase, attempt.outcome, end - start)
         if isinstance(outcome, Response):
-            checked = bool(request.tools) or (
-                request.response_format is not None and request.response_format.kind != "text"
-            )
-            validation = Validation(transport=True, contract=True if checked else None)
+            checked = checks_anything(request, self.route.contract)
+            validation = Validation(transport=True, contract=True if checked else None, task=task_ok)
             self.used = attempt
             record = self.rec.freeze(end, used=attempt, outcome="ok", validation=validation)
             return replace(outcome, record=record)
         return outcome
+
+
+_CONTRACT_KINDS = frozenset({FailureKind.SCHEMA_INVALID, FailureKind.TOOL_CALL_MALFORMED, FailureKind.CONTRACT_FAILURE})
 
 
 def _total_msg(total: float, left: float) -> str:

@@ -43,6 +43,7 @@ from ..model import (
 from ..providers._base import SSEComment, StreamFailed
 from ..providers._sse import SSEDecoder
 from ..transport import HttpResponse, StreamingTransport, TransportError
+from ._hooks import degraded
 
 if TYPE_CHECKING:
     from ._router import _Run
@@ -197,13 +198,19 @@ class RouteStream:
         try:
             response = await self._run.execute()
         except Unavailable as exc:
-            self._queue.put_nowait(exc)
+            run = self._run
+            run.router.stats.observe(exc.record)
+            fallback = await degraded(run.router.degrade.get(run.route.name), run.request, exc)
+            self._queue.put_nowait(exc if fallback is None else Completed(response=fallback))
         except _Partial as p:
+            self._run.router.stats.observe(p.event.record)
             self._queue.put_nowait(p.event)
         except BaseException as exc:
             self._queue.put_nowait(exc)
             raise
         else:
+            if response.record is not None:
+                self._run.router.stats.observe(response.record)
             self._queue.put_nowait(Completed(response=response))
 
     async def __aenter__(self) -> RouteStream:
