@@ -35,7 +35,7 @@ def make(primary: list[FakeProvider], fallbacks: list[FakeProvider], board: Brea
 async def test_an_open_breaker_keeps_traffic_off_the_sick_provider_until_it_probes() -> None:
     events: list[BreakerEvent] = []
     board = BreakerBoard(CFG, hooks=[events.append])
-    a = FakeProvider("a", "openai", Script.always(Reply.overloaded()))
+    a = FakeProvider("a", "openai", Script.always(Reply.server_error()))
     b = FakeProvider("b", "anthropic", Script.always(Reply.ok("b")))
     r = make([a], [b], board)
     for _ in range(4):
@@ -58,7 +58,7 @@ async def test_an_open_breaker_keeps_traffic_off_the_sick_provider_until_it_prob
 
 async def test_at_the_end_of_the_open_period_exactly_n_probes_reach_the_provider() -> None:
     board = BreakerBoard(CFG)
-    a = FakeProvider("a", "openai", Script.always(Reply.overloaded()))
+    a = FakeProvider("a", "openai", Script.always(Reply.server_error()))
     b = FakeProvider("b", "anthropic", Script.always(Reply.ok("b", latency=0.1)))
     r = make([a], [b], board)
     for _ in range(4):
@@ -97,3 +97,25 @@ async def test_the_callers_mistakes_never_open_a_breaker() -> None:
             await r.complete("r", Request.simple("x"), Envelope(budget=10))
     assert len(a.calls) == 10
     assert all(s.state.value == "closed" for s in board.snapshots(asyncio.get_running_loop().time()))
+
+
+async def test_overload_with_partial_service_is_left_to_the_budget_but_a_dead_provider_trips() -> None:
+    loop = asyncio.get_running_loop()
+    board = BreakerBoard(CFG, overload_grace=10.0)
+    # serving some requests, shedding the rest with 529: over capacity, not down
+    a = FakeProvider("a", "anthropic", Script.of(*([Reply.overloaded(), Reply.ok("a")] * 20)))
+    b = FakeProvider("b", "openai", Script.always(Reply.ok("b")))
+    r = make([a], [b], board)
+    for _ in range(20):
+        await r.complete("r", Request.simple("x"), Envelope(budget=10))
+        await asyncio.sleep(1.0)
+    assert all(s.state.value == "closed" for s in board.snapshots(loop.time()))
+
+    # only 529s, for longer than the grace: that is a dead provider
+    dead = FakeProvider("d", "anthropic", Script.always(Reply.overloaded()))
+    r2 = make([dead], [b], BreakerBoard(CFG, overload_grace=10.0))
+    for _ in range(20):
+        await r2.complete("r", Request.simple("x"), Envelope(budget=10))
+        await asyncio.sleep(1.0)
+    # graced for 10 s, then min_calls (4) counted failures open it: calls stop after the 15th
+    assert len(dead.calls) == 15

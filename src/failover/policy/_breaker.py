@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
-from ..model import Failure, HealthEffect, Target
+from ..model import Failure, FailureKind, HealthEffect, Target
 
 logger = logging.getLogger("failover.breaker")
 
@@ -533,6 +533,7 @@ class BreakerBoard:
         key_config: BreakerConfig | None = None,
         scope: Callable[[Target], str] | None = None,
         hooks: Iterable[Hook] = (),
+        overload_grace: float = 10.0,
     ) -> None:
         self.config = config or BreakerConfig()
         self.key_config = key_config or self.config
@@ -540,6 +541,15 @@ class BreakerBoard:
         self.hooks: list[Hook] = list(hooks)
         self._target: dict[str, CircuitBreaker] = {}
         self._key: dict[str, CircuitBreaker] = {}
+        # An overloaded answer (529 / 503 overloaded) from a target that served a success in
+        # the last `overload_grace` seconds says "over capacity", not "down": it is left to the
+        # retry budget and the rate limiter. Counting it let the fast 529s of a provider at 3x
+        # its capacity open the breaker within 0.2 s and shed ALL traffic, although the provider
+        # could still serve its capacity (bench/goodput.py: 1.7% of capacity instead of 93%).
+        # A target that only answers 529s still trips the breaker.
+        self.overload_grace = overload_grace
+        self._last_success: dict[str, float] = {}
+        self._first_seen: dict[str, float] = {}
 
     def _fan_out(self, event: BreakerEvent) -> None:
         for hook in tuple(self.hooks):
@@ -594,8 +604,22 @@ class BreakerBoard:
             expected = self._scope(target) if p.layer == "target" else key_model_scope(target)
             if p.scope != expected:
                 raise ValueError(f"permit for {p.scope!r} recorded against target {target.name!r}")
+        scope = self._scope(target)
+        if failure is None:
+            self._last_success[scope] = now
+        # Before its first success a target gets the same grace from its first outcome on:
+        # fast 529s at the onset of an overload arrive before the slower successes do.
+        since = self._last_success.get(scope)
+        if since is None:
+            since = self._first_seen.setdefault(scope, now)
+        graced = (
+            failure is not None
+            and failure.kind is FailureKind.PROVIDER_OVERLOADED
+            and now - since <= self.overload_grace
+        )
         for p in permits:
-            p.breaker.release(p, now, outcome=_outcome_for(p.layer, failure), duration=duration)
+            outcome: Outcome = "ignored" if graced else _outcome_for(p.layer, failure)
+            p.breaker.release(p, now, outcome=outcome, duration=duration)
 
     def discard(self, permits: Sequence[Permit], now: float) -> None:
         """Give ``permits`` back without a verdict (cancelled, or never sent)."""
