@@ -12,7 +12,7 @@ import pytest
 import tiktoken
 
 from failover.model import ConfigError, Dialect, Request, Target
-from failover.tokens import EstimateCounter, TiktokenCounter, counter_for, encoding_for_model
+from failover.tokens import EstimateCounter, HFTokenizerCounter, TiktokenCounter, counter_for, encoding_for_model
 from failover.tokens._counter import _clear_caches
 
 
@@ -62,7 +62,8 @@ def test_encoding_for_model_rejects_other_models(model: str) -> None:
     [
         (target("gpt-4o"), TiktokenCounter, "tiktoken:o200k_base"),
         (target("gpt-4-0613"), TiktokenCounter, "tiktoken:cl100k_base"),
-        (target("deepseek-chat"), EstimateCounter, "estimate"),  # OpenAI-compatible, not an OpenAI model
+        (target("deepseek-chat"), HFTokenizerCounter, "deepseek"),  # OpenAI-compatible, DeepSeek's vocabulary
+        (target("mistral-large"), EstimateCounter, "estimate"),  # OpenAI-compatible, no local tokenizer
         (target("claude-sonnet-4-5", Dialect.ANTHROPIC), EstimateCounter, "estimate"),
         (target("gemini-2.5-flash", Dialect.GEMINI), EstimateCounter, "estimate"),
         (target("gpt-4o", Dialect.ANTHROPIC), EstimateCounter, "estimate"),  # by dialect, not by name

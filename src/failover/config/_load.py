@@ -47,6 +47,7 @@ from ..model import (
     Timeouts,
 )
 from ..policy import Backoff, RetryBudget
+from ..validation import check_contract
 
 
 class _Strict(BaseModel):
@@ -114,6 +115,12 @@ class ContractSpec(_Strict):
     languages: list[str] = []
     schema_id: str | None = None
     schema_version: str | None = None
+    max_output_chars: int | None = Field(None, gt=0)
+    min_output_chars: int | None = Field(None, ge=0)
+    output_languages: list[str] = []
+    forbidden_patterns: list[str] = []
+    no_tool_calls: bool = False
+    required_fields: list[str] = []
 
 
 class RouteSpec(_Strict):
@@ -288,18 +295,29 @@ def config_from_dict(data: Any, *, env: Mapping[str, str] | None = None) -> Conf
                     "give the share of eligible failures that may use it, e.g. 0.1 for 10% (1: fully enabled)",
                 )
         c = r.contract
+        contract = Contract(
+            capabilities=frozenset(c.capabilities),
+            min_context=c.min_context,
+            regions=frozenset(c.regions),
+            retention=frozenset(c.retention),
+            safety_profile=c.safety_profile,
+            languages=frozenset(c.languages),
+            schema_id=c.schema_id,
+            schema_version=c.schema_version,
+            max_output_chars=c.max_output_chars,
+            min_output_chars=c.min_output_chars,
+            output_languages=frozenset(c.output_languages),
+            forbidden_patterns=tuple(c.forbidden_patterns),
+            no_tool_calls=c.no_tool_calls,
+            required_fields=tuple(c.required_fields),
+        )
+        try:
+            check_contract(contract)
+        except ValueError as exc:
+            raise ConfigError(f"routes.{rname}.contract", str(exc), "correct the value it names") from None
         routes[rname] = Route(
             name=rname,
-            contract=Contract(
-                capabilities=frozenset(c.capabilities),
-                min_context=c.min_context,
-                regions=frozenset(c.regions),
-                retention=frozenset(c.retention),
-                safety_profile=c.safety_profile,
-                languages=frozenset(c.languages),
-                schema_id=c.schema_id,
-                schema_version=c.schema_version,
-            ),
+            contract=contract,
             primary=tuple(resolved["primary"]),
             fallbacks=tuple(resolved["fallbacks"]),
             ranking=r.ranking,

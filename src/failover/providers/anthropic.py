@@ -78,6 +78,9 @@ _TYPE_KIND = {
     "request_too_large": FailureKind.INVALID_REQUEST,  # 413 from Cloudflare: bytes, not tokens
 }
 
+# What /v1/messages/count_tokens takes of a Messages body (MessageCountTokensParams).
+_COUNT_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice", "output_config"})
+
 # Out of credit or over the workspace spend limit: Anthropic says so with a 400
 # invalid_request_error ("Your credit balance is too low to access the Anthropic API",
 # "You have reached your specified API usage limits"), which must not read as our bad request.
@@ -168,6 +171,39 @@ class AnthropicDialect:
         del request  # the events say everything
         meta = read_meta(headers, request_id_headers=_REQUEST_ID_HEADERS, rate_limits=anthropic_rate_limits)
         return _MessageStream(target, headers, meta)
+
+    # ---------------------------------------------------------------- token counting
+
+    def build_count(self, target: Target, request: Request) -> HttpRequest:
+        """``POST {base_url}/messages/count_tokens``: the Messages body, less what it rejects.
+
+        The endpoint takes the prompt's fields (model, messages, system, tools, tool_choice,
+        output_config) and answers 400 to max_tokens, stream and the sampling parameters.
+        Counting is free of charge and has its own rate limit.
+        """
+        full = self.build(target, request)
+        body = {k: v for k, v in (full.json or {}).items() if k in _COUNT_FIELDS}
+        url = with_query(target.base_url.rstrip("/") + "/messages/count_tokens", target.query)
+        return HttpRequest(method="POST", url=url, headers=full.headers, json=body)
+
+    def parse_count(self, target: Target, response: HttpResponse) -> int | Failure:
+        """``input_tokens`` of a 200 ``{"input_tokens": N}``; a classified Failure otherwise."""
+        meta = read_meta(response.headers, request_id_headers=_REQUEST_ID_HEADERS, rate_limits=anthropic_rate_limits)
+        data = as_dict(decode_json(response.body))
+        if 200 <= response.status < 300:
+            tokens = data.get("input_tokens")
+            if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0:
+                return tokens
+            return error_failure(
+                provider=self.name,
+                kind=FailureKind.PROVIDER_SERVER_ERROR,
+                target=target,
+                response=response,
+                meta=meta,
+                code=None,
+                message="the body is not a token count",
+            )
+        return _error(target, response, meta, data)
 
 
 # -------------------------------------------------------------------- build helpers

@@ -178,6 +178,48 @@ class GeminiDialect:
         del request  # the chunks say everything
         return _ChunkStream(target, headers, read_meta(headers, request_id_headers=_REQUEST_ID_HEADERS))
 
+    # ---------------------------------------------------------------- token counting
+
+    def build_count(self, target: Target, request: Request) -> HttpRequest:
+        """``POST {base_url}/models/{model}:countTokens``.
+
+        A prompt of contents alone is sent as ``{"contents": [...]}``. One with a system
+        instruction, tools or a generation config is sent whole as ``generateContentRequest``
+        (which must name its model, ``models/{model}``): ``contents`` alone would not count them.
+        """
+        full = self.build(target, request)
+        model = target.model.removeprefix("models/")
+        url = f"{target.base_url.rstrip('/')}/models/{quote(model, safe='')}:countTokens"
+        content = dict(full.json or {})
+        body: dict[str, Any]
+        if content.keys() <= {"contents"}:
+            body = {"contents": content.get("contents", [])}
+        else:
+            body = {"generateContentRequest": {"model": f"models/{model}", **content}}
+        return HttpRequest(method="POST", url=with_query(url, target.query), headers=full.headers, json=body)
+
+    def parse_count(self, target: Target, response: HttpResponse) -> int | Failure:
+        """``totalTokens`` of a 200 CountTokensResponse; a classified Failure otherwise."""
+        meta = read_meta(response.headers, request_id_headers=_REQUEST_ID_HEADERS)
+        body = as_dict(decode_json(response.body))
+        if 200 <= response.status < 300:
+            tokens = body.get("totalTokens")
+            # proto3 JSON leaves out a zero: a body without totalTokens is no count we can trust.
+            if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0:
+                return tokens
+            if isinstance(body.get("error"), dict):
+                return _error(target, response, meta, body)
+            return error_failure(
+                provider=self.name,
+                kind=FailureKind.PROVIDER_SERVER_ERROR,
+                target=target,
+                response=response,
+                meta=meta,
+                code=None,
+                message="the body is not a CountTokensResponse",
+            )
+        return _error(target, response, meta, body)
+
 
 # -------------------------------------------------------------------- build helpers
 

@@ -56,6 +56,7 @@ from ..policy import (
     LimiterBoard,
     LimitWaitTooLong,
     NoBreakers,
+    Plan,
     Reservation,
     RetryBudget,
     TargetLimiter,
@@ -64,7 +65,15 @@ from ..policy import (
 )
 from ..policy._canary import CanaryGate, StatsBoard, canary_problems
 from ..providers import dialect_for
-from ..tokens import counter_for
+from ..tokens import (
+    CompactionHook,
+    count_exactly,
+    counter_for,
+    counts_remotely,
+    near_window,
+    observe_usage,
+    reserved_output,
+)
 from ..transport import HttpxTransport, Transport, TransportError
 from ..validation import check_contract, checks_anything, repair_request, validate
 from ._hooks import DegradeHandler, QualityGate, degraded
@@ -106,6 +115,8 @@ class Router:
         degrade: Mapping[str, DegradeHandler] | None = None,
         stats: StatsBoard | None = None,
         canary_rng: random.Random | None = None,
+        compaction: CompactionHook | None = None,
+        count_timeout: float = 0.5,
     ) -> None:
         items = routes.values() if isinstance(routes, Mapping) else routes
         self.routes: dict[str, Route] = {r.name: r for r in items}
@@ -128,6 +139,10 @@ class Router:
         # exceeds this many seconds are streamed internally: a long silent connection is
         # not reliable, and streaming gives first-event and idle timeouts. None: never.
         self.stream_threshold = stream_threshold
+        # Called once when a request fits no candidate's context window; None: context_overflow.
+        self.compaction = compaction
+        # Cap on a provider token count (Anthropic, Gemini) near a window; 0 disables them.
+        self.count_timeout = count_timeout
         for r in self.routes.values():
             check_contract(r.contract)  # a bad pattern or language fails at start-up, not on a request
             problems = canary_problems(r)
@@ -250,6 +265,8 @@ class _Run:
         self.used: Attempt | None = None
         self.retry_after_until: float | None = None
         self._tokens: dict[str, int] = {}
+        self._exact: dict[str, int] = {}  # target name -> the provider's own count
+        self.compacted = False
         self.output = Output(None)
         self.canary = CanaryGate(route, router.canary_rng)  # draws only when a fallback is needed
         self.restart_ok = restart_on_partial and envelope.allow_after_partial
@@ -261,11 +278,62 @@ class _Run:
     # -- preflight -------------------------------------------------------------------------
 
     def input_tokens(self, target: Target) -> int:
+        exact = self._exact.get(target.name)
+        return exact if exact is not None else self.local_tokens(target)
+
+    def local_tokens(self, target: Target) -> int:
         counter = counter_for(target)
         n = self._tokens.get(counter.name)
         if n is None:
             n = self._tokens[counter.name] = counter.count(self.request)
         return n
+
+    async def count_near_window(self) -> None:
+        """Ask the providers that count (Anthropic, Gemini) where the local count is near a window."""
+        timeout = min(self.router.count_timeout, self.deadline.remaining(self.loop.time()) / 4)
+        groups: dict[tuple[str, str, str], list[Target]] = {}
+        for t in self.route.targets:
+            dialect = self.router.dialect(t)
+            if t.name in self._exact or not counts_remotely(t, dialect):
+                continue
+            if near_window(self.local_tokens(t), reserved_output(t, self.request), t.context_window):
+                groups.setdefault((t.dialect, t.model, t.base_url), []).append(t)
+        if not groups or timeout <= 0:
+            return
+        counts = await asyncio.gather(
+            *(
+                count_exactly(
+                    ts[0], self.request, self.router.transport, timeout=timeout, dialect=self.router.dialect(ts[0])
+                )
+                for ts in groups.values()
+            )
+        )
+        for ts, n in zip(groups.values(), counts, strict=True):
+            if n is not None:
+                self._exact.update((t.name, n) for t in ts)
+
+    def overflows(self, required: frozenset[Capability]) -> list[tuple[Target, int]]:
+        """The targets that could serve but for their window, and by how many tokens they are over."""
+        out = []
+        for t in self.route.targets:
+            if not required <= t.capabilities or (t not in self.route.primary and not self.env.allow_fallback):
+                continue
+            over = self.input_tokens(t) + reserved_output(t, self.request) - t.context_window
+            if over > 0:
+                out.append((t, over))
+        return out
+
+    async def make_plan(self) -> Plan:
+        await self.count_near_window()
+        return plan(
+            self.route,
+            self.request,
+            self.env,
+            input_tokens=self.input_tokens,
+            health=self.router.health,
+            now=self.t0,
+            breakers=self.router.breakers,
+        )
 
     def unavailable(self, kind: FailureKind, message: str, *, stopped: bool = False) -> Unavailable:
         now = self.loop.time()
@@ -301,15 +369,19 @@ class _Run:
                 FailureKind.CONTRACT_FAILURE,
                 f"route {route.name} serves schema version {served}, the request requires {wanted}",
             )
-        p = plan(
-            route,
-            self.request,
-            env,
-            input_tokens=self.input_tokens,
-            health=self.router.health,
-            now=self.t0,
-            breakers=self.router.breakers,
-        )
+        p = await self.make_plan()
+        hook = self.router.compaction
+        if not p.candidates and hook is not None and not self.compacted:
+            over = self.overflows(p.required)
+            if over:
+                best, tokens_over = min(over, key=lambda to: to[1])
+                self.compacted = True
+                shorter = await hook(self.request, best, tokens_over)
+                if shorter is not None:
+                    self.request = shorter
+                    self._tokens.clear()
+                    self._exact.clear()
+                    p = await self.make_plan()
         self.rec.excluded.extend(p.excluded)
         if route.primary:
             self.rec.input_tokens = self.input_tokens(route.primary[0])
@@ -320,6 +392,8 @@ class _Run:
                 self.retry_after_until = self.t0 + min(waits)
             why = "; ".join(f"{e.target}: {e.reason}" for e in p.excluded) or "the route has no targets"
             kind = FailureKind.RATE_LIMITED if waits and len(waits) == len(p.excluded) else FailureKind.CONTRACT_FAILURE
+            if not waits and self.overflows(p.required) and len(self.overflows(p.required)) == len(p.excluded):
+                kind = FailureKind.CONTEXT_OVERFLOW
             raise self.unavailable(kind, f"no candidate can serve this request ({why})")
 
         try:
@@ -645,6 +719,8 @@ class _Run:
         cost, estimated = 0.0, False
         if usage is not None:
             cost = target.price.cost(usage.input_tokens, usage.output_tokens)
+            if request is self.request and usage.input_tokens > 0:  # not a repaired request
+                observe_usage(target, self.local_tokens(target), usage.input_tokens)
         elif failure is not None and _maybe_billed(failure):
             cost, estimated = target.price.cost(self.input_tokens(target), 0), True
         self.spent += cost

