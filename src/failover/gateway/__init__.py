@@ -1,0 +1,28 @@
+"""The OpenAI-compatible gateway: any OpenAI client gets failover's guarantees over HTTP.
+
+>>> app = create_app(Router.from_config(cfg), settings)      # an ASGI app (Starlette)
+
+``failover serve --config failover.yaml`` runs it under uvicorn; without ``--config`` it
+serves the embedded default (fake providers, in-memory state). See docs/gateway.md.
+"""
+
+from ._app import create_app, record_headers
+from ._default import embedded_router
+from ._errors import ApiError
+from ._serve import ServeOptions, serve
+from ._settings import EnvelopeDefaults, GatewaySettings, Tenant, hash_key, load_gateway_config, settings_from_dict
+
+__all__ = [
+    "ApiError",
+    "EnvelopeDefaults",
+    "GatewaySettings",
+    "ServeOptions",
+    "Tenant",
+    "create_app",
+    "embedded_router",
+    "hash_key",
+    "load_gateway_config",
+    "record_headers",
+    "serve",
+    "settings_from_dict",
+]

@@ -1,0 +1,677 @@
+"""The OpenAI-compatible ASGI app: ``create_app(router, settings)``.
+
+Endpoints: ``POST /v1/chat/completions`` (plain and SSE), ``GET /v1/models`` (the routes),
+``GET /v1/models/{route}``, ``GET /admin/health`` (admin key), ``GET /healthz``.
+
+The chat endpoint is a plain ASGI callable rather than a Starlette request handler, so that
+it can watch ``http.disconnect`` for the whole exchange: a client that goes away cancels the
+router at once (the upstream HTTP request or stream is closed), for plain calls and streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import ipaddress
+import json
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request as HttpRequest
+from starlette.responses import Response
+from starlette.routing import Route as HttpRoute
+from starlette.types import Receive, Scope, Send
+
+from ..model import (
+    Completed,
+    Envelope,
+    PartialOutput,
+    Request,
+    RouteRecord,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallDone,
+    ToolCallStart,
+    Unavailable,
+)
+from ..router import Router, RouteStream
+from ._envelope import envelope_from
+from ._errors import ApiError, Scrubber, unavailable_error
+from ._openai import ChatCompletionBody, completion_body, finish_reason, parse_body, to_request, usage_body
+from ._settings import GatewaySettings, Tenant
+
+log = logging.getLogger("failover.gateway")
+
+_JSON_SEPARATORS = (",", ":")
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=_JSON_SEPARATORS, ensure_ascii=False).encode("utf-8")
+
+
+def _new_completion_id() -> str:
+    return "chatcmpl-" + os.urandom(12).hex()
+
+
+def record_headers(request_id: str, record: RouteRecord | None) -> dict[str, str]:
+    """The ``x-failover-*`` summary of a RouteRecord."""
+    h = {"x-failover-request-id": request_id, "x-request-id": request_id}
+    if record is not None:
+        h["x-failover-route"] = record.route
+        h["x-failover-target"] = record.target_used or ""
+        h["x-failover-attempts"] = str(len(record.attempts))
+        h["x-failover-recovered"] = "true" if record.recovered else "false"
+        h["x-failover-degraded"] = "true" if record.degraded else "false"
+        h["x-failover-added-latency-ms"] = str(round(record.added_latency_ms))
+        h["x-failover-workflow"] = record.workflow.value
+    return h
+
+
+def _json_response(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(_dumps(body), status_code=status, headers=dict(headers or {}), media_type="application/json")
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > limit:
+            return True
+        for c in v.values() if isinstance(v, dict) else v:
+            if isinstance(c, dict | list):
+                stack.append((c, depth + 1))
+    return False
+
+
+def _is_loopback(scope: Scope) -> bool:
+    client = scope.get("client")
+    if not client:
+        return True  # a unix socket: only local processes reach it
+    host = str(client[0])
+    if host in {"localhost", "testclient"}:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def _wait_disconnect(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+class Gateway:
+    """The state shared by every endpoint: the router, the settings, the secret scrubber."""
+
+    def __init__(self, router: Router, settings: GatewaySettings) -> None:
+        self.router = router
+        self.settings = settings
+        secrets = [t.api_key.reveal() for r in router.routes.values() for t in r.targets if t.api_key]
+        self.scrub = Scrubber(secrets)
+        self.started = int(time.time())
+
+    # -- auth ---------------------------------------------------------------------------------
+
+    def _bearer(self, headers: Mapping[str, str]) -> str | None:
+        auth = headers.get("authorization")
+        if auth is None:
+            return None
+        scheme, _, key = auth.partition(" ")
+        key = key.strip()
+        if scheme.lower() != "bearer" or not key:
+            return None
+        return key
+
+    def authenticate(self, scope: Scope, headers: Mapping[str, str]) -> Tenant | None:
+        """The caller's tenant (None on an open gateway); 401 for a missing or wrong key."""
+        if self.settings.open:
+            if not _is_loopback(scope):
+                raise ApiError(
+                    403,
+                    "this gateway runs without tenants and only answers loopback clients; configure gateway.tenants",
+                    type="permission_error",
+                    code="loopback_only",
+                )
+            return None
+        key = self._bearer(headers)
+        if key is None:
+            raise ApiError(
+                401,
+                "missing API key: send 'Authorization: Bearer <your gateway key>'",
+                type="invalid_request_error",
+                code="invalid_api_key",
+            )
+        tenant = self.settings.tenant_for(key)
+        if tenant is None:
+            raise ApiError(401, "invalid API key", type="invalid_request_error", code="invalid_api_key")
+        return tenant
+
+    def authenticate_admin(self, scope: Scope, headers: Mapping[str, str]) -> None:
+        s = self.settings
+        if s.open and not s.admin_key_hashes:
+            if not _is_loopback(scope):
+                raise ApiError(403, "admin endpoints answer loopback clients only", type="permission_error")
+            return
+        key = self._bearer(headers)
+        if key is None:
+            raise ApiError(401, "missing admin key: send 'Authorization: Bearer <admin key>'", code="invalid_api_key")
+        if s.is_admin(key):
+            return
+        if s.tenant_for(key) is not None:
+            raise ApiError(403, "this key is not an admin key", type="permission_error", code="admin_only")
+        raise ApiError(401, "invalid admin key", code="invalid_api_key")
+
+    # -- body -----------------------------------------------------------------------------------
+
+    async def read_json(self, request: HttpRequest) -> Any:
+        limit = self.settings.max_body_bytes
+        too_large = ApiError(
+            413,
+            f"request body larger than {limit} bytes; send a smaller request (or raise gateway.limits.max_body_bytes)",
+            code="request_too_large",
+        )
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise too_large
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        depth = self.settings.max_json_depth
+        deep = ApiError(400, f"request body nested deeper than {depth} levels", code="json_too_deep")
+        try:
+            data = json.loads(raw)
+        except RecursionError:
+            raise deep from None
+        except ValueError as exc:
+            raise ApiError(400, f"request body is not valid JSON: {exc}", code="invalid_json") from None
+        if isinstance(data, dict | list) and _too_deep(data, depth):
+            raise deep
+        return data
+
+    # -- responses --------------------------------------------------------------------------------
+
+    def error_response(
+        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
+    ) -> Response:
+        headers = dict(err.headers)
+        if request_id is not None:
+            headers.update(record_headers(request_id, record))
+        return _json_response(err.status, err.body(), headers)
+
+    def log_request(
+        self,
+        *,
+        status: int,
+        route: str | None,
+        tenant: Tenant | None,
+        request_id: str | None,
+        record: RouteRecord | None,
+        started: float,
+        stream: bool = False,
+        note: str = "",
+    ) -> None:
+        log.info(
+            "%s route=%s tenant=%s status=%d request_id=%s target=%s attempts=%s ms=%.1f%s",
+            "stream" if stream else "chat",
+            route,
+            tenant.name if tenant is not None else "-",
+            status,
+            request_id,
+            record.target_used if record is not None else None,
+            len(record.attempts) if record is not None else 0,
+            (time.perf_counter() - started) * 1000,
+            f" {note}" if note else "",
+        )
+
+
+class ChatCompletions:
+    """``POST /v1/chat/completions`` as an ASGI app."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gw = gateway
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        gw = self.gw
+        started = time.perf_counter()
+        request = HttpRequest(scope, receive)
+        if request.method != "POST":
+            err = ApiError(405, "use POST for /v1/chat/completions", code="method_not_allowed")
+            await gw.error_response(err)(scope, receive, send)
+            return
+        tenant: Tenant | None = None
+        route: str | None = None
+        try:
+            tenant = gw.authenticate(scope, request.headers)
+            body = parse_body(await gw.read_json(request))
+            route = body.model
+            if route not in gw.router.routes:
+                raise ApiError(
+                    404,
+                    f"the model {route!r} does not exist: it must name a route of this gateway (GET /v1/models)",
+                    code="model_not_found",
+                    param="model",
+                )
+            if tenant is not None and not tenant.allows(route):
+                raise ApiError(
+                    403,
+                    f"this API key may not use route {route!r}",
+                    type="permission_error",
+                    code="route_not_allowed",
+                    param="model",
+                )
+            envelope = envelope_from(
+                request.headers, gw.settings.envelope, tenant=tenant.name if tenant is not None else None
+            )
+            req = to_request(body)
+        except ApiError as err:
+            gw.log_request(status=err.status, route=route, tenant=tenant, request_id=None, record=None, started=started)
+            await gw.error_response(err)(scope, receive, send)
+            return
+        if body.stream:
+            include_usage = body.stream_options is not None and body.stream_options.include_usage
+            reply = _StreamReply(gw, route, req, envelope, include_usage, tenant, started)
+            await reply(scope, receive, send)
+            return
+        await self._complete(scope, receive, send, body, route, req, envelope, tenant, started)
+
+    async def _complete(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        body: ChatCompletionBody,
+        route: str,
+        req: Request,
+        envelope: Envelope,
+        tenant: Tenant | None,
+        started: float,
+    ) -> None:
+        gw = self.gw
+        call = asyncio.ensure_future(gw.router.complete(route, req, envelope))
+        watch = asyncio.ensure_future(_wait_disconnect(receive))
+        try:
+            await asyncio.wait({call, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+            if not call.done():
+                call.cancel()  # the client left: stop the upstream request now
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await call
+                gw.log_request(
+                    status=499,
+                    route=route,
+                    tenant=tenant,
+                    request_id=envelope.request_id,
+                    record=None,
+                    started=started,
+                    note="client disconnected; upstream cancelled",
+                )
+        if call.cancelled():
+            return
+        response: Response
+        try:
+            resp = call.result()
+        except Unavailable as exc:
+            err = unavailable_error(exc, gw.scrub)
+            gw.log_request(
+                status=err.status,
+                route=route,
+                tenant=tenant,
+                request_id=exc.request_id,
+                record=exc.record,
+                started=started,
+                note=exc.reason.value,
+            )
+            response = gw.error_response(err, request_id=exc.request_id, record=exc.record)
+        except Exception as exc:
+            log.error("internal error on route %s request %s: %s", route, envelope.request_id, type(exc).__name__)
+            err = ApiError(500, f"internal gateway error (request id {envelope.request_id})", type="server_error")
+            response = gw.error_response(err, request_id=envelope.request_id)
+        else:
+            record = resp.record
+            out = completion_body(resp, completion_id=_new_completion_id(), created=int(time.time()), model=route)
+            request_id = record.request_id if record is not None else envelope.request_id
+            gw.log_request(
+                status=200, route=route, tenant=tenant, request_id=request_id, record=record, started=started
+            )
+            response = _json_response(200, out, record_headers(request_id, record))
+        await response(scope, receive, send)
+
+
+class _StreamReply:
+    """One SSE answer in ``chat.completion.chunk`` format, fed by ``Router.stream``.
+
+    Nothing is sent until the router passes its commit point (the first content event): a
+    failure before it is an ordinary error response with its status. After it, a failure ends
+    the stream with one ``data: {"error": ...}`` event, never a splice. A client disconnect at
+    any moment closes the RouteStream, which closes the upstream stream at once.
+    """
+
+    def __init__(
+        self,
+        gw: Gateway,
+        route: str,
+        request: Request,
+        envelope: Envelope,
+        include_usage: bool,
+        tenant: Tenant | None,
+        started: float,
+    ) -> None:
+        self.gw = gw
+        self.route = route
+        self.request = request
+        self.envelope = envelope
+        self.include_usage = include_usage
+        self.tenant = tenant
+        self.started = started
+        self.id = _new_completion_id()
+        self.created = int(time.time())
+        self.sent_headers = False
+        self._args: dict[int, str] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        rs = self.gw.router.stream(self.route, self.request, self.envelope)
+        await rs.__aenter__()
+        pump = asyncio.ensure_future(self._pump(rs, scope, receive, send))
+        watch = asyncio.ensure_future(_wait_disconnect(receive))
+        try:
+            await asyncio.wait({pump, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+            left = not pump.done()
+            if left:
+                pump.cancel()
+            await rs.aclose()  # closes the upstream stream now, whatever state it is in
+            with contextlib.suppress(asyncio.CancelledError, OSError):  # OSError: a send to a closed socket
+                await pump
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
+            if left:
+                self.gw.log_request(
+                    status=499,
+                    route=self.route,
+                    tenant=self.tenant,
+                    request_id=self.envelope.request_id,
+                    record=None,
+                    started=self.started,
+                    stream=True,
+                    note="client disconnected; upstream stream closed",
+                )
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+        obj: dict[str, Any] = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.route,
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        }
+        if self.include_usage:
+            obj["usage"] = None
+        obj.update(extra)
+        return b"data: " + _dumps(obj) + b"\n\n"
+
+    def _render(self, event: object) -> bytes:
+        if isinstance(event, TextDelta):
+            return self._chunk({"content": event.text}) if event.text else b""
+        if isinstance(event, ToolCallStart):
+            self._args[event.index] = ""
+            fn = {"name": event.name, "arguments": ""}
+            call = {"index": event.index, "id": event.id, "type": "function", "function": fn}
+            return self._chunk({"tool_calls": [call]})
+        if isinstance(event, ToolCallDelta):
+            self._args[event.index] = self._args.get(event.index, "") + event.arguments
+            return self._chunk({"tool_calls": [{"index": event.index, "function": {"arguments": event.arguments}}]})
+        if isinstance(event, ToolCallDone):
+            sent = self._args.get(event.index)
+            c = event.call
+            if sent is None:  # a dialect that gave the call whole
+                self._args[event.index] = c.arguments
+                full = {"index": event.index, "id": c.id, "type": "function"}
+                return self._chunk({"tool_calls": [{**full, "function": {"name": c.name, "arguments": c.arguments}}]})
+            if c.arguments != sent and c.arguments.startswith(sent):
+                rest = c.arguments[len(sent) :]
+                self._args[event.index] = c.arguments
+                return self._chunk({"tool_calls": [{"index": event.index, "function": {"arguments": rest}}]})
+        return b""  # usage and stop arrive again, complete, with the terminal event
+
+    def _end(self, done: Completed) -> bytes:
+        resp = done.response
+        record = resp.record
+        summary: dict[str, Any] = {"request_id": self.envelope.request_id}
+        if record is not None:
+            summary.update(
+                request_id=record.request_id,
+                target=record.target_used,
+                attempts=len(record.attempts),
+                recovered=record.recovered,
+                degraded=record.degraded,
+                added_latency_ms=round(record.added_latency_ms),
+            )
+        out = self._chunk({}, finish_reason(resp.stop_reason), x_failover=summary)
+        if self.include_usage:
+            usage = {
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": self.route,
+                "system_fingerprint": None,
+                "choices": [],
+                "usage": usage_body(resp.usage),
+            }
+            out += b"data: " + _dumps(usage) + b"\n\n"
+        return out + b"data: [DONE]\n\n"
+
+    def _error_event(self, code: str, message: str, type: str = "server_error") -> bytes:
+        body = {"error": {"message": message, "type": type, "code": code, "param": None}}
+        return b"data: " + _dumps(body) + b"\n\n"
+
+    async def _start(self, send: Send) -> None:
+        headers = {
+            "content-type": "text/event-stream; charset=utf-8",
+            "cache-control": "no-cache",
+            "x-accel-buffering": "no",
+            **record_headers(self.envelope.request_id, None),
+            "x-failover-route": self.route,
+        }
+        raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+        await send({"type": "http.response.start", "status": 200, "headers": raw})
+        self.sent_headers = True
+
+    async def _pump(self, rs: RouteStream, scope: Scope, receive: Receive, send: Send) -> None:
+        gw = self.gw
+        events: AsyncIterator[object] = aiter(rs)
+        try:
+            first = await anext(events)
+        except StopAsyncIteration:
+            first = None
+        except Unavailable as exc:
+            err = unavailable_error(exc, gw.scrub)
+            gw.log_request(
+                status=err.status,
+                route=self.route,
+                tenant=self.tenant,
+                request_id=exc.request_id,
+                record=exc.record,
+                started=self.started,
+                stream=True,
+                note=exc.reason.value,
+            )
+            await gw.error_response(err, request_id=exc.request_id, record=exc.record)(scope, receive, send)
+            return
+        except Exception as exc:
+            log.error("internal error on stream %s: %s", self.envelope.request_id, type(exc).__name__)
+            err = ApiError(500, f"internal gateway error (request id {self.envelope.request_id})", type="server_error")
+            await gw.error_response(err, request_id=self.envelope.request_id)(scope, receive, send)
+            return
+        await self._start(send)
+        body = self._chunk({"role": "assistant", "content": ""})
+        status_note = ""
+        record: RouteRecord | None = None
+        try:
+            event: object = first
+            while event is not None:
+                if isinstance(event, Completed):
+                    record = event.response.record
+                    body += self._end(event)
+                    break
+                if isinstance(event, PartialOutput):
+                    record = event.record
+                    status_note = f"partial_output after output began: {event.failure.label}"
+                    body += self._error_event(
+                        "partial_output",
+                        f"partial_output: the stream was cut after output began ({event.failure.label}); "
+                        f"nothing was spliced on (request id {self.envelope.request_id})",
+                    )
+                    break
+                body += self._render(event)
+                if body:
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                    body = b""
+                event = await anext(events, None)
+        except Unavailable as exc:  # not expected after the commit point; still never a splice
+            record = exc.record
+            status_note = exc.reason.value
+            body += self._error_event(exc.reason.value, gw.scrub(f"{exc.reason.value}: {exc.message}"))
+        except Exception as exc:
+            status_note = f"internal error {type(exc).__name__}"
+            log.error("internal error on stream %s: %s", self.envelope.request_id, type(exc).__name__)
+            body += self._error_event(
+                "internal_error", f"internal gateway error (request id {self.envelope.request_id})"
+            )
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+        gw.log_request(
+            status=200,
+            route=self.route,
+            tenant=self.tenant,
+            request_id=self.envelope.request_id,
+            record=record,
+            started=self.started,
+            stream=True,
+            note=status_note,
+        )
+
+
+def _endpoint(fn: Callable[[HttpRequest], Awaitable[Response]]) -> Callable[[HttpRequest], Awaitable[Response]]:
+    async def run(request: HttpRequest) -> Response:
+        try:
+            return await fn(request)
+        except ApiError as err:
+            return _json_response(err.status, err.body(), err.headers)
+
+    return run
+
+
+def create_app(router: Router, settings: GatewaySettings | None = None, *, close_router: bool = False) -> Starlette:
+    """The gateway as an ASGI app. ``close_router``: ``aclose()`` the router at shutdown."""
+    gw = Gateway(router, settings or GatewaySettings())
+    s = gw.settings
+    if s.open:
+        log.warning(
+            "gateway is OPEN: no tenants are configured, so no API key is checked; it answers loopback clients only"
+        )
+
+    @_endpoint
+    async def models(request: HttpRequest) -> Response:
+        tenant = gw.authenticate(request.scope, request.headers)
+        data = [
+            {"id": name, "object": "model", "created": gw.started, "owned_by": "failover"}
+            for name in gw.router.routes
+            if tenant is None or tenant.allows(name)
+        ]
+        return _json_response(200, {"object": "list", "data": data})
+
+    @_endpoint
+    async def model(request: HttpRequest) -> Response:
+        tenant = gw.authenticate(request.scope, request.headers)
+        name = request.path_params["name"]
+        if name not in gw.router.routes or (tenant is not None and not tenant.allows(name)):
+            raise ApiError(404, f"the model {name!r} does not exist", code="model_not_found", param="model")
+        return _json_response(200, {"id": name, "object": "model", "created": gw.started, "owned_by": "failover"})
+
+    @_endpoint
+    async def admin_health(request: HttpRequest) -> Response:
+        gw.authenticate_admin(request.scope, request.headers)
+        now = asyncio.get_running_loop().time()
+        breakers = [dataclasses.asdict(b) for b in gw.router.breakers.snapshots(now)]
+        limiters: dict[str, Any] = {}
+        if gw.router.limiters is not None:
+            for snap in gw.router.limiters.snapshot(now).values():
+                limiters[snap.name] = dataclasses.asdict(snap)
+        body = {
+            "status": "ok",
+            "open": s.open,
+            "routes": {
+                name: {"primary": [t.name for t in r.primary], "fallbacks": [t.name for t in r.fallbacks]}
+                for name, r in gw.router.routes.items()
+            },
+            "breakers": breakers,
+            "limiters": limiters,
+        }
+        return _json_response(200, body)
+
+    async def healthz(request: HttpRequest) -> Response:
+        return _json_response(200, {"status": "ok"})
+
+    async def http_error(request: HttpRequest, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        code = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
+        message = f"{request.method} {request.url.path}: " + (
+            exc.detail if isinstance(exc, HTTPException) else "internal gateway error"
+        )
+        return _json_response(status, ApiError(status, message, code=code).body())
+
+    middleware = []
+    if s.cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(s.cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=list(s.cors_headers),
+                expose_headers=["x-request-id", "x-failover-request-id", "x-failover-target", "x-failover-attempts"],
+            )
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if close_router:
+                await router.aclose()
+
+    app = Starlette(
+        routes=[
+            HttpRoute("/v1/chat/completions", ChatCompletions(gw), methods=["POST"]),
+            HttpRoute("/v1/models", models, methods=["GET"]),
+            HttpRoute("/v1/models/{name:path}", model, methods=["GET"]),
+            HttpRoute("/admin/health", admin_health, methods=["GET"]),
+            HttpRoute("/healthz", healthz, methods=["GET"]),
+        ],
+        middleware=middleware,
+        exception_handlers={HTTPException: http_error},
+        lifespan=lifespan,
+    )
+    app.state.gateway = gw
+    return app
+
+
+__all__ = ["ChatCompletions", "Gateway", "create_app", "record_headers"]

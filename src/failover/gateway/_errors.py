@@ -1,0 +1,126 @@
+"""OpenAI-style error bodies, and which HTTP status each failure kind becomes.
+
+Every error the gateway answers has the body OpenAI clients know::
+
+    {"error": {"message": "...", "type": "...", "code": "...", "param": null}}
+
+so the official SDKs raise their usual exception classes (BadRequestError for 400,
+AuthenticationError for 401, PermissionDeniedError for 403, NotFoundError for 404,
+UnprocessableEntityError for 422, InternalServerError for 5xx...).
+
+Provider messages are never passed through for credential problems (they may quote part
+of OUR provider key), and every message is scrubbed of the configured provider secrets and
+of anything shaped like an API key before it leaves the gateway.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..model import FailureKind, Unavailable
+
+
+class ApiError(Exception):
+    """An error answer: status, OpenAI-style body fields, extra headers."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.code = code
+        self.param = param
+        self.headers = dict(headers or {})
+
+    def body(self) -> dict[str, object]:
+        return {"error": {"message": self.message, "type": self.type, "code": self.code, "param": self.param}}
+
+
+@dataclass(frozen=True, slots=True)
+class _Mapping:
+    status: int
+    type: str
+    public: bool  # may the (scrubbed) router message be shown?
+
+
+_UPSTREAM = "upstream_error"
+# Failure kind -> status. Retryable kinds not listed here become 503, others 502.
+_BY_KIND: dict[FailureKind, _Mapping] = {
+    FailureKind.DEADLINE_EXHAUSTED: _Mapping(504, "timeout_error", True),
+    FailureKind.INVALID_REQUEST: _Mapping(400, "invalid_request_error", True),
+    FailureKind.CONTEXT_OVERFLOW: _Mapping(400, "invalid_request_error", True),
+    FailureKind.CONTENT_FILTERED: _Mapping(400, "invalid_request_error", True),
+    FailureKind.CONTRACT_FAILURE: _Mapping(422, "invalid_request_error", True),
+    FailureKind.SCHEMA_INVALID: _Mapping(422, "invalid_request_error", True),
+    FailureKind.TOOL_CALL_MALFORMED: _Mapping(422, "invalid_request_error", True),
+    FailureKind.TRUNCATED: _Mapping(422, "invalid_request_error", True),
+    FailureKind.SIDE_EFFECT_UNCERTAIN: _Mapping(409, "invalid_request_error", True),
+    # Our side is misconfigured: the caller's key is fine, the gateway's provider credential,
+    # model name or account is not. Nothing the provider said is shown.
+    FailureKind.AUTHENTICATION_OR_PERMISSION: _Mapping(502, _UPSTREAM, False),
+    FailureKind.MODEL_NOT_FOUND: _Mapping(502, _UPSTREAM, False),
+    FailureKind.QUOTA_EXHAUSTED: _Mapping(502, _UPSTREAM, False),
+}
+
+_PRIVATE_MESSAGE = {
+    FailureKind.AUTHENTICATION_OR_PERMISSION: "the gateway's provider credentials were rejected upstream; "
+    "this is a gateway configuration problem, not your API key",
+    FailureKind.MODEL_NOT_FOUND: "the upstream provider does not serve the model this route is configured with; "
+    "this is a gateway configuration problem",
+    FailureKind.QUOTA_EXHAUSTED: "the gateway's provider account is out of quota or credit; "
+    "this is a gateway configuration problem",
+}
+
+# Things shaped like credentials: OpenAI / Anthropic / DeepSeek keys, Google API keys, bearer tokens.
+_KEYLIKE = re.compile(
+    r"(sk-[A-Za-z0-9_\-*]{3,}|AIza[0-9A-Za-z_\-]{10,}|(?i:bearer)\s+[A-Za-z0-9._\-~+/=]{8,}|key=[^&\s\"']+)"
+)
+
+
+class Scrubber:
+    """Removes the configured provider secrets (and key-shaped strings) from text."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self._secrets = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for s in self._secrets:
+            if s in text:
+                text = text.replace(s, "***")
+        return _KEYLIKE.sub("***", text)
+
+
+def status_for(exc: Unavailable) -> int:
+    m = _BY_KIND.get(exc.reason)
+    if m is not None:
+        return m.status
+    return 503 if exc.retryable else 502
+
+
+def unavailable_error(exc: Unavailable, scrub: Scrubber) -> ApiError:
+    """The error answer for a typed failure."""
+    m = _BY_KIND.get(exc.reason)
+    if m is None:
+        m = _Mapping(503, "service_unavailable", True) if exc.retryable else _Mapping(502, _UPSTREAM, True)
+    if m.public:
+        message = scrub(f"{exc.reason.value}: {exc.message}")
+    else:
+        message = f"{exc.reason.value}: {_PRIVATE_MESSAGE.get(exc.reason, 'upstream failure')}"
+    message += f" (request id {exc.request_id})"
+    headers = {"x-should-retry": "true" if exc.retryable else "false"}
+    if m.status == 503 and exc.retry_after_ms is not None:
+        headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_ms / 1000)))
+        headers["retry-after-ms"] = str(exc.retry_after_ms)
+    return ApiError(m.status, message, type=m.type, code=exc.reason.value, headers=headers)

@@ -1,0 +1,100 @@
+"""``failover serve``: the gateway under uvicorn (uvloop and httptools when installed)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+from dataclasses import dataclass
+from importlib.util import find_spec
+
+from starlette.applications import Starlette
+
+from ..model import ConfigError
+from ..router import Router
+from ._app import create_app
+from ._default import embedded_router
+from ._settings import GatewaySettings, load_gateway_config
+
+log = logging.getLogger("failover.gateway")
+
+_CONFIG_ENV = "FAILOVER_GATEWAY_CONFIG"  # how worker processes find the config file
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeOptions:
+    config: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = 1
+    log_level: str = "info"
+
+
+def is_loopback_host(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def build_app(config: str | None) -> Starlette:
+    """The app for a config file, or the embedded default when ``config`` is None."""
+    router: Router
+    if config is None:
+        router, _ = embedded_router()
+        settings = GatewaySettings()
+        log.warning("no --config: serving the embedded default (fake providers a, b, c, x; routes chat, flaky)")
+    else:
+        cfg, settings = load_gateway_config(config)
+        router = Router.from_config(cfg)
+    return create_app(router, settings, close_router=True)
+
+
+def app_factory() -> Starlette:
+    """uvicorn's ``--factory`` entry point for worker processes (config path from the environment)."""
+    return build_app(os.environ.get(_CONFIG_ENV) or None)
+
+
+def check(opts: ServeOptions) -> None:
+    """Refuse what must not run: an open gateway (no tenants) on a non-loopback address."""
+    settings = GatewaySettings()
+    if opts.config is not None:
+        _, settings = load_gateway_config(opts.config)  # also validates the file before forking workers
+    if settings.open and not is_loopback_host(opts.host):
+        raise ConfigError(
+            "--host",
+            f"{opts.host} is not a loopback address, and no tenants are configured (the gateway would be open)",
+            "configure gateway.tenants with hashed keys in the config file, or serve on 127.0.0.1",
+        )
+    if opts.workers < 1:
+        raise ConfigError("--workers", "must be at least 1", "give a positive number of worker processes")
+
+
+def serve(opts: ServeOptions) -> None:
+    import uvicorn
+
+    check(opts)
+    loop = "uvloop" if find_spec("uvloop") is not None else "asyncio"
+    http = "httptools" if find_spec("httptools") is not None else "h11"
+    if opts.config is None:
+        log.warning("gateway is OPEN on %s:%d (embedded default, loopback only)", opts.host, opts.port)
+    common = {
+        "host": opts.host,
+        "port": opts.port,
+        "loop": loop,
+        "http": http,
+        "log_level": opts.log_level,
+        "server_header": False,
+        "timeout_keep_alive": 30,
+        "timeout_graceful_shutdown": 30,
+    }
+    if opts.workers > 1:
+        if opts.config is not None:
+            os.environ[_CONFIG_ENV] = os.path.abspath(opts.config)
+        else:
+            os.environ.pop(_CONFIG_ENV, None)
+        uvicorn.run("failover.gateway._serve:app_factory", factory=True, workers=opts.workers, **common)  # type: ignore[arg-type]
+    else:
+        uvicorn.run(build_app(opts.config), **common)  # type: ignore[arg-type]

@@ -1,0 +1,268 @@
+"""Gateway settings: tenants and their hashed keys, the admin key, limits, CORS, envelope defaults.
+
+They live in the same YAML file as the routes, under a ``gateway:`` section that this module
+parses with its own pydantic model (the routes loader never sees it)::
+
+    gateway:
+      admin:
+        key_sha256: [9f86d081884c7d65...]     # sha256 hex of the admin key; or key_env: FAILOVER_ADMIN_KEY
+      tenants:
+        acme:
+          key_sha256: [2c26b46b68ffc68f...]   # one or more; or key_env: ACME_GATEWAY_KEY
+          routes: [chat, support_triage_v3]   # omitted or ["*"]: every route
+      envelope:                               # defaults; per-request x-failover-* headers may change them
+        deadline_ms: 30000
+        max_attempts: 6
+        allow_fallback: true
+      limits: {max_body_bytes: 10485760, max_json_depth: 64}
+      cors: {allow_origins: ["https://app.example.com"]}
+
+Keys are never stored in clear: the file holds their SHA-256, and a key read from the
+environment (``key_env``) is hashed as soon as it is read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..config import Config, config_from_dict
+from ..model import ConfigError, SideEffectMode
+
+REQUEST_HEADERS = (
+    "x-failover-deadline-ms",
+    "x-failover-max-attempts",
+    "x-failover-max-cost",
+    "x-failover-allow-fallback",
+    "x-failover-side-effects",
+    "x-failover-request-id",
+)
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def hash_key(key: str) -> bytes:
+    """The SHA-256 digest of an API key: what the gateway stores and compares."""
+    return hashlib.sha256(key.encode("utf-8")).digest()
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _hex_list(values: list[str]) -> list[str]:
+    out = []
+    for v in values:
+        h = v.strip().lower()
+        if not _HEX64.fullmatch(h):
+            raise ValueError("each entry must be the 64-character hex SHA-256 of a key (sha256sum of the key)")
+        out.append(h)
+    return out
+
+
+class KeySpec(_Strict):
+    key_sha256: list[str] = []
+    key_env: str | None = None
+
+    @field_validator("key_sha256")
+    @classmethod
+    def _hex(cls, v: list[str]) -> list[str]:
+        return _hex_list(v)
+
+
+class TenantSpec(KeySpec):
+    routes: list[str] = ["*"]
+
+
+class EnvelopeSpec(_Strict):
+    deadline_ms: int = Field(30_000, ge=1)
+    max_deadline_ms: int = Field(600_000, ge=1)
+    max_attempts: int = Field(6, ge=1, le=100)
+    max_attempts_limit: int = Field(20, ge=1, le=100)
+    max_cost: float | None = Field(None, gt=0)
+    max_added_latency_ms: int | None = Field(None, ge=0)
+    allow_failover: bool = True
+    allow_fallback: bool = True
+    side_effects: SideEffectMode = SideEffectMode.NONE
+
+
+class LimitsSpec(_Strict):
+    max_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
+    max_json_depth: int = Field(64, ge=4, le=1000)
+
+
+class CorsSpec(_Strict):
+    allow_origins: list[str] = []
+    allow_headers: list[str] = ["authorization", "content-type", *REQUEST_HEADERS]
+
+
+class GatewaySpec(_Strict):
+    admin: KeySpec = KeySpec()
+    tenants: dict[str, TenantSpec] = {}
+    envelope: EnvelopeSpec = EnvelopeSpec()
+    limits: LimitsSpec = LimitsSpec()
+    cors: CorsSpec = CorsSpec()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnvelopeDefaults:
+    """What a request gets when it sends no ``x-failover-*`` header, and the caps on those headers."""
+
+    deadline_ms: int = 30_000
+    max_deadline_ms: int = 600_000
+    max_attempts: int = 6
+    max_attempts_limit: int = 20
+    max_cost: float | None = None
+    max_added_latency_ms: int | None = None
+    allow_failover: bool = True
+    allow_fallback: bool = True
+    side_effects: SideEffectMode = SideEffectMode.NONE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tenant:
+    """A caller of the gateway: its hashed keys and the routes it may use (None: all)."""
+
+    name: str
+    key_hashes: tuple[bytes, ...] = field(repr=False)
+    routes: frozenset[str] | None = None
+
+    def allows(self, route: str) -> bool:
+        return self.routes is None or route in self.routes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatewaySettings:
+    """Everything the gateway needs besides the Router.
+
+    With no ``tenants`` the gateway is OPEN: no key is checked, and it answers loopback
+    clients only (and ``failover serve`` refuses to bind anything but loopback).
+    """
+
+    tenants: tuple[Tenant, ...] = ()
+    admin_key_hashes: tuple[bytes, ...] = field(default=(), repr=False)
+    envelope: EnvelopeDefaults = EnvelopeDefaults()
+    max_body_bytes: int = 10 * 1024 * 1024
+    max_json_depth: int = 64
+    cors_origins: tuple[str, ...] = ()
+    cors_headers: tuple[str, ...] = ("authorization", "content-type", *REQUEST_HEADERS)
+
+    @property
+    def open(self) -> bool:
+        return not self.tenants
+
+    def tenant_for(self, key: str) -> Tenant | None:
+        """The tenant owning ``key``; every stored hash is compared, in constant time each."""
+        digest = hash_key(key)
+        found: Tenant | None = None
+        for tenant in self.tenants:
+            for h in tenant.key_hashes:
+                if hmac.compare_digest(digest, h) and found is None:
+                    found = tenant
+        return found
+
+    def is_admin(self, key: str) -> bool:
+        digest = hash_key(key)
+        ok = False
+        for h in self.admin_key_hashes:
+            ok |= hmac.compare_digest(digest, h)
+        return ok
+
+
+def _hashes(field_name: str, spec: KeySpec, env: Mapping[str, str]) -> tuple[bytes, ...]:
+    out = [bytes.fromhex(h) for h in spec.key_sha256]
+    if spec.key_env:
+        value = env.get(spec.key_env, "").strip()
+        if not value:
+            raise ConfigError(
+                f"{field_name}.key_env",
+                f"environment variable {spec.key_env} is not set",
+                f"export {spec.key_env}=... before starting, or list the key's sha256 under key_sha256",
+            )
+        out.append(hash_key(value))
+    return tuple(out)
+
+
+def settings_from_dict(
+    data: Any, *, routes: Mapping[str, object] | None = None, env: Mapping[str, str] | None = None
+) -> GatewaySettings:
+    """Build GatewaySettings from the ``gateway:`` mapping (None: all defaults)."""
+    env = os.environ if env is None else env
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError("gateway", "the gateway section is not a mapping", "give it keys such as tenants:, admin:")
+    try:
+        spec = GatewaySpec.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = "gateway" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+        fix = "remove it, or check its spelling against docs/gateway.md"
+        if first["type"] != "extra_forbidden":
+            fix = f"correct the value of {loc}"
+        raise ConfigError(loc, first["msg"], fix) from None
+    tenants = []
+    for name, t in spec.tenants.items():
+        where = f"gateway.tenants.{name}"
+        hashes = _hashes(where, t, env)
+        if not hashes:
+            raise ConfigError(where, "the tenant has no key", "list the sha256 of its key under key_sha256, or key_env")
+        allowed: frozenset[str] | None = None if "*" in t.routes else frozenset(t.routes)
+        if routes is not None and allowed is not None:
+            for i, r in enumerate(t.routes):
+                if r not in routes:
+                    raise ConfigError(
+                        f"{where}.routes[{i}]",
+                        f"unknown route {r!r}",
+                        f"use one of the configured routes ({', '.join(sorted(routes))}) or '*'",
+                    )
+        tenants.append(Tenant(name=name, key_hashes=hashes, routes=allowed))
+    e = spec.envelope
+    if e.deadline_ms > e.max_deadline_ms:
+        raise ConfigError(
+            "gateway.envelope.deadline_ms", "exceeds max_deadline_ms", "lower it or raise max_deadline_ms"
+        )
+    if e.max_attempts > e.max_attempts_limit:
+        raise ConfigError(
+            "gateway.envelope.max_attempts", "exceeds max_attempts_limit", "lower it or raise max_attempts_limit"
+        )
+    return GatewaySettings(
+        tenants=tuple(tenants),
+        admin_key_hashes=_hashes("gateway.admin", spec.admin, env),
+        envelope=EnvelopeDefaults(**e.model_dump()),
+        max_body_bytes=spec.limits.max_body_bytes,
+        max_json_depth=spec.limits.max_json_depth,
+        cors_origins=tuple(spec.cors.allow_origins),
+        cors_headers=tuple(spec.cors.allow_headers),
+    )
+
+
+def load_gateway_config(
+    path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None
+) -> tuple[Config, GatewaySettings]:
+    """Load one YAML file: routes and targets (as ``load_config`` would) plus its ``gateway:`` section."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError(str(p), f"cannot read the file: {exc.strerror}", "check the path") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(p)
+        raise ConfigError(where, "not valid YAML", "fix the syntax at that line") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError("(top level)", "the configuration is not a mapping", "start with `targets:` and `routes:`")
+    rest = {k: v for k, v in data.items() if k != "gateway"}
+    config = config_from_dict(rest, env=env)
+    settings = settings_from_dict(data.get("gateway"), routes=config.routes, env=env)
+    return config, settings

@@ -1,0 +1,127 @@
+"""Shared set-up for the gateway tests: fake providers, a router, tenants, the app."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+
+from failover import Capability, Price, Route, Router, Secret, Timeouts
+from failover.gateway import EnvelopeDefaults, GatewaySettings, Tenant, create_app, hash_key
+from failover.policy import Backoff, NoBreakers, Unlimited
+from failover.testing import FakeNetwork, FakeProvider
+from failover.testing._script import ScriptSpec
+
+C = Capability
+ALL = frozenset({C.CHAT, C.VISION, C.TOOLS, C.STRUCTURED_OUTPUT, C.STREAMING})
+
+PROVIDER_KEY = "sk-live-PROVIDER-SECRET-7f3a9c2e41d8"  # what OUR targets send upstream
+ACME_KEY = "gw-acme-key-0001"
+OTHER_KEY = "gw-other-key-0002"
+ADMIN_KEY = "gw-admin-key-0003"
+
+# route -> (primary providers, fallback providers)
+ROUTES: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "chat": (("a",), ("b", "c")),
+    "solo": (("s",), ()),
+    "flaky": (("x",), ("c",)),
+    "tools": (("t",), ()),
+    "secret": (("a",), ()),
+    "misconfigured": (("m",), ()),
+}
+DIALECTS = {"a": "openai", "b": "anthropic", "c": "gemini", "s": "openai", "x": "openai", "t": "openai", "m": "openai"}
+
+
+class Kit:
+    """Fake providers (every one checks that OUR provider key arrives), a router, an app."""
+
+    def __init__(self, scripts: Mapping[str, ScriptSpec] | None = None, *, open: bool = False) -> None:
+        scripts = dict(scripts or {})
+        self.providers = {n: FakeProvider(n, d, scripts.get(n), api_key=PROVIDER_KEY) for n, d in DIALECTS.items()}
+        targets = {
+            n: p.target(
+                api_key=Secret("sk-wrong-key-for-m") if n == "m" else Secret(PROVIDER_KEY),
+                capabilities=ALL,
+                timeouts=Timeouts(connect=2, first_event=5, idle=5, total=10, min_useful=0.05),
+                max_attempts=2,
+                price=Price(input_per_mtok=1.0, output_per_mtok=2.0),
+                tokenizer="estimate",
+            )
+            for n, p in self.providers.items()
+        }
+        routes = [
+            Route(name=name, primary=tuple(targets[t] for t in prim), fallbacks=tuple(targets[t] for t in fb))
+            for name, (prim, fb) in ROUTES.items()
+        ]
+        self.net = FakeNetwork(*self.providers.values())
+        self.router = Router(
+            routes,
+            transport=self.net,
+            retry_budget=Unlimited(),
+            backoff=Backoff(base=0.01, cap=0.05),
+            rng=random.Random(1),
+            breakers=NoBreakers(),
+        )
+        tenants = (
+            Tenant(name="acme", key_hashes=(hash_key(ACME_KEY),), routes=frozenset(ROUTES) - {"secret"}),
+            Tenant(name="other", key_hashes=(hash_key(OTHER_KEY),), routes=frozenset({"secret"})),
+        )
+        self.settings = GatewaySettings(
+            tenants=() if open else tenants,
+            admin_key_hashes=(hash_key(ADMIN_KEY),),
+            envelope=EnvelopeDefaults(deadline_ms=5_000),
+            max_body_bytes=64 * 1024,
+            max_json_depth=32,
+        )
+        self.app: Starlette = create_app(self.router, self.settings)
+
+    def client(self, key: str | None = ACME_KEY) -> httpx.AsyncClient:
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+        return httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=self.app), base_url="http://gateway", headers=headers, timeout=30
+        )
+
+
+def chat_body(route: str = "chat", text: str = "Hello", **extra: Any) -> dict[str, Any]:
+    return {"model": route, "messages": [{"role": "user", "content": text}], **extra}
+
+
+class ServerThread:
+    """One real uvicorn server on a loopback port, in a thread with its own event loop."""
+
+    def __init__(self, app: Starlette) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        self.thread = threading.Thread(target=self._run, name="gateway-uvicorn", daemon=True)
+
+    def _run(self) -> None:
+        asyncio.run(self.server.serve(sockets=[self.sock]))
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        until = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > until or not self.thread.is_alive():
+                raise RuntimeError("the gateway server did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.sock.close()

@@ -1,0 +1,114 @@
+"""``failover serve``: the embedded default and a config file, as real processes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from failover.cli import main
+
+pytestmark = pytest.mark.e2e
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def _serving(*args: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "failover.cli", "serve", "--port", str(port), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        until = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                out = proc.stdout.read() if proc.stdout else ""
+                raise AssertionError(f"serve exited with {proc.returncode}:\n{out}")
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > until:
+                raise AssertionError("serve did not come up in 30s")
+            time.sleep(0.1)
+        yield base, proc
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_serve_without_config_runs_the_embedded_default() -> None:
+    with _serving() as (base, proc):
+        r = httpx.get(f"{base}/v1/models")
+        assert {m["id"] for m in r.json()["data"]} == {"chat", "flaky"}
+        r = httpx.post(
+            f"{base}/v1/chat/completions",
+            json={"model": "flaky", "messages": [{"role": "user", "content": "hi"}]},
+            timeout=10,
+        )
+        assert r.status_code == 200, r.text
+        assert r.headers["x-failover-recovered"] == "true"
+        assert r.headers["x-failover-target"] == "c"
+        with httpx.stream(
+            "POST",
+            f"{base}/v1/chat/completions",
+            json={"model": "chat", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
+            timeout=10,
+        ) as s:
+            body = "".join(s.iter_text())
+        assert body.rstrip().endswith("data: [DONE]")
+    out = proc.stdout.read() if proc.stdout else ""
+    assert "OPEN" in out
+
+
+def test_serve_with_a_config_and_workers(tmp_path: Path) -> None:
+    key = "tenant-key-123"
+    cfg = tmp_path / "failover.yaml"
+    cfg.write_text(
+        f"""
+targets:
+  a: {{dialect: openai, base_url: "http://127.0.0.1:9/v1", model: gpt-4o-mini, api_key_env: GW_TEST_KEY}}
+routes:
+  chat: {{primary: [a]}}
+gateway:
+  tenants:
+    t: {{key_sha256: ["{hashlib.sha256(key.encode()).hexdigest()}"]}}
+"""
+    )
+    with _serving("--config", str(cfg), "--workers", "2", env={"GW_TEST_KEY": "sk-provider-xyz"}) as (base, proc):
+        assert httpx.get(f"{base}/v1/models").status_code == 401
+        r = httpx.get(f"{base}/v1/models", headers={"authorization": f"Bearer {key}"})
+        assert [m["id"] for m in r.json()["data"]] == ["chat"]
+    out = proc.stdout.read() if proc.stdout else ""
+    assert "sk-provider-xyz" not in out
+
+
+def test_serve_refuses_an_open_gateway_off_loopback(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--host", "0.0.0.0", "--port", "1"]) == 2
+    assert "--host" in capsys.readouterr().err

@@ -1,0 +1,186 @@
+"""Streaming: SSE chunks from Router.stream events, failures before / after the first byte, disconnects."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from starlette.types import Message
+
+from failover.testing import Outcome, Reply
+
+from ._kit import ACME_KEY, Kit, chat_body
+
+
+def events(text: str) -> list[Any]:
+    out: list[Any] = []
+    for block in text.split("\n\n"):
+        if not block.strip():
+            continue
+        assert block.startswith("data: "), block
+        data = block[len("data: ") :]
+        out.append(data if data == "[DONE]" else json.loads(data))
+    return out
+
+
+async def test_text_stream_in_chunk_format() -> None:
+    kit = Kit({"a": [Reply.ok("one two three", usage=(5, 3))]})
+    body = chat_body(stream=True, stream_options={"include_usage": True})
+    async with kit.client() as c:
+        r = await c.post("/v1/chat/completions", json=body, headers={"x-failover-request-id": "s-1"})
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/event-stream")
+    assert r.headers["x-failover-request-id"] == "s-1"
+    evs = events(r.text)
+    assert evs[-1] == "[DONE]"
+    chunks = evs[:-1]
+    assert all(ch["object"] == "chat.completion.chunk" and ch["model"] == "chat" for ch in chunks)
+    assert len({ch["id"] for ch in chunks}) == 1
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    text = "".join(ch["choices"][0]["delta"].get("content", "") for ch in chunks if ch["choices"])
+    assert text == "one two three"
+    finish = [ch for ch in chunks if ch["choices"] and ch["choices"][0]["finish_reason"]]
+    assert [f["choices"][0]["finish_reason"] for f in finish] == ["stop"]
+    assert finish[0]["x_failover"]["target"] == "a"
+    usage = chunks[-1]
+    assert usage["choices"] == []
+    assert usage["usage"]["prompt_tokens"] == 5 and usage["usage"]["completion_tokens"] == 3
+
+
+async def test_stream_without_include_usage_has_no_usage_chunk() -> None:
+    kit = Kit()
+    async with kit.client() as c:
+        r = await c.post("/v1/chat/completions", json=chat_body(stream=True))
+    chunks = events(r.text)[:-1]
+    assert all(ch["choices"] for ch in chunks)
+    assert all("usage" not in ch for ch in chunks)
+
+
+async def test_tool_call_stream_deltas_by_index() -> None:
+    kit = Kit({"t": [Reply.ok(tool_calls=[("get_weather", {"city": "Paris"}), ("get_time", {"tz": "CET"})])]})
+    tools = [
+        {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}},
+        {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}},
+    ]
+    async with kit.client() as c:
+        r = await c.post("/v1/chat/completions", json=chat_body("tools", stream=True, tools=tools))
+    chunks = events(r.text)[:-1]
+    calls: dict[int, dict[str, Any]] = {}
+    for ch in chunks:
+        for tc in ch["choices"][0]["delta"].get("tool_calls", []):
+            slot = calls.setdefault(tc["index"], {"id": None, "name": None, "arguments": ""})
+            if "id" in tc:
+                assert slot["id"] is None, "id only on the first delta of a call"
+                slot["id"] = tc["id"]
+                slot["name"] = tc["function"]["name"]
+            slot["arguments"] += tc["function"].get("arguments", "")
+    assert sorted(calls) == [0, 1]
+    assert calls[0]["name"] == "get_weather" and json.loads(calls[0]["arguments"]) == {"city": "Paris"}
+    assert calls[1]["name"] == "get_time" and json.loads(calls[1]["arguments"]) == {"tz": "CET"}
+    assert all(c["id"] for c in calls.values())
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+async def test_failure_before_the_first_byte_is_a_normal_error_response() -> None:
+    kit = Kit({"s": Reply.rate_limit(retry_after=30)})
+    async with kit.client() as c:
+        r = await c.post(
+            "/v1/chat/completions", json=chat_body("solo", stream=True), headers={"x-failover-deadline-ms": "2000"}
+        )
+    assert r.status_code == 503
+    assert r.headers["content-type"] == "application/json"
+    assert r.headers["retry-after"] == "30"
+    assert r.json()["error"]["code"] == "rate_limited"
+
+
+async def test_failover_before_the_first_byte_is_invisible() -> None:
+    kit = Kit({"x": Reply.overloaded()})
+    async with kit.client() as c:
+        r = await c.post("/v1/chat/completions", json=chat_body("flaky", stream=True))
+    assert r.status_code == 200
+    chunks = events(r.text)[:-1]
+    text = "".join(ch["choices"][0]["delta"].get("content", "") for ch in chunks)
+    assert text == "ok from c"
+    assert chunks[-1]["x_failover"]["recovered"] is True
+
+
+async def test_failure_after_output_ends_with_an_error_event_never_a_splice() -> None:
+    kit = Kit({"s": [Reply.drop_after(3, text="alpha beta gamma delta epsilon zeta"), Reply.ok("SPLICED")]})
+    async with kit.client() as c:
+        r = await c.post("/v1/chat/completions", json=chat_body("solo", stream=True))
+    assert r.status_code == 200
+    evs = events(r.text)
+    assert "[DONE]" not in evs
+    last = evs[-1]
+    assert last["error"]["code"] == "partial_output"
+    text = "".join(e["choices"][0]["delta"].get("content", "") for e in evs[:-1])
+    assert text and "SPLICED" not in text
+    assert len(kit.providers["s"].calls) == 1  # nothing was retried after output began
+
+
+class _Client:
+    """A hand-made ASGI client that goes away after the first body chunk."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = json.dumps(body).encode()
+        self.sent_request = False
+        self.gone = asyncio.Event()
+        self.messages: list[Message] = []
+
+    async def receive(self) -> Message:
+        if not self.sent_request:
+            self.sent_request = True
+            return {"type": "http.request", "body": self.body, "more_body": False}
+        await self.gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: Message) -> None:
+        self.messages.append(message)
+        if message["type"] == "http.response.body" and message.get("body"):
+            self.gone.set()
+
+
+def _scope() -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/chat/completions",
+        "raw_path": b"/v1/chat/completions",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"authorization", f"Bearer {ACME_KEY}".encode()), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 8000),
+        "state": {},
+    }
+
+
+async def test_client_disconnect_mid_stream_closes_the_upstream_at_once() -> None:
+    words = " ".join(f"w{i}" for i in range(200))
+    kit = Kit({"a": [Reply.ok(words, chunk_interval=0.05)]})
+    client = _Client(chat_body(stream=True))
+    await asyncio.wait_for(kit.app(_scope(), client.receive, client.send), timeout=5)
+    (call,) = kit.providers["a"].calls
+    assert call.outcome is Outcome.CLIENT_DISCONNECTED
+    assert call.events_sent < 20  # stopped at once, not after the 200 words
+    assert client.messages[0]["status"] == 200
+
+
+async def test_client_disconnect_during_a_plain_call_cancels_it() -> None:
+    kit = Kit({"a": [Reply.hang()]})
+    client = _Client(chat_body())
+
+    async def leave() -> None:
+        await asyncio.sleep(0.1)
+        client.gone.set()
+
+    leaving = asyncio.create_task(leave())
+    await asyncio.wait_for(kit.app(_scope(), client.receive, client.send), timeout=5)
+    await leaving
+    (call,) = kit.providers["a"].calls
+    assert call.outcome is Outcome.CLIENT_DISCONNECTED
+    assert client.messages == []  # nobody to answer
