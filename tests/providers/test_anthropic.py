@@ -517,3 +517,22 @@ def test_build_stream_and_extra_headers() -> None:
 def test_dialect_for() -> None:
     assert dialect_for(Dialect.ANTHROPIC) is dialect_for(Dialect.ANTHROPIC)
     assert dialect_for(Dialect.ANTHROPIC).name == "anthropic"
+
+
+def test_reasoning_effort_maps_to_a_thinking_budget_below_max_tokens() -> None:
+    from failover.model import Message, Request
+    from failover.providers import AnthropicDialect
+
+    from ._wire import target
+
+    t = target("anthropic")
+    body = (
+        AnthropicDialect()
+        .build(t, Request(messages=(Message.user("x"),), max_tokens=4000, reasoning_effort="high"))
+        .json
+    )
+    assert body is not None and body["thinking"] == {"type": "enabled", "budget_tokens": 3999}
+    low = (
+        AnthropicDialect().build(t, Request(messages=(Message.user("x"),), max_tokens=900, reasoning_effort="low")).json
+    )
+    assert low is not None and "thinking" not in low  # a budget under 1024 is not allowed: no thinking

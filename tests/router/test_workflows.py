@@ -363,3 +363,13 @@ async def test_retry_budget_caps_amplification_under_an_outage(use_budget: bool)
         assert sum(x.record.retry_budget_exhausted for x in results if isinstance(x, Unavailable)) > 800
     else:
         assert len(a.calls) == 3000  # what the budget prevents: every request tried 3 times
+
+
+async def test_truncation_spent_on_thinking_is_repaired_with_less_effort() -> None:
+    a = FakeProvider("a", OA, Script.of(Reply.truncate("", usage=(10, 4000)), default=Reply.ok("done")))
+    r = router([target(a, attempts=1)], [], a)
+    req = Request(messages=(Message.user("prove it"),), max_tokens=4096, reasoning_effort="high")
+    resp = await r.complete("r", req, Envelope(budget=5.0))
+    assert resp.text == "done"
+    # at the target's max output already (4096): no room to grow, so think less instead
+    assert [(c.json["reasoning_effort"], c.json["max_tokens"]) for c in a.calls] == [("high", 4096), ("medium", 4096)]

@@ -164,6 +164,7 @@ class ChatCompletionBody(_Edge):
     top_p: float | None = Field(None, ge=0, le=1)
     stop: str | list[str] | None = None
     seed: int | None = None
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     n: int | None = Field(None, ge=1, le=1, description="only one choice is supported")
@@ -332,6 +333,7 @@ def to_request(body: ChatCompletionBody) -> Request:
         top_p=body.top_p,
         stop=stop,
         seed=body.seed,
+        reasoning_effort=body.reasoning_effort,
     )
 
 

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
+ReasoningEffort = Literal["minimal", "low", "medium", "high"]
+# Lower steps, for a repair after truncation that thinking used up.
+LOWER_EFFORT: dict[str, ReasoningEffort] = {"high": "medium", "medium": "low", "low": "minimal"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,6 +143,7 @@ class Request:
     top_p: float | None = None
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    reasoning_effort: ReasoningEffort | None = None  # for reasoning models; None: the provider's default
 
     @classmethod
     def simple(cls, prompt: str, *, system: str | None = None, max_tokens: int | None = None) -> Request:

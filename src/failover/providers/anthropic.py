@@ -139,6 +139,11 @@ class AnthropicDialect:
         if request.stop:
             body["stop_sequences"] = list(request.stop)
         # request.seed: the Messages API has no seed; sampling is not reproducible there.
+        if request.reasoning_effort is not None:
+            # Extended thinking takes a token budget (>= 1024, below max_tokens), not a level.
+            budget = min(_THINKING_BUDGET[request.reasoning_effort], int(body["max_tokens"]) - 1)
+            if budget >= 1024:
+                body["thinking"] = {"type": "enabled", "budget_tokens": budget}
         if stream:
             body["stream"] = True
         url = with_query(target.base_url.rstrip("/") + "/messages", target.query)
@@ -270,6 +275,9 @@ def _tool(t: Tool) -> dict[str, Any]:
     if t.strict:
         out["strict"] = True  # strict tool use (structured outputs); older models reject the key
     return out
+
+
+_THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
 
 
 def _tool_choice(choice: ToolChoice) -> dict[str, Any]:

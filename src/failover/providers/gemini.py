@@ -305,6 +305,9 @@ def _calling_config(choice: ToolChoice) -> dict[str, Any]:
     return {"mode": choice.mode.upper()}  # AUTO | NONE
 
 
+_THINKING_BUDGET = {"minimal": 128, "low": 1024, "medium": 8192, "high": 24576}
+
+
 def _generation_config(request: Request) -> dict[str, Any]:
     config: dict[str, Any] = {}
     if request.max_tokens is not None:
@@ -317,6 +320,8 @@ def _generation_config(request: Request) -> dict[str, Any]:
         config["stopSequences"] = list(request.stop)
     if request.seed is not None:
         config["seed"] = request.seed
+    if request.reasoning_effort is not None:
+        config["thinkingConfig"] = {"thinkingBudget": _THINKING_BUDGET[request.reasoning_effort]}
     fmt = request.response_format
     if fmt is not None and fmt.kind in ("json_object", "json_schema"):
         config["responseMimeType"] = "application/json"

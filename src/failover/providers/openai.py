@@ -134,6 +134,8 @@ class OpenAIDialect:
             body["stop"] = list(request.stop)
         if request.seed is not None:
             body["seed"] = request.seed
+        if request.reasoning_effort is not None:
+            body["reasoning_effort"] = request.reasoning_effort
         if stream:
             # include_usage: the last chunk carries usage, so a streamed call is costed too.
             body["stream"] = True

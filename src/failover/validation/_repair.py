@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..model import Failure, FailureKind, Message, Request, Target, ToolChoice
+from ..model._request import LOWER_EFFORT
 from ._contract import Check, failed_checks
 
 REPAIR_PROMPT = (
@@ -41,6 +42,14 @@ def repair_request(request: Request, failure: Failure, target: Target, input_tok
         current = request.max_tokens or (failure.usage.output_tokens if failure.usage else 0) or 1024
         room = min(target.max_output_tokens, target.context_window - input_tokens)
         larger = min(current * 2, room)
+        usage = failure.usage
+        thought_out = usage is not None and usage.reasoning_tokens * 2 >= max(usage.output_tokens, 1)
+        effort = request.reasoning_effort
+        lower = LOWER_EFFORT.get(effort) if effort is not None else None
+        if lower is not None and (thought_out or larger <= current):
+            # thinking used up the budget (or there is no room to grow): think less, and grow
+            # max_tokens too where the window and the target's max output allow it
+            return replace(request, reasoning_effort=lower, max_tokens=max(larger, current))
         if larger <= current:
             return None
         return replace(request, max_tokens=larger)
