@@ -1,5 +1,5 @@
 """Loading routes and targets from YAML, with clear errors."""
 
-from ._load import Config, config_from_dict, load_config
+from ._load import Config, config_from_dict, load_config, read_yaml
 
-__all__ = ["Config", "config_from_dict", "load_config"]
+__all__ = ["Config", "config_from_dict", "load_config", "read_yaml"]

@@ -334,6 +334,11 @@ def config_from_dict(data: Any, *, env: Mapping[str, str] | None = None) -> Conf
 
 def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Config:
     """Load a YAML configuration file; any problem raises ConfigError naming the field."""
+    return config_from_dict(read_yaml(path), env=env)
+
+
+def read_yaml(path: str | os.PathLike[str]) -> Any:
+    """The parsed YAML of ``path``; an unreadable file or bad syntax is a ConfigError naming the line."""
     p = Path(path)
     try:
         text = p.read_text()
@@ -346,4 +351,4 @@ def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None =
         where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(p)
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(where, f"not valid YAML ({problem})", "fix the syntax at that line") from None
-    return config_from_dict(data, env=env)
+    return data
