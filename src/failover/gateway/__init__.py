@@ -9,6 +9,9 @@ serves the embedded default (fake providers, in-memory state). See docs/gateway.
 from ._app import create_app, record_headers
 from ._default import embedded_router
 from ._errors import ApiError
+from ._logs import JsonFormatter, configure_logging
+from ._openapi import openapi_schema
+from ._quota import TenantQuotas
 from ._serve import ServeOptions, serve
 from ._settings import EnvelopeDefaults, GatewaySettings, Tenant, hash_key, load_gateway_config, settings_from_dict
 
@@ -16,12 +19,16 @@ __all__ = [
     "ApiError",
     "EnvelopeDefaults",
     "GatewaySettings",
+    "JsonFormatter",
     "ServeOptions",
     "Tenant",
+    "TenantQuotas",
+    "configure_logging",
     "create_app",
     "embedded_router",
     "hash_key",
     "load_gateway_config",
+    "openapi_schema",
     "record_headers",
     "serve",
     "settings_from_dict",

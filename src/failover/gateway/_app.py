@@ -17,6 +17,7 @@ import ipaddress
 import json
 import logging
 import os
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
@@ -45,10 +46,15 @@ from ..model import (
 from ..router import Router, RouteStream
 from ._envelope import envelope_from
 from ._errors import ApiError, Scrubber, unavailable_error
-from ._openai import ChatCompletionBody, completion_body, finish_reason, parse_body, to_request, usage_body
+from ._logs import ACCESS_LOGGER
+from ._metrics import CONTENT_TYPE, GatewayMetrics
+from ._openai import completion_body, finish_reason, parse_body, to_request, usage_body
+from ._openapi import openapi_schema
+from ._quota import TenantQuotas
 from ._settings import GatewaySettings, Tenant
 
 log = logging.getLogger("failover.gateway")
+access_log = logging.getLogger(ACCESS_LOGGER)
 
 _JSON_SEPARATORS = (",", ":")
 
@@ -112,7 +118,8 @@ async def _wait_disconnect(receive: Receive) -> None:
 
 
 class Gateway:
-    """The state shared by every endpoint: the router, the settings, the secret scrubber."""
+    """The state shared by every endpoint: the router, the settings, the secret scrubber,
+    tenant quotas, metrics, and the requests in flight (for a graceful drain)."""
 
     def __init__(self, router: Router, settings: GatewaySettings) -> None:
         self.router = router
@@ -120,6 +127,80 @@ class Gateway:
         secrets = [t.api_key.reveal() for r in router.routes.values() for t in r.targets if t.api_key]
         self.scrub = Scrubber(secrets)
         self.started = int(time.time())
+        self.quotas = TenantQuotas(settings.tenants)
+        self.in_flight: dict[asyncio.Future[None], Router] = {}  # request -> the router it runs on
+        self.draining = False
+        self._idle: asyncio.Event | None = None
+        self._drain_task: asyncio.Task[None] | None = None
+        self._retiring: asyncio.Task[None] | None = None
+        self._reload_task: asyncio.Task[None] | None = None
+        self._retiring_done: dict[int, asyncio.Event] = {}
+        self.metrics = GatewayMetrics(lambda: self.router, lambda: len(self.in_flight), lambda: self.draining)
+
+    # -- in flight and drain ----------------------------------------------------------------------
+
+    def enter(self, router: Router) -> asyncio.Future[None]:
+        """Register a request in flight; the future is resolved when the drain cuts it."""
+        stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.in_flight[stop] = router
+        return stop
+
+    def leave(self, stop: asyncio.Future[None]) -> None:
+        router = self.in_flight.pop(stop, None)
+        done = self._retiring_done.get(id(router))
+        if done is not None and not any(r is router for r in self.in_flight.values()):
+            done.set()  # the last request on a replaced router is done: it can be closed
+        if not self.in_flight and self._idle is not None:
+            self._idle.set()
+
+    async def _until_idle(self, seconds: float) -> None:
+        if not self.in_flight:
+            return
+        self._idle = asyncio.Event()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), seconds)
+
+    async def drain(self, seconds: float, *, grace: float = 5.0) -> int:
+        """Stop accepting chat requests, wait up to ``seconds`` for those in flight, then cut
+        the rest (their upstream calls and streams are closed). Returns how many were cut."""
+        self.draining = True
+        await self._until_idle(seconds)
+        cut = 0
+        for stop in list(self.in_flight):
+            if not stop.done():
+                stop.set_result(None)
+                cut += 1
+        if cut:
+            log.warning("drain: cutting %d request(s) still in flight after %.1fs", cut, seconds)
+            await self._until_idle(grace)
+        return cut
+
+    # -- reload ---------------------------------------------------------------------------------
+
+    def swap(self, router: Router, settings: GatewaySettings) -> asyncio.Task[None]:
+        """Serve new requests with ``router`` and ``settings``; requests in flight finish on
+        the old router, which is closed once the last of them is done (the returned task).
+        Tenant quota state carries over for tenants whose limits did not change."""
+        old = self.router
+        secrets = [t.api_key.reveal() for r in router.routes.values() for t in r.targets if t.api_key]
+        quotas = TenantQuotas(settings.tenants, clock=self.quotas.clock, wall=self.quotas.wall)
+        quotas.carry_over(self.quotas)
+        self.router, self.settings, self.scrub, self.quotas = router, settings, Scrubber(secrets), quotas
+
+        async def retire() -> None:
+            if old is router:
+                return
+            if any(r is old for r in self.in_flight.values()):
+                done = self._retiring_done[id(old)] = asyncio.Event()
+                try:
+                    await done.wait()
+                finally:
+                    self._retiring_done.pop(id(old), None)
+            await old.aclose()
+
+        task = asyncio.get_running_loop().create_task(retire())
+        self._retiring = task
+        return task
 
     # -- auth ---------------------------------------------------------------------------------
 
@@ -214,7 +295,7 @@ class Gateway:
             headers.update(record_headers(request_id, record))
         return _json_response(err.status, err.body(), headers)
 
-    def log_request(
+    def finish(
         self,
         *,
         status: int,
@@ -225,19 +306,61 @@ class Gateway:
         started: float,
         stream: bool = False,
         note: str = "",
+        code: str | None = None,
     ) -> None:
-        log.info(
+        """The end of one chat request: charge the tenant, count it, log one access line."""
+        tenant_name = tenant.name if tenant is not None else None
+        try:
+            self.quotas.charge(tenant, record)
+            self.metrics.observe(route, status, tenant_name, record)
+            if code in {"rate_limit_exceeded", "budget_exhausted"} and tenant_name is not None:
+                self.metrics.tenant_refusals.labels(tenant_name, code).inc()
+        except Exception as exc:  # accounting must never break an answer
+            log.error("accounting failed for request %s: %s", request_id, type(exc).__name__)
+        if not access_log.isEnabledFor(logging.INFO):
+            return
+        elapsed = round((time.perf_counter() - started) * 1000, 1)
+        fields: dict[str, Any] = {
+            "event": "request",
+            "request_id": request_id,
+            "tenant": tenant_name,
+            "route": route if route is not None and route in self.router.routes else None,
+            "stream": stream,
+            "status": status,
+            "target": record.target_used if record is not None else None,
+            "attempts": len(record.attempts) if record is not None else 0,
+            "recovered": record.recovered if record is not None else False,
+            "workflow": record.workflow.value if record is not None else None,
+            "elapsed_ms": elapsed,
+            "cost_usd": round(record.total_cost, 8) if record is not None else 0.0,
+        }
+        if code:
+            fields["code"] = code
+        if note:
+            fields["note"] = note
+        access_log.info(
             "%s route=%s tenant=%s status=%d request_id=%s target=%s attempts=%s ms=%.1f%s",
             "stream" if stream else "chat",
-            route,
-            tenant.name if tenant is not None else "-",
+            fields["route"],
+            tenant_name or "-",
             status,
             request_id,
-            record.target_used if record is not None else None,
-            len(record.attempts) if record is not None else 0,
-            (time.perf_counter() - started) * 1000,
+            fields["target"],
+            fields["attempts"],
+            elapsed,
             f" {note}" if note else "",
+            extra={"failover": fields},
         )
+
+
+def _shutting_down() -> ApiError:
+    return ApiError(
+        503,
+        "the gateway is shutting down; retry (another instance will answer)",
+        type="service_unavailable",
+        code="shutting_down",
+        headers={"retry-after": "1", "x-should-retry": "true", "connection": "close"},
+    )
 
 
 class ChatCompletions:
@@ -248,6 +371,7 @@ class ChatCompletions:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         gw = self.gw
+        router = gw.router  # a reload swaps gw.router; this request finishes on the one it started with
         started = time.perf_counter()
         request = HttpRequest(scope, receive)
         if request.method != "POST":
@@ -257,10 +381,12 @@ class ChatCompletions:
         tenant: Tenant | None = None
         route: str | None = None
         try:
+            if gw.draining:
+                raise _shutting_down()
             tenant = gw.authenticate(scope, request.headers)
             body = parse_body(await gw.read_json(request))
             route = body.model
-            if route not in gw.router.routes:
+            if route not in router.routes:
                 raise ApiError(
                     404,
                     f"the model {route!r} does not exist: it must name a route of this gateway (GET /v1/models)",
@@ -279,49 +405,72 @@ class ChatCompletions:
                 request.headers, gw.settings.envelope, tenant=tenant.name if tenant is not None else None
             )
             req = to_request(body)
+            max_cost = gw.quotas.admit(tenant, envelope.max_cost)  # last: a refused request takes nothing
+            if max_cost != envelope.max_cost:
+                envelope = dataclasses.replace(envelope, max_cost=max_cost)
         except ApiError as err:
-            gw.log_request(status=err.status, route=route, tenant=tenant, request_id=None, record=None, started=started)
+            gw.finish(
+                status=err.status,
+                route=route,
+                tenant=tenant,
+                request_id=None,
+                record=None,
+                started=started,
+                code=err.code,
+            )
             await gw.error_response(err)(scope, receive, send)
             return
-        if body.stream:
-            include_usage = body.stream_options is not None and body.stream_options.include_usage
-            reply = _StreamReply(gw, route, req, envelope, include_usage, tenant, started)
-            await reply(scope, receive, send)
-            return
-        await self._complete(scope, receive, send, body, route, req, envelope, tenant, started)
+        stop = gw.enter(router)
+        try:
+            if body.stream:
+                include_usage = body.stream_options is not None and body.stream_options.include_usage
+                reply = _StreamReply(gw, router, route, req, envelope, include_usage, tenant, started, stop)
+                await reply(scope, receive, send)
+            else:
+                await self._complete(scope, receive, send, router, route, req, envelope, tenant, started, stop)
+        finally:
+            gw.leave(stop)
 
     async def _complete(
         self,
         scope: Scope,
         receive: Receive,
         send: Send,
-        body: ChatCompletionBody,
+        router: Router,
         route: str,
         req: Request,
         envelope: Envelope,
         tenant: Tenant | None,
         started: float,
+        stop: asyncio.Future[None],
     ) -> None:
         gw = self.gw
-        call = asyncio.ensure_future(gw.router.complete(route, req, envelope))
+        call = asyncio.ensure_future(router.complete(route, req, envelope))
         watch = asyncio.ensure_future(_wait_disconnect(receive))
         try:
-            await asyncio.wait({call, watch}, return_when=asyncio.FIRST_COMPLETED)
+            waiters: set[asyncio.Future[Any]] = {call, watch, stop}
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         finally:
             watch.cancel()
             if not call.done():
-                call.cancel()  # the client left: stop the upstream request now
+                call.cancel()  # the client left or the drain cut us: stop the upstream request now
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await call
-                gw.log_request(
-                    status=499,
+                cut = stop.done()
+                gw.finish(
+                    status=503 if cut else 499,
                     route=route,
                     tenant=tenant,
                     request_id=envelope.request_id,
                     record=None,
                     started=started,
-                    note="client disconnected; upstream cancelled",
+                    code="shutting_down" if cut else None,
+                    note="cut by shutdown drain; upstream cancelled"
+                    if cut
+                    else "client disconnected; upstream cancelled",
                 )
+                if cut:
+                    await gw.error_response(_shutting_down(), request_id=envelope.request_id)(scope, receive, send)
         if call.cancelled():
             return
         response: Response
@@ -329,7 +478,7 @@ class ChatCompletions:
             resp = call.result()
         except Unavailable as exc:
             err = unavailable_error(exc, gw.scrub)
-            gw.log_request(
+            gw.finish(
                 status=err.status,
                 route=route,
                 tenant=tenant,
@@ -337,19 +486,27 @@ class ChatCompletions:
                 record=exc.record,
                 started=started,
                 note=exc.reason.value,
+                code=err.code,
             )
             response = gw.error_response(err, request_id=exc.request_id, record=exc.record)
         except Exception as exc:
             log.error("internal error on route %s request %s: %s", route, envelope.request_id, type(exc).__name__)
             err = ApiError(500, f"internal gateway error (request id {envelope.request_id})", type="server_error")
+            gw.finish(
+                status=500,
+                route=route,
+                tenant=tenant,
+                request_id=envelope.request_id,
+                record=None,
+                started=started,
+                note=f"internal error {type(exc).__name__}",
+            )
             response = gw.error_response(err, request_id=envelope.request_id)
         else:
             record = resp.record
             out = completion_body(resp, completion_id=_new_completion_id(), created=int(time.time()), model=route)
             request_id = record.request_id if record is not None else envelope.request_id
-            gw.log_request(
-                status=200, route=route, tenant=tenant, request_id=request_id, record=record, started=started
-            )
+            gw.finish(status=200, route=route, tenant=tenant, request_id=request_id, record=record, started=started)
             response = _json_response(200, out, record_headers(request_id, record))
         await response(scope, receive, send)
 
@@ -366,14 +523,18 @@ class _StreamReply:
     def __init__(
         self,
         gw: Gateway,
+        router: Router,
         route: str,
         request: Request,
         envelope: Envelope,
         include_usage: bool,
         tenant: Tenant | None,
         started: float,
+        stop: asyncio.Future[None],
     ) -> None:
         self.gw = gw
+        self.router = router
+        self.stop = stop
         self.route = route
         self.request = request
         self.envelope = envelope
@@ -386,15 +547,17 @@ class _StreamReply:
         self._args: dict[int, str] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        rs = self.gw.router.stream(self.route, self.request, self.envelope)
+        rs = self.router.stream(self.route, self.request, self.envelope)
         await rs.__aenter__()
         pump = asyncio.ensure_future(self._pump(rs, scope, receive, send))
         watch = asyncio.ensure_future(_wait_disconnect(receive))
         try:
-            await asyncio.wait({pump, watch}, return_when=asyncio.FIRST_COMPLETED)
+            waiters: set[asyncio.Future[Any]] = {pump, watch, self.stop}
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         finally:
             watch.cancel()
             left = not pump.done()
+            cut = left and self.stop.done() and not watch.done()
             if left:
                 pump.cancel()
             await rs.aclose()  # closes the upstream stream now, whatever state it is in
@@ -402,8 +565,10 @@ class _StreamReply:
                 await pump
             with contextlib.suppress(asyncio.CancelledError):
                 await watch
-            if left:
-                self.gw.log_request(
+            if cut:
+                await self._cut(scope, receive, send)
+            elif left:
+                self.gw.finish(
                     status=499,
                     route=self.route,
                     tenant=self.tenant,
@@ -413,6 +578,30 @@ class _StreamReply:
                     stream=True,
                     note="client disconnected; upstream stream closed",
                 )
+
+    async def _cut(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The drain timed out on this stream: end it cleanly (an error event, or a 503 before any byte)."""
+        gw = self.gw
+        gw.finish(
+            status=503,
+            route=self.route,
+            tenant=self.tenant,
+            request_id=self.envelope.request_id,
+            record=None,
+            started=self.started,
+            stream=True,
+            code="shutting_down",
+            note="cut by shutdown drain; upstream stream closed",
+        )
+        with contextlib.suppress(OSError, RuntimeError):
+            if self.sent_headers:
+                event = self._error_event(
+                    "shutting_down",
+                    f"the gateway shut down before the stream ended (request id {self.envelope.request_id})",
+                )
+                await send({"type": "http.response.body", "body": event, "more_body": False})
+            else:
+                await gw.error_response(_shutting_down(), request_id=self.envelope.request_id)(scope, receive, send)
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
         obj: dict[str, Any] = {
@@ -504,7 +693,7 @@ class _StreamReply:
             first = None
         except Unavailable as exc:
             err = unavailable_error(exc, gw.scrub)
-            gw.log_request(
+            gw.finish(
                 status=err.status,
                 route=self.route,
                 tenant=self.tenant,
@@ -513,12 +702,23 @@ class _StreamReply:
                 started=self.started,
                 stream=True,
                 note=exc.reason.value,
+                code=err.code,
             )
             await gw.error_response(err, request_id=exc.request_id, record=exc.record)(scope, receive, send)
             return
         except Exception as exc:
             log.error("internal error on stream %s: %s", self.envelope.request_id, type(exc).__name__)
             err = ApiError(500, f"internal gateway error (request id {self.envelope.request_id})", type="server_error")
+            gw.finish(
+                status=500,
+                route=self.route,
+                tenant=self.tenant,
+                request_id=self.envelope.request_id,
+                record=None,
+                started=self.started,
+                stream=True,
+                note=f"internal error {type(exc).__name__}",
+            )
             await gw.error_response(err, request_id=self.envelope.request_id)(scope, receive, send)
             return
         await self._start(send)
@@ -557,7 +757,7 @@ class _StreamReply:
                 "internal_error", f"internal gateway error (request id {self.envelope.request_id})"
             )
         await send({"type": "http.response.body", "body": body, "more_body": False})
-        gw.log_request(
+        gw.finish(
             status=200,
             route=self.route,
             tenant=self.tenant,
@@ -579,8 +779,68 @@ def _endpoint(fn: Callable[[HttpRequest], Awaitable[Response]]) -> Callable[[Htt
     return run
 
 
-def create_app(router: Router, settings: GatewaySettings | None = None, *, close_router: bool = False) -> Starlette:
-    """The gateway as an ASGI app. ``close_router``: ``aclose()`` the router at shutdown."""
+Reloader = Callable[[], tuple[Router, GatewaySettings]]
+
+
+def _reload_on_sighup(gw: Gateway, reload: Reloader) -> None:
+    """On SIGHUP: build a new router and settings (in a thread: it reads files) and swap them
+    in. A configuration error keeps the old one serving and is logged."""
+    loop = asyncio.get_running_loop()
+
+    async def run() -> None:
+        try:
+            router, settings = await asyncio.to_thread(reload)
+        except Exception as exc:
+            log.error("reload failed, still serving the previous configuration: %s", gw.scrub(str(exc)))
+            return
+        gw.swap(router, settings)
+        log.warning("configuration reloaded: %d route(s), %d tenant(s)", len(router.routes), len(settings.tenants))
+
+    def handle() -> None:
+        gw._reload_task = loop.create_task(run())
+
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, AttributeError):
+        loop.add_signal_handler(signal.SIGHUP, handle)
+
+
+def _drain_on_signals(gw: Gateway) -> None:
+    """On SIGTERM / SIGINT: drain first (readyz 503, new requests 503, in-flight ones finish or
+    are cut after ``drain_seconds``), then hand the signal to the server's own handler (uvicorn
+    then closes its sockets and exits). A second signal skips the wait."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(sig)
+        if not callable(previous):
+            continue
+
+        def handle(sig: signal.Signals = sig, previous: Callable[[int, Any], Any] = previous) -> None:
+            async def drain_then_exit() -> None:
+                try:
+                    await gw.drain(gw.settings.drain_seconds)
+                finally:
+                    previous(sig, None)
+
+            if gw.draining:
+                previous(sig, None)
+            else:
+                gw._drain_task = loop.create_task(drain_then_exit())
+
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
+            loop.add_signal_handler(sig, handle)
+
+
+def create_app(
+    router: Router,
+    settings: GatewaySettings | None = None,
+    *,
+    close_router: bool = False,
+    drain_on_signals: bool = False,
+    reload: Reloader | None = None,
+) -> Starlette:
+    """The gateway as an ASGI app. ``close_router``: ``aclose()`` the router at shutdown.
+    ``drain_on_signals`` (``failover serve`` sets it): SIGTERM / SIGINT drain in-flight
+    requests before the server's own shutdown begins. ``reload``: on SIGHUP, call it (in a
+    thread) for a new router and settings and swap them in without dropping requests."""
     gw = Gateway(router, settings or GatewaySettings())
     s = gw.settings
     if s.open:
@@ -624,11 +884,30 @@ def create_app(router: Router, settings: GatewaySettings | None = None, *, close
             },
             "breakers": breakers,
             "limiters": limiters,
+            "tenants": gw.quotas.snapshot(),
+            "in_flight": len(gw.in_flight),
+            "draining": gw.draining,
         }
         return _json_response(200, body)
 
     async def healthz(request: HttpRequest) -> Response:
         return _json_response(200, {"status": "ok"})
+
+    async def readyz(request: HttpRequest) -> Response:
+        if gw.draining:
+            return _json_response(503, {"status": "draining"}, {"retry-after": "1"})
+        return _json_response(200, {"status": "ready"})
+
+    schema = _dumps(openapi_schema(metrics=s.metrics_enabled))
+
+    async def openapi(request: HttpRequest) -> Response:
+        return Response(schema, status_code=200, media_type="application/json")
+
+    @_endpoint
+    async def metrics(request: HttpRequest) -> Response:
+        if s.metrics_require_admin_key:
+            gw.authenticate_admin(request.scope, request.headers)
+        return Response(gw.metrics.render(), status_code=200, media_type=CONTENT_TYPE)
 
     async def http_error(request: HttpRequest, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
@@ -652,11 +931,17 @@ def create_app(router: Router, settings: GatewaySettings | None = None, *, close
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        gw.draining = False  # a (re)started server serves again
+        if drain_on_signals:
+            _drain_on_signals(gw)
+        if reload is not None:
+            _reload_on_sighup(gw, reload)
         try:
             yield
+            await gw.drain(s.drain_seconds)  # a no-op when the server already drained (failover serve)
         finally:
             if close_router:
-                await router.aclose()
+                await gw.router.aclose()
 
     app = Starlette(
         routes=[
@@ -665,6 +950,9 @@ def create_app(router: Router, settings: GatewaySettings | None = None, *, close
             HttpRoute("/v1/models/{name:path}", model, methods=["GET"]),
             HttpRoute("/admin/health", admin_health, methods=["GET"]),
             HttpRoute("/healthz", healthz, methods=["GET"]),
+            HttpRoute("/readyz", readyz, methods=["GET"]),
+            HttpRoute("/openapi.json", openapi, methods=["GET"]),
+            *([HttpRoute("/metrics", metrics, methods=["GET"])] if s.metrics_enabled else []),
         ],
         middleware=middleware,
         exception_handlers={HTTPException: http_error},

@@ -14,6 +14,7 @@ from ..model import ConfigError
 from ..router import Router
 from ._app import create_app
 from ._default import embedded_router
+from ._logs import configure_logging
 from ._settings import GatewaySettings, load_gateway_config
 
 log = logging.getLogger("failover.gateway")
@@ -42,14 +43,21 @@ def is_loopback_host(host: str) -> bool:
 def build_app(config: str | None) -> Starlette:
     """The app for a config file, or the embedded default when ``config`` is None."""
     router: Router
+    reload = None
     if config is None:
         router, _ = embedded_router()
         settings = GatewaySettings()
         log.warning("no --config: serving the embedded default (fake providers a, b, c, x; routes chat, flaky)")
     else:
-        cfg, settings = load_gateway_config(config)
-        router = Router.from_config(cfg)
-    return create_app(router, settings, close_router=True)
+        path = config
+
+        def reload() -> tuple[Router, GatewaySettings]:
+            cfg, settings = load_gateway_config(path)
+            return Router.from_config(cfg), settings
+
+        router, settings = reload()
+    configure_logging(settings.log_format)
+    return create_app(router, settings, close_router=True, drain_on_signals=True, reload=reload)
 
 
 def app_factory() -> Starlette:
@@ -76,6 +84,8 @@ def serve(opts: ServeOptions) -> None:
     import uvicorn
 
     check(opts)
+    settings = GatewaySettings() if opts.config is None else load_gateway_config(opts.config)[1]
+    drain = settings.drain_seconds
     loop = "uvloop" if find_spec("uvloop") is not None else "asyncio"
     http = "httptools" if find_spec("httptools") is not None else "h11"
     if opts.config is None:
@@ -87,8 +97,9 @@ def serve(opts: ServeOptions) -> None:
         "http": http,
         "log_level": opts.log_level,
         "server_header": False,
+        "access_log": settings.log_format != "json",  # JSON mode: our one line per request replaces it
         "timeout_keep_alive": 30,
-        "timeout_graceful_shutdown": 30,
+        "timeout_graceful_shutdown": int(drain) + 5,  # after our own drain: a last resort
     }
     if opts.workers > 1:
         if opts.config is not None:

@@ -29,13 +29,11 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..config import Config, config_from_dict
+from ..config import Config, config_from_dict, read_yaml
 from ..model import ConfigError, SideEffectMode
 
 REQUEST_HEADERS = (
@@ -78,8 +76,16 @@ class KeySpec(_Strict):
         return _hex_list(v)
 
 
+Period = Literal["minute", "hour", "day", "week", "month"]
+LogFormat = Literal["text", "json"]
+
+
 class TenantSpec(KeySpec):
     routes: list[str] = ["*"]
+    rpm: int | None = Field(None, ge=1)
+    tpm: int | None = Field(None, ge=1)
+    budget_usd: float | None = Field(None, gt=0)
+    budget_period: Period = "day"
 
 
 class EnvelopeSpec(_Strict):
@@ -104,12 +110,28 @@ class CorsSpec(_Strict):
     allow_headers: list[str] = ["authorization", "content-type", *REQUEST_HEADERS]
 
 
+class MetricsSpec(_Strict):
+    enabled: bool = True
+    require_admin_key: bool = True
+
+
+class LoggingSpec(_Strict):
+    format: LogFormat = "text"
+
+
+class ShutdownSpec(_Strict):
+    drain_seconds: float = Field(25.0, ge=0, le=3600)
+
+
 class GatewaySpec(_Strict):
     admin: KeySpec = KeySpec()
     tenants: dict[str, TenantSpec] = {}
     envelope: EnvelopeSpec = EnvelopeSpec()
     limits: LimitsSpec = LimitsSpec()
     cors: CorsSpec = CorsSpec()
+    metrics: MetricsSpec = MetricsSpec()
+    logging: LoggingSpec = LoggingSpec()
+    shutdown: ShutdownSpec = ShutdownSpec()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,11 +151,19 @@ class EnvelopeDefaults:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Tenant:
-    """A caller of the gateway: its hashed keys and the routes it may use (None: all)."""
+    """A caller of the gateway: its hashed keys, the routes it may use (None: all), its limits.
+
+    ``rpm`` / ``tpm``: requests and tokens (input + output, as reported) per rolling minute;
+    ``budget_usd``: USD per ``budget_period`` (calendar periods in UTC). None: unlimited.
+    """
 
     name: str
     key_hashes: tuple[bytes, ...] = field(repr=False)
     routes: frozenset[str] | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+    budget_usd: float | None = None
+    budget_period: Period = "day"
 
     def allows(self, route: str) -> bool:
         return self.routes is None or route in self.routes
@@ -154,6 +184,10 @@ class GatewaySettings:
     max_json_depth: int = 64
     cors_origins: tuple[str, ...] = ()
     cors_headers: tuple[str, ...] = ("authorization", "content-type", *REQUEST_HEADERS)
+    metrics_enabled: bool = True
+    metrics_require_admin_key: bool = True  # False: /metrics answers anyone (a scraper on a private network)
+    log_format: LogFormat = "text"
+    drain_seconds: float = 25.0  # at shutdown: how long in-flight requests may take before they are cut
 
     @property
     def open(self) -> bool:
@@ -224,7 +258,17 @@ def settings_from_dict(
                         f"unknown route {r!r}",
                         f"use one of the configured routes ({', '.join(sorted(routes))}) or '*'",
                     )
-        tenants.append(Tenant(name=name, key_hashes=hashes, routes=allowed))
+        tenants.append(
+            Tenant(
+                name=name,
+                key_hashes=hashes,
+                routes=allowed,
+                rpm=t.rpm,
+                tpm=t.tpm,
+                budget_usd=t.budget_usd,
+                budget_period=t.budget_period,
+            )
+        )
     e = spec.envelope
     if e.deadline_ms > e.max_deadline_ms:
         raise ConfigError(
@@ -242,6 +286,10 @@ def settings_from_dict(
         max_json_depth=spec.limits.max_json_depth,
         cors_origins=tuple(spec.cors.allow_origins),
         cors_headers=tuple(spec.cors.allow_headers),
+        metrics_enabled=spec.metrics.enabled,
+        metrics_require_admin_key=spec.metrics.require_admin_key,
+        log_format=spec.logging.format,
+        drain_seconds=spec.shutdown.drain_seconds,
     )
 
 
@@ -249,17 +297,7 @@ def load_gateway_config(
     path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None
 ) -> tuple[Config, GatewaySettings]:
     """Load one YAML file: routes and targets (as ``load_config`` would) plus its ``gateway:`` section."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise ConfigError(str(p), f"cannot read the file: {exc.strerror}", "check the path") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(p)
-        raise ConfigError(where, "not valid YAML", "fix the syntax at that line") from None
+    data = read_yaml(path)
     if not isinstance(data, Mapping):
         raise ConfigError("(top level)", "the configuration is not a mapping", "start with `targets:` and `routes:`")
     rest = {k: v for k, v in data.items() if k != "gateway"}

@@ -1,0 +1,134 @@
+"""Prometheus metrics for the gateway, fed from each request's RouteRecord when it ends.
+
+Nothing is measured on the hot path beyond a few counter increments at the end of a
+request; breaker states and in-flight counts are read when ``/metrics`` is scraped. Each app
+has its own registry (several apps in one process do not mix their numbers); with
+``--workers N`` each worker process answers with its own counts, as its state is its own.
+
+Label values are bounded by the configuration: routes (an unknown ``model`` is counted as
+``route="-"``), targets, tenants, failure labels and HTTP statuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ..model import FailureKind, RouteRecord
+from ..policy import BreakerState
+from ..router import Router
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class _StateCollector(Collector):
+    """Gauges read at scrape time: breaker states, requests in flight, draining."""
+
+    def __init__(self, router: Callable[[], Router], in_flight: Callable[[], int], draining: Callable[[], bool]):
+        self._router = router
+        self._in_flight = in_flight
+        self._draining = draining
+
+    def collect(self) -> Iterable[Metric]:
+        state = GaugeMetricFamily(
+            "failover_breaker_state",
+            "Circuit-breaker state (1 for the current state of each breaker)",
+            labels=["scope", "layer", "state"],
+        )
+        opened = GaugeMetricFamily(
+            "failover_breaker_opened", "Times each breaker has opened since start", labels=["scope", "layer"]
+        )
+        try:
+            now = asyncio.get_running_loop().time()
+        except RuntimeError:
+            now = None
+        if now is not None:
+            for snap in self._router().breakers.snapshots(now):
+                for s in BreakerState:
+                    state.add_metric([snap.scope, snap.layer, s.value], 1.0 if snap.state is s else 0.0)
+                opened.add_metric([snap.scope, snap.layer], float(snap.open_count))
+        yield state
+        yield opened
+        yield GaugeMetricFamily("failover_gateway_in_flight", "Chat requests in flight", value=self._in_flight())
+        yield GaugeMetricFamily(
+            "failover_gateway_draining", "1 while the gateway drains for shutdown", value=float(self._draining())
+        )
+
+
+class GatewayMetrics:
+    def __init__(
+        self, router: Callable[[], Router], in_flight: Callable[[], int], draining: Callable[[], bool]
+    ) -> None:
+        self._router = router
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "failover_gateway_requests",
+            "Chat requests answered, by route and HTTP status",
+            ["route", "status"],
+            registry=r,
+        )
+        self.attempts = Counter(
+            "failover_attempts", "Attempts against targets, by target and outcome", ["target", "outcome"], registry=r
+        )
+        self.recoveries = Counter(
+            "failover_recoveries",
+            "Requests answered after an earlier attempt failed, by workflow",
+            ["workflow"],
+            registry=r,
+        )
+        self.deadline_exhausted = Counter(
+            "failover_deadline_exhausted", "Requests that ran out of their deadline", ["route"], registry=r
+        )
+        self.no_candidate = Counter(
+            "failover_no_eligible_candidate",
+            "Requests refused before any attempt: no candidate could meet the contract",
+            ["route"],
+            registry=r,
+        )
+        self.limiter_waits = Counter(
+            "failover_limiter_waits", "Waits for the client-side rate limiter, by target", ["target"], registry=r
+        )
+        self.limiter_wait_seconds = Counter(
+            "failover_limiter_wait_seconds", "Seconds spent waiting for the rate limiter", ["target"], registry=r
+        )
+        self.tokens = Counter(
+            "failover_tokens", "Tokens reported by providers, by target and kind", ["target", "kind"], registry=r
+        )
+        self.cost = Counter("failover_cost_usd", "USD spent, failed attempts included", ["route", "tenant"], registry=r)
+        self.tenant_refusals = Counter(
+            "failover_gateway_tenant_refusals", "Requests refused by a tenant limit", ["tenant", "code"], registry=r
+        )
+        r.register(_StateCollector(router, in_flight, draining))
+
+    def observe(self, route: str | None, status: int, tenant: str | None, record: RouteRecord | None) -> None:
+        label = route if route is not None and route in self._router().routes else "-"
+        self.requests.labels(label, str(status)).inc()
+        if record is None:
+            return
+        for a in record.attempts:
+            self.attempts.labels(a.target, a.outcome).inc()
+            if a.usage is not None:
+                self.tokens.labels(a.target, "input").inc(a.usage.input_tokens)
+                self.tokens.labels(a.target, "output").inc(a.usage.output_tokens)
+        for w in record.waits:
+            if w.reason == "rate_limit":
+                self.limiter_waits.labels(w.target).inc()
+                self.limiter_wait_seconds.labels(w.target).inc(max(0.0, w.end - w.start))
+        if record.recovered:
+            self.recoveries.labels(record.workflow.value).inc()
+        if record.outcome == FailureKind.DEADLINE_EXHAUSTED.value:
+            self.deadline_exhausted.labels(label).inc()
+        if record.outcome == FailureKind.CONTRACT_FAILURE.value and not record.attempts:
+            self.no_candidate.labels(label).inc()
+        if record.total_cost > 0:
+            self.cost.labels(label, tenant or "-").inc(record.total_cost)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+__all__ = ["CONTENT_TYPE", "GatewayMetrics"]

@@ -1,0 +1,201 @@
+"""The published OpenAPI 3.1 schema of the gateway (``GET /openapi.json``).
+
+The chat request body is generated from the same pydantic models that validate it at the
+edge (``ChatCompletionBody``), so the schema cannot drift from what is accepted; responses
+and the other endpoints are described by hand. Route names are not listed (``model`` is a
+string): which routes a key may use is for ``GET /v1/models`` to say, behind the key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._openai import ChatCompletionBody
+from ._settings import REQUEST_HEADERS
+
+_REF = "#/components/schemas/{model}"
+
+_ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "code": {"type": ["string", "null"]},
+                "param": {"type": ["string", "null"]},
+            },
+        }
+    },
+}
+
+_MODEL = {
+    "type": "object",
+    "required": ["id", "object", "created", "owned_by"],
+    "properties": {
+        "id": {"type": "string", "description": "a route name"},
+        "object": {"const": "model"},
+        "created": {"type": "integer"},
+        "owned_by": {"type": "string"},
+    },
+}
+
+_COMPLETION = {
+    "type": "object",
+    "required": ["id", "object", "created", "model", "choices"],
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"const": "chat.completion"},
+        "created": {"type": "integer"},
+        "model": {"type": "string"},
+        "choices": {"type": "array", "items": {"type": "object"}},
+        "usage": {"type": "object"},
+    },
+}
+
+_HEADER_DOCS = {
+    "x-failover-deadline-ms": ("integer", "end-to-end budget in milliseconds"),
+    "x-failover-max-attempts": ("integer", "attempts of every kind, over all targets"),
+    "x-failover-max-cost": ("number", "USD over all attempts, failed ones included"),
+    "x-failover-allow-fallback": ("string", "true or false: may approved cross-model fallbacks answer"),
+    "x-failover-side-effects": ("string", "none, read_only or write_possible"),
+    "x-failover-request-id": ("string", "your request id, 1-128 of A-Za-z0-9._:-"),
+}
+
+
+def _err(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+
+
+_ERRORS = {
+    "400": _err("invalid body or header"),
+    "401": _err("missing or wrong API key"),
+    "403": _err("the key may not do this"),
+    "404": _err("unknown route"),
+    "413": _err("body too large"),
+    "422": _err("no answer met the contract"),
+    "429": _err("tenant rate limit (rate_limit_exceeded) or budget (budget_exhausted)"),
+    "502": _err("the gateway's upstream configuration is broken"),
+    "503": _err("every candidate failed for now, or the gateway is shutting down"),
+    "504": _err("the deadline ran out"),
+}
+
+
+def _get(summary: str, schema: dict[str, Any], *, auth: bool = True, media: str = "application/json") -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "summary": summary,
+        "responses": {"200": {"description": "OK", "content": {media: {"schema": schema}}}},
+    }
+    if auth:
+        op["responses"].update({k: _ERRORS[k] for k in ("401", "403")})
+    else:
+        op["security"] = []
+    return op
+
+
+def openapi_schema(*, metrics: bool = True) -> dict[str, Any]:
+    body = ChatCompletionBody.model_json_schema(ref_template=_REF)
+    defs = body.pop("$defs", {})
+    chat_params = [
+        {
+            "name": h,
+            "in": "header",
+            "required": False,
+            "description": _HEADER_DOCS[h][1],
+            "schema": {"type": _HEADER_DOCS[h][0]},
+        }
+        for h in REQUEST_HEADERS
+    ]
+    paths: dict[str, Any] = {
+        "/v1/chat/completions": {
+            "post": {
+                "summary": "A chat completion over a route, plain or streamed (SSE)",
+                "parameters": chat_params,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {"$ref": "#/components/schemas/ChatCompletionRequest"},
+                            "example": {"model": "chat", "messages": [{"role": "user", "content": "Hello"}]},
+                        }
+                    },
+                },
+                "responses": {
+                    "200": {
+                        "description": "the answer; with stream=true, Server-Sent Events of chat.completion.chunk",
+                        "content": {
+                            "application/json": {"schema": {"$ref": "#/components/schemas/ChatCompletion"}},
+                            "text/event-stream": {"schema": {"type": "string"}},
+                        },
+                    },
+                    **_ERRORS,
+                },
+            }
+        },
+        "/v1/models": {
+            "get": _get(
+                "The routes this key may use",
+                {
+                    "type": "object",
+                    "required": ["object", "data"],
+                    "properties": {
+                        "object": {"const": "list"},
+                        "data": {"type": "array", "items": {"$ref": "#/components/schemas/Model"}},
+                    },
+                },
+            )
+        },
+        "/v1/models/{name}": {
+            "get": {
+                **_get("One route", {"$ref": "#/components/schemas/Model"}),
+                "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+            }
+        },
+        "/admin/health": {"get": _get("Routes, breakers, limiters, tenant quotas (admin key)", {"type": "object"})},
+        "/healthz": {"get": _get("Liveness", {"type": "object"}, auth=False)},
+        "/readyz": {
+            "get": {
+                **_get("Readiness: 503 while draining for shutdown", {"type": "object"}, auth=False),
+                "responses": {
+                    "200": {"description": "ready", "content": {"application/json": {"schema": {"type": "object"}}}},
+                    "503": {"description": "draining", "content": {"application/json": {"schema": {"type": "object"}}}},
+                },
+            }
+        },
+        "/openapi.json": {"get": _get("This document", {"type": "object"}, auth=False)},
+    }
+    if metrics:
+        paths["/metrics"] = {
+            "get": _get(
+                "Prometheus metrics (admin key unless configured public)", {"type": "string"}, media="text/plain"
+            )
+        }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "failover gateway",
+            "version": "1",
+            "description": "An OpenAI-compatible gateway: `model` names a route. See docs/gateway.md.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": {
+                **defs,
+                "ChatCompletionRequest": body,
+                "ChatCompletion": _COMPLETION,
+                "Model": _MODEL,
+                "Error": _ERROR,
+            },
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    }
+
+
+__all__ = ["openapi_schema"]

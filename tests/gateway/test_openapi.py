@@ -1,0 +1,60 @@
+"""The published OpenAPI schema, and a schemathesis fuzz of the app: no 5xx caused by the gateway."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from starlette.applications import Starlette
+
+from failover.gateway import GatewaySettings, create_app, embedded_router
+
+# Failure kinds that are the upstream's (or the caller's deadline), not a gateway bug. With
+# the embedded fake providers, a 5xx can only come from a deadline the fuzzer chose too short.
+_UPSTREAM_CODES = {"deadline_exhausted", "timeout", "provider_overloaded", "provider_server_error", "rate_limited"}
+
+
+def _app() -> Starlette:
+    router, _ = embedded_router(latency=0.0, chunk_interval=0.0)
+    return create_app(router, GatewaySettings())
+
+
+APP = _app()
+schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
+
+
+async def test_openapi_json_describes_the_endpoints() -> None:
+    import httpx
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=_app()), base_url="http://gateway") as c:
+        r = await c.get("/openapi.json")
+    assert r.status_code == 200
+    doc = r.json()
+    assert doc["openapi"].startswith("3.1")
+    assert set(doc["paths"]) >= {"/v1/chat/completions", "/v1/models", "/readyz", "/metrics", "/healthz"}
+    body = doc["components"]["schemas"]["ChatCompletionRequest"]
+    assert {"model", "messages"} <= set(body["required"])
+    params = {p["name"] for p in doc["paths"]["/v1/chat/completions"]["post"]["parameters"]}
+    assert "x-failover-deadline-ms" in params
+
+
+def _check(response: Any) -> None:
+    status = response.status_code
+    if status < 500:
+        return
+    assert status != 500, f"the gateway failed: {response.text[:500]}"
+    try:
+        code = json.loads(response.text)["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        pytest.fail(f"a {status} without an OpenAI error body: {response.text[:300]}")
+    assert code in _UPSTREAM_CODES, f"{status} {code}: {response.text[:300]}"
+
+
+@schema.parametrize()
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+def test_fuzz_no_gateway_5xx(case: Any) -> None:
+    response = case.call()
+    _check(response)
