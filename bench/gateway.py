@@ -1,0 +1,478 @@
+"""Gateway added latency: failover's gateway (and, where they install, LiteLLM's proxy and
+Portkey's gateway) against direct calls to the same loopback upstream.
+
+    .bench-venv/bin/python bench/gateway.py                       # everything that is installed
+    .bench-venv/bin/python bench/gateway.py --targets direct,failover --duration 5
+
+Processes (127.0.0.1 only):
+
+* **upstream** (``bench/gateway_support/upstream.py``): a minimal OpenAI-compatible fake,
+  raw asyncio + httptools on uvloop, TCP_NODELAY, a fixed 20 ms before the answer (plain), or
+  before the first content chunk (stream: 5 content chunks 10 ms apart, finish, usage, [DONE]).
+* **gateways**, each pinned to core 0 (``taskset -c 0``), one worker, run one at a time:
+  ``failover serve --config <generated yaml>`` (one route ``bench`` -> one OpenAI-dialect target
+  at the upstream, everything else default), ``litellm --config`` (one deployment
+  ``openai/gpt-4o-mini`` at the upstream), Portkey's ``@portkey-ai/gateway`` (node, headless,
+  ``x-portkey-provider: openai`` + ``x-portkey-custom-host``).
+* **load generator** (``bench/gateway_support/loadgen.py``), a new process per measurement,
+  pinned with the upstream on core 1: open loop, latency from each request's scheduled time.
+
+Phases, all in one run, the targets alternating within each step so drift hits all alike:
+
+1. fixed rates (100, 300, 1,000 RPS, ``--duration`` s each): p50/p99 latency; "added" is the
+   target's percentile minus direct's percentile at the same rate, in the same run;
+2. streaming at 100 RPS: time to the first content event, and to the end of the stream;
+3. ladder: rising rates (``--step-duration`` s each) until a step is not *sustained*
+   (any error, goodput < 97% of offered, or p99 > ``--p99-limit`` ms): the highest sustained
+   rate is reported. Direct's ladder shows where the load generator itself (one Python
+   process on a shared core) stops being able to tell.
+
+Prints a markdown table and writes all raw results to ``--json``. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import ClassVar
+
+HERE = Path(__file__).resolve().parent
+SUPPORT = HERE / "gateway_support"
+PY = sys.executable
+BIN = Path(PY).parent
+HAS_TASKSET = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
+UPSTREAM_MODEL = "gpt-4o-mini"
+
+
+def pin(core: int, cmd: list[str]) -> list[str]:
+    return ["taskset", "-c", str(core), *cmd] if HAS_TASKSET else cmd
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float, headers: dict[str, str] | None = None) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            req = urllib.request.Request(url, headers=headers or {})
+            with urllib.request.urlopen(req, timeout=2) as r:
+                if r.status < 500:
+                    return True
+        except Exception:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+class Proc:
+    def __init__(self, name: str, cmd: list[str], logdir: Path, env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.log = logdir / f"{name}.log"
+        self.fh = open(self.log, "wb")  # noqa: SIM115
+        self.p = subprocess.Popen(cmd, stdout=self.fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+    def stop(self) -> None:
+        if self.p.poll() is None:
+            os.killpg(self.p.pid, signal.SIGTERM)
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait(5)
+        self.fh.close()
+
+    def tail(self, n: int = 15) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+
+def loadgen(
+    url: str,
+    model: str,
+    rate: float,
+    duration: float,
+    *,
+    stream: bool = False,
+    headers: list[str] = (),
+    key: str = "bench",
+) -> dict:
+    cmd = pin(
+        1,
+        [
+            PY,
+            str(SUPPORT / "loadgen.py"),
+            "--url",
+            url,
+            "--model",
+            model,
+            "--rate",
+            str(rate),
+            "--duration",
+            str(duration),
+            "--key",
+            key,
+        ],
+    )
+    if stream:
+        cmd.append("--stream")
+    for h in headers:
+        cmd += ["--header", h]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 60)
+    if out.returncode != 0:
+        return {"rate": rate, "failed": out.stderr[-800:]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------- targets
+
+
+class Target:
+    name = ""
+    model = UPSTREAM_MODEL
+    headers: ClassVar[list[str]] = []
+    key = "bench"
+
+    def __init__(self, up_port: int, logdir: Path) -> None:
+        self.up_port = up_port
+        self.logdir = logdir
+        self.proc: Proc | None = None
+        self.port = free_port()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1/chat/completions"
+
+    def available(self) -> str | None:
+        return None
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.stop()
+            self.proc = None
+
+
+class Direct(Target):
+    name = "direct"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.up_port}/v1/chat/completions"
+
+
+class Failover(Target):
+    name = "failover"
+    model = "bench"
+
+    def start(self) -> None:
+        cfg = self.logdir / "failover.yaml"
+        cfg.write_text(
+            "targets:\n"
+            "  up:\n"
+            "    dialect: openai\n"
+            f"    base_url: http://127.0.0.1:{self.up_port}/v1\n"
+            f"    model: {UPSTREAM_MODEL}\n"
+            "    api_key_env: BENCH_UPSTREAM_KEY\n"
+            "    capabilities: [chat, streaming]\n"
+            "routes:\n"
+            "  bench:\n"
+            "    primary: [up]\n"
+        )
+        env = {**os.environ, "BENCH_UPSTREAM_KEY": "sk-bench"}
+        exe = str(BIN / "failover")
+        self.proc = Proc(
+            "failover", pin(0, [exe, "serve", "--config", str(cfg), "--port", str(self.port)]), self.logdir, env
+        )
+        if not wait_http(f"http://127.0.0.1:{self.port}/healthz", 30):
+            raise RuntimeError(f"failover gateway did not start:\n{self.proc.tail()}")
+
+
+class LiteLLM(Target):
+    name = "litellm"
+    model = "bench"
+
+    def available(self) -> str | None:
+        if not (BIN / "litellm").exists():
+            return "the litellm CLI is not installed in this venv"
+        r = subprocess.run([PY, "-c", "import fastapi, backoff, orjson, apscheduler"], capture_output=True, text=True)
+        if r.returncode != 0:
+            return "litellm's proxy dependencies are missing: " + r.stderr.strip().splitlines()[-1]
+        return None
+
+    def start(self) -> None:
+        cfg = self.logdir / "litellm.yaml"
+        cfg.write_text(
+            "model_list:\n"
+            "  - model_name: bench\n"
+            "    litellm_params:\n"
+            f"      model: openai/{UPSTREAM_MODEL}\n"
+            f"      api_base: http://127.0.0.1:{self.up_port}/v1\n"
+            "      api_key: sk-bench\n"
+            "litellm_settings:\n"
+            "  telemetry: false\n"
+        )
+        env = {**os.environ, "LITELLM_LOG": "ERROR", "LITELLM_TELEMETRY": "False", "LITELLM_MODE": "PRODUCTION"}
+        self.proc = Proc(
+            "litellm",
+            pin(
+                0,
+                [
+                    str(BIN / "litellm"),
+                    "--config",
+                    str(cfg),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--num_workers",
+                    "1",
+                ],
+            ),
+            self.logdir,
+            env,
+        )
+        if not wait_http(f"http://127.0.0.1:{self.port}/health/liveliness", 120):
+            raise RuntimeError(f"litellm proxy did not start:\n{self.proc.tail()}")
+
+
+class Portkey(Target):
+    name = "portkey"
+    key = "sk-bench"
+
+    def __init__(self, up_port: int, logdir: Path, node_dir: Path) -> None:
+        super().__init__(up_port, logdir)
+        self.node_dir = node_dir
+        self.headers = ["x-portkey-provider: openai", f"x-portkey-custom-host: http://127.0.0.1:{up_port}/v1"]
+
+    @property
+    def script(self) -> Path:
+        return self.node_dir / "node_modules" / "@portkey-ai" / "gateway" / "build" / "start-server.js"
+
+    def available(self) -> str | None:
+        if shutil.which("node") is None:
+            return "node is not installed"
+        if not self.script.exists():
+            return f"@portkey-ai/gateway is not installed under {self.node_dir} (see --portkey-dir)"
+        return None
+
+    def start(self) -> None:
+        env = {**os.environ, "NODE_ENV": "production"}
+        self.proc = Proc(
+            "portkey", pin(0, ["node", str(self.script), f"--port={self.port}", "--headless"]), self.logdir, env
+        )
+        if not wait_http(f"http://127.0.0.1:{self.port}/", 30):
+            raise RuntimeError(f"portkey gateway did not start:\n{self.proc.tail()}")
+
+
+# ---------------------------------------------------------------- phases
+
+
+def ok_step(r: dict, rate: float, p99_limit: float) -> bool:
+    if "failed" in r:
+        return False
+    if any(v for v in r["errors"].values()):
+        return False
+    if (r.get("goodput_rps") or 0) < 0.97 * rate:
+        return False
+    p99 = r["latency_ms"]["p99"]
+    return p99 is not None and p99 <= p99_limit
+
+
+def fmt(x: float | None, signed: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{x:+.2f}" if signed else f"{x:.2f}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--targets", default="direct,failover,litellm,portkey")
+    ap.add_argument("--rates", default="100,300,1000")
+    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--stream-rate", type=float, default=100.0)
+    ap.add_argument("--stream-duration", type=float, default=10.0)
+    ap.add_argument("--ladder", default="100,200,300,500,750,1000,1250,1500,1750,2000,2500,3000")
+    ap.add_argument("--step-duration", type=float, default=5.0)
+    ap.add_argument("--p99-limit", type=float, default=100.0, help="ms; a ladder step above it is not sustained")
+    ap.add_argument(
+        "--portkey-dir",
+        default=os.environ.get("PORTKEY_DIR", "/tmp/portkey"),
+        help="npm prefix where @portkey-ai/gateway (+ @hono/node-server 1.13.x) is installed",
+    )
+    ap.add_argument("--json", default=None, help="write raw results here")
+    ap.add_argument("--skip", default="", help="phases to skip: fixed,stream,ladder")
+    a = ap.parse_args()
+    rates = [float(x) for x in a.rates.split(",") if x]
+    ladder = [float(x) for x in a.ladder.split(",") if x]
+    skip = set(a.skip.split(","))
+    logdir = Path(tempfile.mkdtemp(prefix="failover-gwbench-"))
+    up_port = free_port()
+    up = Proc(
+        "upstream", pin(1, [PY, str(SUPPORT / "upstream.py"), "--port", str(up_port), "--max-seconds", "3600"]), logdir
+    )
+    targets: list[Target] = []
+    unavailable: dict[str, str] = {}
+    try:
+        if not wait_http(f"http://127.0.0.1:{up_port}/v1/models", 15):
+            raise RuntimeError(f"upstream did not start:\n{up.tail()}")
+        for name in a.targets.split(","):
+            t: Target = {
+                "direct": lambda: Direct(up_port, logdir),
+                "failover": lambda: Failover(up_port, logdir),
+                "litellm": lambda: LiteLLM(up_port, logdir),
+                "portkey": lambda: Portkey(up_port, logdir, Path(a.portkey_dir)),
+            }[name]()
+            why = t.available()
+            if why:
+                unavailable[name] = why
+                print(f"# {name}: not measured: {why}", flush=True)
+            else:
+                targets.append(t)
+
+        res: dict = {"fixed": {}, "stream": {}, "ladder": {}, "unavailable": unavailable}
+
+        def measure(t: Target, rate: float, duration: float, stream: bool = False) -> dict:
+            return loadgen(t.url, t.model, rate, duration, stream=stream, headers=t.headers, key=t.key)
+
+        # one gateway at a time on core 0; each started once, warmed, measured over all phases
+        for t in targets:
+            try:
+                t.start()
+            except Exception as e:
+                unavailable[t.name] = f"did not start: {e}"
+                print(f"# {t.name}: {unavailable[t.name]}", flush=True)
+                continue
+            try:
+                w = measure(t, 50, 2)  # warm-up (imports, pools, JITs)
+                if "failed" in w or w["ok"] == 0:
+                    unavailable[t.name] = f"warm-up failed: {w.get('failed') or w.get('error_samples')}"
+                    print(f"# {t.name}: {unavailable[t.name]}", flush=True)
+                    continue
+                if "stream" not in skip:
+                    ws = measure(t, 20, 1, stream=True)
+                    if "failed" in ws or ws["ok"] == 0:
+                        print(
+                            f"# {t.name}: streaming warm-up failed: {ws.get('failed') or ws.get('error_samples')}",
+                            flush=True,
+                        )
+                if "fixed" not in skip:
+                    for rate in rates:
+                        r = measure(t, rate, a.duration)
+                        res["fixed"].setdefault(t.name, {})[str(rate)] = r
+                        print(f"{t.name:9s} {rate:6.0f} rps  {json.dumps(r)}", flush=True)
+                        time.sleep(1)
+                if "stream" not in skip:
+                    r = measure(t, a.stream_rate, a.stream_duration, stream=True)
+                    res["stream"][t.name] = r
+                    print(f"{t.name:9s} stream {a.stream_rate:.0f} rps  {json.dumps(r)}", flush=True)
+                    time.sleep(1)
+                if "ladder" not in skip:
+                    best = 0.0
+                    steps = []
+                    for rate in ladder:
+                        r = measure(t, rate, a.step_duration)
+                        good = ok_step(r, rate, a.p99_limit)
+                        steps.append(
+                            {
+                                "rate": rate,
+                                "sustained": good,
+                                **{
+                                    k: r.get(k)
+                                    for k in ("ok", "errors", "latency_ms", "goodput_rps", "loadgen_cpu_s", "failed")
+                                },
+                            }
+                        )
+                        print(
+                            f"{t.name:9s} ladder {rate:6.0f} rps  sustained={good}"
+                            f"  p50={r.get('latency_ms', {}).get('p50')}"
+                            f" p99={r.get('latency_ms', {}).get('p99')} goodput={r.get('goodput_rps')}"
+                            f" errors={r.get('errors')}",
+                            flush=True,
+                        )
+                        if not good:
+                            break
+                        best = rate
+                        time.sleep(1)
+                    res["ladder"][t.name] = {"max_sustained_rps": best, "steps": steps}
+            finally:
+                t.stop()
+                time.sleep(1)
+    finally:
+        for t in targets:
+            t.stop()
+        up.stop()
+
+    meta = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}",
+        "pinned": HAS_TASKSET,
+        "command": " ".join([Path(PY).name, *sys.argv]),
+    }
+    res["meta"] = meta
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=1))
+    print_table(res, rates, a)
+    print(f"\nlogs: {logdir}")
+    return 0
+
+
+def print_table(res: dict, rates: list[float], a: argparse.Namespace) -> None:
+    fixed, stream, lad = res["fixed"], res["stream"], res["ladder"]
+    names = list(dict.fromkeys([*fixed, *stream, *lad]))
+    base = fixed.get("direct", {})
+    print(f"\n{res['meta']['date']}; {res['meta']['machine']}; pinned={res['meta']['pinned']}")
+    head = ["target"]
+    for r in rates:
+        head += [f"{r:.0f} rps p50 (added)", f"{r:.0f} rps p99 (added)"]
+    head += [f"stream TTFT p50 / p99 @{a.stream_rate:.0f}", "max sustained rps"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + " --- |" * len(head))
+    for n in names:
+        row = [n]
+        for r in rates:
+            cur = fixed.get(n, {}).get(str(r))
+            ref = base.get(str(r))
+            for q in ("p50", "p99"):
+                if not cur or "failed" in cur or cur["latency_ms"][q] is None:
+                    row.append("-")
+                    continue
+                v = cur["latency_ms"][q]
+                err = sum(cur["errors"].values()) if cur.get("errors") else 0
+                e = f", {err} err" if err else ""
+                if n != "direct" and ref and ref["latency_ms"][q] is not None:
+                    row.append(f"{v:.2f} ({v - ref['latency_ms'][q]:+.2f}){e}")
+                else:
+                    row.append(f"{v:.2f}{e}")
+        s = stream.get(n)
+        if s and s.get("ttft_ms") and s["ttft_ms"]["p50"] is not None:
+            row.append(f"{s['ttft_ms']['p50']:.2f} / {s['ttft_ms']['p99']:.2f}")
+        else:
+            row.append("-")
+        row.append(f"{lad[n]['max_sustained_rps']:.0f}" if n in lad else "-")
+        print("| " + " | ".join(row) + " |")
+    for n, why in res["unavailable"].items():
+        print(f"- {n}: not measured: {why}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
