@@ -30,7 +30,7 @@ from failover import (
 )
 from failover.policy import Backoff, Unlimited
 from failover.testing import FakeProvider, FakeServer, Outcome, Reply, Script
-from failover.transport import HttpxTransport
+from failover.transport import AiohttpTransport, HttpxTransport, Transport
 
 pytestmark = [pytest.mark.looptime, pytest.mark.e2e]
 
@@ -93,16 +93,16 @@ def good_reply(kind: str, text: str) -> Reply:
     return Reply.ok(text, latency=0.2)
 
 
-@pytest.fixture
-async def transport() -> AsyncIterator[HttpxTransport]:
-    t = HttpxTransport()
+@pytest.fixture(params=[HttpxTransport, AiohttpTransport], ids=["httpx", "aiohttp"])
+async def transport(request: pytest.FixtureRequest) -> AsyncIterator[Transport]:
+    t: Transport = request.param()
     yield t
     await t.aclose()
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 @pytest.mark.parametrize("name", list(CASES))
-async def test_failure_kind_over_loopback(dialect: str, name: str, transport: HttpxTransport) -> None:
+async def test_failure_kind_over_loopback(dialect: str, name: str, transport: Transport) -> None:
     case = CASES[name]
     a = FakeProvider("a", dialect, Script.of(case.reply, default=good_reply(case.request, "repaired")))
     if case.phase_used is not Phase.REPAIR:
@@ -166,7 +166,7 @@ async def test_failure_kind_over_loopback(dialect: str, name: str, transport: Ht
 
 
 async def test_when_the_deadline_fires_mid_request_the_server_sees_the_connection_close(
-    transport: HttpxTransport,
+    transport: Transport,
 ) -> None:
     a = FakeProvider("a", "openai", Script.always(Reply.hang()))
     async with FakeServer(a) as srv:

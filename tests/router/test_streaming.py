@@ -21,7 +21,7 @@ from failover.model import (
 )
 from failover.policy import Backoff, Unlimited
 from failover.testing import FakeNetwork, FakeProvider, FakeServer, Outcome, Reply, Script
-from failover.transport import HttpxTransport
+from failover.transport import AiohttpTransport, HttpxTransport, StreamingTransport
 
 pytestmark = pytest.mark.looptime
 
@@ -180,9 +180,12 @@ async def test_restart_after_partial_needs_the_envelope_and_the_caller() -> None
     assert isinstance(end, Completed) and end.response.text == "from b"
 
 
-async def test_a_caller_that_leaves_closes_the_upstream_over_real_http() -> None:
+@pytest.mark.parametrize("make_transport", [HttpxTransport, AiohttpTransport], ids=["httpx", "aiohttp"])
+async def test_a_caller_that_leaves_closes_the_upstream_over_real_http(
+    make_transport: type[StreamingTransport],
+) -> None:
     a = FakeProvider("a", "openai", Script.always(Reply.ok(" ".join(["word"] * 40), chunk_interval=0.1)))
-    transport = HttpxTransport()
+    transport = make_transport()
     async with FakeServer(a) as srv:
         route = Route(
             name="r", primary=(srv.target_for(a, capabilities=CAPS, timeouts=TIMEOUTS, tokenizer="estimate"),)
@@ -208,13 +211,14 @@ async def test_a_caller_that_leaves_closes_the_upstream_over_real_http() -> None
     await transport.aclose()
 
 
+@pytest.mark.parametrize("make_transport", [HttpxTransport, AiohttpTransport], ids=["httpx", "aiohttp"])
 @pytest.mark.parametrize("dialect", ["openai", "anthropic", "gemini"])
-async def test_streams_over_real_http_in_every_dialect(dialect: str) -> None:
+async def test_streams_over_real_http_in_every_dialect(dialect: str, make_transport: type[StreamingTransport]) -> None:
     tool = Tool(name="get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})
     a = FakeProvider(
         "a", dialect, Script.always(Reply.ok(tool_calls=[("get_weather", {"city": "Paris"})], chunk_interval=0.05))
     )
-    transport = HttpxTransport()
+    transport = make_transport()
     async with FakeServer(a) as srv:
         target = srv.target_for(a, capabilities=CAPS, timeouts=TIMEOUTS, tokenizer="estimate")
         router = Router([Route(name="r", primary=(target,))], transport=transport, retry_budget=Unlimited())

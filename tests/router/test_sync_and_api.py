@@ -17,6 +17,7 @@ def test_public_api_is_exactly_the_curated_names() -> None:
     subpackages = {
         "config",
         "gateway",
+        "ledger",
         "model",
         "policy",
         "providers",

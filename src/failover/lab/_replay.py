@@ -57,7 +57,7 @@ from ..policy._canary import answered
 from ..router import Router
 from ..testing import FakeNetwork, FakeProvider, Scenario
 from ..tokens import counter_for
-from ..transport import HttpxTransport, Transport
+from ..transport import AiohttpTransport, Transport
 
 Gate = Callable[[Request, Response], Awaitable[Any]]
 """A quality gate: ``await gate(request, response)`` returns a verdict with ``.passed``."""
@@ -1065,7 +1065,7 @@ def run_replay(opts: ReplayOptions, *, progress: TextIO | None = None) -> Replay
 async def _live(
     recorded: Sequence[RecordedRequest], route: Route, targets: Sequence[Target], common: dict[str, Any]
 ) -> ReplayReport:
-    transport = HttpxTransport()
+    transport = AiohttpTransport()
     try:
         return await replay(recorded, route, targets, transport=transport, **common)
     finally:

@@ -1,9 +1,11 @@
 """The HTTP client (one shared pool), per-attempt timeouts and cancellation."""
 
+from ._aiohttp import AiohttpTransport
 from ._httpx import HttpxTransport
 from ._types import HttpRequest, HttpResponse, StreamingResponse, StreamingTransport, Transport, TransportError
 
 __all__ = [
+    "AiohttpTransport",
     "HttpRequest",
     "HttpResponse",
     "HttpxTransport",

@@ -1,0 +1,161 @@
+"""An alternative transport: one pooled aiohttp.ClientSession shared by every attempt."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections.abc import AsyncIterator, Mapping
+
+import aiohttp
+
+from ._types import HttpRequest, HttpResponse, StreamingResponse, TransportError
+
+
+def _headers(raw: Mapping[str, str]) -> dict[str, str]:
+    """Lower-cased names; a repeated header is joined with ", " (as httpx does)."""
+    out: dict[str, str] = {}
+    for k, v in raw.items():
+        name = k.lower()
+        out[name] = f"{out[name]}, {v}" if name in out else v
+    return out
+
+
+def _timeout(connect: float | None) -> aiohttp.ClientTimeout:
+    # Only the socket connect is bounded by aiohttp (on the loop clock, never rounded up: the
+    # ceil threshold is infinite); the total is bounded by asyncio.timeout in send(), and a
+    # stream by the router. Waiting for a pool slot is bounded by the total, as with httpx.
+    return aiohttp.ClientTimeout(
+        total=None, connect=None, sock_read=None, sock_connect=connect, ceil_threshold=math.inf
+    )
+
+
+class AiohttpTransport:
+    """Sends attempts over one shared, pooled ``aiohttp.ClientSession``.
+
+    The session (and its ``TCPConnector``) is created lazily in the running loop on first use.
+    Per attempt it sets the connect timeout, and bounds the whole exchange by the total
+    timeout on the event loop's clock. When the total expires, or the caller is cancelled
+    (the request's deadline), the response is closed, not released: that connection is
+    dropped, so the server sees it go away instead of generating for nobody.
+    """
+
+    enforces_total = True  # send() is bounded by asyncio.timeout(total) below
+
+    def __init__(self, session: aiohttp.ClientSession | None = None, *, max_connections: int = 200) -> None:
+        self._own = session is None
+        self._session = session
+        self._max_connections = max_connections
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=max(self._max_connections, 1), limit_per_host=0),
+                timeout=_timeout(None),
+                auto_decompress=True,
+                trust_env=False,  # base URLs come only from config, not from ambient proxies
+            )
+        return self._session
+
+    async def send(self, request: HttpRequest, *, connect_timeout: float, total_timeout: float) -> HttpResponse:
+        if total_timeout <= 0:
+            raise TransportError("total", "no time left for this attempt")
+        cap = None if math.isinf(total_timeout) else total_timeout
+        timeout = _timeout(min(connect_timeout, total_timeout))
+        body = request.body_bytes()
+        headers = dict(request.headers)
+        if request.json is not None:
+            headers.setdefault("content-type", "application/json")
+        session = self.session
+        try:
+            async with asyncio.timeout(cap):
+                resp = await session.request(
+                    request.method,
+                    request.url,
+                    data=body or None,
+                    headers=headers,
+                    timeout=timeout,
+                    allow_redirects=False,  # a provider must not redirect our credentials elsewhere
+                )
+                try:
+                    content = await resp.read()
+                except BaseException:
+                    resp.close()  # drop the connection (cancelled, timed out or broken): never pool it
+                    raise
+                resp.release()
+        except aiohttp.ServerTimeoutError as exc:  # only the connect is bounded by aiohttp
+            raise TransportError("connect_timeout", f"connect timed out after {connect_timeout:.3f}s") from exc
+        except TimeoutError as exc:
+            raise TransportError("total", f"no complete response within {total_timeout:.3f}s") from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise TransportError("connect", f"could not connect: {exc}") from exc
+        except aiohttp.ClientError as exc:
+            raise TransportError("read", f"connection broke: {type(exc).__name__}: {exc}") from exc
+        return HttpResponse(status=resp.status, headers=_headers(resp.headers), body=content)
+
+    @contextlib.asynccontextmanager
+    async def stream(self, request: HttpRequest, *, connect_timeout: float) -> AsyncIterator[StreamingResponse]:
+        """Open a streaming exchange; leaving the block closes the connection at once.
+
+        Only the connect timeout is set here; the router bounds the wait for the headers and
+        every chunk on the loop clock (first event, idle, total).
+        """
+        headers = dict(request.headers)
+        if request.json is not None:
+            headers.setdefault("content-type", "application/json")
+        headers.setdefault("accept", "text/event-stream")
+        try:
+            resp = await self.session.request(
+                request.method,
+                request.url,
+                data=request.body_bytes() or None,
+                headers=headers,
+                timeout=_timeout(connect_timeout),
+                allow_redirects=False,
+            )
+        except aiohttp.ServerTimeoutError as exc:
+            raise TransportError("connect_timeout", f"connect timed out after {connect_timeout:.3f}s") from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise TransportError("connect", f"could not connect: {exc}") from exc
+        except aiohttp.ClientError as exc:
+            raise TransportError("read", f"{type(exc).__name__}: {exc}") from exc
+        stream = _AiohttpStream(resp)
+        try:
+            yield stream
+        finally:
+            if stream.done:
+                resp.release()  # the body was read to its end: the connection may be reused
+            else:
+                resp.close()  # left early: drop the connection so the server sees us go
+
+    async def aclose(self) -> None:
+        if self._own and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+class _AiohttpStream:
+    __slots__ = ("_resp", "done", "headers", "status")
+
+    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+        self._resp = resp
+        self.done = False
+        self.status: int = resp.status
+        self.headers: Mapping[str, str] = _headers(resp.headers)
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._resp.content.iter_any():  # content-decoded (gzip)
+                yield chunk
+        except aiohttp.ClientError as exc:
+            raise TransportError("read", f"connection broke mid-stream: {type(exc).__name__}: {exc}") from exc
+        self.done = True
+
+    async def aread(self) -> bytes:
+        try:
+            body = await self._resp.read()
+        except aiohttp.ClientError as exc:
+            raise TransportError("read", f"{type(exc).__name__}: {exc}") from exc
+        self.done = True
+        return body
