@@ -22,5 +22,7 @@ echo "== ruff"
 .venv/bin/ruff format --check src tests bench
 echo "== mypy --strict"
 .venv/bin/mypy
+echo "== services"
+./scripts/services.sh
 echo "== pytest"
 .venv/bin/pytest -q -p no:cacheprovider "$@"

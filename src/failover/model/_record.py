@@ -109,6 +109,7 @@ class RouteRecord:
     validation: Validation = Validation()
     input_tokens_estimated: int | None = None
     retry_budget_exhausted: bool = False
+    uncertain_operation: str | None = None  # the side-effecting tool call that blocked a replay
 
     def attempts_in(self, phase: Phase) -> tuple[Attempt, ...]:
         return tuple(a for a in self.attempts if a.phase is phase)

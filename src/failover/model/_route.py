@@ -94,3 +94,5 @@ class Envelope:
     required: frozenset[Capability] = frozenset()
     schema_version: str | None = None
     tenant: str | None = None
+    task_id: str | None = None  # the agent task this request belongs to (tool-execution ledger)
+    resumed_from: int | None = None  # the checkpoint version the task resumed from, if any

@@ -29,7 +29,7 @@ DegradeHandler = Callable[[Request, Unavailable], Awaitable[Response | None]]
 marked degraded (``record.degraded``, ``record.degraded_reason``), never as a fresh answer."""
 
 # The caller's own mistake or a policy refusal is not papered over by a canned answer.
-NOT_DEGRADED = frozenset({FailureKind.INVALID_REQUEST, FailureKind.CONTENT_FILTERED})
+NOT_DEGRADED = frozenset({FailureKind.INVALID_REQUEST, FailureKind.CONTENT_FILTERED, FailureKind.SIDE_EFFECT_UNCERTAIN})
 
 
 async def degraded(handler: DegradeHandler | None, request: Request, exc: Unavailable) -> Response | None:

@@ -17,7 +17,17 @@ from ..model import (
 class Recorder:
     """Collects attempts, waits and exclusions; times are loop seconds from the start."""
 
-    __slots__ = ("attempts", "excluded", "input_tokens", "request_id", "retry_budget_exhausted", "route", "t0", "waits")
+    __slots__ = (
+        "attempts",
+        "excluded",
+        "input_tokens",
+        "request_id",
+        "retry_budget_exhausted",
+        "route",
+        "t0",
+        "uncertain_operation",
+        "waits",
+    )
 
     def __init__(self, request_id: str, route: str, t0: float) -> None:
         self.request_id = request_id
@@ -28,6 +38,7 @@ class Recorder:
         self.excluded: list[Exclusion] = []
         self.input_tokens: int | None = None
         self.retry_budget_exhausted = False
+        self.uncertain_operation: str | None = None
 
     def exclude(self, target: str, phase: Phase, reason: str) -> None:
         self.excluded.append(Exclusion(target=target, phase=phase, reason=reason))
@@ -85,6 +96,7 @@ class Recorder:
             validation=validation or Validation(transport=used is not None),
             input_tokens_estimated=self.input_tokens,
             retry_budget_exhausted=self.retry_budget_exhausted,
+            uncertain_operation=self.uncertain_operation,
         )
 
 

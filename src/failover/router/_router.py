@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config, load_config
+from ..ledger import Ledger
 from ..model import (
     Action,
     Attempt,
@@ -39,6 +40,7 @@ from ..model import (
     Request,
     Response,
     Route,
+    SideEffectMode,
     StreamEvent,
     Target,
     TimeoutPhase,
@@ -117,6 +119,7 @@ class Router:
         canary_rng: random.Random | None = None,
         compaction: CompactionHook | None = None,
         count_timeout: float = 0.5,
+        ledger: Ledger | None = None,
     ) -> None:
         items = routes.values() if isinstance(routes, Mapping) else routes
         self.routes: dict[str, Route] = {r.name: r for r in items}
@@ -143,6 +146,9 @@ class Router:
         self.stream_threshold = stream_threshold
         # Called once when a request fits no candidate's context window; None: context_overflow.
         self.compaction = compaction
+        # The tool-execution ledger: with it, a task whose side-effecting tool may have run is
+        # never replayed from scratch or handed to another model (workflow 3).
+        self.ledger = ledger
         # Cap on a provider token count (Anthropic, Gemini) near a window; 0 disables them.
         self.count_timeout = count_timeout
         for r in self.routes.values():
@@ -371,6 +377,7 @@ class _Run:
                 FailureKind.CONTRACT_FAILURE,
                 f"route {route.name} serves schema version {served}, the request requires {wanted}",
             )
+        await self.side_effects_allow("this request")  # a replay of the task from scratch
         p = await self.make_plan()
         hook = self.router.compaction
         if not p.candidates and hook is not None and not self.compacted:
@@ -502,6 +509,18 @@ class _Run:
         self.launched += 1
         return None
 
+    async def side_effects_allow(self, what: str) -> None:
+        """Workflow 3: refuse to replay or fall back once a side effect of the task may have happened."""
+        ledger, env = self.router.ledger, self.env
+        if ledger is None or env.task_id is None or env.side_effects is SideEffectMode.NONE:
+            return
+        decision = await ledger.side_effects(env.task_id, env.side_effects, resumed_from=env.resumed_from)
+        if decision.refused:
+            self.rec.uncertain_operation = decision.operation_name
+            raise self.unavailable(
+                FailureKind.SIDE_EFFECT_UNCERTAIN, f"{what} refused: {decision.reason}", stopped=True
+            )
+
     async def try_candidate(self, target: Target, phase: Phase, *, hedge: bool = False) -> Response | None:
         if phase is Phase.FALLBACK:  # reached only when a fallback is needed: canary shares apply here
             why = self.canary.why_not(target.name)
@@ -511,6 +530,8 @@ class _Run:
         request = self.request
         tries = 0
         while True:
+            if self.launched:
+                await self.side_effects_allow(f"{phase.value} attempt on {target.name}")
             why_not = self.may_start(target, phase)
             if why_not is not None:
                 self.rec.exclude(target.name, phase, why_not if not tries else f"no replay: {why_not}")

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Makes sure the servers the test suite talks to are installed: redis-server (the ledger's
+# RedisStore tests) and PostgreSQL (its PostgresStore tests). The tests start their own
+# instances on free loopback ports, with no persistence, and stop them at the end
+# (tests/ledger/conftest.py); this script only installs what is missing, from Debian's
+# packages (CI runs as root). Without root, it says what to install and fails.
+#
+# Point the tests at servers you already run instead with
+#   FAILOVER_TEST_REDIS_URL=redis://127.0.0.1:6379/15
+#   FAILOVER_TEST_POSTGRES_DSN=postgresql://user@127.0.0.1:5432/db
+set -euo pipefail
+
+have_postgres() {
+  command -v initdb >/dev/null 2>&1 || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null
+}
+
+missing=()
+if [ -z "${FAILOVER_TEST_REDIS_URL:-}" ] && ! command -v redis-server >/dev/null 2>&1; then
+  missing+=(redis-server)
+fi
+if [ -z "${FAILOVER_TEST_POSTGRES_DSN:-}" ] && ! have_postgres; then
+  missing+=(postgresql)
+fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "== services: redis-server and postgresql are installed"
+  exit 0
+fi
+
+if [ "$(id -u)" != "0" ]; then
+  echo "services.sh: missing ${missing[*]}; install them (Debian: sudo apt-get install -y ${missing[*]})" >&2
+  echo "  or set FAILOVER_TEST_REDIS_URL / FAILOVER_TEST_POSTGRES_DSN to servers you run" >&2
+  exit 1
+fi
+
+echo "== services: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The packages' own services stay off (policy-rc.d or no init): the tests run their own.
+command -v redis-server >/dev/null 2>&1 || [ -n "${FAILOVER_TEST_REDIS_URL:-}" ] || {
+  echo "services.sh: redis-server is still missing after apt-get install" >&2
+  exit 1
+}

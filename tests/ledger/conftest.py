@@ -1,0 +1,224 @@
+"""Real servers for the ledger's store tests, started on free loopback ports.
+
+redis-server runs with no persistence (``--save '' --appendonly no``); PostgreSQL gets a
+fresh cluster in a temporary directory (as the ``postgres`` user when the tests run as
+root). Both stop when the session ends. scripts/services.sh installs them; when one cannot
+start, the tests that need it fail and say why: they are never skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from failover.ledger import LedgerStore, MemoryStore, SQLiteStore
+
+STORES = ["memory", "sqlite", "redis", "postgres"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, log: Path, timeout: float = 15.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            pytest.fail(f"{what} exited with {proc.returncode} at start-up:\n{_tail(log)}", pytrace=False)
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return
+        time.sleep(0.02)
+    pytest.fail(f"{what} did not listen on 127.0.0.1:{port} within {timeout}s:\n{_tail(log)}", pytrace=False)
+
+
+def _tail(log: Path) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+    except OSError:
+        return "(no log)"
+
+
+def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A real Redis: FAILOVER_TEST_REDIS_URL, or a redis-server started for this session."""
+    given = os.environ.get("FAILOVER_TEST_REDIS_URL")
+    if given:
+        yield given
+        return
+    exe = shutil.which("redis-server")
+    if exe is None:
+        pytest.fail(
+            "redis-server is not installed, so the RedisStore tests cannot run. Run scripts/services.sh "
+            "(it runs `apt-get install -y redis-server` as root), or set FAILOVER_TEST_REDIS_URL.",
+            pytrace=False,
+        )
+    port = free_port()
+    workdir = Path(tempfile.mkdtemp(prefix="failover-redis-"))
+    log = workdir / "redis.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                exe,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(workdir),
+                "--daemonize",
+                "no",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        _wait_port(port, proc, "redis-server", log)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        _stop(proc)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _pg_bin(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return candidates[-1] if candidates else None
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """A real PostgreSQL: FAILOVER_TEST_POSTGRES_DSN, or a fresh cluster for this session."""
+    given = os.environ.get("FAILOVER_TEST_POSTGRES_DSN")
+    if given:
+        yield given
+        return
+    initdb, postgres = _pg_bin("initdb"), _pg_bin("postgres")
+    if initdb is None or postgres is None:
+        pytest.fail(
+            "PostgreSQL (initdb, postgres) is not installed, so the PostgresStore tests cannot run. Run "
+            "scripts/services.sh (it runs `apt-get install -y postgresql` as root), or set FAILOVER_TEST_POSTGRES_DSN.",
+            pytrace=False,
+        )
+    workdir = Path(tempfile.mkdtemp(prefix="failover-pg-"))
+    data, log = workdir / "data", workdir / "postgres.log"
+    as_user: dict[str, Any] = {}
+    if os.geteuid() == 0:  # postgres refuses to run as root: run it as the postgres user
+        try:
+            user = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.fail("running as root and there is no `postgres` user to run PostgreSQL as", pytrace=False)
+        os.chown(workdir, user.pw_uid, user.pw_gid)
+        as_user = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+    init = subprocess.run(
+        [initdb, "-D", str(data), "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=workdir,
+        **as_user,
+    )
+    if init.returncode != 0:
+        pytest.fail(f"initdb failed ({init.returncode}):\n{init.stdout}\n{init.stderr}", pytrace=False)
+    port = free_port()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                postgres,
+                "-D",
+                str(data),
+                "-p",
+                str(port),
+                "-k",
+                str(workdir),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "fsync=off",
+                "-c",
+                "max_connections=200",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+            **as_user,
+        )
+    try:
+        _wait_port(port, proc, "postgres", log, timeout=30.0)
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        _stop(proc, signal.SIGINT)  # a fast shutdown: nothing here needs to be kept
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+StoreFactory = Callable[[], LedgerStore]
+
+
+@pytest.fixture(params=STORES)
+async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
+    """Builds stores of one kind that share their data (one file, one Redis prefix, ...),
+    as separate processes of a fleet would; closes them all at the end."""
+    kind: str = request.param
+    made: list[LedgerStore] = []
+    shared_memory = MemoryStore()
+    tag = "t" + uuid.uuid4().hex[:12]
+    redis = request.getfixturevalue("redis_url") if kind == "redis" else ""
+    postgres = request.getfixturevalue("postgres_dsn") if kind == "postgres" else ""
+
+    def make() -> LedgerStore:
+        store: LedgerStore
+        if kind == "memory":
+            store = shared_memory
+        elif kind == "sqlite":
+            store = SQLiteStore(tmp_path / "ledger.db", synchronous="NORMAL")
+        elif kind == "redis":
+            from failover.ledger import RedisStore
+
+            store = RedisStore(redis, prefix=f"failover-test:{tag}")
+        else:
+            from failover.ledger import PostgresStore
+
+            store = PostgresStore(postgres, table=tag, max_size=20)
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        await store.aclose()
+
+
+@pytest.fixture
+async def store(make_store: StoreFactory) -> LedgerStore:
+    return make_store()
