@@ -22,6 +22,7 @@ def test_public_api_is_exactly_the_curated_names() -> None:
         "policy",
         "providers",
         "router",
+        "telemetry",
         "testing",
         "tokens",
         "transport",

@@ -21,6 +21,7 @@ import logging
 import math
 import os
 import random
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,7 @@ from ..model import (
     Request,
     Response,
     Route,
+    RouteRecord,
     SideEffectMode,
     StreamEvent,
     Target,
@@ -67,6 +69,8 @@ from ..policy import (
 )
 from ..policy._canary import CanaryGate, StatsBoard, canary_problems
 from ..providers import dialect_for
+from ..telemetry import AttemptStarted, Hook, Hooks, RequestStarted
+from ..telemetry import Backoff as Waited
 from ..tokens import (
     CompactionHook,
     count_exactly,
@@ -81,6 +85,7 @@ from ..validation import check_contract, checks_anything, repair_request, valida
 from ._hooks import DegradeHandler, QualityGate, degraded
 from ._record import Recorder, last_failure_kind
 from ._stream import Output, RouteStream, _Partial, stream_exchange
+from ._telemetry import attempt_ended, request_ended
 
 if TYPE_CHECKING:
     from ..providers import DialectAdapter
@@ -120,6 +125,7 @@ class Router:
         compaction: CompactionHook | None = None,
         count_timeout: float = 0.5,
         ledger: Ledger | None = None,
+        hooks: Iterable[Hook] = (),
     ) -> None:
         items = routes.values() if isinstance(routes, Mapping) else routes
         self.routes: dict[str, Route] = {r.name: r for r in items}
@@ -151,6 +157,8 @@ class Router:
         self.ledger = ledger
         # Cap on a provider token count (Anthropic, Gemini) near a window; 0 disables them.
         self.count_timeout = count_timeout
+        # Telemetry (failover.telemetry): every request's events; nothing is built when empty.
+        self.hooks = Hooks(hooks)
         for r in self.routes.values():
             check_contract(r.contract)  # a bad pattern or language fails at start-up, not on a request
             problems = canary_problems(r)
@@ -190,17 +198,23 @@ class Router:
         """An acceptable Response (with ``.record``), or :class:`Unavailable`. Never both."""
         r = self.route(route)
         run = _Run(self, r, request, envelope or Envelope())
+        record: RouteRecord | None = None
         try:
-            resp = await run.execute()
-        except Unavailable as exc:
-            self.stats.observe(exc.record)
-            fallback = await degraded(self.degrade.get(r.name), request, exc)
-            if fallback is None:
-                raise
-            return fallback
-        if resp.record is not None:
-            self.stats.observe(resp.record)
-        return resp
+            try:
+                resp = await run.execute()
+            except Unavailable as exc:
+                self.stats.observe(record := exc.record)
+                fallback = await degraded(self.degrade.get(r.name), request, exc)
+                if fallback is None:
+                    raise
+                record = fallback.record
+                return fallback
+            if (record := resp.record) is not None:
+                self.stats.observe(record)
+            return resp
+        finally:
+            if self.hooks:
+                run.ended(record)
 
     def stream(
         self,
@@ -370,6 +384,8 @@ class _Run:
 
     async def execute(self) -> Response:
         env, route = self.env, self.route
+        if self.router.hooks:
+            self.router.hooks(RequestStarted(request_id=self.rec.request_id, route=route.name, at=self.t0))
         self.router.retry_budget.record_request(self.t0)
         wanted, served = env.schema_version, route.contract.schema_version
         if wanted and served and wanted != served:
@@ -588,7 +604,7 @@ class _Run:
                 return None
             if decision.seconds > 0:
                 await asyncio.sleep(decision.seconds)
-                self.rec.wait(target.name, now, self.loop.time(), decision.source)
+                self.waited(target.name, now, decision.source)
 
     def streams(self, target: Target, request: Request) -> bool:
         """Stream this attempt? Always for a streaming caller; for a plain call, when the
@@ -620,18 +636,31 @@ class _Run:
             except LimitWaitTooLong as exc:
                 return f"client-side rate limit: {exc}"
             if reservation.waited > 0:
-                self.rec.wait(target.name, asked, loop.time(), "rate_limit")
+                self.waited(target.name, asked, "rate_limit")
         start = loop.time()
         permits, rejected = router.breakers.admit(target, start)
         if rejected is not None:
             if reservation is not None:
                 reservation.release(sent=False)
             return rejected
+        if router.hooks:
+            router.hooks(
+                AttemptStarted(
+                    request_id=self.rec.request_id,
+                    route=self.route.name,
+                    target=target.name,
+                    model=target.model,
+                    phase=phase.value,
+                    index=len(self.rec.attempts),
+                    at=start,
+                )
+            )
         try:
             outcome = await self._exchange(target, phase, request, start, hedge)
         except asyncio.CancelledError:
             router.breakers.discard(permits, loop.time())  # cancelled: says nothing about health
             self.record_cancelled(target, phase, start, hedge)
+            self.attempt_ended(target, None)
             if reservation is not None:
                 reservation.settle(self.input_tokens(target), 0)  # sent: count the input as spent
             raise
@@ -640,6 +669,7 @@ class _Run:
             if reservation is not None:
                 reservation.release(sent=True)
             raise
+        self.attempt_ended(target, outcome)  # _exchange appended its Attempt last, with no await since
         failure = outcome if isinstance(outcome, Failure) else None
         router.breakers.record(target, permits, failure, loop.time() - start, loop.time())
         if reservation is not None and limiter is not None:
@@ -661,6 +691,31 @@ class _Run:
         else:
             reservation.release(sent=True)
         limiter.observe(outcome.rate_limits, self.loop.time(), reservation=reservation)
+
+    # -- telemetry -------------------------------------------------------------------------
+
+    def waited(self, target: str, start: float, reason: str) -> None:
+        now = self.loop.time()
+        self.rec.wait(target, start, now, reason)
+        if self.router.hooks:
+            self.router.hooks(
+                Waited(request_id=self.rec.request_id, target=target, seconds=now - start, reason=reason, at=start)
+            )
+
+    def attempt_ended(self, target: Target, outcome: Response | Failure | None) -> None:
+        """Report the attempt just appended to the record (None: it was cancelled)."""
+        if self.router.hooks:
+            a = self.rec.attempts[-1]
+            self.router.hooks(attempt_ended(self.rec.request_id, self.route.name, target, a, self.t0, outcome))
+
+    def ended(self, record: RouteRecord | None) -> None:
+        """Report the end of the request; no record: it was cancelled or raised before one existed."""
+        now = self.loop.time()
+        if record is None:
+            exc = sys.exc_info()[1]
+            outcome = "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
+            record = self.rec.freeze(now, used=None, outcome=outcome, stopped=True)
+        self.router.hooks(request_ended(record, now))
 
     def record_cancelled(self, target: Target, phase: Phase, start: float, hedge: bool) -> None:
         """A cancelled attempt (a lost hedge, a caller gone) was sent and may be billed."""

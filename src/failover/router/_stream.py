@@ -29,6 +29,7 @@ from ..model import (
     Request,
     Response,
     Restarted,
+    RouteRecord,
     StreamEvent,
     Target,
     Terminal,
@@ -195,23 +196,29 @@ class RouteStream:
         return self._run.output.response_id
 
     async def _produce(self) -> None:
+        run = self._run
+        record: RouteRecord | None = None  # the final record, for the telemetry hooks
         try:
-            response = await self._run.execute()
+            response = await run.execute()
         except Unavailable as exc:
-            run = self._run
-            run.router.stats.observe(exc.record)
+            run.router.stats.observe(record := exc.record)
             fallback = await degraded(run.router.degrade.get(run.route.name), run.request, exc)
+            if fallback is not None:
+                record = fallback.record
             self._queue.put_nowait(exc if fallback is None else Completed(response=fallback))
         except _Partial as p:
-            self._run.router.stats.observe(p.event.record)
+            run.router.stats.observe(record := p.event.record)
             self._queue.put_nowait(p.event)
         except BaseException as exc:
             self._queue.put_nowait(exc)
             raise
         else:
-            if response.record is not None:
-                self._run.router.stats.observe(response.record)
+            if (record := response.record) is not None:
+                run.router.stats.observe(record)
             self._queue.put_nowait(Completed(response=response))
+        finally:
+            if run.router.hooks:
+                run.ended(record)
 
     async def __aenter__(self) -> RouteStream:
         self._task = asyncio.create_task(self._produce(), name=f"failover-stream-{self._run.rec.request_id}")

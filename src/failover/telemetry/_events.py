@@ -1,0 +1,106 @@
+"""The events a Router reports to its telemetry hooks.
+
+Every event is a frozen, slotted, keyword-only dataclass of plain values. ``at`` is the event
+loop's clock (``loop.time()``, seconds; virtual under looptime), the same clock the RouteRecord
+measures from, so events of one request can be placed on one time line.
+
+This module is the redaction boundary: events carry names, numbers and labels, never a header,
+an API key, a prompt, a completion or a provider's raw error body. A hook that ships events
+elsewhere cannot leak what was never put in them.
+
+    RequestStarted
+      AttemptStarted -> AttemptEnded       one pair per attempt (a cancelled attempt ends too)
+      Backoff                              a wait between attempts (backoff, retry_after, rate_limit)
+      ...
+    RequestEnded                           from the final RouteRecord, success or not
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestStarted:
+    request_id: str
+    route: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptStarted:
+    """An attempt is about to be sent (admitted by its breaker and rate limiter).
+
+    ``index`` is the position the attempt will most likely take in ``record.attempts``: the
+    same as its AttemptEnded's, except when hedged attempts overlap and end out of order.
+    No two attempts of one request on the same ``(target, phase)`` are ever in flight at once.
+    """
+
+    request_id: str
+    route: str
+    target: str
+    model: str
+    phase: str  # a Phase value: primary, failover, fallback, repair
+    index: int
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptEnded:
+    """An attempt ended: built from its :class:`~failover.Attempt` in the RouteRecord."""
+
+    request_id: str
+    route: str
+    target: str
+    model: str
+    provider: str  # the target's dialect: openai, anthropic, gemini
+    phase: str
+    index: int  # the attempt's position in record.attempts
+    outcome: str  # "ok", a Failure label ("rate_limited", "timeout:total"), or "cancelled"
+    failure: str | None  # the FailureKind value; None when ok or cancelled
+    status: int | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cost: float
+    duration: float  # seconds
+    stop_reason: str | None  # a StopReason value, when a response came back
+    provider_request_id: str | None
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Backoff:
+    """The request waited without talking to any provider; emitted when the wait is over.
+
+    ``at`` is when the wait began, ``seconds`` how long it lasted.
+    """
+
+    request_id: str
+    target: str
+    seconds: float
+    reason: str  # "backoff", "retry_after" or "rate_limit" (a client-side limiter)
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestEnded:
+    """The request is over; the values are the final RouteRecord's.
+
+    ``outcome`` is "ok", "degraded", a FailureKind value, or "cancelled" / "error" when the
+    call was cancelled or raised before a RouteRecord existed.
+    """
+
+    request_id: str
+    route: str
+    outcome: str
+    workflow: str  # a Workflow value
+    recovered: bool
+    degraded: bool
+    target_used: str | None
+    attempts: int
+    elapsed_ms: float
+    total_cost: float
+    at: float
+
+
+Event = RequestStarted | AttemptStarted | AttemptEnded | Backoff | RequestEnded
