@@ -176,3 +176,25 @@ class Checkpoint:
     state: Json
     version: int
     saved_at: float
+
+
+# The columns of an execution record in the SQL stores (SQLite, PostgreSQL), in one order.
+EXECUTION_COLUMNS = (
+    "operation_id",
+    "key",
+    "tool",
+    "args_hash",
+    "state",
+    "idempotent",
+    "result",
+    "error",
+    "external_ref",
+    "retry_safe",
+    "attempts",
+    "owner",
+    "lease_until",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "updated_at",
+)

@@ -23,30 +23,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeVar
 
 from . import _machine as machine
-from ._record import Checkpoint, Execution, State, canonical_json
+from ._record import EXECUTION_COLUMNS, Checkpoint, Execution, State, canonical_json
 from ._store import TransactionalStore
 
 T = TypeVar("T")
 
-_COLUMNS = (
-    "operation_id",
-    "key",
-    "tool",
-    "args_hash",
-    "state",
-    "idempotent",
-    "result",
-    "error",
-    "external_ref",
-    "retry_safe",
-    "attempts",
-    "owner",
-    "lease_until",
-    "created_at",
-    "started_at",
-    "finished_at",
-    "updated_at",
-)
+_COLUMNS = EXECUTION_COLUMNS
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS ledger_executions (
