@@ -125,3 +125,23 @@ class ServerThread:
         self.server.should_exit = True
         self.thread.join(timeout=10)
         self.sock.close()
+
+
+def chat_scope() -> dict[str, Any]:
+    """A raw ASGI scope for POST /v1/chat/completions as tenant acme, for tests that drive the
+    app directly (disconnects, drains) rather than through an HTTP client."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/chat/completions",
+        "raw_path": b"/v1/chat/completions",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"authorization", f"Bearer {ACME_KEY}".encode()), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 8000),
+        "state": {},
+    }

@@ -17,7 +17,7 @@ from failover.gateway._logs import ACCESS_LOGGER, JsonFormatter
 from failover.testing import Reply
 from failover.testing._provider import Outcome
 
-from ._kit import ACME_KEY, ADMIN_KEY, PROVIDER_KEY, Kit, chat_body
+from ._kit import ACME_KEY, ADMIN_KEY, PROVIDER_KEY, Kit, chat_body, chat_scope
 
 
 def _client(app: Any, key: str | None = ACME_KEY) -> httpx.AsyncClient:
@@ -170,24 +170,6 @@ class _StayingClient:
             self.first.set()
 
 
-def _scope() -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.4"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/chat/completions",
-        "raw_path": b"/v1/chat/completions",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"authorization", f"Bearer {ACME_KEY}".encode()), (b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 8000),
-        "state": {},
-    }
-
-
 async def test_shutdown_drains_then_cuts_a_long_stream_and_closes_its_upstream() -> None:
     words = " ".join(f"w{i}" for i in range(400))
     kit = Kit({"a": [Reply.ok(words, chunk_interval=0.05)]})
@@ -195,7 +177,7 @@ async def test_shutdown_drains_then_cuts_a_long_stream_and_closes_its_upstream()
     life = _Lifespan(app)
     await life.start()
     client = _StayingClient(chat_body(stream=True))
-    streaming = asyncio.create_task(app(_scope(), client.receive, client.send))
+    streaming = asyncio.create_task(app(chat_scope(), client.receive, client.send))
     await asyncio.wait_for(client.first.wait(), 5)
     stopping = asyncio.create_task(life.stop())
     await asyncio.sleep(0.05)
@@ -258,7 +240,7 @@ async def test_reload_swaps_the_router_and_old_streams_finish_on_the_old_one() -
     life = _Lifespan(app)
     await life.start()
     client = _StayingClient(chat_body(stream=True))
-    streaming = asyncio.create_task(app(_scope(), client.receive, client.send))
+    streaming = asyncio.create_task(app(chat_scope(), client.receive, client.send))
     await asyncio.wait_for(client.first.wait(), 5)
     os.kill(os.getpid(), signal.SIGHUP)
     for _ in range(100):

@@ -10,7 +10,7 @@ from starlette.types import Message
 
 from failover.testing import Outcome, Reply
 
-from ._kit import ACME_KEY, Kit, chat_body
+from ._kit import Kit, chat_body, chat_scope
 
 
 def events(text: str) -> list[Any]:
@@ -141,29 +141,11 @@ class _Client:
             self.gone.set()
 
 
-def _scope() -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.4"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/chat/completions",
-        "raw_path": b"/v1/chat/completions",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"authorization", f"Bearer {ACME_KEY}".encode()), (b"content-type", b"application/json")],
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 8000),
-        "state": {},
-    }
-
-
 async def test_client_disconnect_mid_stream_closes_the_upstream_at_once() -> None:
     words = " ".join(f"w{i}" for i in range(200))
     kit = Kit({"a": [Reply.ok(words, chunk_interval=0.05)]})
     client = _Client(chat_body(stream=True))
-    await asyncio.wait_for(kit.app(_scope(), client.receive, client.send), timeout=5)
+    await asyncio.wait_for(kit.app(chat_scope(), client.receive, client.send), timeout=5)
     (call,) = kit.providers["a"].calls
     assert call.outcome is Outcome.CLIENT_DISCONNECTED
     assert call.events_sent < 20  # stopped at once, not after the 200 words
@@ -179,7 +161,7 @@ async def test_client_disconnect_during_a_plain_call_cancels_it() -> None:
         client.gone.set()
 
     leaving = asyncio.create_task(leave())
-    await asyncio.wait_for(kit.app(_scope(), client.receive, client.send), timeout=5)
+    await asyncio.wait_for(kit.app(chat_scope(), client.receive, client.send), timeout=5)
     await leaving
     (call,) = kit.providers["a"].calls
     assert call.outcome is Outcome.CLIENT_DISCONNECTED
