@@ -112,3 +112,17 @@ gateway:
 def test_serve_refuses_an_open_gateway_off_loopback(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--host", "0.0.0.0", "--port", "1"]) == 2
     assert "--host" in capsys.readouterr().err
+
+
+def test_otel_spans_are_switched_on_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from failover.gateway._serve import telemetry_hooks
+    from failover.telemetry import OpenTelemetryHook
+
+    monkeypatch.delenv("FAILOVER_OTEL", raising=False)
+    monkeypatch.delenv("OTEL_TRACES_EXPORTER", raising=False)
+    assert telemetry_hooks() == []
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    assert telemetry_hooks() == []
+    monkeypatch.setenv("FAILOVER_OTEL", "1")
+    (hook,) = telemetry_hooks()
+    assert isinstance(hook, OpenTelemetryHook)

@@ -12,6 +12,7 @@ from starlette.applications import Starlette
 
 from ..model import ConfigError
 from ..router import Router
+from ..telemetry import Hook, Hooks
 from ._app import create_app
 from ._default import embedded_router
 from ._logs import configure_logging
@@ -46,6 +47,7 @@ def build_app(config: str | None) -> Starlette:
     reload = None
     if config is None:
         router, _ = embedded_router()
+        router.hooks = Hooks(telemetry_hooks())
         settings = GatewaySettings()
         log.warning("no --config: serving the embedded default (fake providers a, b, c, x; routes chat, flaky)")
     else:
@@ -53,11 +55,28 @@ def build_app(config: str | None) -> Starlette:
 
         def reload() -> tuple[Router, GatewaySettings]:
             cfg, settings = load_gateway_config(path)
-            return Router.from_config(cfg), settings
+            return Router.from_config(cfg, hooks=telemetry_hooks()), settings
 
         router, settings = reload()
     configure_logging(settings.log_format)
     return create_app(router, settings, close_router=True, drain_on_signals=True, reload=reload)
+
+
+def telemetry_hooks() -> list[Hook]:
+    """OpenTelemetry spans per request and attempt when asked for (``FAILOVER_OTEL=1``, or an
+    ``OTEL_TRACES_EXPORTER`` other than ``none``) and the opentelemetry API is installed. The
+    application's tracer provider (the SDK and its exporter) is used as configured globally."""
+    exporter = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    wanted = os.environ.get("FAILOVER_OTEL", "").strip().lower() in ("1", "true", "yes") or exporter not in ("", "none")
+    if not wanted:
+        return []
+    try:
+        from ..telemetry import OpenTelemetryHook
+
+        return [OpenTelemetryHook()]
+    except ImportError:
+        log.warning("OpenTelemetry was asked for but is not installed: pip install 'failover[otel]' and an SDK")
+        return []
 
 
 def app_factory() -> Starlette:
