@@ -106,7 +106,9 @@ async def test_retry_after_longer_than_the_time_left_means_no_retry_on_that_targ
     assert len(a.calls) == 1 and resp.text == "from b"
     assert now() - t0 == pytest.approx(0.3)  # no waiting for a Retry-After that cannot fit
     assert resp.record is not None
-    assert any("no replay: retry_after 10.000s exceeds" in e.reason for e in resp.record.excluded)
+    assert any(
+        "no replay: retry_after 10.000s + 0.050s for an attempt exceeds the" in e.reason for e in resp.record.excluded
+    )
 
 
 async def test_retry_after_that_fits_is_honoured_instead_of_the_backoff_schedule() -> None:

@@ -596,11 +596,17 @@ class _Run:
                     self.retry_after_until = until
             left = self.deadline.remaining(now)
             if not decision.fits(left, target.timeouts.min_useful):
-                self.rec.exclude(
-                    target.name,
-                    phase,
-                    f"no replay: {decision.source} {decision.seconds:.3f}s exceeds the {left:.3f}s left",
-                )
+                if decision.acceptable:
+                    why = (
+                        f"{decision.source} {decision.seconds:.3f}s + {target.timeouts.min_useful:.3f}s for an "
+                        f"attempt exceeds the {left:.3f}s left"
+                    )
+                else:
+                    cap = self.router.backoff.max_retry_after
+                    why = (
+                        f"{decision.source} {decision.seconds:.3f}s is longer than the {cap:.0f}s waited on one target"
+                    )
+                self.rec.exclude(target.name, phase, f"no replay: {why}")
                 return None
             if decision.seconds > 0:
                 await asyncio.sleep(decision.seconds)
