@@ -104,6 +104,16 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lab(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .lab._web import lab_app
+
+    print(f"failover lab: http://{args.host}:{args.port}/", file=sys.stderr)
+    uvicorn.run(lab_app(), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
 def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     srv = sub.add_parser(
         "serve",
@@ -170,6 +180,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     rep.add_argument("--json", action="store_true", help="print the report as JSON")
     rep.set_defaults(func=_replay)
     _add_serve(sub)
+
+    lab = sub.add_parser(
+        "lab",
+        help="serve the lab page: watch the seed route's path through failures (virtual time)",
+        description="Serve the lab page: pick a scenario, a required capability, the budget and A's retries, "
+        "and see the exclusions, the path, the attempt timeline and the RouteRecord, all computed by the real "
+        "router on virtual time. See docs/lab.md.",
+    )
+    lab.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    lab.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    lab.set_defaults(func=_lab)
 
     args = parser.parse_args(argv)
     try:
