@@ -278,3 +278,16 @@ async def test_a_failed_reload_keeps_serving() -> None:
     await asyncio.sleep(0.1)
     assert gw.router is kit.router
     asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+
+
+async def test_the_lab_is_mounted_only_when_switched_on() -> None:
+    kit = Kit()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=kit.app), base_url="http://gw") as c:
+        assert (await c.get("/lab/")).status_code == 404
+    app = create_app(kit.router, dataclasses.replace(kit.settings, lab_enabled=True))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+        page = await c.get("/lab/")
+        assert page.status_code == 200 and "failover lab" in page.text
+        run = await c.post("/lab/api/run", json={"scenario": "timeout", "capability": "vision", "budget": 3})
+        assert run.status_code == 200
+        assert run.json()["target_used"] == "c"

@@ -28,8 +28,9 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
+from starlette.routing import Mount
 from starlette.routing import Route as HttpRoute
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..model import (
     Completed,
@@ -829,6 +830,12 @@ def _drain_on_signals(gw: Gateway) -> None:
             loop.add_signal_handler(sig, handle)
 
 
+def _lab_app() -> ASGIApp:
+    from ..lab._web import lab_app  # imported only when the lab is switched on
+
+    return lab_app()
+
+
 def create_app(
     router: Router,
     settings: GatewaySettings | None = None,
@@ -953,6 +960,7 @@ def create_app(
             HttpRoute("/readyz", readyz, methods=["GET"]),
             HttpRoute("/openapi.json", openapi, methods=["GET"]),
             *([HttpRoute("/metrics", metrics, methods=["GET"])] if s.metrics_enabled else []),
+            *([Mount("/lab", app=_lab_app())] if s.lab_enabled else []),
         ],
         middleware=middleware,
         exception_handlers={HTTPException: http_error},

@@ -48,8 +48,8 @@ def build_app(config: str | None) -> Starlette:
     if config is None:
         router, _ = embedded_router()
         router.hooks = Hooks(telemetry_hooks())
-        settings = GatewaySettings()
-        log.warning("no --config: serving the embedded default (fake providers a, b, c, x; routes chat, flaky)")
+        settings = GatewaySettings(lab_enabled=True)  # loopback only, and only fake providers
+        log.warning("no --config: serving the embedded default (fake providers a, b, c, x; routes chat, flaky; /lab)")
     else:
         path = config
 

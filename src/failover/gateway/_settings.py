@@ -132,6 +132,7 @@ class GatewaySpec(_Strict):
     metrics: MetricsSpec = MetricsSpec()
     logging: LoggingSpec = LoggingSpec()
     shutdown: ShutdownSpec = ShutdownSpec()
+    lab: bool = False  # serve the lab page at /lab (open, CPU-using: for trusted networks)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,6 +189,7 @@ class GatewaySettings:
     metrics_require_admin_key: bool = True  # False: /metrics answers anyone (a scraper on a private network)
     log_format: LogFormat = "text"
     drain_seconds: float = 25.0  # at shutdown: how long in-flight requests may take before they are cut
+    lab_enabled: bool = False  # /lab: the simulator page (no auth: off unless asked for)
 
     @property
     def open(self) -> bool:
@@ -290,6 +292,7 @@ def settings_from_dict(
         metrics_require_admin_key=spec.metrics.require_admin_key,
         log_format=spec.logging.format,
         drain_seconds=spec.shutdown.drain_seconds,
+        lab_enabled=spec.lab,
     )
 
 
