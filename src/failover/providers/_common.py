@@ -122,6 +122,19 @@ def kind_from_status(status: int) -> FailureKind:
     return FailureKind.PROVIDER_SERVER_ERROR
 
 
+def unreadable(provider: str, target: Target, response: HttpResponse, meta: HeaderMeta, what: str) -> Failure:
+    """A 2xx whose body is not ``what`` (a proxy's page, a truncated body): the provider's fault."""
+    return error_failure(
+        provider=provider,
+        kind=FailureKind.PROVIDER_SERVER_ERROR,
+        target=target,
+        response=response,
+        meta=meta,
+        code=None,
+        message=f"the body is not {what}",
+    )
+
+
 def error_failure(
     *,
     provider: str,

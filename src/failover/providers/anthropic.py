@@ -46,6 +46,7 @@ from ._common import (
     kind_from_status,
     outcome_failure,
     tool_arguments,
+    unreadable,
     with_query,
 )
 from ._headers import HeaderMeta, anthropic_rate_limits, read_meta
@@ -159,15 +160,7 @@ class AnthropicDialect:
                 return _parse_message(data, response.status, meta)
             if data.get("type") == "error":
                 return _error(target, response, meta, data)
-            return error_failure(
-                provider=self.name,
-                kind=FailureKind.PROVIDER_SERVER_ERROR,
-                target=target,
-                response=response,
-                meta=meta,
-                code=None,
-                message="the body is not a message",
-            )
+            return unreadable(self.name, target, response, meta, "a message")
         return _error(target, response, meta, data)
 
     # ---------------------------------------------------------------- stream
@@ -199,15 +192,7 @@ class AnthropicDialect:
             tokens = data.get("input_tokens")
             if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0:
                 return tokens
-            return error_failure(
-                provider=self.name,
-                kind=FailureKind.PROVIDER_SERVER_ERROR,
-                target=target,
-                response=response,
-                meta=meta,
-                code=None,
-                message="the body is not a token count",
-            )
+            return unreadable(self.name, target, response, meta, "a token count")
         return _error(target, response, meta, data)
 
 

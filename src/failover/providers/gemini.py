@@ -51,6 +51,7 @@ from ._common import (
     error_failure,
     kind_from_status,
     outcome_failure,
+    unreadable,
     with_query,
 )
 from ._headers import HeaderMeta, parse_duration, read_meta
@@ -160,15 +161,7 @@ class GeminiDialect:
                 return _parse_generation(body, response.status, meta)
             if isinstance(body.get("error"), dict):
                 return _error(target, response, meta, body)
-            return error_failure(
-                provider=self.name,
-                kind=FailureKind.PROVIDER_SERVER_ERROR,
-                target=target,
-                response=response,
-                meta=meta,
-                code=None,
-                message="the body is not a GenerateContentResponse",
-            )
+            return unreadable(self.name, target, response, meta, "a GenerateContentResponse")
         return _error(target, response, meta, body)
 
     # ---------------------------------------------------------------- stream
@@ -209,15 +202,7 @@ class GeminiDialect:
                 return tokens
             if isinstance(body.get("error"), dict):
                 return _error(target, response, meta, body)
-            return error_failure(
-                provider=self.name,
-                kind=FailureKind.PROVIDER_SERVER_ERROR,
-                target=target,
-                response=response,
-                meta=meta,
-                code=None,
-                message="the body is not a CountTokensResponse",
-            )
+            return unreadable(self.name, target, response, meta, "a CountTokensResponse")
         return _error(target, response, meta, body)
 
 

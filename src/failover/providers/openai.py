@@ -52,6 +52,7 @@ from ._common import (
     kind_from_status,
     outcome_failure,
     tool_arguments,
+    unreadable,
     with_query,
 )
 from ._headers import HeaderMeta, openai_rate_limits, read_meta
@@ -155,15 +156,7 @@ class OpenAIDialect:
             # failures this way; its code is often the upstream HTTP status.
             if isinstance(body.get("error"), dict):
                 return _error(target, response, meta, body)
-            return error_failure(
-                provider=self.name,
-                kind=FailureKind.PROVIDER_SERVER_ERROR,
-                target=target,
-                response=response,
-                meta=meta,
-                code=None,
-                message="the body is not a chat completion",
-            )
+            return unreadable(self.name, target, response, meta, "a chat completion")
         return _error(target, response, meta, data)
 
     # ---------------------------------------------------------------- stream
