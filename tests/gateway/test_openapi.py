@@ -39,6 +39,9 @@ async def test_openapi_json_describes_the_endpoints() -> None:
     assert {"model", "messages"} <= set(body["required"])
     params = {p["name"] for p in doc["paths"]["/v1/chat/completions"]["post"]["parameters"]}
     assert "x-failover-deadline-ms" in params
+    messages = doc["components"]["schemas"]["MessagesRequest"]
+    assert {"model", "max_tokens", "messages"} <= set(messages["required"])
+    assert "/v1/messages" in doc["paths"]
 
 
 def _check(response: Any) -> None:
@@ -47,9 +50,11 @@ def _check(response: Any) -> None:
         return
     assert status != 500, f"the gateway failed: {response.text[:500]}"
     try:
-        code = json.loads(response.text)["error"]["code"]
+        error = json.loads(response.text)["error"]
+        # OpenAI's body carries the code in error.code; Anthropic's (/v1/messages) in error.details.error_code
+        code = error["details"]["error_code"] if "details" in error else error["code"]
     except (ValueError, KeyError, TypeError):
-        pytest.fail(f"a {status} without an OpenAI error body: {response.text[:300]}")
+        pytest.fail(f"a {status} without an OpenAI or Anthropic error body: {response.text[:300]}")
     assert code in _UPSTREAM_CODES, f"{status} {code}: {response.text[:300]}"
 
 

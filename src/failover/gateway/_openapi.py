@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..inbound.anthropic import MessagesBody
 from ._openai import ChatCompletionBody
 from ._settings import REQUEST_HEADERS
 
@@ -63,6 +64,7 @@ _HEADER_DOCS = {
     "x-failover-allow-fallback": ("string", "true or false: may approved cross-model fallbacks answer"),
     "x-failover-side-effects": ("string", "none, read_only or write_possible"),
     "x-failover-request-id": ("string", "your request id, 1-128 of A-Za-z0-9._:-"),
+    "x-failover-task-id": ("string", "the agent task (the ledger's operation id), 1-128 of A-Za-z0-9._:-"),
 }
 
 
@@ -99,9 +101,92 @@ def _get(summary: str, schema: dict[str, Any], *, auth: bool = True, media: str 
     return op
 
 
+_ANTHROPIC_ERROR = {
+    "type": "object",
+    "required": ["type", "error"],
+    "properties": {
+        "type": {"const": "error"},
+        "error": {
+            "type": "object",
+            "required": ["type", "message"],
+            "properties": {
+                "type": {"type": "string"},
+                "message": {"type": "string"},
+                "details": {"type": "object", "properties": {"error_code": {"type": "string"}}},
+            },
+        },
+        "request_id": {"type": "string"},
+    },
+}
+
+_MESSAGE = {
+    "type": "object",
+    "required": ["id", "type", "role", "model", "content", "stop_reason", "usage"],
+    "properties": {
+        "id": {"type": "string"},
+        "type": {"const": "message"},
+        "role": {"const": "assistant"},
+        "model": {"type": "string"},
+        "content": {"type": "array", "items": {"type": "object"}},
+        "stop_reason": {"type": ["string", "null"]},
+        "usage": {"type": "object"},
+    },
+}
+
+
+def _messages_schema() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Messages body schema, its definitions prefixed ``Anthropic`` (the chat body has
+    models of the same names)."""
+    body = MessagesBody.model_json_schema(ref_template="#/components/schemas/Anthropic{model}")
+    defs = {f"Anthropic{name}": schema for name, schema in body.pop("$defs", {}).items()}
+    return body, defs
+
+
+def _messages_path(params: list[dict[str, Any]]) -> dict[str, Any]:
+    def err(description: str) -> dict[str, Any]:
+        return {
+            "description": description,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AnthropicError"}}},
+        }
+
+    errors = {code: err(str(_ERRORS[code]["description"])) for code in _ERRORS}
+    errors["529"] = err("the last failure was provider overload (Anthropic's overloaded_error)")
+    return {
+        "post": {
+            "summary": "An Anthropic Messages answer over a route, plain or streamed (SSE); key as x-api-key or bearer",
+            "parameters": params,
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/MessagesRequest"},
+                        "example": {
+                            "model": "chat",
+                            "max_tokens": 256,
+                            "messages": [{"role": "user", "content": "Hi"}],
+                        },
+                    }
+                },
+            },
+            "responses": {
+                "200": {
+                    "description": "the message; with stream=true, Anthropic's Server-Sent Events",
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/Message"}},
+                        "text/event-stream": {"schema": {"type": "string"}},
+                    },
+                },
+                **errors,
+            },
+            "security": [{"bearer": []}, {"x-api-key": []}],
+        }
+    }
+
+
 def openapi_schema(*, metrics: bool = True) -> dict[str, Any]:
     body = ChatCompletionBody.model_json_schema(ref_template=_REF)
     defs = body.pop("$defs", {})
+    messages_body, messages_defs = _messages_schema()
     chat_params = [
         {
             "name": h,
@@ -138,6 +223,7 @@ def openapi_schema(*, metrics: bool = True) -> dict[str, Any]:
                 },
             }
         },
+        "/v1/messages": _messages_path(chat_params),
         "/v1/models": {
             "get": _get(
                 "The routes this key may use",
@@ -187,12 +273,19 @@ def openapi_schema(*, metrics: bool = True) -> dict[str, Any]:
         "components": {
             "schemas": {
                 **defs,
+                **messages_defs,
                 "ChatCompletionRequest": body,
+                "MessagesRequest": messages_body,
+                "Message": _MESSAGE,
+                "AnthropicError": _ANTHROPIC_ERROR,
                 "ChatCompletion": _COMPLETION,
                 "Model": _MODEL,
                 "Error": _ERROR,
             },
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "x-api-key": {"type": "apiKey", "in": "header", "name": "x-api-key"},
+            },
         },
         "security": [{"bearer": []}],
     }

@@ -1,0 +1,122 @@
+"""The ``x-failover-*`` headers, both ways: the caller's envelope in, the RouteRecord summary out.
+
+Shared by the gateway and the in-process SDK client (``failover.httpx_client``), so a header
+means the same thing whichever way a request arrives. No HTTP server here: a header that does
+not parse, or asks for more than the caller is allowed, raises :class:`WireError` (400,
+``code="invalid_header"``, ``param`` = the header) naming the header and the fix; nothing is
+silently clamped.
+
+Request headers: ``x-failover-deadline-ms``, ``x-failover-max-attempts``, ``x-failover-max-cost``,
+``x-failover-allow-fallback``, ``x-failover-side-effects``, ``x-failover-request-id``,
+``x-failover-task-id``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..model import Envelope, RouteRecord, SideEffectMode
+from ._wire import WireError
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+_TRUE = {"true", "1", "yes"}
+_FALSE = {"false", "0", "no"}
+
+
+def _bad(header: str, problem: str, fix: str) -> WireError:
+    return WireError(400, f"header {header}: {problem}. Fix: {fix}", code="invalid_header", param=header)
+
+
+def _int(headers: Mapping[str, str], name: str, low: int, high: int, unit: str) -> int | None:
+    raw = headers.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise _bad(
+            name, f"{raw[:40]!r} is not an integer", f"send a whole number of {unit} from {low} to {high}"
+        ) from None
+    if not low <= value <= high:
+        raise _bad(name, f"{value} is outside {low}..{high}", f"send a whole number of {unit} from {low} to {high}")
+    return value
+
+
+def envelope_with_headers(
+    base: Envelope, headers: Mapping[str, str], *, max_deadline_ms: int, max_attempts_limit: int
+) -> Envelope:
+    """``base`` changed by the caller's ``x-failover-*`` headers; ``headers`` must be case-insensitive.
+
+    ``max_deadline_ms`` / ``max_attempts_limit`` cap what a header may ask for.
+    """
+    changes: dict[str, Any] = {}
+    deadline_ms = _int(headers, "x-failover-deadline-ms", 1, max_deadline_ms, "milliseconds")
+    if deadline_ms is not None:
+        changes["budget"] = deadline_ms / 1000.0
+    attempts = _int(headers, "x-failover-max-attempts", 1, max_attempts_limit, "attempts")
+    if attempts is not None:
+        changes["max_attempts"] = attempts
+    raw = headers.get("x-failover-max-cost")
+    if raw is not None:
+        try:
+            max_cost = float(raw.strip())
+        except ValueError:
+            max_cost = math.nan
+        if not math.isfinite(max_cost) or max_cost <= 0:
+            raise _bad("x-failover-max-cost", f"{raw[:40]!r} is not a positive number", "send USD, e.g. 0.05")
+        changes["max_cost"] = max_cost
+    raw = headers.get("x-failover-allow-fallback")
+    if raw is not None:
+        v = raw.strip().lower()
+        if v not in _TRUE | _FALSE:
+            raise _bad("x-failover-allow-fallback", f"{raw[:40]!r} is not a boolean", "send true or false")
+        changes["allow_fallback"] = v in _TRUE
+    raw = headers.get("x-failover-side-effects")
+    if raw is not None:
+        try:
+            changes["side_effects"] = SideEffectMode(raw.strip().lower())
+        except ValueError:
+            choices = ", ".join(m.value for m in SideEffectMode)
+            raise _bad(
+                "x-failover-side-effects", f"{raw[:40]!r} is not a side-effect mode", f"send one of {choices}"
+            ) from None
+    raw = headers.get("x-failover-request-id")
+    if raw is not None:
+        if not _REQUEST_ID.fullmatch(raw):
+            raise _bad(
+                "x-failover-request-id",
+                "must be 1 to 128 characters of letters, digits and . _ : -",
+                "send a simple identifier, or leave it out to get one generated",
+            )
+        changes["request_id"] = raw
+    raw = headers.get("x-failover-task-id")
+    if raw is not None:
+        if not _REQUEST_ID.fullmatch(raw):
+            raise _bad(
+                "x-failover-task-id",
+                "must be 1 to 128 characters of letters, digits and . _ : -",
+                "send the agent task's id (the ledger's operation id), e.g. task-9",
+            )
+        changes["task_id"] = raw
+    return dataclasses.replace(base, **changes) if changes else base
+
+
+def record_headers(request_id: str, record: RouteRecord | None) -> dict[str, str]:
+    """The ``x-failover-*`` summary of a RouteRecord (``x-request-id`` too, which the SDKs read)."""
+    h = {"x-failover-request-id": request_id, "x-request-id": request_id}
+    if record is not None:
+        h["x-failover-route"] = record.route
+        h["x-failover-target"] = record.target_used or ""
+        h["x-failover-attempts"] = str(len(record.attempts))
+        h["x-failover-recovered"] = "true" if record.recovered else "false"
+        h["x-failover-degraded"] = "true" if record.degraded else "false"
+        h["x-failover-added-latency-ms"] = str(round(record.added_latency_ms))
+        h["x-failover-workflow"] = record.workflow.value
+    return h
+
+
+__all__ = ["envelope_with_headers", "record_headers"]

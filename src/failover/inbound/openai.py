@@ -1,0 +1,557 @@
+"""The OpenAI Chat Completions wire format as a server speaks it.
+
+Bodies are validated with pydantic (unknown fields that change nothing for the answer, such
+as ``user`` or ``metadata``, are ignored; ones the gateway cannot honour, such as ``n > 1``
+or ``logprobs``, are refused with a 400 naming the field), then turned into a
+:class:`~failover.model.Request`. A :class:`~failover.model.Response` goes back as a
+``chat.completion`` body, and stream events as ``chat.completion.chunk`` bodies
+(:class:`ChunkRenderer`). No HTTP server here: a refused body raises
+:class:`~failover.inbound.WireError`, which the gateway (or an in-process client) answers
+in its own way.
+
+>>> body = parse_body({"model": "chat", "messages": [{"role": "user", "content": "Hi"}]})
+>>> request = to_request(body)
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Annotated, Any, Literal
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..model import (
+    Completed,
+    ImagePart,
+    Message,
+    Part,
+    Request,
+    Response,
+    ResponseFormat,
+    StopReason,
+    TextDelta,
+    TextPart,
+    Tool,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallDone,
+    ToolCallStart,
+    ToolChoice,
+    Usage,
+)
+from ._wire import WireError, record_summary, validation_error
+
+
+class _Edge(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class TextContent(_Edge):
+    type: Literal["text"]
+    text: str
+
+
+class ImageURL(_Edge):
+    url: str = Field(min_length=1)
+    detail: Literal["auto", "low", "high"] | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _scheme(cls, v: str) -> str:
+        if not v.startswith(("https://", "http://", "data:image/")) or (v.startswith("data:") and ";base64," not in v):
+            raise ValueError("must be an http(s) URL or a data:image/...;base64 URL")
+        return v
+
+
+class ImageContent(_Edge):
+    type: Literal["image_url"]
+    image_url: ImageURL
+
+
+UserPart = Annotated[TextContent | ImageContent, Field(discriminator="type")]
+
+
+class FunctionCallIn(_Edge):
+    name: str = Field(min_length=1)
+    arguments: str
+
+
+class ToolCallIn(_Edge):
+    id: str = Field(min_length=1)
+    type: Literal["function"] = "function"
+    function: FunctionCallIn
+
+
+class SystemMessage(_Edge):
+    role: Literal["system", "developer"]
+    content: str | list[TextContent]
+    name: str | None = None
+
+
+class UserMessage(_Edge):
+    role: Literal["user"]
+    content: str | list[UserPart]
+    name: str | None = None
+
+
+class AssistantMessage(_Edge):
+    role: Literal["assistant"]
+    content: str | list[TextContent] | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    refusal: str | None = None
+    name: str | None = None
+
+
+class ToolMessage(_Edge):
+    role: Literal["tool"]
+    content: str | list[TextContent]
+    tool_call_id: str = Field(min_length=1)
+
+
+ChatMessage = Annotated[SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
+
+_NAME = r"^[A-Za-z0-9_-]{1,64}$"
+
+
+class FunctionDef(_Edge):
+    name: str = Field(pattern=_NAME)
+    description: str = ""
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ToolDef(_Edge):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class NamedFunction(_Edge):
+    name: str
+
+
+class NamedToolChoice(_Edge):
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class JsonSchemaSpec(_Edge):
+    name: str = Field(pattern=_NAME)
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    strict: bool | None = None
+
+
+class TextFormat(_Edge):
+    type: Literal["text"]
+
+
+class JsonObjectFormat(_Edge):
+    type: Literal["json_object"]
+
+
+class JsonSchemaFormat(_Edge):
+    type: Literal["json_schema"]
+    json_schema: JsonSchemaSpec
+
+
+FormatSpec = Annotated[TextFormat | JsonObjectFormat | JsonSchemaFormat, Field(discriminator="type")]
+
+
+class StreamOptions(_Edge):
+    include_usage: bool = False
+
+
+class ChatCompletionBody(_Edge):
+    """The fields of a Chat Completions request the gateway reads."""
+
+    model: str = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1)
+    tools: list[ToolDef] | None = None
+    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
+    response_format: FormatSpec | None = None
+    # strict numbers: the API refuses true or "300" here, so coercing them would change the request
+    max_tokens: int | None = Field(None, ge=1, strict=True)
+    max_completion_tokens: int | None = Field(None, ge=1, strict=True)
+    temperature: float | None = Field(None, ge=0, le=2, strict=True)
+    top_p: float | None = Field(None, ge=0, le=1, strict=True)
+    stop: str | list[str] | None = None
+    seed: int | None = Field(None, strict=True)
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    n: int | None = Field(None, ge=1, le=1, strict=True, description="only one choice is supported")
+    logprobs: bool | None = None
+
+    @field_validator("stop")
+    @classmethod
+    def _stop(cls, v: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(v, list) and len(v) > 4:
+            raise ValueError("at most 4 stop sequences")
+        return v
+
+    @field_validator("logprobs")
+    @classmethod
+    def _logprobs(cls, v: bool | None) -> bool | None:
+        if v:
+            raise ValueError("logprobs are not supported by the gateway (the answer may come from any approved model)")
+        return v
+
+
+_UNION_FIELDS = frozenset({"response_format", "tool_choice", "content", "stop"})
+_UNION_TAGS = frozenset(
+    {
+        "system",
+        "developer",
+        "user",
+        "assistant",
+        "tool",
+        "text",
+        "image_url",
+        "json_object",
+        "json_schema",
+        "str",
+        "NamedToolChoice",
+    }
+)
+
+
+def parse_body(data: Any) -> ChatCompletionBody:
+    """Validate a decoded body; a problem is a 400 :class:`WireError` naming the field."""
+    if not isinstance(data, dict):
+        raise WireError(400, "the request body must be a JSON object", code="invalid_body")
+    try:
+        return ChatCompletionBody.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(exc, tags=_UNION_TAGS, unions=_UNION_FIELDS) from None
+
+
+def _text(content: str | list[TextContent] | None) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(p.text for p in content)
+
+
+def _user_parts(content: str | list[TextContent | ImageContent]) -> tuple[Part, ...]:
+    if isinstance(content, str):
+        return (TextPart(text=content),)
+    parts: list[Part] = []
+    for p in content:
+        if isinstance(p, TextContent):
+            parts.append(TextPart(text=p.text))
+        else:
+            parts.append(ImagePart(url=p.image_url.url, detail=p.image_url.detail))
+    return tuple(parts)
+
+
+def _parsed_args(arguments: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+@lru_cache(maxsize=256)
+def _schema_problem(schema_json: str) -> tuple[str, str] | None:
+    """Where (a field path suffix) and why a JSON Schema is invalid; cached, a route's schema repeats."""
+    try:
+        Draft202012Validator.check_schema(json.loads(schema_json))
+    except SchemaError as exc:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.absolute_path)
+        return where, exc.message
+    return None
+
+
+def _check_schema(schema: dict[str, Any], param: str) -> None:
+    """Refuse a broken schema here, naming it: later it would fail the answer after it was paid for."""
+    problem = _schema_problem(json.dumps(schema, sort_keys=True))
+    if problem is not None:
+        where, why = problem
+        raise WireError(400, f"{param}{where}: not a valid JSON Schema (draft 2020-12): {why}", param=param + where)
+
+
+def _call(c: ToolCallIn) -> ToolCall:
+    args = c.function.arguments
+    return ToolCall(id=c.id, name=c.function.name, arguments=args, parsed=_parsed_args(args))
+
+
+def _message(m: ChatMessage, at: str) -> Message:
+    """One message; ``at`` is its field path. Refuses the shapes no provider takes (an empty
+    parts array, an assistant turn with nothing in it) here, naming them, rather than upstream."""
+    if not m.content and isinstance(m.content, list):
+        problem = f"{at}.content: an empty array; give a string or at least one content part"
+        raise WireError(400, problem, param=f"{at}.content")
+    if isinstance(m, SystemMessage):
+        return Message(role="system", content=(TextPart(text=_text(m.content)),), name=m.name)
+    if isinstance(m, UserMessage):
+        return Message(role="user", content=_user_parts(m.content), name=m.name)
+    if isinstance(m, ToolMessage):
+        return Message.tool(m.tool_call_id, _text(m.content))
+    if m.content is None and not m.tool_calls and m.refusal is None:
+        problem = f"{at}.content: an assistant message needs content or tool_calls"
+        raise WireError(400, problem, param=f"{at}.content")
+    calls = tuple(_call(c) for c in m.tool_calls or ())
+    text = _text(m.content)
+    return Message(role="assistant", content=(TextPart(text=text),) if text else (), tool_calls=calls, name=m.name)
+
+
+def _tools(defs: list[ToolDef]) -> tuple[Tool, ...]:
+    """The tools, each name once and each ``parameters`` a valid schema (a provider refuses both)."""
+    tools: dict[str, Tool] = {}
+    for i, t in enumerate(defs):
+        fn = t.function
+        if fn.name in tools:
+            at = f"tools[{i}].function.name"
+            raise WireError(400, f"{at}: tool {fn.name!r} is defined twice; give each tool once", param=at)
+        if fn.parameters is not None:
+            _check_schema(fn.parameters, f"tools[{i}].function.parameters")
+        tools[fn.name] = Tool(
+            name=fn.name,
+            description=fn.description,
+            parameters=fn.parameters or {"type": "object", "properties": {}},
+            strict=bool(fn.strict),
+        )
+    return tuple(tools.values())
+
+
+def to_request(body: ChatCompletionBody) -> Request:
+    """The provider-neutral Request for a validated body."""
+    messages = [_message(m, f"messages[{i}]") for i, m in enumerate(body.messages)]
+    tools = _tools(body.tools or [])
+    choice: ToolChoice | None = None
+    if isinstance(body.tool_choice, NamedToolChoice):
+        name = body.tool_choice.function.name
+        if name not in {t.name for t in tools}:
+            raise WireError(400, f"tool_choice names {name!r}, which is not in tools", param="tool_choice")
+        choice = ToolChoice(mode="tool", name=name)
+    elif body.tool_choice is not None:
+        if body.tool_choice == "required" and not tools:
+            raise WireError(400, "tool_choice 'required' needs at least one tool in tools", param="tool_choice")
+        choice = ToolChoice(mode=body.tool_choice)
+    fmt: ResponseFormat | None = None
+    rf = body.response_format
+    if isinstance(rf, JsonSchemaFormat):
+        if rf.json_schema.schema_ is None:
+            raise WireError(
+                400,
+                "response_format.json_schema.schema is required: give the JSON Schema the answer must match",
+                param="response_format.json_schema.schema",
+            )
+        _check_schema(rf.json_schema.schema_, "response_format.json_schema.schema")
+        fmt = ResponseFormat(
+            kind="json_schema",
+            schema=rf.json_schema.schema_,
+            name=rf.json_schema.name,
+            strict=bool(rf.json_schema.strict),
+        )
+    elif isinstance(rf, JsonObjectFormat):
+        fmt = ResponseFormat(kind="json_object")
+    both = body.max_tokens is not None and body.max_completion_tokens is not None
+    if both and body.max_tokens != body.max_completion_tokens:
+        raise WireError(
+            400, "max_tokens and max_completion_tokens disagree; send only max_completion_tokens", param="max_tokens"
+        )
+    stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
+    return Request(
+        messages=tuple(messages),
+        tools=tools,
+        tool_choice=choice,
+        response_format=fmt,
+        max_tokens=body.max_completion_tokens or body.max_tokens,
+        temperature=body.temperature,
+        top_p=body.top_p,
+        stop=stop,
+        seed=body.seed,
+        reasoning_effort=body.reasoning_effort,
+    )
+
+
+_FINISH = {
+    StopReason.END_TURN: "stop",
+    StopReason.STOP_SEQUENCE: "stop",
+    StopReason.TOOL_USE: "tool_calls",
+    StopReason.MAX_TOKENS: "length",
+    StopReason.CONTENT_FILTER: "content_filter",
+    StopReason.REFUSAL: "content_filter",
+    StopReason.OTHER: "stop",
+}
+
+
+def finish_reason(reason: StopReason) -> str:
+    return _FINISH.get(reason, "stop")
+
+
+def usage_body(usage: Usage) -> dict[str, Any]:
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_input_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    }
+
+
+def _content(resp: Response) -> str | None:
+    if resp.text:
+        return resp.text
+    if resp.parsed is not None and not resp.tool_calls:
+        return json.dumps(resp.parsed, separators=(",", ":"))
+    return None if resp.tool_calls or resp.refusal else ""
+
+
+def completion_body(resp: Response, *, completion_id: str, created: int, model: str) -> dict[str, Any]:
+    """A ``chat.completion`` body for a Response; ``model`` is the route the caller named."""
+    message: dict[str, Any] = {"role": "assistant", "content": _content(resp), "refusal": resp.refusal}
+    if resp.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in resp.tool_calls
+        ]
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": finish_reason(resp.stop_reason), "logprobs": None}
+        ],
+        "usage": usage_body(resp.usage),
+        "system_fingerprint": None,
+    }
+
+
+def error_body(
+    status: int,
+    message: str,
+    *,
+    type: str = "invalid_request_error",
+    code: str | None = None,
+    param: str | None = None,
+) -> dict[str, Any]:
+    """OpenAI's error envelope, ``{"error": {"message", "type", "code", "param"}}``.
+
+    The SDKs pick their exception class from the HTTP status, not from this body, so
+    ``status`` is only taken to keep the signature alike across dialects.
+    """
+    del status
+    return {"error": {"message": message, "type": type, "code": code, "param": param}}
+
+
+class ChunkRenderer:
+    """``chat.completion.chunk`` bodies for one streamed answer, from failover's stream events.
+
+    Stateful: it remembers how much of each tool call's arguments it already sent, so a
+    dialect that sends a call whole (Gemini) or completes it at the end still gives every
+    client the OpenAI shape (id and name on the first delta of a call, then argument
+    fragments). Use: ``start()`` once, ``render(event)`` per event, ``end(completed)`` for
+    the terminal :class:`~failover.model.Completed`; the server writes each dict as
+    ``data: <json>`` and then ``data: [DONE]``.
+
+    >>> r = ChunkRenderer("chatcmpl-1", 1700000000, "chat", include_usage=True)
+    >>> [c["choices"][0]["delta"] for c in r.start() + r.render(TextDelta(text="Hi"))]
+    [{'role': 'assistant', 'content': ''}, {'content': 'Hi'}]
+    """
+
+    __slots__ = ("_args", "completion_id", "created", "include_usage", "model", "request_id")
+
+    def __init__(
+        self,
+        completion_id: str,
+        created: int,
+        model: str,
+        include_usage: bool = False,
+        *,
+        request_id: str | None = None,
+    ) -> None:
+        self.completion_id = completion_id
+        self.created = created
+        self.model = model
+        self.include_usage = include_usage
+        self.request_id = request_id  # shown in x_failover when the response has no record
+        self._args: dict[int, str] = {}
+
+    def chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+        obj: dict[str, Any] = {
+            "id": self.completion_id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        }
+        if self.include_usage:
+            obj["usage"] = None
+        obj.update(extra)
+        return obj
+
+    def start(self) -> list[dict[str, Any]]:
+        """The first chunk: the assistant role with empty content."""
+        return [self.chunk({"role": "assistant", "content": ""})]
+
+    def render(self, event: object) -> list[dict[str, Any]]:
+        """The chunks for one stream event (none for usage, stop and restarts: they arrive
+        again, complete, with the terminal event)."""
+        if isinstance(event, TextDelta):
+            return [self.chunk({"content": event.text})] if event.text else []
+        if isinstance(event, ToolCallStart):
+            self._args[event.index] = ""
+            fn = {"name": event.name, "arguments": ""}
+            call = {"index": event.index, "id": event.id, "type": "function", "function": fn}
+            return [self.chunk({"tool_calls": [call]})]
+        if isinstance(event, ToolCallDelta):
+            self._args[event.index] = self._args.get(event.index, "") + event.arguments
+            return [self._args_chunk(event.index, event.arguments)]
+        if isinstance(event, ToolCallDone):
+            return self._done(event)
+        return []
+
+    def _args_chunk(self, index: int, arguments: str) -> dict[str, Any]:
+        return self.chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments}}]})
+
+    def _done(self, event: ToolCallDone) -> list[dict[str, Any]]:
+        sent = self._args.get(event.index)
+        c = event.call
+        if sent is None:  # a dialect that gave the call whole
+            self._args[event.index] = c.arguments
+            full = {"index": event.index, "id": c.id, "type": "function"}
+            return [self.chunk({"tool_calls": [{**full, "function": {"name": c.name, "arguments": c.arguments}}]})]
+        if c.arguments != sent and c.arguments.startswith(sent):
+            self._args[event.index] = c.arguments
+            return [self._args_chunk(event.index, c.arguments[len(sent) :])]
+        return []
+
+    def end(self, completed: Completed) -> list[dict[str, Any]]:
+        """The finish chunk (with the ``x_failover`` summary), then the usage chunk if asked for."""
+        resp = completed.response
+        out = [self.chunk({}, finish_reason(resp.stop_reason), x_failover=record_summary(resp, self.request_id))]
+        if self.include_usage:
+            out.append(
+                {
+                    "id": self.completion_id,
+                    "object": "chat.completion.chunk",
+                    "created": self.created,
+                    "model": self.model,
+                    "system_fingerprint": None,
+                    "choices": [],
+                    "usage": usage_body(resp.usage),
+                }
+            )
+        return out
+
+
+__all__ = [
+    "ChatCompletionBody",
+    "ChunkRenderer",
+    "completion_body",
+    "error_body",
+    "finish_reason",
+    "parse_body",
+    "record_summary",
+    "to_request",
+    "usage_body",
+]
