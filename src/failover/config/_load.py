@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -46,7 +46,8 @@ from ..model import (
     Target,
     Timeouts,
 )
-from ..policy import Backoff, RetryBudget
+from ..policy import Backoff, BreakerConfig, RetryBudget
+from ..state import StateConfig, StateSpec, state_config
 from ..validation import check_contract
 
 
@@ -145,11 +146,30 @@ class BackoffSpec(_Strict):
     max_retry_after: float = Field(60.0, ge=0)
 
 
+class BreakerSpec(_Strict):
+    """``breakers:``: the BreakerConfig of every target's breakers (docs/health.md has the meaning)."""
+
+    window_kind: Literal["count", "time"] = "count"
+    window_size: int = Field(20, ge=1)
+    window_seconds: int = Field(60, ge=1)
+    min_calls: int = Field(10, ge=1)
+    failure_rate: float = Field(0.5, gt=0, le=1)
+    slow_call_rate: float = Field(1.0, gt=0, le=1)
+    slow_call_duration: float = Field(30.0, gt=0)
+    open_duration: float = Field(30.0, gt=0)
+    open_duration_growth: float = Field(2.0, ge=1)
+    max_open_duration: float = Field(300.0, gt=0)
+    half_open_probes: int = Field(2, ge=1)
+    probe_successes_to_close: int | None = Field(None, ge=1)
+
+
 class ConfigSpec(_Strict):
     targets: dict[str, TargetSpec] = Field(min_length=1)
     routes: dict[str, RouteSpec] = Field(min_length=1)
     retry_budget: BudgetSpec = BudgetSpec()
     backoff: BackoffSpec = BackoffSpec()
+    state: StateSpec = StateSpec()  # where breakers, buckets and the retry budget live (failover.state)
+    breakers: BreakerSpec | None = None  # None: BreakerConfig() defaults
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,6 +180,8 @@ class Config:
     targets: Mapping[str, Target]
     retry_budget: RetryBudget
     backoff: Backoff
+    state: StateConfig = field(default_factory=StateConfig)  # memory unless the file has a `state:` section
+    breakers: BreakerConfig | None = None  # the file's `breakers:` tuning (None: the defaults)
 
 
 def _fix_for(err_type: str, loc: str) -> str:
@@ -324,11 +346,19 @@ def config_from_dict(data: Any, *, env: Mapping[str, str] | None = None) -> Conf
             hedge_after=r.hedge_after,
             canary=tuple(r.canary.items()),
         )
+    breakers: BreakerConfig | None = None
+    if spec.breakers is not None:
+        try:
+            breakers = BreakerConfig(**spec.breakers.model_dump())
+        except ValueError as exc:
+            raise ConfigError("breakers", str(exc), "correct the values it names (docs/health.md)") from None
     return Config(
         routes=routes,
         targets=targets,
+        breakers=breakers,
         retry_budget=RetryBudget(**spec.retry_budget.model_dump()),
         backoff=Backoff(**spec.backoff.model_dump()),
+        state=state_config(spec.state, env),
     )
 
 

@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..inbound import WireError
 from ..model import FailureKind, Unavailable
 
 
@@ -46,6 +47,11 @@ class ApiError(Exception):
 
     def body(self) -> dict[str, object]:
         return {"error": {"message": self.message, "type": self.type, "code": self.code, "param": self.param}}
+
+
+def from_wire(exc: WireError) -> ApiError:
+    """The gateway's answer to a body a dialect refused (``failover.inbound``)."""
+    return ApiError(exc.status, exc.message, type=exc.type, code=exc.code, param=exc.param)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,18 +108,24 @@ class Scrubber:
         return _KEYLIKE.sub("***", text)
 
 
-def status_for(exc: Unavailable) -> int:
+def _mapping(exc: Unavailable) -> _Mapping:
     m = _BY_KIND.get(exc.reason)
-    if m is not None:
-        return m.status
-    return 503 if exc.retryable else 502
+    if m is None:
+        return _Mapping(503, "service_unavailable", True) if exc.retryable else _Mapping(502, _UPSTREAM, True)
+    if exc.retryable and m.status == 502:
+        # A circuit opened by this kind (say, rejected credentials) turned the request away for
+        # now: the caller may come back after Retry-After, so 503, not a final 502.
+        return _Mapping(503, "service_unavailable", m.public)
+    return m
+
+
+def status_for(exc: Unavailable) -> int:
+    return _mapping(exc).status
 
 
 def unavailable_error(exc: Unavailable, scrub: Scrubber) -> ApiError:
     """The error answer for a typed failure."""
-    m = _BY_KIND.get(exc.reason)
-    if m is None:
-        m = _Mapping(503, "service_unavailable", True) if exc.retryable else _Mapping(502, _UPSTREAM, True)
+    m = _mapping(exc)
     if m.public:
         message = scrub(f"{exc.reason.value}: {exc.message}")
     else:

@@ -1,8 +1,13 @@
 """Per-tenant rate limits (rpm, tpm) and cost budgets, enforced before a request is routed.
 
-State is in memory, per worker process: with ``--workers N`` each process counts on its own,
-so a tenant may get up to N times its limits in total (give each worker its share, or run
-one worker per tenant-facing gateway).
+Without a ``state:`` backend the counters are in memory, per worker process: with
+``--workers N`` each process counts on its own, so a tenant may get up to N times its limits
+in total. With ``state: {backend: sqlite | redis}`` (the router's store) they hold across
+every process that shares the store: rpm and tpm are one shared window bucket per tenant
+(``tenant:<name>``, one atomic reservation per request), the budget one counter per tenant and
+period that expires when the period ends. When the store does not answer, each process falls
+back to local counters at ``local_share`` of every limit and budget (fail open, as the
+provider limits do), counted from the moment it went local.
 
 * ``rpm``: a :class:`~failover.policy.WindowBucket` of ``rpm`` requests per rolling 60 s; a
   request takes one when it is admitted (a refused one takes nothing).
@@ -21,17 +26,22 @@ one worker per tenant-facing gateway).
 
 from __future__ import annotations
 
+import asyncio
 import calendar
 import math
+import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from ..model import RouteRecord
 from ..policy._ratelimit import WindowBucket
+from ..state import GuardedStore, StateUnavailable
 from ._errors import ApiError
 from ._settings import Period, Tenant
+
+_WINDOW = 60.0  # rpm and tpm are per rolling minute
 
 
 def period_bounds(period: Period, now: float) -> tuple[float, float]:
@@ -75,8 +85,44 @@ class _State:
     spent: float = 0.0
 
 
+def _budget_error(t: Tenant, period_end: float, now: float) -> ApiError:
+    return ApiError(
+        429,
+        f"tenant {t.name!r} has spent its budget of ${t.budget_usd:g} for this {t.budget_period}; "
+        f"it resets at {datetime.fromtimestamp(period_end, UTC).isoformat()}",
+        type="insufficient_quota",
+        code="budget_exhausted",
+        headers=_retry_headers(period_end - now, retry=False),
+    )
+
+
+def _rate_error(what: str, limit: int | None, wait: float) -> ApiError:
+    return ApiError(
+        429,
+        f"rate limit reached: {limit} {what} per minute for this key; retry in {wait:.1f}s",
+        type=what,
+        code="rate_limit_exceeded",
+        headers=_retry_headers(wait, retry=True),
+    )
+
+
+def _share(t: Tenant, share: float) -> Tenant:
+    """``t`` with ``share`` of each limit: what one process allows while the shared store is away."""
+    return replace(
+        t,
+        rpm=None if t.rpm is None else max(1, math.floor(t.rpm * share)),
+        tpm=None if t.tpm is None else max(1, math.floor(t.tpm * share)),
+        budget_usd=None if t.budget_usd is None else t.budget_usd * share,
+    )
+
+
 class TenantQuotas:
-    """The in-memory limits of every tenant. ``clock``: monotonic seconds; ``wall``: epoch seconds."""
+    """The limits of every tenant. ``clock``: monotonic seconds; ``wall``: epoch seconds.
+
+    ``store`` (the router's :class:`~failover.state.GuardedStore`, if any) makes them
+    fleet-wide: the gateway then calls ``await admit_shared(...)`` (``local`` says which), and
+    :meth:`charge` writes in the background (``await drain()`` waits for it).
+    """
 
     def __init__(
         self,
@@ -84,9 +130,12 @@ class TenantQuotas:
         *,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        store: GuardedStore | None = None,
     ) -> None:
         self.clock = clock
         self.wall = wall
+        self.store = store
+        self.local = store is None
         self._states = {
             t.name: _State(
                 tenant=t,
@@ -96,6 +145,13 @@ class TenantQuotas:
             for t in tenants
             if t.rpm or t.tpm or t.budget_usd
         }
+        if store is not None:
+            # While the store is away: local counters at local_share of each limit (fail open).
+            tenants = [st.tenant for st in self._states.values()]
+            self.fallback = TenantQuotas([_share(t, store.local_share) for t in tenants], clock=clock, wall=wall)
+            self._tasks: set[asyncio.Task[None]] = set()
+            self.charge = self._charge_shared  # type: ignore[method-assign]
+            self.snapshot = self._snapshot_shared  # type: ignore[method-assign]
 
     def _budget(self, st: _State) -> float | None:
         """What is left of the tenant's budget in the current period (None: no budget)."""
@@ -115,37 +171,155 @@ class TenantQuotas:
             return max_cost
         left = self._budget(st)
         if left is not None and left <= 0:
-            t = st.tenant
-            raise ApiError(
-                429,
-                f"tenant {t.name!r} has spent its budget of ${t.budget_usd:g} for this {t.budget_period}; "
-                f"it resets at {datetime.fromtimestamp(st.period_end, UTC).isoformat()}",
-                type="insufficient_quota",
-                code="budget_exhausted",
-                headers=_retry_headers(st.period_end - self.wall(), retry=False),
-            )
+            raise _budget_error(st.tenant, st.period_end, self.wall())
         now = self.clock()
         if st.tpm is not None and st.tpm.level(now) <= 0:
-            wait = st.tpm.time_until(1, now)
-            raise ApiError(
-                429,
-                f"rate limit reached: {st.tenant.tpm} tokens per minute for this key; retry in {wait:.1f}s",
-                type="tokens",
-                code="rate_limit_exceeded",
-                headers=_retry_headers(wait, retry=True),
-            )
+            raise _rate_error("tokens", st.tenant.tpm, st.tpm.time_until(1, now))
         if st.rpm is not None and not st.rpm.reserve(1, now):
-            wait = st.rpm.time_until(1, now)
-            raise ApiError(
-                429,
-                f"rate limit reached: {st.tenant.rpm} requests per minute for this key; retry in {wait:.1f}s",
-                type="requests",
-                code="rate_limit_exceeded",
-                headers=_retry_headers(wait, retry=True),
-            )
-        if left is None:
+            raise _rate_error("requests", st.tenant.rpm, st.rpm.time_until(1, now))
+        return _ceiling(left, max_cost)
+
+    # -- shared (failover.state) ------------------------------------------------------------
+
+    async def admit_shared(self, tenant: Tenant | None, max_cost: float | None) -> float | None:
+        """:meth:`admit` on the shared store: the budget read, then one atomic rpm/tpm reservation.
+
+        A refused request takes nothing. Falls back to local counters at ``local_share``
+        while the store is unavailable.
+        """
+        st = self._states.get(tenant.name) if tenant is not None else None
+        if st is None:
             return max_cost
-        return left if max_cost is None else min(max_cost, left)
+        guard = self.store
+        assert guard is not None, "admit_shared needs TenantQuotas(store=...)"
+        t = st.tenant
+        try:
+            left: float | None = None
+            if t.budget_usd is not None:
+                key, end, ttl = self._period_key(t)
+                left = t.budget_usd - await guard.call(guard.store.counter, key, 0.0, ttl=ttl)
+                if left <= 0:
+                    raise _budget_error(t, end, self.wall())
+            if t.rpm or t.tpm:
+                amounts: dict[str, float] = {}
+                caps: dict[str, float] = {}
+                if t.rpm:
+                    amounts["requests"], caps["requests"] = 1.0, float(t.rpm)
+                if t.tpm:
+                    # Admitted while the bucket is not in debt (used < tpm): nothing is taken
+                    # here, the tokens are charged when the request ends.
+                    amounts["tokens"], caps["tokens"] = 0.0, t.tpm - 0.5
+                r = await guard.call(
+                    guard.store.reserve,
+                    f"tenant:{t.name}",
+                    amounts,
+                    caps,
+                    window=_WINDOW,
+                    reservation_id=os.urandom(6).hex(),
+                )
+                if not r.granted:
+                    if r.dimension == "tokens":
+                        raise _rate_error("tokens", t.tpm, r.wait)
+                    raise _rate_error("requests", t.rpm, r.wait)
+        except StateUnavailable:
+            return self.fallback.admit(tenant, max_cost)
+        return _ceiling(left, max_cost)
+
+    def _period_key(self, t: Tenant) -> tuple[str, float, float]:
+        """The budget counter of ``t``'s current period: (name, period end, seconds to keep it)."""
+        now = self.wall()
+        start, end = period_bounds(t.budget_period, now)
+        return f"tenant:{t.name}:budget:{t.budget_period}:{start:.0f}", end, end - now + 60.0
+
+    def _charge_shared(self, tenant: Tenant | None, record: RouteRecord | None) -> None:
+        st = self._states.get(tenant.name) if tenant is not None else None
+        if st is None or record is None or tenant is None:
+            return
+        cost = record.total_cost if st.tenant.budget_usd is not None else 0.0
+        tokens = 0
+        if st.tenant.tpm is not None:
+            tokens = sum(a.usage.total_tokens for a in record.attempts if a.usage is not None)
+        if cost <= 0 and not tokens:
+            return
+        task = asyncio.get_running_loop().create_task(self._write(tenant, record, cost, tokens))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _write(self, tenant: Tenant, record: RouteRecord, cost: float, tokens: int) -> None:
+        guard = self.store
+        assert guard is not None
+        t = self._states[tenant.name].tenant
+        try:
+            if cost > 0:
+                key, _, ttl = self._period_key(t)
+                await guard.call(guard.store.counter, key, cost, ttl=ttl)
+            if tokens:
+                await guard.call(
+                    guard.store.settle,
+                    f"tenant:{t.name}",
+                    "",
+                    granted_at=0.0,
+                    window=_WINDOW,
+                    refund={},
+                    charge={"tokens": float(tokens)},
+                    free_slot=False,
+                )
+        except StateUnavailable:
+            self.fallback.charge(tenant, record)  # counted locally while the store is away
+
+    async def drain(self) -> None:
+        """Wait until every charge written in the background has reached the store."""
+        while self.store is not None and self._tasks:
+            await asyncio.gather(*tuple(self._tasks), return_exceptions=True)
+
+    async def shared_snapshot(self) -> dict[str, dict[str, object]]:
+        """:meth:`snapshot` with the fleet's figures read from the store (``counted`` says whose).
+
+        Read-only (one bucket view and one counter read per tenant, pipelined); while the store
+        is unreachable, this process's local counters at ``local_share``.
+        """
+        out = self.snapshot()
+        guard = self.store
+        if guard is None or not guard.up:
+            return out
+
+        async def read(name: str) -> None:
+            t, row = self._states[name].tenant, out[name]
+            caps = {d: float(c) for d, c in (("requests", t.rpm), ("tokens", t.tpm)) if c}
+            if caps:
+                v = await guard.call(guard.store.bucket_view, f"tenant:{name}", caps)
+                row["rpm_available"] = v.levels.get("requests")
+                row["tpm_available"] = v.levels.get("tokens")
+            if t.budget_usd is not None:
+                key, _, ttl = self._period_key(t)
+                spent = await guard.call(guard.store.counter, key, 0.0, ttl=ttl)
+                row["budget_spent_usd"] = round(spent, 6)
+                row["budget_left_usd"] = round(max(0.0, t.budget_usd - spent), 6)
+
+        try:
+            await asyncio.gather(*(read(name) for name in out))
+        except StateUnavailable:
+            return self.snapshot()  # went down meanwhile: the local view, marked as such
+        return out
+
+    def _snapshot_shared(self) -> dict[str, dict[str, object]]:
+        """In shared mode the counters are in the store: say so, and show the local fallback's."""
+        guard = self.store
+        assert guard is not None
+        out = self.fallback.snapshot()
+        for name, row in out.items():
+            t = self._states[name].tenant
+            row.update(
+                counted="fleet-wide in the state store" if guard.up else "locally (state store unreachable)",
+                rpm=t.rpm,
+                tpm=t.tpm,
+                budget_usd=t.budget_usd,
+                local_share=guard.local_share,
+            )
+            if guard.up:  # the fallback's figures say nothing while the store counts
+                for k in ("rpm_available", "tpm_available", "budget_spent_usd", "budget_left_usd"):
+                    row[k] = None
+        return out
 
     def charge(self, tenant: Tenant | None, record: RouteRecord | None) -> None:
         """Charge what a finished request spent (every attempt, failed ones included)."""
@@ -181,6 +355,9 @@ class TenantQuotas:
 
     def carry_over(self, old: TenantQuotas) -> None:
         """Keep the counters of tenants whose limits are unchanged (a config reload)."""
+        if self.store is not None and old.store is not None:
+            self.fallback.carry_over(old.fallback)  # the shared counters are in the store already
+            return
         for name, st in self._states.items():
             prev = old._states.get(name)
             if prev is None:
@@ -196,4 +373,19 @@ class TenantQuotas:
         return 0.0 if st is None else st.spent
 
 
-__all__ = ["TenantQuotas", "period_bounds"]
+def store_of(router: object) -> GuardedStore | None:
+    """The router's shared state store (its ``state:`` section), which the tenant quotas share too."""
+    for policy in ("breakers", "limiters", "retry_budget"):
+        store = getattr(getattr(router, policy, None), "store", None)
+        if isinstance(store, GuardedStore):
+            return store
+    return None
+
+
+def _ceiling(left: float | None, max_cost: float | None) -> float | None:
+    if left is None:
+        return max_cost
+    return left if max_cost is None else min(max_cost, left)
+
+
+__all__ = ["TenantQuotas", "period_bounds", "store_of"]

@@ -36,12 +36,22 @@ changed the state: they must be quick and must not block.
 A permit must be released exactly once (releasing twice raises ``RuntimeError``); a permit
 that is never released holds its half-open probe slot forever, so release in ``finally``, with
 ``outcome="ignored"`` (``BreakerBoard.discard``) when the attempt was cancelled or never sent.
+
+**Shared state.** ``BreakerBoard(store=...)`` keeps the breakers in a shared store
+(``failover.state``: SQLite for the processes of one machine, Redis for a fleet), so a breaker
+opened by one process is open for all of them on their next attempt, and half-open probes are
+limited to ``half_open_probes`` across the fleet. The router then admits through the awaitable
+:meth:`BreakerBoard.admit_shared` (one round trip for both breakers); outcomes are written in
+the background (``await board.drain()`` waits for them). When the store does not answer, the
+board falls back to its in-process breakers (fail open) until the store is back.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
+import os
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -49,6 +59,7 @@ from enum import StrEnum
 from typing import Literal
 
 from ..model import Failure, FailureKind, HealthEffect, Target
+from ..state import BreakerOutcome, BreakerParams, BreakerView, GuardedStore, StateUnavailable, Transition
 
 logger = logging.getLogger("failover.breaker")
 
@@ -176,6 +187,28 @@ class BreakerSnapshot:
 
 Hook = Callable[[BreakerEvent], None]
 
+# A half-open breaker whose probe slots are all taken frees one when a probe ends, which no
+# one can predict: a request it turned away is told to come back after this many seconds.
+HALF_OPEN_RETRY = 1.0
+_KINDS = {k.value: k for k in FailureKind}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BreakerHold:
+    """Why breakers turn a target away for now, for the caller's Unavailable.
+
+    ``wait``: seconds until a probe would be let through (open: the rest of the open period;
+    half-open with every probe slot taken: :data:`HALF_OPEN_RETRY`). ``kind``: the failure kind
+    that opened the breaker, None when unknown (opened by slow calls, or by another version).
+    """
+
+    wait: float
+    kind: FailureKind | None
+
+
+def _hold(wait: float, kind: str) -> BreakerHold:
+    return BreakerHold(wait=max(0.0, wait), kind=_KINDS.get(kind))
+
 
 def classify(failure: Failure | None) -> Outcome:
     """What an attempt's result means to a breaker, from the failure's disposition.
@@ -229,6 +262,35 @@ class Permit:
             f"Permit(scope={self.scope!r}, layer={self.layer!r}, acquired_at={self.acquired_at!r}, "
             f"probe={self.probe!r}, released={self.released!r})"
         )
+
+
+class SharedPermit(Permit):
+    """A permit granted by the shared store: its epoch and probe slot live there."""
+
+    __slots__ = ("permit_id",)
+
+    def __init__(self, breaker: CircuitBreaker, epoch: int, acquired_at: float, probe: bool, permit_id: str) -> None:
+        super().__init__(breaker, epoch, acquired_at, probe)
+        self.permit_id = permit_id
+
+
+def breaker_params(config: BreakerConfig, *, probe_lease: float = 120.0) -> BreakerParams:
+    """``config`` as the shared store's parameters."""
+    return BreakerParams(
+        window_kind=config.window_kind,
+        window_size=config.window_size,
+        window_seconds=config.window_seconds,
+        min_calls=config.min_calls,
+        failure_rate=config.failure_rate,
+        slow_call_rate=config.slow_call_rate,
+        slow_call_duration=config.slow_call_duration,
+        open_duration=config.open_duration,
+        open_duration_growth=config.open_duration_growth,
+        max_open_duration=config.max_open_duration,
+        half_open_probes=config.half_open_probes,
+        successes_to_close=config.successes_to_close,
+        probe_lease=probe_lease,
+    )
 
 
 class _Totals:
@@ -343,6 +405,7 @@ class CircuitBreaker:
         self._opened_at = 0.0
         self._open_for = 0.0
         self._open_why = ""
+        self._open_kind = ""  # the kind of the failure that opened it (kept while half-open)
         self._streak = 0  # openings since the last close, for the growing open period
         self._open_count = 0
         self._probes = 0  # probes in flight (half-open)
@@ -371,6 +434,15 @@ class CircuitBreaker:
         if self._state is BreakerState.HALF_OPEN and self._probes >= self.config.half_open_probes:
             prefix = "half-open" if self.layer == "target" else "key+model half-open"
             return f"{prefix}: {self._probes} probes already in flight"
+        return None
+
+    def hold(self, now: float) -> BreakerHold | None:
+        """How long this breaker keeps turning calls away, and why; None if it admits one now."""
+        self._advance(now)
+        if self._state is BreakerState.OPEN:
+            return _hold(self._opened_at + self._open_for - now, self._open_kind)
+        if self._state is BreakerState.HALF_OPEN and self._probes >= self.config.half_open_probes:
+            return _hold(min(HALF_OPEN_RETRY, self.config.open_duration), self._open_kind)
         return None
 
     def snapshot(self, now: float) -> BreakerSnapshot:
@@ -404,8 +476,12 @@ class CircuitBreaker:
             return Permit(self, self._epoch, now, probe=True)
         return None
 
-    def release(self, permit: Permit, now: float, *, outcome: Outcome, duration: float | None = None) -> None:
+    def release(
+        self, permit: Permit, now: float, *, outcome: Outcome, duration: float | None = None, kind: str = ""
+    ) -> None:
         """Record the call made under ``permit``; ``duration`` defaults to ``now - permit.acquired_at``.
+
+        ``kind`` (a failure's FailureKind value) is remembered if this failure opens the breaker.
 
         ``"ignored"`` records nothing (a half-open probe only frees its slot). Raises
         ``RuntimeError`` on a second release and ``ValueError`` for a permit of another breaker
@@ -431,7 +507,7 @@ class CircuitBreaker:
             slow = duration > cfg.slow_call_duration
             self._window.record(now, failed, slow)
             if failed:
-                self._open(now, "probe failed")
+                self._open(now, "probe failed", kind)
             elif slow and cfg.slow_rule:
                 self._open(now, f"probe slower than {cfg.slow_call_duration:g}s")
             else:
@@ -450,7 +526,7 @@ class CircuitBreaker:
         if t.calls < cfg.min_calls:
             return
         if _rate(t.failures, t.calls) >= cfg.failure_rate:
-            self._open(now, f"{t.failures}/{t.calls} failed")
+            self._open(now, f"{t.failures}/{t.calls} failed", kind)
         elif cfg.slow_rule and _rate(t.slow, t.calls) >= cfg.slow_call_rate:
             self._open(now, f"{t.slow}/{t.calls} slower than {cfg.slow_call_duration:g}s")
 
@@ -463,7 +539,8 @@ class CircuitBreaker:
         if self._state is BreakerState.OPEN and now >= self._opened_at + self._open_for:
             self._move(BreakerState.HALF_OPEN, now, f"open period of {self._open_for:g}s elapsed")
 
-    def _open(self, now: float, why: str) -> None:
+    def _open(self, now: float, why: str, kind: str = "") -> None:
+        self._open_kind = kind
         self._streak += 1
         self._open_count += 1
         self._opened_at = now
@@ -492,6 +569,7 @@ class CircuitBreaker:
         self._probe_successes = 0
         if new is BreakerState.CLOSED:
             self._streak = 0
+            self._open_kind = ""
         if self.on_change is not None:
             _emit(self.on_change, event)
 
@@ -534,6 +612,8 @@ class BreakerBoard:
         scope: Callable[[Target], str] | None = None,
         hooks: Iterable[Hook] = (),
         overload_grace: float = 10.0,
+        store: GuardedStore | None = None,
+        probe_lease: float = 120.0,
     ) -> None:
         self.config = config or BreakerConfig()
         self.key_config = key_config or self.config
@@ -550,6 +630,23 @@ class BreakerBoard:
         self.overload_grace = overload_grace
         self._last_success: dict[str, float] = {}
         self._first_seen: dict[str, float] = {}
+        # Shared state (failover.state): None keeps every breaker in this process, as before.
+        # With a store the router calls `await admit_shared(...)` (`local` tells it which), and
+        # record/discard/rejection/snapshots are swapped for their shared versions here, so the
+        # in-process path has no extra check at all.
+        self.store = store
+        self.local = store is None
+        if store is not None:
+            self._params = breaker_params(self.config, probe_lease=probe_lease)
+            self._key_params = breaker_params(self.key_config, probe_lease=probe_lease)
+            self._views: dict[str, tuple[BreakerView, float]] = {}  # scope -> (last view, loop time)
+            self._layers: dict[str, Layer] = {}
+            self._tasks: set[asyncio.Task[None]] = set()
+            self.record = self._record_shared  # type: ignore[method-assign]
+            self.discard = self._discard_shared  # type: ignore[method-assign]
+            self.rejection = self._rejection_shared  # type: ignore[method-assign]
+            self.snapshots = self._snapshots_shared  # type: ignore[method-assign]
+            self.hold = self._hold_shared  # type: ignore[method-assign]
 
     def _fan_out(self, event: BreakerEvent) -> None:
         for hook in tuple(self.hooks):
@@ -617,9 +714,19 @@ class BreakerBoard:
             and failure.kind is FailureKind.PROVIDER_OVERLOADED
             and now - since <= self.overload_grace
         )
+        kind = "" if failure is None else failure.kind.value
         for p in permits:
             outcome: Outcome = "ignored" if graced else _outcome_for(p.layer, failure)
-            p.breaker.release(p, now, outcome=outcome, duration=duration)
+            p.breaker.release(p, now, outcome=outcome, duration=duration, kind=kind)
+
+    def hold(self, target: Target, now: float) -> BreakerHold | None:
+        """Why the breakers of ``target`` turn it away now (the longer of the two), or None."""
+        held: BreakerHold | None = None
+        for b in (self._target.get(self._scope(target)), self._key.get(key_model_scope(target))):
+            h = b.hold(now) if b is not None else None
+            if h is not None and (held is None or h.wait > held.wait):
+                held = h
+        return held
 
     def discard(self, permits: Sequence[Permit], now: float) -> None:
         """Give ``permits`` back without a verdict (cancelled, or never sent)."""
@@ -630,6 +737,184 @@ class BreakerBoard:
         """Every breaker's numbers, target breakers first, each group in creation order."""
         return [b.snapshot(now) for b in (*self._target.values(), *self._key.values())]
 
+    # -- shared state ----------------------------------------------------------------------
+
+    async def admit_shared(self, target: Target, now: float) -> tuple[list[Permit], str | None]:
+        """:meth:`admit` on the shared store: both breakers in one atomic step (one round trip).
+
+        Falls back to the in-process breakers when the store is unavailable.
+        """
+        guard = self.store
+        assert guard is not None, "admit_shared needs BreakerBoard(store=...)"
+        tb, kb = self.breaker(target), self.key_breaker(target)
+        pid = os.urandom(8).hex()
+        scopes = [(tb.scope, self._params), (kb.scope, self._key_params)]
+        try:
+            a = await guard.call(guard.store.breaker_admit, scopes, pid)
+            if not a.granted and self._tasks:
+                # Outcomes of this process (a probe that just ended) may still be on their way:
+                # let them land and ask once more.
+                await asyncio.gather(*tuple(self._tasks), return_exceptions=True)
+                a = await guard.call(guard.store.breaker_admit, scopes, pid)
+        except StateUnavailable:
+            return BreakerBoard.admit(self, target, now)
+        at = asyncio.get_running_loop().time()
+        self._layers[tb.scope], self._layers[kb.scope] = "target", "key_model"
+        self._seen(a.views, a.transitions, at)
+        if not a.granted:
+            i = a.rejected or 0
+            return [], _shared_reason((tb, kb)[i], a.views[i], self._params.half_open_probes)
+        permits: list[Permit] = [
+            SharedPermit(b, epoch, now, probe, pid)
+            for b, epoch, probe in zip((tb, kb), a.epochs, a.probes, strict=True)
+        ]
+        return permits, None
+
+    async def drain(self) -> None:
+        """Wait until every outcome written in the background has reached the store."""
+        while self.store is not None and self._tasks:
+            await asyncio.gather(*tuple(self._tasks), return_exceptions=True)
+
+    def _seen(self, views: Sequence[BreakerView], transitions: Sequence[Transition], at: float) -> None:
+        for v in views:
+            self._views[v.scope] = (v, at)
+        for t in transitions:
+            rate = _rate(t.failures, t.calls)
+            event = BreakerEvent(
+                scope=t.scope,
+                layer=self._layers.get(t.scope, "target"),
+                old=BreakerState(t.old),
+                new=BreakerState(t.new),
+                at=at,
+                reason=t.reason,
+                failure_rate=rate,
+                slow_rate=_rate(t.slow, t.calls),
+                calls=t.calls,
+                open_for=t.open_for,
+            )
+            self._fan_out(event)
+
+    def _send(self, permits: Sequence[Permit], outcomes: Sequence[Outcome], duration: float, kind: str = "") -> None:
+        """Write the outcomes of shared permits in the background (merged with other writes)."""
+        items = []
+        for p, outcome in zip(permits, outcomes, strict=True):
+            if p.released:
+                raise RuntimeError(f"permit for {p.scope!r} released twice")
+            p.released = True
+            params = self._params if p.layer == "target" else self._key_params
+            items.append(
+                BreakerOutcome(scope=p.scope, params=params, epoch=p._epoch, probe=p.probe, outcome=outcome, kind=kind)
+            )
+        pid = permits[0].permit_id if isinstance(permits[0], SharedPermit) else ""
+        task = asyncio.get_running_loop().create_task(self._write(items, pid, duration))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _write(self, items: list[BreakerOutcome], pid: str, duration: float) -> None:
+        guard = self.store
+        assert guard is not None
+        try:
+            r = await guard.call(guard.store.breaker_record, items, pid, duration)
+        except StateUnavailable:
+            return  # the shared breaker misses this outcome; a held probe slot frees at its lease
+        self._seen(r.views, r.transitions, asyncio.get_running_loop().time())
+
+    def _record_shared(
+        self, target: Target, permits: Sequence[Permit], failure: Failure | None, duration: float, now: float
+    ) -> None:
+        if not permits or not isinstance(permits[0], SharedPermit):
+            BreakerBoard.record(self, target, permits, failure, duration, now)  # granted locally (store down)
+            return
+        scope = self._scope(target)
+        if failure is None:
+            self._last_success[scope] = now
+        since = self._last_success.get(scope)
+        if since is None:
+            since = self._first_seen.setdefault(scope, now)
+        graced = (
+            failure is not None
+            and failure.kind is FailureKind.PROVIDER_OVERLOADED
+            and now - since <= self.overload_grace
+        )
+        outcomes: list[Outcome] = ["ignored" if graced else _outcome_for(p.layer, failure) for p in permits]
+        self._send(permits, outcomes, duration, "" if failure is None else failure.kind.value)
+
+    def _discard_shared(self, permits: Sequence[Permit], now: float) -> None:
+        if not permits or not isinstance(permits[0], SharedPermit):
+            BreakerBoard.discard(self, permits, now)
+            return
+        if any(p.probe for p in permits):  # only a probe slot needs giving back
+            self._send(permits, ["ignored"] * len(permits), 0.0)
+        else:
+            for p in permits:
+                p.released = True
+
+    def _rejection_shared(self, target: Target, now: float) -> str | None:
+        """From the last views this process saw (the store decides at admission)."""
+        guard = self.store
+        if guard is not None and not guard.up:
+            return BreakerBoard.rejection(self, target, now)
+        loop_now = asyncio.get_running_loop().time()
+        for b in (self.breaker(target), self.key_breaker(target)):
+            seen = self._views.get(b.scope)
+            if seen is None:
+                continue
+            view, at = seen
+            if view.state == "open" and view.retry_in is not None and view.retry_in - (loop_now - at) > 0:
+                left = view.retry_in - (loop_now - at)
+                return f"{b._label()} open for {left:.1f}s more ({view.why})"
+        return None
+
+    def _hold_shared(self, target: Target, now: float) -> BreakerHold | None:
+        """:meth:`hold` from the last views this process saw (its own breakers when the store is down)."""
+        guard = self.store
+        if guard is not None and not guard.up:
+            return BreakerBoard.hold(self, target, now)
+        loop_now = asyncio.get_running_loop().time()
+        held: BreakerHold | None = None
+        for b in (self.breaker(target), self.key_breaker(target)):
+            seen = self._views.get(b.scope)
+            if seen is None:
+                continue
+            view, at = seen
+            h: BreakerHold | None = None
+            if view.state == "open" and view.retry_in is not None and view.retry_in - (loop_now - at) > 0:
+                h = _hold(view.retry_in - (loop_now - at), view.kind)
+            elif view.state == "half_open" and view.probes >= b.config.half_open_probes:
+                h = _hold(min(HALF_OPEN_RETRY, b.config.open_duration), view.kind)
+            if h is not None and (held is None or h.wait > held.wait):
+                held = h
+        return held
+
+    def _snapshots_shared(self, now: float) -> list[BreakerSnapshot]:
+        """The last view of each shared breaker (counts of the window are not fetched)."""
+        out = []
+        for scope, (v, at) in self._views.items():
+            out.append(
+                BreakerSnapshot(
+                    scope=scope,
+                    layer=self._layers.get(scope, "target"),
+                    state=BreakerState(v.state),
+                    calls=0,
+                    failures=0,
+                    slow_calls=0,
+                    failure_rate=0.0,
+                    slow_rate=0.0,
+                    open_count=v.open_count,
+                    probes_in_flight=v.probes,
+                    retry_at=at + v.retry_in if v.retry_in is not None else None,
+                    open_for=v.open_for,
+                )
+            )
+        return out
+
+
+def _shared_reason(b: CircuitBreaker, view: BreakerView, probes: int) -> str:
+    if view.state == "open":
+        return f"{b._label()} open for {view.retry_in or 0.0:.1f}s more ({view.why})"
+    prefix = "half-open" if b.layer == "target" else "key+model half-open"
+    return f"{prefix}: {view.probes} probes already in flight"
+
 
 def _target_scope(target: Target) -> str:
     return target.scope
@@ -639,11 +924,18 @@ class NoBreakers:
     """A board that never rejects: circuit breaking switched off (for comparisons)."""
 
     hooks: list[Hook]
+    local = True  # admitted in-process (see BreakerBoard.local)
 
     def __init__(self) -> None:
         self.hooks = []
 
+    async def admit_shared(self, target: Target, now: float) -> tuple[list[Permit], str | None]:
+        return [], None
+
     def rejection(self, target: Target, now: float) -> str | None:
+        return None
+
+    def hold(self, target: Target, now: float) -> BreakerHold | None:
         return None
 
     def admit(self, target: Target, now: float) -> tuple[list[Permit], str | None]:

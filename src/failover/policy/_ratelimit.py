@@ -32,6 +32,15 @@ an idle period, which a window-counting provider answers with 429s.
 
 All times are seconds on the event loop's clock (``loop.time()``), so the limiter runs on
 real time in production and on virtual time (looptime) in tests and in the lab.
+
+**Shared buckets.** With a ``store`` (``failover.state``; ``LimiterBoard(store=...)``) the
+buckets and concurrency slots of a quota live in the store, keyed by ``Target.scope``, on
+the store's clock, and every process reserves from the same window: one atomic reserve per
+try, then the settle, header sync and 429 block written in the background. A request that
+does not fit polls again after the wait the store names (never past its deadline); fair
+queueing across tenants then holds within each process, not across the fleet. Slots are
+leases, so a crashed process's slots come back. While the store is unavailable, the limiter
+falls back to its in-process buckets sized at ``local_share`` of the quota.
 """
 
 from __future__ import annotations
@@ -39,12 +48,15 @@ from __future__ import annotations
 import asyncio
 import heapq
 import math
+import os
+import random
 from collections import deque
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Literal, Protocol, Self, cast
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol, Self, cast
 
 from ..model import Dialect, FailoverError, Limits, RateLimitInfo, Target
+from ..state import GuardedStore, Reserved, StateUnavailable
 
 __all__ = [
     "DEFAULT_TENANT",
@@ -56,6 +68,7 @@ __all__ = [
     "LimiterBoard",
     "LimiterSnapshot",
     "Reservation",
+    "SharedReservation",
     "TargetLimiter",
     "TokenBucket",
     "WindowBucket",
@@ -476,6 +489,28 @@ class Reservation:
         return f"Reservation({self._limiter.name!r}, tenant={self.tenant!r}, {self.amounts}, {state})"
 
 
+class SharedReservation(Reservation):
+    """A grant from the shared store: settling or releasing it writes back to the store."""
+
+    __slots__ = ("reservation_id", "store_at")
+
+    def __init__(self, limiter: TargetLimiter, *, reservation_id: str, store_at: float, **kw: Any) -> None:
+        super().__init__(limiter, **kw)
+        self.reservation_id = reservation_id
+        self.store_at = store_at  # the grant's time on the store's clock
+
+    def settle(self, usage_input: int, usage_output: int) -> None:
+        self._finish("settle")
+        self._limiter._settle_shared(self, max(0, usage_input), max(0, usage_output))
+
+    def release(self, *, sent: bool) -> None:
+        self._finish("release")
+        self._limiter._release_shared(self, sent=sent)
+
+
+_SLOT_POLL = 0.05  # seconds between tries for a shared concurrency slot
+
+
 # -- the limiter -----------------------------------------------------------------------------
 
 
@@ -538,6 +573,11 @@ class LimiterSnapshot:
     waiting: Mapping[str, int]  # queued requests per tenant ("" for requests naming none)
     granted: int  # totals since the limiter was created
     rejected: int
+    # Whose buckets these are: "local" (no shared store: this process's, the only ones),
+    # "shared" (the fleet's, read from the store; capacity is the fleet's, in_flight the slots
+    # leased fleet-wide; waiting and the totals stay this process's), "fallback" (a shared
+    # limiter's local buckets at local_share: what it enforces while the store is away).
+    view: Literal["local", "shared", "fallback"] = "local"
 
     @property
     def queued(self) -> int:
@@ -574,6 +614,9 @@ class TargetLimiter:
         window: float = WINDOW,
         combined_tpm: bool = False,
         name: str = "",
+        store: GuardedStore | None = None,
+        scope: str = "",
+        lease: float = 300.0,
     ) -> None:
         if not 0 < safety <= 1:
             raise ValueError("safety must be in (0, 1]")
@@ -588,6 +631,7 @@ class TargetLimiter:
         self.combined_tpm = combined_tpm
         self._configured: dict[str, int] = {}
         self._buckets: dict[str, Bucket] = {}
+        self._shared_caps: dict[str, float] = {}
         for dim in _DIMS:
             quota = getattr(limits, dim)
             if quota is None:
@@ -597,12 +641,29 @@ class TargetLimiter:
             capacity = quota * safety
             if dim == "rpm":
                 capacity = max(1.0, capacity)  # one request must always fit
+            if store is not None:  # the fleet's bucket is shared; the local one is the fallback share
+                self._shared_caps[dim] = capacity
+                capacity = max(1.0, capacity * store.local_share) if dim == "rpm" else capacity * store.local_share
             self._configured[dim] = quota
             self._buckets[dim] = (
                 WindowBucket(capacity, window) if algorithm == "window" else TokenBucket(capacity, capacity / window)
             )
         self._window = window
         self._concurrency = limits.concurrency
+        self._store = store
+        if store is not None:
+            # Shared: acquire/observe/penalize go through the store; the in-process buckets
+            # (at local_share of the quota) answer while it is unavailable. Swapped here so the
+            # in-process path has no extra check.
+            self._scope = scope or name
+            self._lease = lease
+            self._shared_slots = limits.concurrency
+            if limits.concurrency is not None:
+                self._concurrency = max(1, math.floor(limits.concurrency * store.local_share))
+            self._tasks: set[asyncio.Task[object]] = set()
+            self.acquire = self._acquire_shared  # type: ignore[method-assign]
+            self.observe = self._observe_shared  # type: ignore[method-assign]
+            self.penalize = self._penalize_shared  # type: ignore[method-assign]
         self._in_flight = 0
         self._tenants: dict[str, _Tenant] = {}
         self._queued = 0
@@ -715,6 +776,8 @@ class TargetLimiter:
             self._abandon(w)
             raise
 
+    _acquire_local = acquire  # the in-process path, which the shared one falls back to
+
     def observe(
         self, info: RateLimitInfo | None, now: float | None = None, *, reservation: Reservation | None = None
     ) -> None:
@@ -756,6 +819,220 @@ class TargetLimiter:
             bucket.drain_until(until, now)
         self._worse(now)
 
+    _observe_local = observe
+    _penalize_local = penalize
+
+    # -- shared buckets (failover.state) ------------------------------------------------------
+
+    async def _acquire_shared(
+        self,
+        *,
+        input_tokens: int,
+        max_output_tokens: int,
+        deadline_at: float,
+        tenant: str | None = None,
+    ) -> Reservation:
+        """:meth:`acquire` against the store's buckets: reserve, or sleep the wait it names and retry."""
+        if input_tokens < 0 or max_output_tokens < 0:
+            raise ValueError("token counts must be >= 0")
+        guard = self._store
+        assert guard is not None
+        loop = asyncio.get_running_loop()
+        t0 = now = loop.time()
+        slept = 0.0
+        w = self._waiter(input_tokens, max_output_tokens, deadline_at, tenant or DEFAULT_TENANT, now)
+        caps = self._shared_caps
+        for dim, amount in w.amounts.items():
+            cap = caps[dim]
+            if amount > cap + _tol(cap):
+                self._rejected += 1
+                unit = "request" if dim == "rpm" else "tokens"
+                raise LimitWaitTooLong(
+                    math.inf,
+                    cast(Dimension, dim),
+                    left=deadline_at - now,
+                    reason=(
+                        f"rate limit {dim}: needs {_fmt(amount)} {unit}, more than the whole bucket "
+                        f"({_fmt(cap)} = {self._configured[dim]:,} x {self.safety:g})"
+                    ),
+                    too_large=True,
+                )
+        rid = os.urandom(8).hex()
+        while True:
+            try:
+                r = await guard.call(
+                    guard.store.reserve,
+                    self._scope,
+                    w.amounts,
+                    caps,
+                    window=self._window,
+                    reservation_id=rid,
+                    slots=self._shared_slots,
+                    lease=self._lease,
+                )
+            except StateUnavailable:  # fail open, at this process's local share of the quota
+                return await self._acquire_local(
+                    input_tokens=input_tokens,
+                    max_output_tokens=max_output_tokens,
+                    deadline_at=deadline_at,
+                    tenant=tenant,
+                )
+            now = loop.time()
+            if not r.granted and self._tasks and now < deadline_at:
+                # This process's own settles may still be on their way to the store (a slot, unused
+                # tokens): let them land and ask again, rather than poll or report a wait that is not.
+                await asyncio.gather(*tuple(self._tasks), return_exceptions=True)
+                again = await self._reserve_again(w.amounts, rid)
+                if again is None:
+                    return await self._acquire_local(
+                        input_tokens=input_tokens,
+                        max_output_tokens=max_output_tokens,
+                        deadline_at=deadline_at,
+                        tenant=tenant,
+                    )
+                r, now = again, loop.time()
+            if r.granted:
+                self._in_flight += 1
+                self._granted += 1
+                return SharedReservation(
+                    self,
+                    reservation_id=rid,
+                    store_at=r.at,
+                    tenant=w.tenant,
+                    input_tokens=input_tokens,
+                    max_output_tokens=max_output_tokens,
+                    in_part=w.in_part,
+                    out_part=w.out_part,
+                    granted_at=now,
+                    waited=slept,  # time spent waiting for room; the store's round trips are not
+                )
+            # A slot frees when someone settles, which the store cannot announce: poll.
+            wait = r.wait if math.isfinite(r.wait) else _SLOT_POLL
+            if now + wait >= deadline_at:
+                self._rejected += 1
+                dim = cast(Dimension, r.dimension or "concurrency")
+                if math.isfinite(r.wait):
+                    raise LimitWaitTooLong(r.wait, dim, left=deadline_at - now)
+                reason = f"rate limit concurrency: no shared slot free before the deadline (waited {now - t0:.1f}s)"
+                raise LimitWaitTooLong(math.inf, dim, left=deadline_at - now, reason=reason)
+            # A little jitter, so the processes that were refused together do not retry together.
+            await asyncio.sleep(wait + random.uniform(0.0, min(0.05, wait * 0.1 + 0.005)))
+            slept += loop.time() - now
+
+    async def _reserve_again(self, amounts: dict[str, float], rid: str) -> Reserved | None:
+        guard = self._store
+        assert guard is not None
+        try:
+            return await guard.call(
+                guard.store.reserve,
+                self._scope,
+                amounts,
+                self._shared_caps,
+                window=self._window,
+                reservation_id=rid,
+                slots=self._shared_slots,
+                lease=self._lease,
+            )
+        except StateUnavailable:
+            return None
+
+    def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait until every write made in the background has reached the store."""
+        while self._store is not None and self._tasks:
+            await asyncio.gather(*tuple(self._tasks), return_exceptions=True)
+
+    async def _write(self, fn: Callable[..., Awaitable[object]], *args: Any, **kw: Any) -> None:
+        guard = self._store
+        assert guard is not None
+        try:
+            await guard.call(fn, *args, **kw)
+        except StateUnavailable:
+            return  # the shared bucket keeps the reservation until its window (or lease) ends
+
+    def _settle_shared(self, res: SharedReservation, usage_input: int, usage_output: int) -> None:
+        refund: dict[str, float] = {}
+        charge: dict[str, float] = {}
+        for d in self._buckets:
+            if d == "rpm":
+                continue
+            actual_in = float(usage_input) if d == "input_tpm" else 0.0
+            actual_out = float(usage_output) if (d == "output_tpm" or self.combined_tpm) else 0.0
+            extra_in = actual_in - res._in.get(d, 0.0)
+            back = max(0.0, -extra_in) + res._out.get(d, 0.0)
+            more = max(0.0, extra_in) + actual_out
+            if back:
+                refund[d] = back
+            if more:
+                charge[d] = more
+        self._finish_shared(res, refund, charge)
+
+    def _release_shared(self, res: SharedReservation, *, sent: bool) -> None:
+        refund = {d: a for d, a in res.amounts.items() if a and not (d == "rpm" and sent)}
+        self._finish_shared(res, refund, {})
+
+    def _finish_shared(self, res: SharedReservation, refund: dict[str, float], charge: dict[str, float]) -> None:
+        guard = self._store
+        assert guard is not None
+        self._spawn(
+            self._write(
+                guard.store.settle,
+                self._scope,
+                res.reservation_id,
+                granted_at=res.store_at,
+                window=self._window,
+                refund=refund,
+                charge=charge,
+                free_slot=self._shared_slots is not None,
+            )
+        )
+        self._in_flight -= 1
+        if self._queued:
+            self._pump()
+
+    def _observe_shared(
+        self, info: RateLimitInfo | None, now: float | None = None, *, reservation: Reservation | None = None
+    ) -> None:
+        """Headers lower the shared bucket (and the local fallback share, which they also bound)."""
+        if info is None:
+            return
+        guard = self._store
+        assert guard is not None
+        since = reservation.store_at if isinstance(reservation, SharedReservation) else None
+        for dim, (limit, remaining, reset) in self._header_triples(info).items():
+            if dim not in self._shared_caps or remaining is None:
+                continue
+            if limit is not None:
+                self._provider_limits[dim] = limit
+            reference = limit if limit is not None else self._configured[dim]
+            ours = remaining - reference * (1.0 - self.safety)
+            self._spawn(
+                self._write(
+                    guard.store.sync,
+                    self._scope,
+                    dim,
+                    remaining=ours,
+                    reset_in=reset,
+                    capacity=self._shared_caps[dim],
+                    window=self._window,
+                    since=since,
+                )
+            )
+        self._observe_local(info, now, reservation=None if since is not None else reservation)
+
+    def _penalize_shared(self, retry_after: float | None, now: float | None = None) -> None:
+        """A 429 blocks the shared bucket for every process, and this process's fallback too."""
+        wait = DEFAULT_PENALTY if retry_after is None else retry_after
+        if wait > 0:
+            guard = self._store
+            assert guard is not None
+            self._spawn(self._write(guard.store.block, self._scope, wait, window=self._window))
+        self._penalize_local(retry_after, now)
+
     def snapshot(self, now: float | None = None) -> LimiterSnapshot:
         """Levels, in-flight and waiting per tenant, for metrics."""
         now = _now() if now is None else now
@@ -779,6 +1056,34 @@ class TargetLimiter:
             waiting=waiting,
             granted=self._granted,
             rejected=self._rejected,
+            view="local" if self._store is None else "fallback",
+        )
+
+    async def shared_snapshot(self, now: float | None = None) -> LimiterSnapshot:
+        """:meth:`snapshot` with the fleet's buckets read from the store (``view="shared"``).
+
+        Without a store, or while it is unreachable, the snapshot of this process's buckets
+        (``view`` says which). One read-only script on the store; nothing is taken.
+        """
+        snap = self.snapshot(now)
+        guard = self._store
+        if guard is None or not guard.up:
+            return snap
+        try:
+            v = await guard.call(guard.store.bucket_view, self._scope, dict(self._shared_caps))
+        except StateUnavailable:
+            return snap
+        buckets = tuple(
+            replace(b, capacity=self._shared_caps[b.dimension], level=v.levels[b.dimension], blocked_for=v.blocked_for)
+            for b in snap.buckets
+        )
+        slots = self._shared_slots
+        return replace(
+            snap,
+            buckets=buckets,
+            concurrency=slots,
+            in_flight=v.slots if slots is not None else snap.in_flight,
+            view="shared",
         )
 
     def __repr__(self) -> str:
@@ -1091,12 +1396,22 @@ class LimiterBoard:
     board: its buckets are the state of that quota.
     """
 
-    def __init__(self, *, safety: float = 0.9, algorithm: Algorithm = "window", window: float = WINDOW) -> None:
+    def __init__(
+        self,
+        *,
+        safety: float = 0.9,
+        algorithm: Algorithm = "window",
+        window: float = WINDOW,
+        store: GuardedStore | None = None,
+        lease: float = 300.0,
+    ) -> None:
         if not 0 < safety <= 1:
             raise ValueError("safety must be in (0, 1]")
         self.safety = safety
         self.algorithm: Algorithm = algorithm
         self.window = window
+        self.store = store  # shared buckets and slots (failover.state); None: in this process
+        self.lease = lease  # a shared concurrency slot not released within this comes back
         self._limiters: dict[str, TargetLimiter] = {}
 
     def limiter_for(self, target: Target) -> TargetLimiter | None:
@@ -1113,10 +1428,25 @@ class LimiterBoard:
                 window=self.window,
                 combined_tpm=combined_tpm(target),
                 name=target.name,
+                store=self.store,
+                scope=target.scope,
+                lease=self.lease,
             )
         return limiter
+
+    async def drain(self) -> None:
+        """Wait until every limiter's background writes have reached the store."""
+        for limiter in list(self._limiters.values()):
+            await limiter.drain()
 
     def snapshot(self, now: float | None = None) -> dict[str, LimiterSnapshot]:
         """Every limiter's snapshot, keyed by scope."""
         now = _now() if now is None else now
         return {scope: limiter.snapshot(now) for scope, limiter in self._limiters.items()}
+
+    async def shared_snapshot(self, now: float | None = None) -> dict[str, LimiterSnapshot]:
+        """:meth:`snapshot` with the fleet's buckets where they are shared (one pipelined read)."""
+        now = _now() if now is None else now
+        scopes = list(self._limiters)
+        snaps = await asyncio.gather(*(self._limiters[s].shared_snapshot(now) for s in scopes))
+        return dict(zip(scopes, snaps, strict=True))

@@ -1,0 +1,46 @@
+"""The policy objects of a ``state:`` config section, and closing them.
+
+``Router.from_config`` asks :func:`shared_policies` for the breakers, limiters and retry
+budget that keep their state in the configured store; the memory backend asks for nothing,
+so the router builds its usual in-process objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..state import GuardedStore, StateConfig
+from ._breaker import BreakerBoard, NoBreakers
+from ._budget import RetryBudget, Unlimited
+from ._ratelimit import LimiterBoard
+
+
+def shared_policies(state: StateConfig, retry_budget: RetryBudget) -> dict[str, Any]:
+    """Router keyword arguments for ``state`` (empty for the memory backend)."""
+    store = state.build()
+    if store is None:
+        return {}
+    budget = RetryBudget(ratio=retry_budget.ratio, floor=retry_budget.floor, window=retry_budget.window, store=store)
+    return {
+        "breakers": BreakerBoard(store=store),
+        "limiters": LimiterBoard(store=store, lease=state.lease),
+        "retry_budget": budget,
+    }
+
+
+async def close_shared(
+    breakers: BreakerBoard | NoBreakers, limiters: LimiterBoard | None, budget: RetryBudget | Unlimited
+) -> None:
+    """Let background writes reach the store, then close it (nothing to do in memory)."""
+    stores: list[GuardedStore] = []
+    if isinstance(breakers, BreakerBoard) and breakers.store is not None:
+        await breakers.drain()
+        stores.append(breakers.store)
+    if limiters is not None and limiters.store is not None:
+        await limiters.drain()
+        stores.append(limiters.store)
+    if isinstance(budget, RetryBudget) and budget.store is not None:
+        await budget.drain()
+        stores.append(budget.store)
+    for s in {id(s): s for s in stores}.values():
+        await s.aclose()
