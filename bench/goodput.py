@@ -57,20 +57,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextvars
 import math
 import random
 import sys
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import looptime
-
 from failover import Envelope, Request, Route, Router, Unavailable
+from failover.lab._load import CALLER, Call, poisson_arrivals, run_arrivals
+from failover.lab._load import CallerOutcome as Outcome
 from failover.model import Failure, FailureKind, Response, Target
 from failover.policy import BreakerBoard, BreakerEvent, NoBreakers, Permit, RetryBudget, Unlimited
 from failover.providers import dialect_for
@@ -78,8 +77,6 @@ from failover.testing import FakeNetwork, FakeProvider, Reply, Script
 from failover.transport import HttpRequest, HttpResponse, TransportError
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "goodput"
-NOOP_CYCLES = 0
-CALLER: contextvars.ContextVar[int] = contextvars.ContextVar("caller", default=-1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,17 +112,8 @@ DEFAULT = Params()
 
 def arrivals(p: Params) -> list[float]:
     """Poisson arrival times: ``overload x C`` per second, then ``after x C`` (seeded)."""
-    rng = random.Random(p.seed)
-    out: list[float] = []
-    t = 0.0
-    for start, stop, rate in ((0.0, p.heal, p.overload * p.capacity), (p.heal, p.end, p.after * p.capacity)):
-        t = start
-        while True:
-            t += rng.expovariate(rate)
-            if t >= stop:
-                break
-            out.append(t)
-    return out
+    segments = [(0.0, p.heal, p.overload * p.capacity), (p.heal, p.end, p.after * p.capacity)]
+    return poisson_arrivals(random.Random(p.seed), segments)
 
 
 # -- the provider -------------------------------------------------------------------------------
@@ -186,9 +174,6 @@ def target_for(provider: FakeProvider, p: Params) -> Target:
 
 def request() -> Request:
     return Request.simple("Classify this support ticket: 'my invoice is wrong'.", max_tokens=256)
-
-
-Call = Callable[[], Awaitable[bool]]
 
 
 def router_strategy(**kw: Any) -> Callable[[OverloadedProvider, Params, random.Random], Call]:
@@ -336,13 +321,6 @@ def strategies(investigate: bool) -> list[Strategy]:
 # -- one run --------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class Outcome:
-    arrival: float
-    done: float = math.nan
-    ok: bool = False
-
-
 RECOVERY_RUN = 5  # recovered: this many seconds in a row with >= 95 % of their callers served
 
 
@@ -419,34 +397,12 @@ class Result:
 
 
 def run_one(strategy: Strategy, p: Params, times: list[float]) -> Result:
-    loop = looptime.new_event_loop(start=0.0, noop_cycles=NOOP_CYCLES)
+    """One strategy on a fresh virtual-time loop (the engine is the lab's load mode's)."""
     transport = OverloadedProvider(p)
-    callers = [Outcome(t) for t in times]
-    w0 = time.perf_counter()
-
-    async def main() -> None:
-        call = strategy.make(transport, p, random.Random(p.seed + 1))
-        tasks: list[asyncio.Future[None]] = []
-
-        async def one(i: int) -> None:
-            CALLER.set(i)  # this task's own context: the transport reads it
-            ok = await call()
-            c = callers[i]
-            c.done, c.ok = asyncio.get_running_loop().time(), ok
-
-        def spawn(i: int) -> None:
-            tasks.append(asyncio.ensure_future(one(i)))
-
-        for i, t in enumerate(times):
-            loop.call_at(t, spawn, i)
-        await asyncio.sleep(p.end + p.budget + 5.0)
-        await asyncio.gather(*tasks)
-
-    try:
-        loop.run_until_complete(main())
-    finally:
-        loop.close()
-    return Result(strategy, p, callers, transport.requests, time.perf_counter() - w0)
+    callers, wall = run_arrivals(
+        times, lambda: strategy.make(transport, p, random.Random(p.seed + 1)), p.end + p.budget + 5.0
+    )
+    return Result(strategy, p, callers, transport.requests, wall)
 
 
 def run_all(p: Params, investigate: bool) -> list[Result]:

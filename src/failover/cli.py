@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from .model import ConfigError
 
@@ -107,10 +108,28 @@ def _serve(args: argparse.Namespace) -> int:
 def _lab(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from .lab import SeedOptions, render, run_virtual
+    from .lab._custom import BadInput, CustomScenario, parse_custom_text
     from .lab._web import lab_app
 
+    custom: CustomScenario | None = None
+    if args.once and args.scenario is None:
+        print("failover lab: --once needs --scenario FILE (the scenario to run)", file=sys.stderr)
+        return 2
+    if args.scenario is not None:
+        try:
+            custom = parse_custom_text(args.scenario.read_text(encoding="utf-8"))
+        except OSError as exc:
+            print(f"failover lab: cannot read {args.scenario}: {exc.strerror}", file=sys.stderr)
+            return 2
+        except BadInput as exc:
+            print(f"failover lab: {args.scenario}: {exc}", file=sys.stderr)
+            return 2
+        if args.once:
+            print(render(run_virtual(SeedOptions(scenario="custom", custom=custom))))
+            return 0
     print(f"failover lab: http://{args.host}:{args.port}/", file=sys.stderr)
-    uvicorn.run(lab_app(), host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(lab_app(custom), host=args.host, port=args.port, log_level="warning")
     return 0
 
 
@@ -190,6 +209,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     lab.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     lab.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    lab.add_argument(
+        "--scenario",
+        type=Path,
+        metavar="FILE",
+        help="a custom scenario (YAML or JSON: what A, B and C answer; see examples/lab-scenario.yaml), "
+        "preloaded into the page",
+    )
+    lab.add_argument(
+        "--once", action="store_true", help="with --scenario: print one run as text and exit instead of serving"
+    )
     lab.set_defaults(func=_lab)
 
     args = parser.parse_args(argv)

@@ -18,6 +18,8 @@ import pytest
 import uvicorn
 
 from failover.lab import CAPABILITIES, SCENARIOS, SeedOptions, SeedResult, run_virtual
+from failover.lab._custom import EXAMPLE, parse_custom_text
+from failover.lab._load import DEFAULT_SCHEDULE, LoadResult, parse_load, run_load
 from failover.lab._web import STATIC, lab_app, result_body
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -234,3 +236,286 @@ def test_page_in_system_chromium(lab_url: str) -> None:
             shutil.copyfile(out, ROOT / "docs" / "lab.png")
         finally:
             browser.close()
+
+
+# --- custom scenarios, connect / first-token segments, load mode --------------------------------
+
+CUSTOM_TEXT = """stream: true
+providers:
+  a:
+    connect: 0.1
+    replies: ["overloaded(latency=0.05)", "stall_before_first(5)"]
+  b: {connect: 0.08, default: "ok('Your invoice is fixed; a refund is on its way.', latency=0.3, chunk_interval=0.05)"}
+"""
+
+
+async def test_custom_scenario_over_the_api_is_the_routers_record() -> None:
+    body = {"scenario": "custom", "custom": CUSTOM_TEXT, "budget": 3.0, "a_extra_retries": 1, "attempt_cap": 1.0}
+    async with _client() as c:
+        r = await c.post("/api/run", json=body)
+    assert r.status_code == 200
+    opts = SeedOptions(scenario="custom", custom=parse_custom_text(CUSTOM_TEXT), budget=3.0)
+    want = await asyncio.to_thread(run_virtual, opts)
+    assert r.json() == result_body(want)
+    assert r.json()["options"]["stream"] is True
+    b = next(a for a in want.record.attempts if a.target == "b")  # streams, but is cut at its cap
+    assert b.outcome == "timeout:total" and b.connected is not None and b.first_event is not None
+    assert b.connected - b.start == pytest.approx(0.08) and b.first_event - b.connected == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize(
+    ("custom", "field"),
+    [
+        ("providers: {a: [ok, rate_limt]}", "custom.providers.a[1]"),
+        ("providers: {a: 'ok(", "custom"),
+        ("", "custom"),
+        (None, "custom"),
+        (12, "custom"),
+        ("providers: {z: ok}", "custom.providers.z"),
+    ],
+)
+async def test_bad_custom_scenarios_are_400s_naming_the_field(custom: Any, field: str) -> None:
+    async with _client() as c:
+        r = await c.post("/api/run", json={"scenario": "custom", "custom": custom})
+    assert r.status_code == 400
+    assert r.json()["field"] == field and r.json()["error"].startswith(f"{field}: ")
+
+
+def _expected_segments(a: dict[str, Any]) -> list[dict[str, Any]]:
+    """An attempt's segments, from the record alone (what the page must draw)."""
+    start, end, connected, first = a["start"], a["end"], a["connected"], a["first_event"]
+    if connected is None:
+        segs = [("connect", start, end)]
+    elif first is None:
+        segs = [("connect", start, connected), ("first", connected, end)]
+    else:
+        segs = [("connect", start, connected), ("first", connected, first), ("body", first, end)]
+    capped = a["outcome"].startswith("timeout") or a["outcome"] == "cancelled"
+    return [{"kind": k, "start": s, "end": e, "cap": capped and i == len(segs) - 1} for i, (k, s, e) in enumerate(segs)]
+
+
+def _check_segments(page: Any, opts: SeedOptions) -> int:
+    """The bars' segments equal the record's times, and their drawn widths match them (1.5 px)."""
+    rec = _virtual(opts).record.to_dict()
+    drawn = page.eval_on_selector_all(
+        "#timeline .row",
+        """rows => rows.filter(r => r.dataset.phase !== 'wait').map(r => {
+            const track = r.querySelector('.track').getBoundingClientRect().width;
+            return [...r.querySelectorAll('.seg')].map(s => ({kind: s.dataset.kind, cap: s.dataset.cap === 'true',
+              start: Number(s.dataset.start), end: Number(s.dataset.end),
+              px: s.getBoundingClientRect().width, track}));
+        })""",
+    )
+    attempts = sorted(rec["attempts"], key=lambda a: a["start"])
+    assert len(drawn) == len(attempts)
+    span = max(opts.budget, *(a["end"] for a in attempts), *(w["end"] for w in rec["waits"]))
+    checked = 0
+    for segs, a in zip(drawn, attempts, strict=True):
+        want = _expected_segments(a)
+        assert [{k: s[k] for k in ("kind", "start", "end", "cap")} for s in segs] == want
+        for s in segs:
+            assert s["px"] == pytest.approx((s["end"] - s["start"]) / span * s["track"], abs=1.5)
+            checked += s["end"] > s["start"]
+    return checked
+
+
+def _type(page: Any, selector: str, text: str) -> None:
+    """Replace a field's text from the keyboard only."""
+    page.focus(selector)
+    page.keyboard.press("Control+A")
+    page.keyboard.press("Delete")
+    page.keyboard.type(text)
+
+
+def _wait_errors(page: Any, key: str, n: int) -> None:
+    page.wait_for_function(f"Number(document.body.dataset.{key} || 0) >= {n}")
+
+
+@pytest.mark.e2e
+def test_custom_scenarios_and_segments_in_system_chromium(lab_url: str) -> None:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/services.sh (installs Debian's chromium) as root")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 1000})
+            page.goto(lab_url)
+            runs = _wait_render(page, 1)
+            assert page.input_value("#custom") == EXAMPLE  # the editor starts with the example
+
+            # A bad scenario, keyboard only: type it, Tab to the Run button, Enter.
+            _type(page, "#custom", "providers: {a: [ok, rate_limt]}")
+            page.keyboard.press("Tab")
+            assert page.evaluate("document.activeElement.id") == "custom-run"
+            page.keyboard.press("Enter")
+            _wait_errors(page, "errors", 1)
+            error = page.locator("#custom-error")
+            assert error.is_visible() and error.get_attribute("role") == "alert"
+            assert error.inner_text().startswith("custom.providers.a[1]: 'rate_limt': unknown reply kind")
+            assert page.get_attribute("#custom", "aria-invalid") == "true"
+            assert "custom-error" in (page.get_attribute("#custom", "aria-describedby") or "")
+
+            # A good one, run with Ctrl+Enter from inside the editor.
+            _type(page, "#custom", CUSTOM_TEXT)
+            page.keyboard.press("Control+Enter")
+            runs = _wait_render(page, runs + 1)
+            opts = SeedOptions(scenario="custom", custom=parse_custom_text(CUSTOM_TEXT))
+            _check_page(page, opts)
+            assert _check_segments(page, opts) >= 5  # connect, first token and body, drawn to scale
+            assert not page.locator("#custom-error").is_visible()
+            assert page.get_attribute("#custom", "aria-invalid") is None
+            assert page.input_value("#scenario") == "custom"
+            page.evaluate("document.activeElement.blur()")
+            out = ROOT / "test-artifacts" / "lab-custom.png"
+            out.parent.mkdir(exist_ok=True)
+            load_top = page.eval_on_selector("#load", "e => e.getBoundingClientRect().top + window.scrollY")
+            page.screenshot(path=str(out), full_page=True, clip={"x": 0, "y": 0, "width": 1100, "height": load_top})
+            shutil.copyfile(out, ROOT / "docs" / "lab-custom.png")
+
+            # The example, with A's retries raised from the keyboard: segments still match.
+            _type(page, "#custom", EXAMPLE)
+            page.keyboard.press("Control+Enter")
+            runs = _wait_render(page, runs + 1)
+            _check_page(page, SeedOptions(scenario="custom", custom=parse_custom_text(EXAMPLE)))
+            _type(page, "#a_extra_retries", "2")  # focus leaves the editor: its change event runs again
+            runs = _wait_render(page, runs + 1)
+            page.keyboard.press("Tab")  # leaving the field fires change: a run
+            runs = _wait_render(page, runs + 1)
+            opts = SeedOptions(scenario="custom", custom=parse_custom_text(EXAMPLE), a_extra_retries=2)
+            _check_page(page, opts)
+            _check_segments(page, opts)
+            legend = page.inner_text("#legend")
+            for word in ("connect", "first token", "streaming the body", "backoff", "cancelled at its cap"):
+                assert word in legend
+
+            # A built-in scenario draws segments too (the fake connects at once: a zero-width connect).
+            page.select_option("#scenario", "timeout")
+            runs = _wait_render(page, runs + 1)
+            _check_page(page, SeedOptions(scenario="timeout", a_extra_retries=2))
+            _check_segments(page, SeedOptions(scenario="timeout", a_extra_retries=2))
+        finally:
+            browser.close()
+
+
+def _load_summary(page: Any) -> dict[str, str]:
+    got = page.eval_on_selector_all(
+        "#load-summary dd", "dds => Object.fromEntries(dds.map(d => [d.dataset.key, d.textContent]))"
+    )
+    return {str(k): str(v) for k, v in got.items()}
+
+
+@pytest.mark.e2e
+def test_load_mode_in_system_chromium(lab_url: str) -> None:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/services.sh (installs Debian's chromium) as root")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 1000})
+            page.goto(lab_url)
+            _wait_render(page, 1)
+            assert page.input_value("#schedule") == DEFAULT_SCHEDULE
+
+            # Over the cap, keyboard only: Enter in a field submits; the error names it and takes focus.
+            _type(page, "#clients", "1000")
+            page.keyboard.press("Enter")
+            _wait_errors(page, "loadErrors", 1)
+            assert page.inner_text("#load-error").startswith("clients: must be a whole number from 1 to 200")
+            assert page.evaluate("document.activeElement.id") == "clients"
+            assert page.get_attribute("#clients", "aria-invalid") == "true"
+
+            # A small load, typed from the keyboard: 20 clients x 90 s, A down 20-40 s.
+            _type(page, "#clients", "20")
+            _type(page, "#duration", "90")
+            _type(page, "#rate", "1")
+            _type(page, "#schedule", "a:\n- {from: 20, to: 40, reply: connect_error}\n")
+            page.focus("#load-run")
+            page.keyboard.press("Enter")
+            _wait_errors(page, "loads", 1)
+            assert page.get_attribute("#clients", "aria-invalid") is None
+            body = {
+                "clients": 20,
+                "duration": 90,
+                "rate": 1,
+                "budget": 5,
+                "a_extra_retries": 1,
+                "seed": 0,
+                "schedule": "a:\n- {from: 20, to: 40, reply: connect_error}\n",
+            }
+            with ThreadPoolExecutor(1) as pool:
+                want = pool.submit(run_load, parse_load(body)).result()
+            _check_load(page, want, seconds=90)
+            assert want.summary["breaker_opened"]["a"] >= 1  # the outage shows in the breaker strip
+            assert page.locator("[data-chart=breaker] rect[data-series=a][data-state=open]").count() > 0
+
+            # The defaults (50 clients x 5 virtual minutes) for the screenshot.
+            page.reload()
+            _wait_render(page, 1)
+            page.focus("#load-run")
+            page.keyboard.press("Enter")
+            _wait_errors(page, "loads", 1)
+            with ThreadPoolExecutor(1) as pool:
+                want = pool.submit(run_load, parse_load({"schedule": DEFAULT_SCHEDULE})).result()
+            _check_load(page, want, seconds=300)
+            out = ROOT / "test-artifacts" / "lab-load.png"
+            out.parent.mkdir(exist_ok=True)
+            page.locator("#load").screenshot(path=str(out))
+            shutil.copyfile(out, ROOT / "docs" / "lab-load.png")
+        finally:
+            browser.close()
+
+
+def _check_load(page: Any, want: LoadResult, *, seconds: int) -> None:
+    """The plots have one point per second per series, and the summary equals the server's run."""
+    s, summary = want.series, want.summary
+
+    def points(chart: str, series: str) -> int:
+        return int(
+            page.eval_on_selector_all(
+                f"svg[data-chart={chart}] polyline[data-series={series}]",
+                "ls => ls.reduce((n, l) => n + l.getAttribute('points').trim().split(' ').length, 0)",
+            )
+        )
+
+    for name in ("a", "b", "c", "offered"):
+        assert points("rate", name) == seconds
+    assert points("success", "ok_share") == sum(1 for v in s["ok_share"] if v is not None)
+    for name in ("retries_granted", "retries_refused", "retry_headroom"):
+        assert points("budget", name) == seconds
+    for name in "abc":
+        states = page.eval_on_selector_all(
+            f"svg[data-chart=breaker] rect[data-series={name}]", "rs => rs.map(r => r.dataset.state)"
+        )
+        assert states == s["breaker"][name]
+    got = _load_summary(page)
+    share = summary["success_share"]
+    assert got["requests"] == str(summary["requests"])
+    assert got["served"] == f"{summary['served_in_deadline']} ({100 * share:.1f}%)"
+    assert got["provider_requests"] == " / ".join(str(summary["provider_requests"][n]) for n in "abc")
+    assert got["breaker_opened"] == " / ".join(str(summary["breaker_opened"][n]) for n in "abc")
+    assert got["retries"] == f"{summary['retries_granted']} / {summary['retries_refused']}"
+    # the text alternative: one table row per second, with the plotted numbers
+    rows = page.eval_on_selector_all(
+        "#load-table tbody tr", "trs => trs.map(tr => [...tr.children].map(c => c.textContent))"
+    )
+    assert len(rows) == seconds
+    for i in (0, seconds // 2, seconds - 1):
+        assert rows[i][:6] == [str(i), str(s["offered"][i]), *(str(s["sent"][n][i]) for n in "abc"), str(s["ok"][i])]
+        assert rows[i][7:10] == [s["breaker"][n][i] for n in "abc"]
+    for chart in ("rate", "success", "breaker", "budget"):
+        svg = page.locator(f"svg[data-chart={chart}]")
+        assert svg.get_attribute("role") == "img"
+        assert page.locator(f"svg[data-chart={chart}] title").count() == 1
+        assert page.locator(f"svg[data-chart={chart}] desc").text_content()
+    assert "virtual time" in (page.locator("svg[data-chart=rate]").text_content() or "")
+
+
+def test_assets_work_offline() -> None:
+    """No CDN, no remote font: the page loads nothing from outside the package."""
+    for asset in STATIC.iterdir():
+        text = asset.read_text().replace("http://www.w3.org/2000/svg", "")
+        assert "http://" not in text and "https://" not in text and "//cdn" not in text, asset.name

@@ -15,8 +15,16 @@ def timeline(record: RouteRecord) -> list[str]:
     for a in record.attempts:
         cap = f"cap {a.total_timeout:.2f}s"
         status = f" HTTP {a.status}" if a.status else ""
+        marks = "".join(
+            f", {name} +{(t - a.start) * 1000:.0f}ms"
+            for name, t in (("connected", a.connected), ("first token", a.first_event))
+            if t is not None and t > a.start
+        )
         rows.append(
-            (a.start, f"{_ms(a.start)} -{_ms(a.end)}  {a.target:<3} {a.phase.value:<9} {a.outcome}{status} ({cap})")
+            (
+                a.start,
+                f"{_ms(a.start)} -{_ms(a.end)}  {a.target:<3} {a.phase.value:<9} {a.outcome}{status} ({cap}{marks})",
+            )
         )
     for w in record.waits:
         rows.append((w.start, f"{_ms(w.start)} -{_ms(w.end)}  {w.target:<3} {'wait':<9} {w.reason}"))

@@ -34,10 +34,12 @@ from ..model import (
 from ..policy import Backoff, RetryBudget
 from ..router import Router
 from ..testing import FakeNetwork, FakeProvider, Reply, Script
+from ._custom import CustomScenario
 
 C = Capability
 CAPABILITIES = ("chat", "structured_output", "vision")
 SCENARIOS = ("healthy", "rate_limited", "timeout", "all_failing")
+CUSTOM = "custom"  # SeedOptions.custom says what the providers answer
 ANSWER_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "properties": {"answer": {"type": "string"}},
@@ -61,9 +63,13 @@ class SeedOptions:
     a_extra_retries: int = 1  # A's attempt limit is 1 + this
     attempt_cap: float = 1.0  # per-attempt cap on every target
     seed: int = 0  # backoff jitter
+    custom: CustomScenario | None = None  # scenario "custom": the providers' scripts
 
     def __post_init__(self) -> None:
-        if self.scenario not in SCENARIOS:
+        if self.scenario == CUSTOM:
+            if self.custom is None:
+                raise ValueError("scenario 'custom' needs a CustomScenario in custom")
+        elif self.scenario not in SCENARIOS:
             raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}, got {self.scenario!r}")
         if self.capability not in CAPABILITIES:
             raise ValueError(f"capability must be one of {', '.join(CAPABILITIES)}, got {self.capability!r}")
@@ -80,13 +86,15 @@ class SeedResult:
     calls: Mapping[str, int] = field(default_factory=dict)
 
 
-def _scripts(scenario: str, structured: bool) -> dict[str, Script]:
+def _scripts(scenario: str, structured: bool, custom: CustomScenario | None = None) -> dict[str, Script]:
     def ok(name: str, latency: float) -> Reply:
         if structured:
             return Reply.ok(json={"answer": f"from {name}"}, latency=latency)
         return Reply.ok(f"Answer from {name}.", latency=latency)
 
     healthy = {"a": ok("a", 0.30), "b": ok("b", 0.40), "c": ok("c", 0.50)}
+    if scenario == CUSTOM and custom is not None:
+        return {n: custom.script(n, healthy[n]) for n in "abc"}
     if scenario == "healthy":
         return {n: Script.always(r) for n, r in healthy.items()}
     if scenario == "rate_limited":
@@ -105,10 +113,11 @@ def _scripts(scenario: str, structured: bool) -> dict[str, Script]:
 
 
 def _targets(opts: SeedOptions, providers: Mapping[str, FakeProvider]) -> dict[str, Target]:
+    streaming = frozenset({C.STREAMING}) if _streams(opts) else frozenset()
     caps = {
-        "a": frozenset({C.CHAT, C.STRUCTURED_OUTPUT, C.VISION}),
-        "b": frozenset({C.CHAT, C.STRUCTURED_OUTPUT}),  # no vision
-        "c": frozenset({C.CHAT, C.STRUCTURED_OUTPUT, C.VISION}),
+        "a": frozenset({C.CHAT, C.STRUCTURED_OUTPUT, C.VISION}) | streaming,
+        "b": frozenset({C.CHAT, C.STRUCTURED_OUTPUT}) | streaming,  # no vision
+        "c": frozenset({C.CHAT, C.STRUCTURED_OUTPUT, C.VISION}) | streaming,
     }
     attempts = {"a": 1 + opts.a_extra_retries, "b": 1, "c": 1}
     return {
@@ -137,9 +146,19 @@ def _request(capability: str) -> Request:
 
 async def run_seed(opts: SeedOptions) -> SeedResult:
     """Run one combination on the current loop (use :func:`run_virtual` for virtual time)."""
-    scripts = _scripts(opts.scenario, opts.capability == "structured_output")
+    custom = opts.custom if opts.scenario == CUSTOM else None
+    scripts = _scripts(opts.scenario, opts.capability == "structured_output", custom)
     dialects = {"a": Dialect.OPENAI, "b": Dialect.ANTHROPIC, "c": Dialect.GEMINI}
-    providers = {n: FakeProvider(n, dialects[n], scripts[n]) for n in "abc"}
+    providers = {
+        n: FakeProvider(
+            n,
+            dialects[n],
+            scripts[n],
+            latency=custom.latency(n) if custom else 0.0,
+            connect_latency=custom.connect(n) if custom else 0.0,
+        )
+        for n in "abc"
+    }
     targets = _targets(opts, providers)
     route = Route(name="seed", primary=(targets["a"],), fallbacks=(targets["b"], targets["c"]))
     router = Router(
@@ -148,6 +167,7 @@ async def run_seed(opts: SeedOptions) -> SeedResult:
         retry_budget=RetryBudget(),
         backoff=Backoff(base=0.2, cap=1.0),
         rng=random.Random(opts.seed),
+        stream_threshold=0.0 if _streams(opts) else None,  # custom "stream: true": every attempt streams
     )
     envelope = Envelope(budget=opts.budget, request_id=f"seed-{opts.scenario}-{opts.capability}")
     text: str | None = None
@@ -162,6 +182,10 @@ async def run_seed(opts: SeedOptions) -> SeedResult:
     await router.aclose()
     calls = {n: len(p.calls) for n, p in providers.items()}
     return SeedResult(options=opts, record=record, text=text, error=error, calls=calls)
+
+
+def _streams(opts: SeedOptions) -> bool:
+    return opts.scenario == CUSTOM and opts.custom is not None and opts.custom.stream
 
 
 def run_virtual(opts: SeedOptions) -> SeedResult:
@@ -179,4 +203,13 @@ def all_combinations(**overrides: Any) -> Iterator[SeedOptions]:
             yield SeedOptions(scenario=scenario, capability=capability, **overrides)
 
 
-__all__ = ["CAPABILITIES", "SCENARIOS", "SeedOptions", "SeedResult", "all_combinations", "run_seed", "run_virtual"]
+__all__ = [
+    "CAPABILITIES",
+    "CUSTOM",
+    "SCENARIOS",
+    "SeedOptions",
+    "SeedResult",
+    "all_combinations",
+    "run_seed",
+    "run_virtual",
+]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,7 @@ class Attempt:
     first_event_timeout: float | None = None  # streamed attempts: the time-to-first-event cap
     idle_timeout: float | None = None  # streamed attempts: the cap between events
     first_event: float | None = None  # streamed attempts: when the first event arrived
+    connected: float | None = None  # when the connection was up (None: the transport cannot tell)
     hedge: bool = False  # started as a hedge while an earlier attempt was still running
     contract_ok: bool | None = None  # the result parsed and met the contract (None: no result)
     task_ok: bool | None = None  # the route's quality gate passed (None: no gate or no result)
@@ -59,6 +61,26 @@ class Attempt:
     @property
     def duration(self) -> float:
         return self.end - self.start
+
+
+_CONNECTED: ContextVar[list[float] | None] = ContextVar("failover_attempt_connected", default=None)
+
+
+def watch_connect() -> list[float]:
+    """Collect the connect time of the attempt about to run in this task (the router's side)."""
+    marks: list[float] = []
+    _CONNECTED.set(marks)
+    return marks
+
+
+def mark_connected(at: float) -> None:
+    """A transport reports that the current attempt's connection is up at loop time ``at``.
+
+    Why a context variable: it adds no parameter to the Transport protocol, and transports
+    that cannot tell simply never call it (``Attempt.connected`` stays None)."""
+    marks = _CONNECTED.get()
+    if marks is not None and not marks:
+        marks.append(at)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

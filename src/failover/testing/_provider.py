@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..model import Dialect, Secret, Target
+from ..model._record import mark_connected
 from ..transport._types import HttpRequest, HttpResponse, StreamingResponse, TransportError
 from ._dialects import Exchange, Rendered, check_request, endpoint_for, render, render_unknown_path, requested_model
 from ._script import Outcome, Reply, ReplyKind, Script, ScriptSpec
@@ -195,6 +196,9 @@ class FakeProvider:
       Default: a typical name for the dialect (``gpt-4o-mini``, ``claude-haiku-4-5``,
       ``gemini-2.5-flash``), and answers then echo whatever model the request named.
     * ``latency``: seconds added before every answer (on top of each reply's own).
+    * ``connect_latency``: seconds the connection takes before the request is sent; one longer
+      than the caller's connect timeout fails as a connect timeout. The moment it is up is
+      reported on the loop clock (``Attempt.connected`` in a RouteRecord).
     * ``api_key``: when given, a request must carry exactly this key where the dialect's
       clients put it (``Authorization: Bearer`` / ``api-key``, ``x-api-key``,
       ``x-goog-api-key`` or ``?key=``), or it gets the real "unauthorized" answer.
@@ -220,6 +224,7 @@ class FakeProvider:
         latency: float = 0.0,
         api_key: str | None = None,
         validate: bool = True,
+        connect_latency: float = 0.0,
     ) -> None:
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ValueError(
@@ -228,6 +233,8 @@ class FakeProvider:
             )
         if not isinstance(latency, int | float) or not math.isfinite(latency) or latency < 0:
             raise ValueError(f"FakeProvider latency must be a finite number >= 0, got {latency!r}")
+        if not isinstance(connect_latency, int | float) or not math.isfinite(connect_latency) or connect_latency < 0:
+            raise ValueError(f"FakeProvider connect_latency must be a finite number >= 0, got {connect_latency!r}")
         try:
             self.dialect = Dialect(dialect)
         except ValueError:
@@ -237,6 +244,7 @@ class FakeProvider:
         self.model: str = model or _DEFAULT_MODEL[self.dialect]
         self._report_model = model  # None: answers echo the model the request named
         self.latency = float(latency)
+        self.connect_latency = float(connect_latency)
         self.validate = validate
         self._api_key = api_key
         self._script = Script.parse(script, where=f"FakeProvider {name!r} script")
@@ -398,8 +406,10 @@ class FakeProvider:
             return slot, rendered
 
         try:
-            wait = self.latency + (reply.wait if reply is not None else 0.0)
             kind = reply.kind if reply is not None else None
+            if kind is not ReplyKind.CONNECT_ERROR:
+                await self._connect(slot, connect_timeout)
+            wait = self.latency + (reply.wait if reply is not None else 0.0)
             if kind is ReplyKind.CONNECT_ERROR:
                 timed_out = wait >= connect_timeout
                 after = connect_timeout if timed_out else wait
@@ -433,6 +443,17 @@ class FakeProvider:
         rendered = render(reply if reply is not None else Reply.ok(), exchange)
         slot.update(status=rendered.status)
         return slot, rendered
+
+    async def _connect(self, slot: _Slot, connect_timeout: float) -> None:
+        """The handshake: ``connect_latency`` on the loop clock, then report the connection up."""
+        loop = asyncio.get_running_loop()
+        if self.connect_latency > 0 and self.connect_latency >= connect_timeout:
+            await asyncio.sleep(connect_timeout)
+            slot.update(outcome=Outcome.CONNECT_FAILED, disconnected_at=loop.time())
+            raise _ConnectFailed(True, connect_timeout)
+        if self.connect_latency > 0:
+            await asyncio.sleep(self.connect_latency)
+        mark_connected(loop.time())
 
     @staticmethod
     def _finish(slot: _Slot, outcome: Outcome, at: float, *, events: int | None = None) -> None:

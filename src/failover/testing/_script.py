@@ -1003,9 +1003,10 @@ class ProviderPlan:
     dialect: Dialect | None = None
     model: str | None = None
     latency: float = 0.0
+    connect: float = 0.0  # seconds to connect (FakeProvider.connect_latency)
 
 
-_PLAN_KEYS = frozenset({"replies", "default", "dialect", "model", "latency"})
+_PLAN_KEYS = frozenset({"replies", "default", "dialect", "model", "latency", "connect"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -1022,7 +1023,8 @@ class Scenario:
     >>> net = sc.network()             # or a FakeNetwork of all of them
 
     A provider's entry is a list of replies, a single reply (given to every call) or a
-    mapping with ``replies``, ``default``, ``dialect``, ``model`` and ``latency``.
+    mapping with ``replies``, ``default``, ``dialect``, ``model``, ``latency`` and ``connect``
+    (seconds to connect).
     """
 
     plans: tuple[ProviderPlan, ...] = ()
@@ -1053,6 +1055,9 @@ class Scenario:
                 if not isinstance(latency, int | float) or latency < 0:
                     raise ValueError(f"{where}: latency must be a number >= 0, got {latency!r}")
                 model = spec.get("model")
+                connect = spec.get("connect", 0.0)
+                if isinstance(connect, bool) or not isinstance(connect, int | float) or not 0 <= connect < math.inf:
+                    raise ValueError(f"{where}: connect must be a number of seconds >= 0, got {connect!r}")
                 plans.append(
                     ProviderPlan(
                         name=name,
@@ -1060,6 +1065,7 @@ class Scenario:
                         dialect=dialect_value,
                         model=str(model) if model is not None else None,
                         latency=float(latency),
+                        connect=float(connect),
                     )
                 )
             else:
@@ -1084,7 +1090,14 @@ class Scenario:
         from ._provider import FakeProvider
 
         return tuple(
-            FakeProvider(p.name, p.dialect or Dialect(dialect), p.script, model=p.model, latency=p.latency)
+            FakeProvider(
+                p.name,
+                p.dialect or Dialect(dialect),
+                p.script,
+                model=p.model,
+                latency=p.latency,
+                connect_latency=p.connect,
+            )
             for p in self.plans
         )
 

@@ -15,21 +15,55 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+  for (const c of children) node.append(c);
+  return node;
+}
+
 function settings() {
   const form = $("controls");
-  return {
+  const out = {
     scenario: form.scenario.value,
     capability: form.querySelector("input[name=capability]:checked").value,
     budget: Number($("budget").value),
     attempt_cap: Number($("attempt_cap").value),
     a_extra_retries: Number($("a_extra_retries").value),
   };
+  if (out.scenario === "custom") out.custom = $("custom").value;
+  return out;
 }
 
 // A timed-out attempt was cancelled at its cap (the per-attempt cap or what was left of the budget).
 function cancelledAtCap(a) {
   return a.outcome.startsWith("timeout") || a.outcome === "cancelled";
 }
+
+// The segments of one attempt, from the record alone: connect (start -> connected), waiting for the
+// first token or the whole response (connected -> first_event, or -> end), the streamed body
+// (first_event -> end). The segment running when the cap fired is marked cancelled at cap.
+function attemptSegments(a) {
+  const segs = [];
+  const has = (v) => v !== null && v !== undefined;
+  if (!has(a.connected)) {
+    // The lab's fake network reports every connection: no connect time means it never connected.
+    segs.push({ kind: "connect", start: a.start, end: a.end });
+  } else {
+    segs.push({ kind: "connect", start: a.start, end: a.connected });
+    if (has(a.first_event)) {
+      segs.push({ kind: "first", start: a.connected, end: a.first_event });
+      segs.push({ kind: "body", start: a.first_event, end: a.end });
+    } else {
+      segs.push({ kind: "first", start: a.connected, end: a.end });
+    }
+  }
+  if (cancelledAtCap(a)) segs[segs.length - 1].cap = true;
+  return segs;
+}
+
+const SEG_NAMES = { connect: "connect", first: "wait for first token", body: "body" };
 
 // Attempts and waits in start order: the rows of the timeline (the test reads them back).
 function timelineRows(rec) {
@@ -42,14 +76,40 @@ function timelineRows(rec) {
       outcome: a.outcome + status + (cap ? " (cancelled at cap)" : ""),
       short: a.outcome + status,
       kind: a.outcome === "ok" ? "ok" : cap ? "cap" : "fail",
+      segments: attemptSegments(a),
     });
   }
   for (const w of rec.waits) {
     rows.push({
       start: w.start, end: w.end, target: w.target, phase: "wait", outcome: w.reason, short: w.reason, kind: "wait",
+      segments: null,
     });
   }
   return rows.sort((x, y) => x.start - y.start);
+}
+
+function segmentText(segs) {
+  return segs.map((g) => `${SEG_NAMES[g.kind]} ${ms(g.end - g.start)}${g.cap ? " (cancelled at cap)" : ""}`).join(", ");
+}
+
+function attemptBar(r, pct) {
+  const dur = r.end - r.start;
+  const bar = el("div", {
+    class: `bar attempt ${r.kind}`,
+    style: `left:${pct(r.start)};width:${pct(dur)}`,
+    title: `${r.target.toUpperCase()} ${r.phase} ${r.outcome}: ${segmentText(r.segments)}`,
+  });
+  for (const g of r.segments) {
+    const share = dur > 0 ? (100 * (g.end - g.start)) / dur : 0;
+    const seg = el("div", {
+      class: `seg seg-${g.cap ? "cap" : g.kind === "first" ? "first" : g.kind}`,
+      style: `width:${share}%`,
+      "data-kind": g.kind, "data-cap": g.cap ? "true" : "false",
+      "data-start": String(g.start), "data-end": String(g.end),
+    }, share > 12 ? ms(g.end - g.start) : "");
+    bar.append(seg);
+  }
+  return bar;
 }
 
 function renderTimeline(rec) {
@@ -59,21 +119,23 @@ function renderTimeline(rec) {
   const span = Math.max(rec.options.budget, ...rows.map((r) => r.end));
   const pct = (t) => `${(100 * t) / span}%`;
   for (const r of rows) {
-    const text = `${r.target.toUpperCase()} ${r.phase} ${r.outcome} ${ms(r.end - r.start)}`;
+    const detail = r.segments ? `; ${segmentText(r.segments)}` : "";
+    const text = `${r.target.toUpperCase()} ${r.phase} ${r.outcome} ${ms(r.end - r.start)}${detail}`;
     const label = `${r.target.toUpperCase()} ${r.phase} · ${r.short}`;
-    const barText = r.kind === "cap" ? `${ms(r.end - r.start)} · cancelled at cap` : ms(r.end - r.start);
-    const bar = el("div", {
-      class: `bar ${r.kind}`,
-      style: `left:${pct(r.start)};width:${pct(r.end - r.start)}`,
-      title: `${text} (${ms(r.start)}–${ms(r.end)})`,
-    }, barText);
+    const bar = r.segments
+      ? attemptBar(r, pct)
+      : el("div", {
+        class: `bar ${r.kind}`,
+        style: `left:${pct(r.start)};width:${pct(r.end - r.start)}`,
+        title: `${text} (${ms(r.start)}–${ms(r.end)})`,
+      }, ms(r.end - r.start));
     const row = el("div", {
       class: "row", role: "row",
       "data-target": r.target, "data-phase": r.phase, "data-outcome": r.outcome,
       "data-start": String(r.start), "data-end": String(r.end),
     },
       el("div", { class: "label", role: "rowheader", "aria-label": text, title: text }, label),
-      el("div", { class: "track", role: "cell", "aria-label": `from ${ms(r.start)} to ${ms(r.end)}` }, bar));
+      el("div", { class: "track", role: "cell", "aria-label": `from ${ms(r.start)} to ${ms(r.end)}${detail}` }, bar));
     box.append(row);
   }
   const ticks = el("div", { class: "ticks" });
@@ -126,6 +188,19 @@ function renderSummary(rec) {
   box.replaceChildren(el("p", { class: "headline" }, headline), dl);
 }
 
+function showFieldError(boxId, inputId, message) {
+  const box = $(boxId);
+  box.textContent = message;
+  box.hidden = false;
+  if (inputId) $(inputId).setAttribute("aria-invalid", "true");
+}
+
+function clearFieldError(boxId, inputIds) {
+  $(boxId).hidden = true;
+  $(boxId).textContent = "";
+  for (const id of inputIds) $(id).removeAttribute("aria-invalid");
+}
+
 let seq = 0;
 async function run() {
   const mine = ++seq;
@@ -144,8 +219,11 @@ async function run() {
   if (!res.ok) {
     $("summary").className = "fail";
     $("summary").replaceChildren(el("p", { class: "error" }, data.error));
+    if (String(data.field).startsWith("custom")) showFieldError("custom-error", "custom", data.error);
+    document.body.dataset.errors = String(Number(document.body.dataset.errors || 0) + 1);
     return;
   }
+  clearFieldError("custom-error", ["custom"]);
   renderExcluded(data);
   renderPath(data);
   renderTimeline(data);
@@ -153,13 +231,241 @@ async function run() {
   document.body.dataset.runs = String(mine); // lets tests wait for a finished render
 }
 
-function init() {
+// -- load mode ---------------------------------------------------------------------------------
+
+const LOAD_FIELDS = {
+  clients: "clients", rate: "rate", duration: "duration", budget: "load-budget",
+  a_extra_retries: "load-retries", seed: "seed", schedule: "schedule",
+};
+const PROVIDER_COLORS = { a: "var(--a)", b: "var(--b)", c: "var(--c)" };
+const BREAKER_COLORS = { closed: "#dafbe1", half_open: "#d4a72c", open: "#b42318" };
+
+function loadSettings() {
+  const num = (id) => Number($(id).value);
+  return {
+    clients: num("clients"), rate: num("rate"), duration: num("duration"), budget: num("load-budget"),
+    a_extra_retries: num("load-retries"), seed: num("seed"), schedule: $("schedule").value,
+  };
+}
+
+function niceMax(v) {
+  if (!(v > 0)) return 1;
+  const p = 10 ** Math.floor(Math.log10(v));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
+// A line chart as inline SVG: axes with labels, ticks, fault windows shaded, one polyline per
+// run of non-null values. The legend and the text alternative are HTML next to it.
+function lineChart({ key, title, yLabel, t, lines, yMax, faults, fmt }) {
+  const W = 900, H = 230, L = 58, R = 14, T = 12, B = 42;
+  const n = t.length;
+  const max = yMax ?? niceMax(Math.max(1, ...lines.flatMap((s) => s.values.filter((v) => v !== null))));
+  const x = (s) => L + ((W - L - R) * s) / Math.max(1, n);
+  const y = (v) => T + (H - T - B) * (1 - v / max);
+  const titleId = `chart-${key}-title`, descId = `chart-${key}-desc`;
+  const root = svg("svg", { class: "plot", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-labelledby": `${titleId} ${descId}`, "data-chart": key });
+  root.append(svg("title", { id: titleId }, title));
+  const desc = lines.map((s) => {
+    const vals = s.values.filter((v) => v !== null);
+    const peak = vals.length ? Math.max(...vals) : 0;
+    return `${s.label}: peak ${fmt ? fmt(peak) : peak}`;
+  }).join("; ");
+  root.append(svg("desc", { id: descId }, `${desc}. The data table below has every second.`));
+  const order = ["a", "b", "c"];
+  for (const f of faults) {
+    root.append(svg("rect", { class: "fault", x: x(f.from), y: T, width: Math.max(1, x(f.to) - x(f.from)), height: H - T - B }));
+  }
+  for (const f of faults) {
+    const kind = f.reply.split("(")[0];
+    root.append(svg("text", { class: "fault-label", x: x(f.from) + 3, y: T + 11 + 12 * order.indexOf(f.name) },
+      `${f.name.toUpperCase()}: ${kind}`));
+  }
+  for (let i = 0; i <= 4; i++) {
+    const v = (max * i) / 4;
+    root.append(svg("line", { class: "grid", x1: L, x2: W - R, y1: y(v), y2: y(v) }));
+    root.append(svg("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end" }, fmt ? fmt(v) : String(+v.toFixed(2))));
+  }
+  const step = niceMax(n / 8);
+  for (let s = 0; s <= n; s += step) {
+    root.append(svg("line", { class: "axis", x1: x(s), x2: x(s), y1: H - B, y2: H - B + 4 }));
+    root.append(svg("text", { x: x(s), y: H - B + 16, "text-anchor": "middle" }, `${s}`));
+  }
+  root.append(svg("line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }));
+  root.append(svg("line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }));
+  root.append(svg("text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle" }, "virtual time (seconds since the load started)"));
+  root.append(svg("text", { x: 12, y: (T + H - B) / 2, "text-anchor": "middle", transform: `rotate(-90 12 ${(T + H - B) / 2})` }, yLabel));
+  for (const s of lines) {
+    let run = [];
+    const flush = () => {
+      if (run.length) root.append(svg("polyline", {
+        points: run.join(" "), stroke: s.color, "stroke-dasharray": s.dash || "none", "data-series": s.key,
+      }));
+      run = [];
+    };
+    s.values.forEach((v, i) => { if (v === null) flush(); else run.push(`${x(i + 0.5).toFixed(1)},${y(v).toFixed(1)}`); });
+    flush();
+  }
+  return chartFigure(key, title, root, lines.map((s) => [s.label, s.color, s.dash]), faults.length ? "fault window" : null);
+}
+
+function chartFigure(key, title, root, legend, faultLabel) {
+  const items = legend.map(([label, color, dash]) => el("li", {},
+    el("span", { class: "swatch", style: `background:${color};${dash ? "opacity:0.6" : ""}` }), label));
+  if (faultLabel) items.push(el("li", {}, el("span", { class: "swatch", style: "background:#ffebe9;border:1px solid #d0d7de" }), faultLabel));
+  return el("figure", { class: "chart", "data-chart": key },
+    el("figcaption", {}, title), root, el("ul", { class: "legend", "aria-hidden": "true" }, ...items));
+}
+
+function breakerChart(t, breaker, faults) {
+  const W = 900, L = 58, R = 14, T = 8, rowH = 22, B = 36;
+  const names = Object.keys(breaker);
+  const H = T + rowH * names.length + B;
+  const n = t.length;
+  const x = (s) => L + ((W - L - R) * s) / Math.max(1, n);
+  const spans = [];
+  const root = svg("svg", { class: "plot", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-labelledby": "chart-breaker-title chart-breaker-desc", "data-chart": "breaker" });
+  root.append(svg("title", { id: "chart-breaker-title" }, "Target breaker state per second"));
+  names.forEach((name, row) => {
+    const states = breaker[name];
+    const yTop = T + row * rowH;
+    root.append(svg("text", { x: L - 6, y: yTop + rowH / 2 + 4, "text-anchor": "end" }, name.toUpperCase()));
+    states.forEach((st, i) => root.append(svg("rect", {
+      x: x(i), y: yTop + 2, width: Math.max(0.5, x(i + 1) - x(i)), height: rowH - 4, fill: BREAKER_COLORS[st],
+      "data-series": name, "data-state": st,
+    })));
+    let from = null;
+    states.forEach((st, i) => {
+      if (st !== "closed" && from === null) from = i;
+      if ((st === "closed" || i === states.length - 1) && from !== null) {
+        spans.push(`${name.toUpperCase()} not closed ${from}–${st === "closed" ? i : i + 1} s`);
+        from = null;
+      }
+    });
+  });
+  const step = niceMax(n / 8);
+  for (let s = 0; s <= n; s += step) root.append(svg("text", { x: x(s), y: H - B + 14, "text-anchor": "middle" }, `${s}`));
+  root.append(svg("text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle" }, "virtual time (seconds since the load started)"));
+  root.append(svg("desc", { id: "chart-breaker-desc" }, spans.length ? `${spans.join("; ")}.` : "Every breaker stayed closed."));
+  return chartFigure("breaker", "Breaker state of each target (closed, half-open, open)", root,
+    [["closed", BREAKER_COLORS.closed], ["half-open", BREAKER_COLORS.half_open], ["open", BREAKER_COLORS.open]], null);
+}
+
+function renderLoad(data) {
+  const s = data.series, sum = data.summary;
+  const faults = Object.entries(data.schedule).flatMap(([name, fs]) => fs.map((f) => ({ ...f, name })));
+  const pc = (v) => (v === null || v === undefined ? "–" : `${(100 * v).toFixed(1)}%`);
+  const facts = [
+    ["Requests sent by the clients", sum.requests, "requests"],
+    ["Served within the deadline", `${sum.served_in_deadline} (${pc(sum.success_share)})`, "served"],
+    ["Requests reaching A / B / C", ["a", "b", "c"].map((n) => sum.provider_requests[n]).join(" / "), "provider_requests"],
+    ["Times each breaker opened (A / B / C)", ["a", "b", "c"].map((n) => sum.breaker_opened[n]).join(" / "), "breaker_opened"],
+    ["Retries granted / refused by the budget", `${sum.retries_granted} / ${sum.retries_refused}`, "retries"],
+    ["Virtual time / CPU time to simulate it", `${sum.virtual_seconds} s / ${sum.cpu_seconds} s`, "time"],
+  ];
+  const dl = $("load-summary");
+  dl.replaceChildren();
+  for (const [k, v, key] of facts) dl.append(el("dt", {}, k), el("dd", { "data-key": key }, String(v)));
+  const charts = $("load-charts");
+  charts.replaceChildren(
+    lineChart({
+      key: "rate", title: "Requests reaching each provider, per second", yLabel: "requests / s", t: s.t, faults,
+      lines: [
+        ...["a", "b", "c"].map((n) => ({ key: n, label: `reaching ${n.toUpperCase()}`, values: s.sent[n], color: PROVIDER_COLORS[n] })),
+        { key: "offered", label: "sent by the clients", values: s.offered, color: "#1f2328", dash: "3 3" },
+      ],
+    }),
+    lineChart({
+      key: "success", title: "Requests served within their deadline (by arrival second)", yLabel: "share served", t: s.t, faults,
+      yMax: 1, fmt: (v) => `${Math.round(100 * v)}%`,
+      lines: [{ key: "ok_share", label: "share served in deadline", values: s.ok_share, color: "var(--ok)" }],
+    }),
+    breakerChart(s.t, s.breaker, faults),
+    lineChart({
+      key: "budget", title: "Retry budget: retries granted and refused per second, headroom at each second's end",
+      yLabel: "retries", t: s.t, faults,
+      lines: [
+        { key: "retries_granted", label: "retries granted", values: s.retries_granted, color: "#0969da" },
+        { key: "retries_refused", label: "retries refused (budget spent)", values: s.retries_refused, color: "#b42318" },
+        { key: "retry_headroom", label: "headroom (retries still allowed)", values: s.retry_headroom, color: "#59636e", dash: "4 3" },
+      ],
+    }),
+  );
+  const head = ["second", "sent by clients", "reaching A", "reaching B", "reaching C", "served in deadline", "share",
+    "breaker A", "breaker B", "breaker C", "retries granted", "retries refused", "budget headroom"];
+  const table = $("load-table");
+  table.replaceChildren(el("caption", {}, "Per second: the numbers behind the plots"),
+    el("thead", {}, el("tr", {}, ...head.map((h) => el("th", { scope: "col" }, h)))));
+  const body = el("tbody");
+  s.t.forEach((sec, i) => body.append(el("tr", {},
+    el("th", { scope: "row" }, String(sec)), el("td", {}, String(s.offered[i])),
+    ...["a", "b", "c"].map((n) => el("td", {}, String(s.sent[n][i]))),
+    el("td", {}, String(s.ok[i])), el("td", {}, pc(s.ok_share[i])),
+    ...["a", "b", "c"].map((n) => el("td", {}, s.breaker[n][i])),
+    el("td", {}, String(s.retries_granted[i])), el("td", {}, String(s.retries_refused[i])), el("td", {}, String(s.retry_headroom[i])))));
+  table.append(body);
+  $("load-results").hidden = false;
+}
+
+let loads = 0;
+async function runLoad() {
+  const button = $("load-run");
+  clearFieldError("load-error", Object.values(LOAD_FIELDS));
+  button.disabled = true;
+  $("load-status").textContent = "Running the load on virtual time…";
+  try {
+    const res = await fetch("api/load", {
+      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(loadSettings()),
+    });
+    const data = await res.json();
+    if (!res.ok) {
+      const field = String(data.field).split(/[.[]/)[0];
+      const input = LOAD_FIELDS[field];
+      showFieldError("load-error", input, data.error);
+      $("load-status").textContent = "Not run: fix the field named above.";
+      if (input) $(input).focus();
+      document.body.dataset.loadErrors = String(Number(document.body.dataset.loadErrors || 0) + 1);
+      return;
+    }
+    renderLoad(data);
+    const sum = data.summary;
+    $("load-status").textContent =
+      `Done: ${sum.requests} requests over ${sum.virtual_seconds} virtual seconds, ${pc0(sum.success_share)} served in deadline.`;
+    document.body.dataset.loads = String(++loads);
+  } catch (err) {
+    showFieldError("load-error", null, `Could not reach the lab server: ${err}`);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+function pc0(v) { return v === null ? "–" : `${(100 * v).toFixed(1)}%`; }
+
+async function init() {
   const range = $("budget-range");
   const budget = $("budget");
   range.addEventListener("input", () => { budget.value = range.value; run(); });
   budget.addEventListener("input", () => { if (budget.value) range.value = budget.value; });
-  $("controls").addEventListener("change", (ev) => { if (ev.target !== range) run(); });
+  $("controls").addEventListener("change", (ev) => {
+    if (ev.target === range) return;
+    if (ev.target.id === "custom" && $("scenario").value !== "custom") return;
+    run();
+  });
   $("controls").addEventListener("submit", (ev) => { ev.preventDefault(); run(); });
+  const runCustom = () => { $("scenario").value = "custom"; run(); };
+  $("custom-run").addEventListener("click", runCustom);
+  $("custom").addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); runCustom(); }
+  });
+  $("load-controls").addEventListener("submit", (ev) => { ev.preventDefault(); runLoad(); });
+  try {
+    const meta = await (await fetch("api/meta")).json();
+    $("custom").value = meta.custom;
+    $("schedule").value = meta.schedule;
+    if (meta.preloaded) $("scenario").value = "custom";
+  } catch (err) {
+    $("summary").replaceChildren(el("p", { class: "error" }, `Could not reach the lab server: ${err}`));
+  }
   run();
 }
 
