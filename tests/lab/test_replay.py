@@ -11,11 +11,13 @@ import pytest
 
 from failover import ImagePart, Request, Response
 from failover.cli import main
+from failover.inbound import openai as inbound_openai
 from failover.lab._replay import (
     Progress,
     ReplayInputError,
     ReplayOptions,
     RequestResult,
+    chat_request,
     load_gate,
     parse_requests,
     read_requests,
@@ -243,67 +245,123 @@ def test_gate_loading(files: dict[str, str]) -> None:
 
 
 GOOD = '{"messages": [{"role": "user", "content": "hi"}]}'
+TOOLS = '"tools": [{"type": "function", "function": {"name": "a"}}]'
 
 
+def _with(extra: str) -> str:
+    return GOOD[:-1] + ", " + extra + "}"
+
+
+def _turn(message: str) -> str:
+    """A history: GOOD's user message, then ``message`` (an assistant turn)."""
+    return '{"messages": [{"role": "user", "content": "hi"}, ' + message + "]}"
+
+
+# The wording after the field is failover.inbound.openai's (the gateway's); the words checked
+# are the ones that tell the user what is wrong.
 @pytest.mark.parametrize(
     ("line", "field", "words"),
     [
         ("{not json", "(line)", "not valid JSON"),
-        ("[1, 2]", "(body)", "expected a JSON object"),
-        ('{"model": "gpt-4o"}', "messages", "missing"),
-        ('{"messages": []}', "messages", "non-empty array"),
-        ('{"messages": [{"role": "function", "content": "x"}]}', "messages[0].role", "must be one of"),
-        ('{"messages": [{"role": "user"}]}', "messages[0].content", "must be a string or a non-empty array"),
+        ("[1, 2]", "(body)", "must be a JSON object"),
+        ('{"model": "gpt-4o"}', "messages", "Field required"),
+        ('{"messages": []}', "messages", "at least 1 item"),
+        ('{"messages": [{"role": "function", "content": "x"}]}', "messages[0]", "'role' does not match"),
+        ('{"messages": [{"role": "user"}]}', "messages[0].content", "Field required"),
+        ('{"messages": [{"role": "user", "content": []}]}', "messages[0].content", "an empty array"),
         (
             '{"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]}',
-            "messages[0].content[0].type",
-            "unsupported content part 'input_audio'",
+            "messages[0].content[0]",
+            "Input tag 'input_audio'",
         ),
         (
             '{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "ftp://x"}}]}]}',
             "messages[0].content[0].image_url.url",
-            "http(s):// or data: URL",
+            "must be an http(s) URL or a data:image/...;base64 URL",
+        ),
+        (
+            '{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": '
+            '{"url": "data:image/png,rawbytes"}}]}]}',
+            "messages[0].content[0].image_url.url",
+            "data:image/...;base64 URL",
         ),
         (
             '{"messages": [{"role": "system", "content": [{"type": "image_url", "image_url": {"url": "https://x"}}]}]}',
             "messages[0].content[0].type",
-            "supported: text",
+            "Input should be 'text'",
         ),
         ('{"messages": [{"role": "assistant", "content": null}]}', "messages[0].content", "content or tool_calls"),
-        ('{"messages": [{"role": "tool", "content": "x"}]}', "messages[0].tool_call_id", "id of the call"),
-        (GOOD[:-1] + ', "max_tokens": "lots"}', "max_tokens", "positive integer"),
-        (GOOD[:-1] + ', "max_tokens": 0}', "max_tokens", "positive integer"),
-        (GOOD[:-1] + ', "temperature": 3}', "temperature", "from 0 to 2"),
-        (GOOD[:-1] + ', "frequency_penalty": 0.5}', "frequency_penalty", "not supported"),
-        (GOOD[:-1] + ', "n": 2}', "n", "only n=1"),
-        (GOOD[:-1] + ', "stop": [1]}', "stop", "array of at most 4 strings"),
-        (GOOD[:-1] + ', "max_tokens": 10, "max_completion_tokens": 20}', "max_completion_tokens", "keep one"),
         (
-            GOOD[:-1] + ', "response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}',
-            "response_format.json_schema.schema",
-            "missing",
+            _turn('{"role": "assistant", "content": null, "refusal": "I cannot help with that."}'),
+            "messages[1].refusal",
+            "an assistant refusal in the history cannot be replayed",
         ),
         (
-            GOOD[:-1] + ', "response_format": {"type": "json_schema", "json_schema": '
-            '{"name": "x", "schema": {"type": "strnig"}}}}',
+            _turn('{"role": "assistant", "content": "ok", "function_call": {"name": "f", "arguments": "{}"}}'),
+            "messages[1].function_call",
+            "legacy function call in the history cannot be replayed",
+        ),
+        (
+            _turn(
+                '{"role": "assistant", "tool_calls": [{"id": "", "type": "function", '
+                '"function": {"name": "f", "arguments": "{}"}}]}'
+            ),
+            "messages[1].tool_calls[0].id",
+            "at least 1 character",
+        ),
+        ('{"messages": [{"role": "tool", "content": "x"}]}', "messages[0].tool_call_id", "Field required"),
+        (_with('"max_tokens": "lots"'), "max_tokens", "valid integer"),
+        (_with('"max_tokens": "300"'), "max_tokens", "valid integer"),  # no coercion: the API refuses it too
+        (_with('"max_tokens": true'), "max_tokens", "valid integer"),
+        (_with('"max_tokens": 0'), "max_tokens", "greater than or equal to 1"),
+        (_with('"temperature": 3'), "temperature", "less than or equal to 2"),
+        (_with('"temperature": "0.5"'), "temperature", "valid number"),
+        (_with('"frequency_penalty": 0.5'), "frequency_penalty", "not supported by replay (a sampling penalty)"),
+        (_with('"presence_penalty": -1'), "presence_penalty", "not supported by replay"),
+        (_with('"logit_bias": {"50256": -100}'), "logit_bias", "not supported by replay (token biases)"),
+        (_with('"modalities": ["text", "audio"]'), "modalities", "not supported by replay"),
+        (_with('"functions": [{"name": "f"}]'), "functions", "legacy function calling"),
+        (_with('"n": 2'), "n", "less than or equal to 1"),
+        (_with('"logprobs": true'), "logprobs", "logprobs are not supported"),
+        (_with('"stop": [1]'), "stop[0]", "valid string"),
+        (_with('"stop": ["a", "b", "c", "d", "e"]'), "stop", "at most 4 stop sequences"),
+        (_with('"max_tokens": 10, "max_completion_tokens": 20'), "max_tokens", "disagree"),
+        (
+            _with('"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}'),
+            "response_format.json_schema.schema",
+            "is required",
+        ),
+        (
+            _with(
+                '"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "strnig"}}}'
+            ),
             "response_format.json_schema.schema.type",
             "not a valid JSON Schema",
         ),
-        (GOOD[:-1] + ', "response_format": {"type": "yaml"}}', "response_format.type", "json_schema"),
+        (_with('"response_format": {"type": "yaml"}'), "response_format", "Input tag 'yaml'"),
         (
-            GOOD[:-1] + ', "tools": [{"type": "function", "function": {"name": "a"}}], '
-            '"tool_choice": {"type": "function", "function": {"name": "b"}}}',
-            "tool_choice.function.name",
-            "not among the request's tools",
+            _with(TOOLS + ', "tool_choice": {"type": "function", "function": {"name": "b"}}'),
+            "tool_choice",
+            "names 'b', which is not in tools",
         ),
-        (GOOD[:-1] + ', "tools": [{"type": "retrieval"}]}', "tools[0].type", "only function tools"),
+        (_with('"tool_choice": "required"'), "tool_choice", "needs at least one tool"),
+        (_with('"tools": [{"type": "retrieval"}]'), "tools[0].type", "Input should be 'function'"),
+        (_with('"tools": [{"type": "function", "function": {"name": "a b"}}]'), "tools[0].function.name", "pattern"),
         (
-            GOOD[:-1] + ', "tools": [{"type": "function", "function": {"name": "a", "parameters": []}}]}',
+            _with('"tools": [{"type": "function", "function": {"name": "a", "parameters": []}}]'),
             "tools[0].function.parameters",
-            "JSON Schema object",
+            "valid dictionary",
         ),
+        (
+            _with('"tools": [{"type": "function", "function": {"name": "a", "parameters": {"required": "x"}}}]'),
+            "tools[0].function.parameters.required",
+            "not a valid JSON Schema",
+        ),
+        (_with(TOOLS[:-1] + ', {"type": "function", "function": {"name": "a"}}]'), "tools[1].function.name", "twice"),
         ('{"custom_id": "r1", "method": "POST", "url": "/v1/embeddings", "body": {}}', "url", "only /v1/chat"),
-        ('{"custom_id": "r1", "url": "/v1/chat/completions", "body": {"messages": 3}}', "body.messages", "array"),
+        ('{"custom_id": "r1", "url": "/v1/chat/completions", "body": {"messages": 3}}', "body.messages", "valid list"),
+        ('{"custom_id": "r1", "body": {"messages": []}, "extra": 1}', "extra", "unknown key in a batch line"),
+        ('{"custom_id": "", "body": {}}', "custom_id", "non-empty string"),
     ],
 )
 def test_a_bad_line_names_the_line_and_field(line: str, field: str, words: str) -> None:
@@ -313,6 +371,7 @@ def test_a_bad_line_names_the_line_and_field(line: str, field: str, words: str) 
     assert (err.line, err.field) == (3, field)
     assert words in err.problem
     assert str(err).startswith(f"calls.jsonl:3: {field}: ")
+    assert not err.problem.startswith(("invalid request body", f"{field}:"))  # the field is said once
 
 
 def test_batch_lines_and_ignored_fields() -> None:
@@ -326,6 +385,33 @@ def test_batch_lines_and_ignored_fields() -> None:
     assert rec.id == "ticket-17" and rec.request.messages[0].text == "hi"
 
 
+def test_what_replay_lets_through() -> None:
+    """Fields that don't change the answer, and answer-changing ones at the API's default value."""
+    body = json.loads(GOOD) | {
+        "frequency_penalty": 0,
+        "presence_penalty": 0.0,
+        "logit_bias": {},
+        "modalities": ["text"],
+        "top_logprobs": None,
+        "prompt_cache_key": "k1",  # unknown to replay before: ignored now, as the gateway ignores it
+        "safety_identifier": "u-1",
+        "parallel_tool_calls": False,
+        "reasoning_effort": "low",  # refused before: the Request carries it now
+    }
+    body["messages"].append({"role": "assistant", "content": "ok", "refusal": None, "name": "bot"})
+    (rec,) = parse_requests([json.dumps(body)])
+    assert rec.request.reasoning_effort == "low"
+    assert rec.request.messages[1].name == "bot"  # kept: the OpenAI dialect sends it on
+
+
+def test_replay_converts_exactly_as_the_gateway_does() -> None:
+    """One converter: every example line becomes the Request the gateway would build from it."""
+    for rec in read_requests(EXAMPLE):
+        body = json.loads(EXAMPLE.read_text().splitlines()[rec.line - 1])
+        assert rec.request == inbound_openai.to_request(inbound_openai.parse_body(body))
+        assert chat_request(body) == rec.request
+
+
 def test_cli_bad_line_is_a_clear_error(
     files: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -334,7 +420,7 @@ def test_cli_bad_line_is_a_clear_error(
     code = main(["replay", str(bad), "--config", files["config"], "--route", "triage", "--fake", files["fake"]])
     assert code == 2
     err = capsys.readouterr().err
-    assert f"{bad}:3: max_tokens: must be a positive integer, got -5" in err
+    assert f"{bad}:3: max_tokens: Input should be greater than or equal to 1" in err
 
 
 @pytest.mark.parametrize(

@@ -30,26 +30,18 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 import yaml
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
 from ..config import load_config
+from ..inbound import WireError
+from ..inbound import openai as inbound_openai
 from ..model import (
     Envelope,
-    ImagePart,
-    Message,
-    Part,
     Request,
     Response,
-    ResponseFormat,
     Route,
     RouteRecord,
     Secret,
     Target,
-    TextPart,
-    Tool,
-    ToolCall,
-    ToolChoice,
     Unavailable,
 )
 from ..policy import NoBreakers, Unlimited, contract_violation, required_capabilities
@@ -93,23 +85,40 @@ class RecordedRequest:
     request: Request
 
 
-_SUPPORTED = (
-    "messages",
-    "tools",
-    "tool_choice",
-    "response_format",
-    "max_tokens",
-    "max_completion_tokens",
-    "temperature",
-    "top_p",
-    "stop",
-    "seed",
-)
-# Fields that do not change what a candidate must do; read and left out.
-_IGNORED = frozenset(
-    {"model", "stream", "stream_options", "user", "metadata", "store", "parallel_tool_calls", "service_tier", "n"}
-)
 _BATCH_KEYS = frozenset({"custom_id", "method", "url", "body"})
+
+# The conversion is the gateway's (failover.inbound.openai). The gateway ignores a field that
+# does not fit the normalized Request; a replay cannot: a candidate answering the request
+# without it answers another request than the one recorded. These are the Chat Completions
+# fields that change the answer and that the Request cannot carry, with what they do. A value
+# that is the API's default (null, or the value below) changes nothing and is let through.
+_NOT_REPLAYABLE: Mapping[str, str] = {
+    "frequency_penalty": "a sampling penalty",
+    "presence_penalty": "a sampling penalty",
+    "logit_bias": "token biases",
+    "top_logprobs": "log probabilities",
+    "functions": "legacy function calling",
+    "function_call": "legacy function calling",
+    "audio": "audio output",
+    "modalities": "output modalities",
+    "prediction": "a predicted output",
+    "web_search_options": "web search",
+    "verbosity": "an answer length setting",
+    "moderation": "output moderation",
+}
+_DEFAULTS: Mapping[str, object] = {
+    "frequency_penalty": 0,
+    "presence_penalty": 0,
+    "logit_bias": {},
+    "modalities": ["text"],
+}
+# The same inside an assistant message of the history (the gateway drops these keys).
+_NOT_REPLAYABLE_TURN: Mapping[str, str] = {
+    "refusal": "an assistant refusal in the history",
+    "audio": "a reference to an earlier audio answer",
+    "function_call": "a legacy function call in the history",
+}
+_NO_MODEL = "replay"  # a recording may leave out model: replay sends to its own targets
 
 
 def read_requests(path: str | os.PathLike[str]) -> tuple[RecordedRequest, ...]:
@@ -159,292 +168,45 @@ def parse_requests(lines: Iterable[str], *, source: str = "<input>") -> tuple[Re
 
 
 def chat_request(body: Any) -> Request:
-    """Convert one OpenAI Chat Completions request body into a :class:`Request`.
+    """Convert one recorded OpenAI Chat Completions request body into a :class:`Request`.
 
-    Strict: an unknown or unsupported field is an error naming it, never silently dropped.
+    The conversion is the gateway's (:mod:`failover.inbound.openai`): the same shapes are
+    accepted and the same refusals name the field, so a request that replays is one the
+    gateway serves. On top, replay refuses what it cannot reproduce (``_NOT_REPLAYABLE``);
+    ``model`` may be left out.
     """
-    if not isinstance(body, Mapping):
-        raise _Bad("(body)", f"expected a JSON object (a Chat Completions request body), got {_kind(body)}")
-    for key in body:
-        if key not in _SUPPORTED and key not in _IGNORED:
-            raise _Bad(
-                str(key),
-                "not supported by the normalized Request; remove it from the recording "
-                f"(supported: {', '.join(_SUPPORTED)}; ignored: {', '.join(sorted(_IGNORED))})",
-            )
-    if body.get("n", 1) != 1:
-        raise _Bad("n", f"only n=1 can be replayed, got {body['n']!r}")
-    if body.get("stream_options") is not None and not isinstance(body["stream_options"], Mapping):
-        raise _Bad("stream_options", "must be an object")
-    if "messages" not in body:
-        raise _Bad("messages", "missing: a Chat Completions request needs its messages")
-    raw_messages = body["messages"]
-    if not isinstance(raw_messages, list) or not raw_messages:
-        raise _Bad("messages", f"must be a non-empty array, got {_kind(raw_messages)}")
-    messages = tuple(_message(m, f"messages[{i}]") for i, m in enumerate(raw_messages))
-    tools = _tools(body.get("tools"))
-    tool_choice = _tool_choice(body.get("tool_choice"), tools)
-    max_tokens = _positive_int(body, "max_tokens")
-    max_completion = _positive_int(body, "max_completion_tokens")
-    if max_tokens is not None and max_completion is not None and max_tokens != max_completion:
-        raise _Bad("max_completion_tokens", f"is {max_completion} but max_tokens is {max_tokens}: keep one of them")
-    stop = body.get("stop")
-    stops: tuple[str, ...] = ()
-    if isinstance(stop, str):
-        stops = (stop,)
-    elif isinstance(stop, list) and all(isinstance(s, str) for s in stop) and len(stop) <= 4:
-        stops = tuple(stop)
-    elif stop is not None:
-        raise _Bad("stop", f"must be a string or an array of at most 4 strings, got {_kind(stop)}")
-    seed = body.get("seed")
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-        raise _Bad("seed", f"must be an integer, got {_kind(seed)}")
-    return Request(
-        messages=messages,
-        tools=tools,
-        tool_choice=tool_choice,
-        response_format=_response_format(body.get("response_format")),
-        max_tokens=max_completion if max_completion is not None else max_tokens,
-        temperature=_number(body, "temperature", 0.0, 2.0),
-        top_p=_number(body, "top_p", 0.0, 1.0),
-        stop=stops,
-        seed=seed,
-    )
-
-
-_MESSAGE_KEYS: Mapping[str, frozenset[str]] = {
-    "system": frozenset({"role", "content", "name"}),
-    "developer": frozenset({"role", "content", "name"}),
-    "user": frozenset({"role", "content", "name"}),
-    "assistant": frozenset({"role", "content", "name", "tool_calls", "refusal"}),
-    "tool": frozenset({"role", "content", "tool_call_id"}),
-}
-
-
-def _message(raw: Any, at: str) -> Message:
-    if not isinstance(raw, Mapping):
-        raise _Bad(at, f"must be an object, got {_kind(raw)}")
-    role = raw.get("role")
-    if not isinstance(role, str) or role not in _MESSAGE_KEYS:
-        raise _Bad(f"{at}.role", f"must be one of {', '.join(_MESSAGE_KEYS)}, got {role!r}")
-    for key in raw:
-        if key not in _MESSAGE_KEYS[role]:
-            raise _Bad(f"{at}.{key}", f"not supported on a {role} message")
-    name = raw.get("name")
-    if name is not None and not isinstance(name, str):
-        raise _Bad(f"{at}.name", f"must be a string, got {_kind(name)}")
-    content = raw.get("content")
-    if role in ("system", "developer"):
-        return Message(role="system", content=_parts(content, f"{at}.content", images=False), name=name)
-    if role == "user":
-        return Message(role="user", content=_parts(content, f"{at}.content", images=True), name=name)
-    if role == "tool":
-        call_id = raw.get("tool_call_id")
-        if not isinstance(call_id, str) or not call_id:
-            raise _Bad(f"{at}.tool_call_id", "a tool message needs the id of the call it answers")
-        return Message(role="tool", content=_parts(content, f"{at}.content", images=False), tool_call_id=call_id)
-    # assistant
-    if raw.get("refusal") is not None:
-        raise _Bad(f"{at}.refusal", "an assistant refusal in the history cannot be replayed; remove the turn")
-    calls = _tool_calls(raw.get("tool_calls"), f"{at}.tool_calls")
-    parts = () if content is None else _parts(content, f"{at}.content", images=False)
-    if not parts and not calls:
-        raise _Bad(f"{at}.content", "an assistant message needs content or tool_calls")
-    return Message(role="assistant", content=parts, tool_calls=calls, name=name)
-
-
-def _parts(content: Any, at: str, *, images: bool) -> tuple[Part, ...]:
-    if isinstance(content, str):
-        return (TextPart(text=content),)
-    if not isinstance(content, list) or not content:
-        raise _Bad(at, f"must be a string or a non-empty array of content parts, got {_kind(content)}")
-    parts: list[Part] = []
-    allowed = "text, image_url" if images else "text"
-    for i, part in enumerate(content):
-        where = f"{at}[{i}]"
-        if not isinstance(part, Mapping):
-            raise _Bad(where, f"must be an object, got {_kind(part)}")
-        kind = part.get("type")
-        if kind == "text":
-            _only(part, {"type", "text"}, where)
-            text = part.get("text")
-            if not isinstance(text, str):
-                raise _Bad(f"{where}.text", f"must be a string, got {_kind(text)}")
-            parts.append(TextPart(text=text))
-        elif kind == "image_url" and images:
-            _only(part, {"type", "image_url"}, where)
-            img = part.get("image_url")
-            if not isinstance(img, Mapping):
-                raise _Bad(f"{where}.image_url", f"must be an object with a url, got {_kind(img)}")
-            _only(img, {"url", "detail"}, f"{where}.image_url")
-            url = img.get("url")
-            if not isinstance(url, str) or not url.startswith(("https://", "http://", "data:")):
-                raise _Bad(f"{where}.image_url.url", "must be an http(s):// or data: URL")
-            if url.startswith("data:") and ";base64," not in url:
-                raise _Bad(f"{where}.image_url.url", "a data: URL must be base64 (data:<type>;base64,...)")
-            detail = img.get("detail")
-            if detail not in (None, "auto", "low", "high"):
-                raise _Bad(f"{where}.image_url.detail", f"must be auto, low or high, got {detail!r}")
-            parts.append(ImagePart(url=url, detail=detail))
-        else:
-            raise _Bad(f"{where}.type", f"unsupported content part {kind!r} here (supported: {allowed})")
-    return tuple(parts)
-
-
-def _tool_calls(raw: Any, at: str) -> tuple[ToolCall, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise _Bad(at, f"must be an array, got {_kind(raw)}")
-    calls: list[ToolCall] = []
-    for i, call in enumerate(raw):
-        where = f"{at}[{i}]"
-        if not isinstance(call, Mapping) or call.get("type", "function") != "function":
-            raise _Bad(where, "must be an object of type function")
-        _only(call, {"id", "type", "function"}, where)
-        cid, fn = call.get("id"), call.get("function")
-        if not isinstance(cid, str) or not cid:
-            raise _Bad(f"{where}.id", "must be a non-empty string")
-        if not isinstance(fn, Mapping):
-            raise _Bad(f"{where}.function", f"must be an object with name and arguments, got {_kind(fn)}")
-        _only(fn, {"name", "arguments"}, f"{where}.function")
-        name, args = fn.get("name"), fn.get("arguments")
-        if not isinstance(name, str) or not name:
-            raise _Bad(f"{where}.function.name", "must be a non-empty string")
-        if not isinstance(args, str):
-            raise _Bad(f"{where}.function.arguments", f"must be a JSON string, got {_kind(args)}")
-        try:
-            parsed = json.loads(args)
-        except ValueError:
-            parsed = None
-        calls.append(
-            ToolCall(id=cid, name=name, arguments=args, parsed=parsed if isinstance(parsed, Mapping) else None)
-        )
-    return tuple(calls)
-
-
-def _tools(raw: Any) -> tuple[Tool, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise _Bad("tools", f"must be an array, got {_kind(raw)}")
-    tools: list[Tool] = []
-    for i, item in enumerate(raw):
-        at = f"tools[{i}]"
-        if not isinstance(item, Mapping) or item.get("type") != "function":
-            raise _Bad(f"{at}.type", "only function tools can be replayed")
-        _only(item, {"type", "function"}, at)
-        fn = item.get("function")
-        if not isinstance(fn, Mapping):
-            raise _Bad(f"{at}.function", f"must be an object, got {_kind(fn)}")
-        _only(fn, {"name", "description", "parameters", "strict"}, f"{at}.function")
-        name = fn.get("name")
-        if not isinstance(name, str) or not name:
-            raise _Bad(f"{at}.function.name", "must be a non-empty string")
-        if any(t.name == name for t in tools):
-            raise _Bad(f"{at}.function.name", f"tool {name!r} is defined twice")
-        desc = fn.get("description", "")
-        if not isinstance(desc, str):
-            raise _Bad(f"{at}.function.description", f"must be a string, got {_kind(desc)}")
-        params = fn.get("parameters", {"type": "object", "properties": {}})
-        _schema(params, f"{at}.function.parameters")
-        strict = fn.get("strict", False)
-        if not isinstance(strict, bool):
-            raise _Bad(f"{at}.function.strict", f"must be true or false, got {_kind(strict)}")
-        tools.append(Tool(name=name, description=desc, parameters=params, strict=strict))
-    return tuple(tools)
-
-
-def _tool_choice(raw: Any, tools: tuple[Tool, ...]) -> ToolChoice | None:
-    if raw is None:
-        return None
-    if raw in ("auto", "none", "required"):
-        if raw == "required" and not tools:
-            raise _Bad("tool_choice", "is 'required' but the request has no tools")
-        return ToolChoice(mode=raw)
-    if isinstance(raw, Mapping) and raw.get("type") == "function":
-        fn = raw.get("function")
-        name = fn.get("name") if isinstance(fn, Mapping) else None
-        if not isinstance(name, str):
-            raise _Bad("tool_choice.function.name", "must name a tool")
-        if all(t.name != name for t in tools):
-            raise _Bad("tool_choice.function.name", f"names {name!r}, which is not among the request's tools")
-        return ToolChoice(mode="tool", name=name)
-    raise _Bad("tool_choice", f"must be auto, none, required or {{type: function, function: {{name}}}}, got {raw!r}")
-
-
-def _response_format(raw: Any) -> ResponseFormat | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, Mapping):
-        raise _Bad("response_format", f"must be an object, got {_kind(raw)}")
-    kind = raw.get("type")
-    if kind == "text":
-        _only(raw, {"type"}, "response_format")
-        return None
-    if kind == "json_object":
-        _only(raw, {"type"}, "response_format")
-        return ResponseFormat(kind="json_object")
-    if kind != "json_schema":
-        raise _Bad("response_format.type", f"must be text, json_object or json_schema, got {kind!r}")
-    _only(raw, {"type", "json_schema"}, "response_format")
-    js = raw.get("json_schema")
-    if not isinstance(js, Mapping):
-        raise _Bad("response_format.json_schema", f"must be an object with name and schema, got {_kind(js)}")
-    _only(js, {"name", "schema", "strict", "description"}, "response_format.json_schema")
-    name = js.get("name")
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
-        raise _Bad("response_format.json_schema.name", "must be 1-64 letters, digits, '_' or '-'")
-    if "schema" not in js:
-        raise _Bad("response_format.json_schema.schema", "missing: structured output needs its JSON Schema")
-    schema = js["schema"]
-    _schema(schema, "response_format.json_schema.schema")
-    strict = js.get("strict", False)  # the API's default: replay what was asked
-    if not isinstance(strict, bool):
-        raise _Bad("response_format.json_schema.strict", f"must be true or false, got {_kind(strict)}")
-    return ResponseFormat(kind="json_schema", schema=schema, name=name, strict=strict)
-
-
-def _schema(value: Any, at: str) -> None:
-    if not isinstance(value, Mapping):
-        raise _Bad(at, f"must be a JSON Schema object, got {_kind(value)}")
+    if isinstance(body, dict) and "model" not in body:
+        body = {**body, "model": _NO_MODEL}
     try:
-        Draft202012Validator.check_schema(value)
-    except SchemaError as exc:
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.absolute_path)
-        raise _Bad(at + where, f"not a valid JSON Schema: {exc.message}") from None
+        parsed = inbound_openai.parse_body(body)
+        _refuse_unreplayable(body)
+        return inbound_openai.to_request(parsed)
+    except WireError as exc:
+        raise _Bad(exc.param or "(body)", _problem(exc)) from None
 
 
-def _positive_int(body: Mapping[str, Any], key: str) -> int | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise _Bad(key, f"must be a positive integer, got {value!r}")
-    return value
+def _refuse_unreplayable(body: Mapping[str, Any]) -> None:
+    """The fields the gateway would ignore that change what the recorded call asked for."""
+    for key, what in _NOT_REPLAYABLE.items():
+        value = body.get(key)
+        if value is not None and (key not in _DEFAULTS or value != _DEFAULTS[key]):
+            raise _Bad(
+                key,
+                f"not supported by replay ({what}): the normalized Request cannot carry it, so every "
+                "candidate would answer another request than the one recorded; remove it from the recording",
+            )
+    for i, message in enumerate(body["messages"]):  # parse_body checked: a list of objects
+        if message.get("role") != "assistant":
+            continue
+        for key, what in _NOT_REPLAYABLE_TURN.items():
+            if message.get(key) is not None:
+                raise _Bad(f"messages[{i}].{key}", f"{what} cannot be replayed; remove it from the recording")
 
 
-def _number(body: Mapping[str, Any], key: str, low: float, high: float) -> float | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, int | float) or isinstance(value, bool) or not low <= value <= high:
-        raise _Bad(key, f"must be a number from {low:g} to {high:g}, got {value!r}")
-    return float(value)
-
-
-def _only(obj: Mapping[str, Any], keys: set[str], at: str) -> None:
-    for key in obj:
-        if key not in keys:
-            raise _Bad(f"{at}.{key}", f"unknown field (expected {', '.join(sorted(keys))})")
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "an array"}.get(
-        type(value), "an object" if isinstance(value, Mapping) else type(value).__name__
-    )
+def _problem(exc: WireError) -> str:
+    """The WireError's message without what the replay error already says (the field)."""
+    text = exc.message.removeprefix("invalid request body: ")
+    return text.removeprefix(f"{exc.param}: ") if exc.param else text
 
 
 # -- the gate ---------------------------------------------------------------------------------
