@@ -5,6 +5,9 @@ Retry-After, equivalent failover, cross-model fallback under a contract, and a R
 of every attempt -- or a clear, typed :class:`Unavailable`.
 """
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
+
 from .config import Config, load_config
 from .model import (
     Attempt,
@@ -44,6 +47,24 @@ from .model import (
 )
 from .router import Router, SyncRouter
 
+if _TYPE_CHECKING:
+    from .integrations import httpx_client, sync_httpx_client
+
+_LAZY = {"httpx_client", "sync_httpx_client"}  # the SDK drop-in: imported on first use
+
+
+def __getattr__(name: str) -> _Any:
+    if name in _LAZY:
+        from . import integrations
+
+        return getattr(integrations, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
 __all__ = [
     "Attempt",
     "Capability",
@@ -82,5 +103,7 @@ __all__ = [
     "Usage",
     "Wait",
     "Workflow",
+    "httpx_client",
     "load_config",
+    "sync_httpx_client",
 ]

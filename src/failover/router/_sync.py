@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -39,6 +40,11 @@ class SyncRouter:
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule ``coro`` on the router's loop; ``.result()`` blocks for it, ``.cancel()``
+        cancels it there. For code that drives the Router itself (``failover.sync_httpx_client``)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def complete(self, route: str | Route, request: Request, envelope: Envelope | None = None) -> Response:
         return self._run(self._router.complete(route, request, envelope))

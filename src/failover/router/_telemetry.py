@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..model import Attempt, Failure, Response, RouteRecord, Target
-from ..telemetry import AttemptEnded, RequestEnded
+from ..policy._breaker import BreakerEvent
+from ..telemetry import AttemptEnded, BreakerChanged, RequestEnded
 
 
 def attempt_ended(request_id: str, route: str, target: Target, a: Attempt, t0: float, outcome: object) -> AttemptEnded:
@@ -32,7 +33,7 @@ def attempt_ended(request_id: str, route: str, target: Target, a: Attempt, t0: f
     )
 
 
-def request_ended(record: RouteRecord, at: float) -> RequestEnded:
+def request_ended(record: RouteRecord, at: float, *, tenant: str | None = None) -> RequestEnded:
     return RequestEnded(
         request_id=record.request_id,
         route=record.route,
@@ -45,4 +46,9 @@ def request_ended(record: RouteRecord, at: float) -> RequestEnded:
         elapsed_ms=record.elapsed_ms,
         total_cost=record.total_cost,
         at=at,
+        tenant=tenant,
     )
+
+
+def breaker_changed(e: BreakerEvent) -> BreakerChanged:
+    return BreakerChanged(scope=e.scope, layer=str(e.layer), old=e.old.value, new=e.new.value, reason=e.reason, at=e.at)

@@ -3,21 +3,28 @@
     router = Router(routes, hooks=[my_hook, OpenTelemetryHook()])
 
 A hook is any ``callable(event) -> None`` (:class:`Hook`). Events carry no headers, keys,
-prompts or completions (see ``_events``). :class:`OpenTelemetryHook` needs the ``otel`` extra.
+prompts or completions (see ``_events``). :class:`OpenTelemetryHook` needs the ``otel`` extra;
+:class:`PrometheusHook` uses prometheus_client (a core dependency); :class:`LoggingHook` writes
+one line per attempt and per request through stdlib logging, or structlog when configured.
 """
 
-from ._events import AttemptEnded, AttemptStarted, Backoff, Event, RequestEnded, RequestStarted
+from ._events import AttemptEnded, AttemptStarted, Backoff, BreakerChanged, Event, RequestEnded, RequestStarted
 from ._hooks import Hook, Hooks
+from ._logging import LoggingHook
 from ._otel import OpenTelemetryHook
+from ._prometheus import PrometheusHook
 
 __all__ = [
     "AttemptEnded",
     "AttemptStarted",
     "Backoff",
+    "BreakerChanged",
     "Event",
     "Hook",
     "Hooks",
+    "LoggingHook",
     "OpenTelemetryHook",
+    "PrometheusHook",
     "RequestEnded",
     "RequestStarted",
 ]

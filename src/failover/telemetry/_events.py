@@ -13,6 +13,8 @@ elsewhere cannot leak what was never put in them.
       Backoff                              a wait between attempts (backoff, retry_after, rate_limit)
       ...
     RequestEnded                           from the final RouteRecord, success or not
+
+    BreakerChanged                         a circuit breaker changed state (not tied to one request)
 """
 
 from __future__ import annotations
@@ -101,6 +103,24 @@ class RequestEnded:
     elapsed_ms: float
     total_cost: float
     at: float
+    tenant: str | None = None  # the envelope's tenant, for per-tenant cost and counts
 
 
-Event = RequestStarted | AttemptStarted | AttemptEnded | Backoff | RequestEnded
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BreakerChanged:
+    """A circuit breaker moved from ``old`` to ``new`` (closed, open, half_open).
+
+    ``scope`` is the breaker's scope (base URL | credential reference | model [| region]: the
+    name of where a key comes from, never the key); ``layer`` is "target" or "key_model".
+    Emitted by the call that made the change, whichever request it belonged to.
+    """
+
+    scope: str
+    layer: str
+    old: str
+    new: str
+    reason: str  # "5/10 failed", "probe failed", "open period of 30s elapsed", ...
+    at: float
+
+
+Event = RequestStarted | AttemptStarted | AttemptEnded | Backoff | RequestEnded | BreakerChanged

@@ -1,0 +1,49 @@
+"""What the framework adapters share: a fresh envelope per call, the OpenAI-shaped request edge.
+
+The adapters speak to the Router only; each framework's messages are turned into the
+Chat Completions shape its own library already knows how to produce, and that shape into a
+:class:`~failover.Request` by the validated converter the gateway uses (``failover.inbound``), so one set of
+rules (and one set of error messages naming the field) covers every entry point.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from ..model import Envelope, FailureKind, PartialOutput, Request, Unavailable
+
+
+def fresh_envelope(template: Envelope | None) -> Envelope:
+    """The adapter's envelope with a new request id: one framework call is one failover request.
+
+    A template shared by every call would give them all the same id, which merges their
+    telemetry (hooks key a request's spans by it) and their records.
+    """
+    rid = "req_" + os.urandom(12).hex()
+    return Envelope(request_id=rid) if template is None else replace(template, request_id=rid)
+
+
+def openai_request(body: Mapping[str, Any]) -> Request:
+    """A Request from a Chat Completions body; a bad field is a ValueError that names it."""
+    from ..inbound import WireError
+    from ..inbound.openai import parse_body, to_request
+
+    try:
+        return to_request(parse_body({"model": "failover", **body}))
+    except WireError as exc:
+        raise ValueError(exc.message) from None
+
+
+def partial_unavailable(event: PartialOutput) -> Unavailable:
+    """A stream cut after output reached the caller, as the one error type callers handle."""
+    f = event.failure
+    return Unavailable(
+        FailureKind.PARTIAL_OUTPUT,
+        f"the stream was cut after output began ({f.label}: {f.message}); nothing was spliced on",
+        retryable=False,
+        request_id=event.record.request_id,
+        record=event.record,
+    )
