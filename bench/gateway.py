@@ -27,6 +27,18 @@ Phases, all in one run, the targets alternating within each step so drift hits a
    rate is reported. Direct's ladder shows where the load generator itself (one Python
    process on a shared core) stops being able to tell.
 
+Beside latency, every measurement records the CPU time the gateway's process group used
+(``/proc/<pid>/stat`` utime + stime, read before and after) divided by the answered requests:
+``gateway_cpu_us_per_req`` in the JSON, the "CPU µs/req" column (min-max over the fixed
+rates). It is robust to other work on the machine, where wall-clock latency is not: one core
+sustains roughly 1e6 / (CPU µs per request) requests per second. The stream column gives the
+time to the first content event and, in parentheses, what the target adds to direct's.
+
+LiteLLM's proxy needs more than ``pip install litellm``: the ``proxy`` extra of litellm
+1.110.2 requires a ``litellm-proxy`` package that the package index here does not have, so
+its imports are installed by hand (see docs/benchmarks.md); it starts without a master key
+(``LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY``) and with the packaged cost map.
+
 Prints a markdown table and writes all raw results to ``--json``. Nothing is asserted.
 """
 
@@ -54,6 +66,14 @@ PY = sys.executable
 BIN = Path(PY).parent
 HAS_TASKSET = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
 UPSTREAM_MODEL = "gpt-4o-mini"
+LITELLM_ENV = {
+    "LITELLM_LOG": "ERROR",
+    "LITELLM_TELEMETRY": "False",
+    "LITELLM_MODE": "PRODUCTION",
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no network: the cost map shipped in the package
+    # no master key: the proxy is on loopback and answers the load generator unauthenticated
+    "LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY": "true",
+}
 
 
 def pin(core: int, cmd: list[str]) -> list[str]:
@@ -78,6 +98,28 @@ def wait_http(url: str, timeout: float, headers: dict[str, str] | None = None) -
             pass
         time.sleep(0.2)
     return False
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """User + system CPU time of every live process in the process group ``pgid`` (Linux /proc).
+
+    Contention-robust cost measure: it counts the gateway's own CPU, not the time it waited
+    for the core. Children that already exited are not counted (gateways here do not fork
+    per request)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(b")") + 2 :].split()
+        if int(fields[2]) == pgid:  # field 5 of stat: pgrp
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / tick
 
 
 class Proc:
@@ -139,6 +181,30 @@ def loadgen(
     if out.returncode != 0:
         return {"rate": rate, "failed": out.stderr[-800:]}
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def settle(url: str, model: str, headers: list[str], key: str, limit: float = 90.0) -> float:
+    """Wait until one request is answered within 0.5 s (or ``limit`` s pass): a target that
+    collapsed in the previous step may still be working off its backlog (LiteLLM keeps
+    calling the upstream for requests whose clients gave up), and the next measurement should
+    not inherit it. Returns the seconds waited."""
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "Say hello."}]}).encode()
+    hdrs = {"content-type": "application/json", "authorization": f"Bearer {key}"}
+    for h in headers:
+        k, _, v = h.partition(":")
+        hdrs[k.strip()] = v.strip()
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        start = time.monotonic()
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, data=body, headers=hdrs), timeout=10) as r:
+                r.read()
+            if time.monotonic() - start < 0.5:
+                break
+        except Exception:
+            pass
+        time.sleep(0.5)
+    return time.monotonic() - t0
 
 
 # ---------------------------------------------------------------- targets
@@ -213,9 +279,14 @@ class LiteLLM(Target):
     def available(self) -> str | None:
         if not (BIN / "litellm").exists():
             return "the litellm CLI is not installed in this venv"
-        r = subprocess.run([PY, "-c", "import fastapi, backoff, orjson, apscheduler"], capture_output=True, text=True)
+        r = subprocess.run(
+            [PY, "-c", "import litellm.proxy.proxy_server"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **LITELLM_ENV},
+        )
         if r.returncode != 0:
-            return "litellm's proxy dependencies are missing: " + r.stderr.strip().splitlines()[-1]
+            return "litellm's proxy does not import: " + (r.stderr.strip().splitlines() or ["?"])[-1]
         return None
 
     def start(self) -> None:
@@ -230,7 +301,7 @@ class LiteLLM(Target):
             "litellm_settings:\n"
             "  telemetry: false\n"
         )
-        env = {**os.environ, "LITELLM_LOG": "ERROR", "LITELLM_TELEMETRY": "False", "LITELLM_MODE": "PRODUCTION"}
+        env = {**os.environ, **LITELLM_ENV}
         self.proc = Proc(
             "litellm",
             pin(
@@ -351,7 +422,16 @@ def main() -> int:
         res: dict = {"fixed": {}, "stream": {}, "ladder": {}, "unavailable": unavailable}
 
         def measure(t: Target, rate: float, duration: float, stream: bool = False) -> dict:
-            return loadgen(t.url, t.model, rate, duration, stream=stream, headers=t.headers, key=t.key)
+            waited = settle(t.url, t.model, t.headers, t.key)
+            if waited > 2:
+                print(f"# {t.name}: waited {waited:.0f}s for the previous step's backlog", flush=True)
+            c0 = group_cpu_seconds(t.proc.p.pid) if t.proc is not None else None
+            r = loadgen(t.url, t.model, rate, duration, stream=stream, headers=t.headers, key=t.key)
+            if c0 is not None and t.proc is not None and "failed" not in r:
+                cpu = group_cpu_seconds(t.proc.p.pid) - c0
+                r["gateway_cpu_s"] = round(cpu, 3)
+                r["gateway_cpu_us_per_req"] = round(cpu / r["ok"] * 1e6, 1) if r["ok"] else None
+            return r
 
         # one gateway at a time on core 0; each started once, warmed, measured over all phases
         for t in targets:
@@ -444,7 +524,7 @@ def print_table(res: dict, rates: list[float], a: argparse.Namespace) -> None:
     head = ["target"]
     for r in rates:
         head += [f"{r:.0f} rps p50 (added)", f"{r:.0f} rps p99 (added)"]
-    head += [f"stream TTFT p50 / p99 @{a.stream_rate:.0f}", "max sustained rps"]
+    head += [f"stream first event p50 / p99 (added) @{a.stream_rate:.0f}", "max sustained rps", "CPU µs/req"]
     print("| " + " | ".join(head) + " |")
     print("|" + " --- |" * len(head))
     for n in names:
@@ -464,11 +544,20 @@ def print_table(res: dict, rates: list[float], a: argparse.Namespace) -> None:
                 else:
                     row.append(f"{v:.2f}{e}")
         s = stream.get(n)
+        sref = stream.get("direct")
         if s and s.get("ttft_ms") and s["ttft_ms"]["p50"] is not None:
-            row.append(f"{s['ttft_ms']['p50']:.2f} / {s['ttft_ms']['p99']:.2f}")
+            cell = f"{s['ttft_ms']['p50']:.2f} / {s['ttft_ms']['p99']:.2f}"
+            if n != "direct" and sref and sref.get("ttft_ms") and sref["ttft_ms"]["p50"] is not None:
+                d50 = s["ttft_ms"]["p50"] - sref["ttft_ms"]["p50"]
+                d99 = s["ttft_ms"]["p99"] - sref["ttft_ms"]["p99"]
+                cell += f" ({d50:+.2f} / {d99:+.2f})"
+            row.append(cell)
         else:
             row.append("-")
         row.append(f"{lad[n]['max_sustained_rps']:.0f}" if n in lad else "-")
+        cpu = [x.get("gateway_cpu_us_per_req") for x in fixed.get(n, {}).values() if isinstance(x, dict)]
+        cpu = [c for c in cpu if c is not None]
+        row.append(f"{min(cpu):.0f}-{max(cpu):.0f}" if cpu and n != "direct" else "-")
         print("| " + " | ".join(row) + " |")
     for n, why in res["unavailable"].items():
         print(f"- {n}: not measured: {why}")

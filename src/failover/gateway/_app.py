@@ -13,35 +13,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import ipaddress
 import json
 import logging
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from typing import Any, Protocol, TypeVar
 
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 from starlette.routing import Mount
 from starlette.routing import Route as HttpRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..inbound._headers import record_headers  # shared with failover.httpx_client
+from ..inbound.openai import ChunkRenderer
+from ..inbound.openai import error_body as openai_error_body
 from ..model import (
     Completed,
     Envelope,
     PartialOutput,
     Request,
     RouteRecord,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallDone,
-    ToolCallStart,
     Unavailable,
 )
 from ..router import Router, RouteStream
@@ -49,15 +51,17 @@ from ._envelope import envelope_from
 from ._errors import ApiError, Scrubber, unavailable_error
 from ._logs import ACCESS_LOGGER
 from ._metrics import CONTENT_TYPE, GatewayMetrics
-from ._openai import completion_body, finish_reason, parse_body, to_request, usage_body
+from ._openai import ChatCompletionBody, completion_body, parse_body, to_request
 from ._openapi import openapi_schema
-from ._quota import TenantQuotas
+from ._quota import TenantQuotas, store_of
 from ._settings import GatewaySettings, Tenant
 
 log = logging.getLogger("failover.gateway")
 access_log = logging.getLogger(ACCESS_LOGGER)
 
 _JSON_SEPARATORS = (",", ":")
+_T = TypeVar("_T")
+_ACCESS_FORMAT = "%s route=%s tenant=%s status=%d request_id=%s target=%s attempts=%s ms=%.1f%s"
 
 
 def _dumps(value: Any) -> bytes:
@@ -68,22 +72,17 @@ def _new_completion_id() -> str:
     return "chatcmpl-" + os.urandom(12).hex()
 
 
-def record_headers(request_id: str, record: RouteRecord | None) -> dict[str, str]:
-    """The ``x-failover-*`` summary of a RouteRecord."""
-    h = {"x-failover-request-id": request_id, "x-request-id": request_id}
-    if record is not None:
-        h["x-failover-route"] = record.route
-        h["x-failover-target"] = record.target_used or ""
-        h["x-failover-attempts"] = str(len(record.attempts))
-        h["x-failover-recovered"] = "true" if record.recovered else "false"
-        h["x-failover-degraded"] = "true" if record.degraded else "false"
-        h["x-failover-added-latency-ms"] = str(round(record.added_latency_ms))
-        h["x-failover-workflow"] = record.workflow.value
-    return h
-
-
 def _json_response(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Response:
     return Response(_dumps(body), status_code=status, headers=dict(headers or {}), media_type="application/json")
+
+
+async def _send_json(send: Send, status: int, body: bytes, headers: Mapping[str, str]) -> None:
+    """A JSON answer straight to the ASGI server: what a Starlette ``Response`` sends, without
+    building one (the hot path sends one per request)."""
+    raw = [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
+    raw += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _too_deep(value: Any, limit: int) -> bool:
@@ -98,17 +97,111 @@ def _too_deep(value: Any, limit: int) -> bool:
     return False
 
 
-def _is_loopback(scope: Scope) -> bool:
+def _is_loopback(scope: Scope, headers: Mapping[str, str]) -> bool:
+    """Whether the caller is on this machine. A loopback peer that forwards for someone else
+    (a local reverse proxy sending ``X-Forwarded-For``) is only loopback if every address it
+    names is. This is done here rather than by uvicorn's proxy-headers middleware, which would
+    run on every request of a gateway with tenants, where the peer address is not used."""
     client = scope.get("client")
-    if not client:
-        return True  # a unix socket: only local processes reach it
-    host = str(client[0])
+    if client and not _loopback_host(str(client[0])):
+        return False  # (no client: a unix socket, which only local processes reach)
+    forwarded = headers.get("x-forwarded-for")
+    if forwarded is None:
+        return True
+    return all(_loopback_host(h.strip()) for h in forwarded.split(","))
+
+
+@functools.lru_cache(maxsize=1024)
+def _loopback_host(host: str) -> bool:
+    """Cached: an open gateway asks on every request, and parsing the address is not free."""
     if host in {"localhost", "testclient"}:
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request body was complete."""
+
+
+def _body_timeout(seconds: float) -> ApiError:
+    return ApiError(
+        408,
+        f"request body not received within {seconds:g}s; send the whole body at once "
+        "(or raise gateway.limits.body_timeout_s)",
+        code="body_timeout",
+        headers={"connection": "close"},
+    )
+
+
+def _header_map(scope: Scope) -> dict[str, str]:
+    """The request headers as a plain dict (ASGI names are lower-case; the first of a repeated
+    header wins, as with Starlette's ``Headers.get``), built once per request."""
+    out: dict[str, str] = {}
+    for k, v in reversed(scope["headers"]):
+        out[k.decode("latin-1")] = v.decode("latin-1")
+    return out
+
+
+@dataclasses.dataclass(slots=True)
+class _Interrupted:
+    """Why :func:`_interruptible` cancelled its call: ``"client"`` (disconnected) or ``"drain"``.
+    ``outer``: the cancellation came from outside (the server); re-raise it after logging."""
+
+    reason: str
+    outer: BaseException | None = None
+
+
+async def _interruptible(
+    call: Coroutine[Any, Any, _T], receive: Receive, stop: asyncio.Future[None]
+) -> _T | _Interrupted:
+    """Await ``call`` in the current task, and cancel it at once when the client disconnects
+    or the drain resolves ``stop``; its own exceptions propagate.
+
+    Running ``call`` in this task (rather than in a task of its own raced with
+    ``asyncio.wait``) saves a task and a wait on every request; a disconnect watcher task is
+    still needed, as the server only reports a disconnect to a pending ``receive()``."""
+    task = asyncio.current_task()
+    assert task is not None
+    why: list[str] = []
+
+    def on_client(f: asyncio.Future[None]) -> None:
+        if not why and not f.cancelled():
+            why.append("client")
+            task.cancel()
+
+    def on_drain(f: asyncio.Future[None]) -> None:
+        if not why:
+            why.append("drain")
+            task.cancel()
+
+    watch = asyncio.ensure_future(_wait_disconnect(receive))
+    watch.add_done_callback(on_client)
+    stop.add_done_callback(on_drain)
+
+    def detach() -> None:
+        watch.remove_done_callback(on_client)
+        stop.remove_done_callback(on_drain)
+        watch.cancel()
+
+    try:
+        result = await call
+    except asyncio.CancelledError as exc:
+        detach()
+        if not why:
+            return _Interrupted("client", outer=exc)
+        task.uncancel()
+        return _Interrupted(why[0])
+    except BaseException:
+        detach()
+        raise
+    detach()
+    if why:  # cancelled as the call finished without noticing: the answer has nobody to go to
+        task.uncancel()
+        return _Interrupted(why[0])
+    return result
 
 
 async def _wait_disconnect(receive: Receive) -> None:
@@ -128,7 +221,7 @@ class Gateway:
         secrets = [t.api_key.reveal() for r in router.routes.values() for t in r.targets if t.api_key]
         self.scrub = Scrubber(secrets)
         self.started = int(time.time())
-        self.quotas = TenantQuotas(settings.tenants)
+        self.quotas = TenantQuotas(settings.tenants, store=store_of(router))  # fleet-wide with a `state:` store
         self.in_flight: dict[asyncio.Future[None], Router] = {}  # request -> the router it runs on
         self.draining = False
         self._idle: asyncio.Event | None = None
@@ -184,7 +277,7 @@ class Gateway:
         Tenant quota state carries over for tenants whose limits did not change."""
         old = self.router
         secrets = [t.api_key.reveal() for r in router.routes.values() for t in r.targets if t.api_key]
-        quotas = TenantQuotas(settings.tenants, clock=self.quotas.clock, wall=self.quotas.wall)
+        quotas = TenantQuotas(settings.tenants, clock=self.quotas.clock, wall=self.quotas.wall, store=store_of(router))
         quotas.carry_over(self.quotas)
         self.router, self.settings, self.scrub, self.quotas = router, settings, Scrubber(secrets), quotas
 
@@ -218,7 +311,7 @@ class Gateway:
     def authenticate(self, scope: Scope, headers: Mapping[str, str]) -> Tenant | None:
         """The caller's tenant (None on an open gateway); 401 for a missing or wrong key."""
         if self.settings.open:
-            if not _is_loopback(scope):
+            if not _is_loopback(scope, headers):
                 raise ApiError(
                     403,
                     "this gateway runs without tenants and only answers loopback clients; configure gateway.tenants",
@@ -242,7 +335,7 @@ class Gateway:
     def authenticate_admin(self, scope: Scope, headers: Mapping[str, str]) -> None:
         s = self.settings
         if s.open and not s.admin_key_hashes:
-            if not _is_loopback(scope):
+            if not _is_loopback(scope, headers):
                 raise ApiError(403, "admin endpoints answer loopback clients only", type="permission_error")
             return
         key = self._bearer(headers)
@@ -256,24 +349,46 @@ class Gateway:
 
     # -- body -----------------------------------------------------------------------------------
 
-    async def read_json(self, request: HttpRequest) -> Any:
+    def _too_large(self) -> ApiError:
         limit = self.settings.max_body_bytes
-        too_large = ApiError(
+        return ApiError(
             413,
             f"request body larger than {limit} bytes; send a smaller request (or raise gateway.limits.max_body_bytes)",
             code="request_too_large",
         )
-        declared = request.headers.get("content-length")
+
+    async def read_body(self, receive: Receive, headers: Mapping[str, str]) -> bytes:
+        """The whole request body, within ``max_body_bytes`` and ``body_timeout_s``.
+
+        A client that sends its body slowly (or never finishes it) gets a 408 and its
+        connection is closed, so it cannot hold a request slot; one that disconnects while
+        sending raises :class:`ClientGone`."""
+        limit = self.settings.max_body_bytes
+        declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise too_large
+            raise self._too_large()
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise too_large
-            chunks.append(chunk)
-        raw = b"".join(chunks)
+        try:
+            async with asyncio.timeout(self.settings.body_timeout_s):
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        raise ClientGone
+                    chunk = message.get("body", b"")
+                    if chunk:
+                        size += len(chunk)
+                        if size > limit:
+                            raise self._too_large()
+                        chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            raise _body_timeout(self.settings.body_timeout_s) from None
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def decode_json(self, raw: bytes) -> Any:
+        """Decode a body: a 400 for invalid JSON or nesting deeper than ``max_json_depth``."""
         depth = self.settings.max_json_depth
         deep = ApiError(400, f"request body nested deeper than {depth} levels", code="json_too_deep")
         try:
@@ -285,6 +400,23 @@ class Gateway:
         if isinstance(data, dict | list) and _too_deep(data, depth):
             raise deep
         return data
+
+    async def read_json(self, request: HttpRequest) -> Any:
+        """The decoded JSON body of a Starlette request (limits as :meth:`read_body`)."""
+        try:
+            raw = await self.read_body(request.receive, request.headers)
+        except ClientGone:
+            raise ClientDisconnect() from None
+        return self.decode_json(raw)
+
+    def chat_body(self, raw: bytes) -> ChatCompletionBody:
+        """Decode and validate a chat body in one pass (pydantic's JSON parser) when the body
+        cannot be too deep (fewer brackets than the depth limit). Any problem, or a deeper-looking
+        body, takes the general path, so errors read exactly as before."""
+        if raw.count(b"{") + raw.count(b"[") < self.settings.max_json_depth:
+            with contextlib.suppress(ValidationError):
+                return ChatCompletionBody.model_validate_json(raw)
+        return parse_body(self.decode_json(raw))
 
     # -- responses --------------------------------------------------------------------------------
 
@@ -339,8 +471,7 @@ class Gateway:
             fields["code"] = code
         if note:
             fields["note"] = note
-        access_log.info(
-            "%s route=%s tenant=%s status=%d request_id=%s target=%s attempts=%s ms=%.1f%s",
+        args = (
             "stream" if stream else "chat",
             fields["route"],
             tenant_name or "-",
@@ -350,8 +481,13 @@ class Gateway:
             fields["attempts"],
             elapsed,
             f" {note}" if note else "",
-            extra={"failover": fields},
         )
+        # Logger.info() would first walk the stack to find its caller (findCaller), a good share
+        # of the access line's cost; the record is built directly instead, then handled as usual.
+        record_ = access_log.makeRecord(
+            ACCESS_LOGGER, logging.INFO, __file__, 0, _ACCESS_FORMAT, args, None, "finish", {"failover": fields}
+        )
+        access_log.handle(record_)
 
 
 def _shutting_down() -> ApiError:
@@ -374,18 +510,18 @@ class ChatCompletions:
         gw = self.gw
         router = gw.router  # a reload swaps gw.router; this request finishes on the one it started with
         started = time.perf_counter()
-        request = HttpRequest(scope, receive)
-        if request.method != "POST":
+        if scope["method"] != "POST":
             err = ApiError(405, "use POST for /v1/chat/completions", code="method_not_allowed")
             await gw.error_response(err)(scope, receive, send)
             return
+        headers = _header_map(scope)
         tenant: Tenant | None = None
         route: str | None = None
         try:
             if gw.draining:
                 raise _shutting_down()
-            tenant = gw.authenticate(scope, request.headers)
-            body = parse_body(await gw.read_json(request))
+            tenant = gw.authenticate(scope, headers)
+            body = gw.chat_body(await gw.read_body(receive, headers))
             route = body.model
             if route not in router.routes:
                 raise ApiError(
@@ -402,13 +538,27 @@ class ChatCompletions:
                     code="route_not_allowed",
                     param="model",
                 )
-            envelope = envelope_from(
-                request.headers, gw.settings.envelope, tenant=tenant.name if tenant is not None else None
-            )
+            envelope = envelope_from(headers, gw.settings.envelope, tenant=tenant.name if tenant is not None else None)
             req = to_request(body)
-            max_cost = gw.quotas.admit(tenant, envelope.max_cost)  # last: a refused request takes nothing
+            quotas = gw.quotas  # last: a refused request takes nothing; shared quotas await the store
+            max_cost = (
+                quotas.admit(tenant, envelope.max_cost)
+                if quotas.local
+                else await quotas.admit_shared(tenant, envelope.max_cost)
+            )
             if max_cost != envelope.max_cost:
                 envelope = dataclasses.replace(envelope, max_cost=max_cost)
+        except ClientGone:
+            gw.finish(
+                status=499,
+                route=route,
+                tenant=tenant,
+                request_id=None,
+                record=None,
+                started=started,
+                note="client disconnected while sending the body",
+            )
+            return
         except ApiError as err:
             gw.finish(
                 status=err.status,
@@ -446,37 +596,9 @@ class ChatCompletions:
         stop: asyncio.Future[None],
     ) -> None:
         gw = self.gw
-        call = asyncio.ensure_future(router.complete(route, req, envelope))
-        watch = asyncio.ensure_future(_wait_disconnect(receive))
-        try:
-            waiters: set[asyncio.Future[Any]] = {call, watch, stop}
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            watch.cancel()
-            if not call.done():
-                call.cancel()  # the client left or the drain cut us: stop the upstream request now
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await call
-                cut = stop.done()
-                gw.finish(
-                    status=503 if cut else 499,
-                    route=route,
-                    tenant=tenant,
-                    request_id=envelope.request_id,
-                    record=None,
-                    started=started,
-                    code="shutting_down" if cut else None,
-                    note="cut by shutdown drain; upstream cancelled"
-                    if cut
-                    else "client disconnected; upstream cancelled",
-                )
-                if cut:
-                    await gw.error_response(_shutting_down(), request_id=envelope.request_id)(scope, receive, send)
-        if call.cancelled():
-            return
         response: Response
         try:
-            resp = call.result()
+            outcome = await _interruptible(router.complete(route, req, envelope), receive, stop)
         except Unavailable as exc:
             err = unavailable_error(exc, gw.scrub)
             gw.finish(
@@ -504,21 +626,98 @@ class ChatCompletions:
             )
             response = gw.error_response(err, request_id=envelope.request_id)
         else:
-            record = resp.record
-            out = completion_body(resp, completion_id=_new_completion_id(), created=int(time.time()), model=route)
-            request_id = record.request_id if record is not None else envelope.request_id
-            gw.finish(status=200, route=route, tenant=tenant, request_id=request_id, record=record, started=started)
-            response = _json_response(200, out, record_headers(request_id, record))
+            if isinstance(outcome, _Interrupted):  # the client left or the drain cut us: upstream cancelled
+                cut = outcome.reason == "drain"
+                gw.finish(
+                    status=503 if cut else 499,
+                    route=route,
+                    tenant=tenant,
+                    request_id=envelope.request_id,
+                    record=None,
+                    started=started,
+                    code="shutting_down" if cut else None,
+                    note="cut by shutdown drain; upstream cancelled"
+                    if cut
+                    else "client disconnected; upstream cancelled",
+                )
+                if outcome.outer is not None:
+                    raise outcome.outer
+                if not cut:
+                    return
+                response = gw.error_response(_shutting_down(), request_id=envelope.request_id)
+            else:
+                record = outcome.record
+                out = completion_body(
+                    outcome, completion_id=_new_completion_id(), created=int(time.time()), model=route
+                )
+                request_id = record.request_id if record is not None else envelope.request_id
+                gw.finish(status=200, route=route, tenant=tenant, request_id=request_id, record=record, started=started)
+                await _send_json(send, 200, _dumps(out), record_headers(request_id, record))
+                return
         await response(scope, receive, send)
 
 
+class SseWire(Protocol):
+    """What one dialect writes on an SSE answer: bytes for the start, each stream event, the
+    end and a failure after the first byte, and its error answer before the first byte."""
+
+    headers: Mapping[str, str]  # extra response headers for the stream
+
+    def start(self) -> bytes: ...
+
+    def render(self, event: object) -> bytes: ...
+
+    def end(self, done: Completed) -> bytes: ...
+
+    def failure(self, code: str, message: str) -> bytes: ...
+
+    def error_response(
+        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
+    ) -> Response: ...
+
+
+def _sse_data(chunks: list[dict[str, Any]]) -> bytes:
+    if len(chunks) == 1:  # the common case: one chunk per event
+        return b"data: " + _dumps(chunks[0]) + b"\n\n"
+    return b"".join(b"data: " + _dumps(c) + b"\n\n" for c in chunks)
+
+
+class _ChatWire:
+    """``chat.completion.chunk`` events (:class:`~failover.inbound.openai.ChunkRenderer`), then
+    ``data: [DONE]``; a failure after the first byte is one ``data: {"error": ...}`` event."""
+
+    headers: Mapping[str, str] = {}
+
+    def __init__(self, gw: Gateway, renderer: ChunkRenderer) -> None:
+        self.gw = gw
+        self.renderer = renderer
+
+    def start(self) -> bytes:
+        return _sse_data(self.renderer.start())
+
+    def render(self, event: object) -> bytes:
+        return _sse_data(self.renderer.render(event))
+
+    def end(self, done: Completed) -> bytes:
+        return _sse_data(self.renderer.end(done)) + b"data: [DONE]\n\n"
+
+    def failure(self, code: str, message: str) -> bytes:
+        return _sse_data([openai_error_body(500, message, type="server_error", code=code)])
+
+    def error_response(
+        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
+    ) -> Response:
+        return self.gw.error_response(err, request_id=request_id, record=record)
+
+
 class _StreamReply:
-    """One SSE answer in ``chat.completion.chunk`` format, fed by ``Router.stream``.
+    """One SSE answer fed by ``Router.stream``, in the format of its :class:`SseWire`
+    (``chat.completion.chunk`` unless another wire is given).
 
     Nothing is sent until the router passes its commit point (the first content event): a
     failure before it is an ordinary error response with its status. After it, a failure ends
-    the stream with one ``data: {"error": ...}`` event, never a splice. A client disconnect at
-    any moment closes the RouteStream, which closes the upstream stream at once.
+    the stream with one error event, never a splice. A client disconnect at any moment closes
+    the RouteStream, which closes the upstream stream at once.
     """
 
     def __init__(
@@ -532,6 +731,7 @@ class _StreamReply:
         tenant: Tenant | None,
         started: float,
         stop: asyncio.Future[None],
+        wire: SseWire | None = None,
     ) -> None:
         self.gw = gw
         self.router = router
@@ -539,13 +739,15 @@ class _StreamReply:
         self.route = route
         self.request = request
         self.envelope = envelope
-        self.include_usage = include_usage
         self.tenant = tenant
         self.started = started
-        self.id = _new_completion_id()
-        self.created = int(time.time())
         self.sent_headers = False
-        self._args: dict[int, str] = {}
+        if wire is None:
+            renderer = ChunkRenderer(
+                _new_completion_id(), int(time.time()), route, include_usage, request_id=envelope.request_id
+            )
+            wire = _ChatWire(gw, renderer)
+        self.wire = wire
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         rs = self.router.stream(self.route, self.request, self.envelope)
@@ -596,82 +798,14 @@ class _StreamReply:
         )
         with contextlib.suppress(OSError, RuntimeError):
             if self.sent_headers:
-                event = self._error_event(
+                event = self.wire.failure(
                     "shutting_down",
                     f"the gateway shut down before the stream ended (request id {self.envelope.request_id})",
                 )
                 await send({"type": "http.response.body", "body": event, "more_body": False})
             else:
-                await gw.error_response(_shutting_down(), request_id=self.envelope.request_id)(scope, receive, send)
-
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
-        obj: dict[str, Any] = {
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.route,
-            "system_fingerprint": None,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
-        }
-        if self.include_usage:
-            obj["usage"] = None
-        obj.update(extra)
-        return b"data: " + _dumps(obj) + b"\n\n"
-
-    def _render(self, event: object) -> bytes:
-        if isinstance(event, TextDelta):
-            return self._chunk({"content": event.text}) if event.text else b""
-        if isinstance(event, ToolCallStart):
-            self._args[event.index] = ""
-            fn = {"name": event.name, "arguments": ""}
-            call = {"index": event.index, "id": event.id, "type": "function", "function": fn}
-            return self._chunk({"tool_calls": [call]})
-        if isinstance(event, ToolCallDelta):
-            self._args[event.index] = self._args.get(event.index, "") + event.arguments
-            return self._chunk({"tool_calls": [{"index": event.index, "function": {"arguments": event.arguments}}]})
-        if isinstance(event, ToolCallDone):
-            sent = self._args.get(event.index)
-            c = event.call
-            if sent is None:  # a dialect that gave the call whole
-                self._args[event.index] = c.arguments
-                full = {"index": event.index, "id": c.id, "type": "function"}
-                return self._chunk({"tool_calls": [{**full, "function": {"name": c.name, "arguments": c.arguments}}]})
-            if c.arguments != sent and c.arguments.startswith(sent):
-                rest = c.arguments[len(sent) :]
-                self._args[event.index] = c.arguments
-                return self._chunk({"tool_calls": [{"index": event.index, "function": {"arguments": rest}}]})
-        return b""  # usage and stop arrive again, complete, with the terminal event
-
-    def _end(self, done: Completed) -> bytes:
-        resp = done.response
-        record = resp.record
-        summary: dict[str, Any] = {"request_id": self.envelope.request_id}
-        if record is not None:
-            summary.update(
-                request_id=record.request_id,
-                target=record.target_used,
-                attempts=len(record.attempts),
-                recovered=record.recovered,
-                degraded=record.degraded,
-                added_latency_ms=round(record.added_latency_ms),
-            )
-        out = self._chunk({}, finish_reason(resp.stop_reason), x_failover=summary)
-        if self.include_usage:
-            usage = {
-                "id": self.id,
-                "object": "chat.completion.chunk",
-                "created": self.created,
-                "model": self.route,
-                "system_fingerprint": None,
-                "choices": [],
-                "usage": usage_body(resp.usage),
-            }
-            out += b"data: " + _dumps(usage) + b"\n\n"
-        return out + b"data: [DONE]\n\n"
-
-    def _error_event(self, code: str, message: str, type: str = "server_error") -> bytes:
-        body = {"error": {"message": message, "type": type, "code": code, "param": None}}
-        return b"data: " + _dumps(body) + b"\n\n"
+                response = self.wire.error_response(_shutting_down(), request_id=self.envelope.request_id)
+                await response(scope, receive, send)
 
     async def _start(self, send: Send) -> None:
         headers = {
@@ -680,6 +814,7 @@ class _StreamReply:
             "x-accel-buffering": "no",
             **record_headers(self.envelope.request_id, None),
             "x-failover-route": self.route,
+            **self.wire.headers,
         }
         raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
         await send({"type": "http.response.start", "status": 200, "headers": raw})
@@ -694,8 +829,9 @@ class _StreamReply:
             first = None
         except Unavailable as exc:
             err = unavailable_error(exc, gw.scrub)
+            response = self.wire.error_response(err, request_id=exc.request_id, record=exc.record)
             gw.finish(
-                status=err.status,
+                status=response.status_code,  # the wire's: Anthropic's overload is 529
                 route=self.route,
                 tenant=self.tenant,
                 request_id=exc.request_id,
@@ -705,7 +841,7 @@ class _StreamReply:
                 note=exc.reason.value,
                 code=err.code,
             )
-            await gw.error_response(err, request_id=exc.request_id, record=exc.record)(scope, receive, send)
+            await response(scope, receive, send)
             return
         except Exception as exc:
             log.error("internal error on stream %s: %s", self.envelope.request_id, type(exc).__name__)
@@ -720,10 +856,11 @@ class _StreamReply:
                 stream=True,
                 note=f"internal error {type(exc).__name__}",
             )
-            await gw.error_response(err, request_id=self.envelope.request_id)(scope, receive, send)
+            await self.wire.error_response(err, request_id=self.envelope.request_id)(scope, receive, send)
             return
         await self._start(send)
-        body = self._chunk({"role": "assistant", "content": ""})
+        wire = self.wire
+        body = wire.start()
         status_note = ""
         record: RouteRecord | None = None
         try:
@@ -731,18 +868,18 @@ class _StreamReply:
             while event is not None:
                 if isinstance(event, Completed):
                     record = event.response.record
-                    body += self._end(event)
+                    body += wire.end(event)
                     break
                 if isinstance(event, PartialOutput):
                     record = event.record
                     status_note = f"partial_output after output began: {event.failure.label}"
-                    body += self._error_event(
+                    body += wire.failure(
                         "partial_output",
                         f"partial_output: the stream was cut after output began ({event.failure.label}); "
                         f"nothing was spliced on (request id {self.envelope.request_id})",
                     )
                     break
-                body += self._render(event)
+                body += wire.render(event)
                 if body:
                     await send({"type": "http.response.body", "body": body, "more_body": True})
                     body = b""
@@ -750,13 +887,11 @@ class _StreamReply:
         except Unavailable as exc:  # not expected after the commit point; still never a splice
             record = exc.record
             status_note = exc.reason.value
-            body += self._error_event(exc.reason.value, gw.scrub(f"{exc.reason.value}: {exc.message}"))
+            body += wire.failure(exc.reason.value, gw.scrub(f"{exc.reason.value}: {exc.message}"))
         except Exception as exc:
             status_note = f"internal error {type(exc).__name__}"
             log.error("internal error on stream %s: %s", self.envelope.request_id, type(exc).__name__)
-            body += self._error_event(
-                "internal_error", f"internal gateway error (request id {self.envelope.request_id})"
-            )
+            body += wire.failure("internal_error", f"internal gateway error (request id {self.envelope.request_id})")
         await send({"type": "http.response.body", "body": body, "more_body": False})
         gw.finish(
             status=200,
@@ -781,6 +916,38 @@ def _endpoint(fn: Callable[[HttpRequest], Awaitable[Response]]) -> Callable[[Htt
 
 
 Reloader = Callable[[], tuple[Router, GatewaySettings]]
+
+
+class GatewayApp(Starlette):
+    """Starlette, with the hot endpoints dispatched before its middleware stack and router.
+
+    Every route registered as a raw ASGI app on a fixed path (``/v1/chat/completions``, and
+    the same way any other inbound format such as ``/v1/messages``) is called directly when
+    the method matches: Starlette's error and exception middleware, its router's path
+    matching and its per-request ``Request`` objects cost about a tenth of the gateway's CPU
+    per request. These endpoints answer their own errors (JSON bodies), so nothing is lost;
+    an exception that escapes still reaches the server, which logs it and answers 500.
+    Everything else (and every route, when CORS middleware is configured) goes through
+    Starlette as usual.
+    """
+
+    def __init__(self, *, fast_dispatch: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.fast_routes: dict[str, tuple[ASGIApp, frozenset[str]]] = {}
+        if not fast_dispatch:
+            return
+        for r in self.routes:
+            if isinstance(r, HttpRoute) and not r.param_convertors and r.app is r.endpoint and r.methods:
+                self.fast_routes[r.path] = (r.app, frozenset(r.methods))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not scope.get("root_path"):
+            hit = self.fast_routes.get(scope["path"])
+            if hit is not None and scope["method"] in hit[1]:
+                scope["app"] = self
+                await hit[0](scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
 
 
 def _reload_on_sighup(gw: Gateway, reload: Reloader) -> None:
@@ -880,7 +1047,8 @@ def create_app(
         breakers = [dataclasses.asdict(b) for b in gw.router.breakers.snapshots(now)]
         limiters: dict[str, Any] = {}
         if gw.router.limiters is not None:
-            for snap in gw.router.limiters.snapshot(now).values():
+            # with a `state:` store, the fleet's buckets (each snapshot's `view` says whose)
+            for snap in (await gw.router.limiters.shared_snapshot(now)).values():
                 limiters[snap.name] = dataclasses.asdict(snap)
         body = {
             "status": "ok",
@@ -891,7 +1059,7 @@ def create_app(
             },
             "breakers": breakers,
             "limiters": limiters,
-            "tenants": gw.quotas.snapshot(),
+            "tenants": gw.quotas.snapshot() if gw.quotas.local else await gw.quotas.shared_snapshot(),
             "in_flight": len(gw.in_flight),
             "draining": gw.draining,
         }
@@ -950,9 +1118,13 @@ def create_app(
             if close_router:
                 await gw.router.aclose()
 
-    app = Starlette(
+    from ._messages import Messages  # here, not at the top: _messages builds on this module
+
+    app = GatewayApp(
+        fast_dispatch=not middleware,  # CORS must see every request
         routes=[
             HttpRoute("/v1/chat/completions", ChatCompletions(gw), methods=["POST"]),
+            HttpRoute("/v1/messages", Messages(gw), methods=["POST"]),
             HttpRoute("/v1/models", models, methods=["GET"]),
             HttpRoute("/v1/models/{name:path}", model, methods=["GET"]),
             HttpRoute("/admin/health", admin_health, methods=["GET"]),
@@ -970,4 +1142,4 @@ def create_app(
     return app
 
 
-__all__ = ["ChatCompletions", "Gateway", "create_app", "record_headers"]
+__all__ = ["ChatCompletions", "Gateway", "GatewayApp", "create_app", "record_headers"]

@@ -15,12 +15,13 @@ import asyncio
 from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ..model import FailureKind, RouteRecord
 from ..policy import BreakerState
 from ..router import Router
+from ..state import BackendHealth
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -53,10 +54,27 @@ class _StateCollector(Collector):
                 opened.add_metric([snap.scope, snap.layer], float(snap.open_count))
         yield state
         yield opened
+        yield from _state_backend(self._router())
         yield GaugeMetricFamily("failover_gateway_in_flight", "Chat requests in flight", value=self._in_flight())
         yield GaugeMetricFamily(
             "failover_gateway_draining", "1 while the gateway drains for shutdown", value=float(self._draining())
         )
+
+
+def _state_backend(router: Router) -> Iterable[Metric]:
+    """Where breakers and limits live (failover.state): up, and calls answered locally instead."""
+    store = getattr(router.breakers, "store", None) or getattr(router.limiters, "store", None)
+    health = BackendHealth(backend="memory", up=True, fallbacks=0, transitions=0) if store is None else store.health()
+    up = GaugeMetricFamily(
+        "failover_state_backend_up", "1 while the shared state backend answers in time", labels=["backend"]
+    )
+    up.add_metric([health.backend], 1.0 if health.up else 0.0)
+    fallbacks = CounterMetricFamily(
+        "failover_state_fallbacks", "Calls answered by local state because the backend did not", labels=["backend"]
+    )
+    fallbacks.add_metric([health.backend], float(health.fallbacks))
+    yield up
+    yield fallbacks
 
 
 class GatewayMetrics:
@@ -64,6 +82,7 @@ class GatewayMetrics:
         self, router: Callable[[], Router], in_flight: Callable[[], int], draining: Callable[[], bool]
     ) -> None:
         self._router = router
+        self._children: dict[tuple[object, ...], Counter] = {}
         r = self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "failover_gateway_requests",
@@ -104,16 +123,26 @@ class GatewayMetrics:
         )
         r.register(_StateCollector(router, in_flight, draining))
 
+    def _child(self, counter: Counter, *labels: str) -> Counter:
+        """``counter.labels(*labels)``, kept: labels() validates and locks on every call, and
+        a request increments four or five children. Label values are bounded by the config
+        (see the module docstring), so the cache is too."""
+        key = (id(counter), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = counter.labels(*labels)
+        return child
+
     def observe(self, route: str | None, status: int, tenant: str | None, record: RouteRecord | None) -> None:
         label = route if route is not None and route in self._router().routes else "-"
-        self.requests.labels(label, str(status)).inc()
+        self._child(self.requests, label, str(status)).inc()
         if record is None:
             return
         for a in record.attempts:
-            self.attempts.labels(a.target, a.outcome).inc()
+            self._child(self.attempts, a.target, a.outcome).inc()
             if a.usage is not None:
-                self.tokens.labels(a.target, "input").inc(a.usage.input_tokens)
-                self.tokens.labels(a.target, "output").inc(a.usage.output_tokens)
+                self._child(self.tokens, a.target, "input").inc(a.usage.input_tokens)
+                self._child(self.tokens, a.target, "output").inc(a.usage.output_tokens)
         for w in record.waits:
             if w.reason == "rate_limit":
                 self.limiter_waits.labels(w.target).inc()
@@ -125,7 +154,7 @@ class GatewayMetrics:
         if record.outcome == FailureKind.CONTRACT_FAILURE.value and not record.attempts:
             self.no_candidate.labels(label).inc()
         if record.total_cost > 0:
-            self.cost.labels(label, tenant or "-").inc(record.total_cost)
+            self._child(self.cost, label, tenant or "-").inc(record.total_cost)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -14,7 +14,7 @@ parses with its own pydantic model (the routes loader never sees it)::
         deadline_ms: 30000
         max_attempts: 6
         allow_fallback: true
-      limits: {max_body_bytes: 10485760, max_json_depth: 64}
+      limits: {max_body_bytes: 10485760, max_json_depth: 64, body_timeout_s: 30, header_timeout_s: 10}
       cors: {allow_origins: ["https://app.example.com"]}
 
 Keys are never stored in clear: the file holds their SHA-256, and a key read from the
@@ -23,6 +23,7 @@ environment (``key_env``) is hashed as soon as it is read.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import os
@@ -35,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..config import Config, config_from_dict, read_yaml
 from ..model import ConfigError, SideEffectMode
+from ._ledger import LedgerSpec, ledger_spec_from
 
 REQUEST_HEADERS = (
     "x-failover-deadline-ms",
@@ -43,6 +45,7 @@ REQUEST_HEADERS = (
     "x-failover-allow-fallback",
     "x-failover-side-effects",
     "x-failover-request-id",
+    "x-failover-task-id",
 )
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -103,6 +106,8 @@ class EnvelopeSpec(_Strict):
 class LimitsSpec(_Strict):
     max_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
     max_json_depth: int = Field(64, ge=4, le=1000)
+    body_timeout_s: float = Field(30.0, gt=0, le=3600)  # the whole body must arrive within this
+    header_timeout_s: float = Field(10.0, gt=0, le=3600)  # request line + headers (failover serve)
 
 
 class CorsSpec(_Strict):
@@ -183,6 +188,8 @@ class GatewaySettings:
     envelope: EnvelopeDefaults = EnvelopeDefaults()
     max_body_bytes: int = 10 * 1024 * 1024
     max_json_depth: int = 64
+    body_timeout_s: float = 30.0  # a slower body gets a 408 and its connection closed
+    header_timeout_s: float = 10.0  # failover serve: a slower request head gets a 408, connection closed
     cors_origins: tuple[str, ...] = ()
     cors_headers: tuple[str, ...] = ("authorization", "content-type", *REQUEST_HEADERS)
     metrics_enabled: bool = True
@@ -190,6 +197,7 @@ class GatewaySettings:
     log_format: LogFormat = "text"
     drain_seconds: float = 25.0  # at shutdown: how long in-flight requests may take before they are cut
     lab_enabled: bool = False  # /lab: the simulator page (no auth: off unless asked for)
+    ledger: LedgerSpec | None = None  # the top-level ``ledger:`` section: the store the Router reads (workflow 3)
 
     @property
     def open(self) -> bool:
@@ -286,6 +294,8 @@ def settings_from_dict(
         envelope=EnvelopeDefaults(**e.model_dump()),
         max_body_bytes=spec.limits.max_body_bytes,
         max_json_depth=spec.limits.max_json_depth,
+        body_timeout_s=spec.limits.body_timeout_s,
+        header_timeout_s=spec.limits.header_timeout_s,
         cors_origins=tuple(spec.cors.allow_origins),
         cors_headers=tuple(spec.cors.allow_headers),
         metrics_enabled=spec.metrics.enabled,
@@ -303,7 +313,8 @@ def load_gateway_config(
     data = read_yaml(path)
     if not isinstance(data, Mapping):
         raise ConfigError("(top level)", "the configuration is not a mapping", "start with `targets:` and `routes:`")
-    rest = {k: v for k, v in data.items() if k != "gateway"}
+    rest = {k: v for k, v in data.items() if k not in ("gateway", "ledger")}
     config = config_from_dict(rest, env=env)
     settings = settings_from_dict(data.get("gateway"), routes=config.routes, env=env)
-    return config, settings
+    ledger = ledger_spec_from(data.get("ledger"))
+    return config, (settings if ledger is None else dataclasses.replace(settings, ledger=ledger))

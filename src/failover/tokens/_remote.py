@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, runtime_checkable
 
 from ..model import Failure, Request, Target
 from ..providers import dialect_for
@@ -37,7 +37,21 @@ def _dialect(target: Target, dialect: object | None) -> CountingDialect | None:
             dialect = dialect_for(target.dialect)
         except ValueError:
             return None
-    return dialect if isinstance(dialect, CountingDialect) else None
+    return dialect if _is_counting(dialect) else None
+
+
+_COUNTING_TYPES: dict[type, bool] = {}
+
+
+def _is_counting(dialect: object) -> TypeGuard[CountingDialect]:
+    """``isinstance(dialect, CountingDialect)``, cached by class: a check against a
+    runtime-checkable Protocol walks its members on every call (the router asks on every
+    request), and for a dialect class the answer never changes."""
+    kind = type(dialect)
+    ok = _COUNTING_TYPES.get(kind)
+    if ok is None:
+        ok = _COUNTING_TYPES[kind] = isinstance(dialect, CountingDialect)
+    return ok
 
 
 def counts_remotely(target: Target, dialect: object | None = None) -> bool:

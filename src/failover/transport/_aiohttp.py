@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 from collections.abc import AsyncIterator, Mapping
 
@@ -21,10 +22,12 @@ def _headers(raw: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+@functools.lru_cache(maxsize=256)
 def _timeout(connect: float | None) -> aiohttp.ClientTimeout:
     # Only the socket connect is bounded by aiohttp (on the loop clock, never rounded up: the
     # ceil threshold is infinite); the total is bounded by asyncio.timeout in send(), and a
     # stream by the router. Waiting for a pool slot is bounded by the total, as with httpx.
+    # Cached: targets have a handful of connect timeouts, and the object is immutable.
     return aiohttp.ClientTimeout(
         total=None, connect=None, sock_read=None, sock_connect=connect, ceil_threshold=math.inf
     )
@@ -55,6 +58,9 @@ class AiohttpTransport:
                 timeout=_timeout(None),
                 auto_decompress=True,
                 trust_env=False,  # base URLs come only from config, not from ambient proxies
+                # No cookie jar: a provider's cookies must not carry from one tenant's request
+                # to another's, and matching cookies costs CPU on every request.
+                cookie_jar=aiohttp.DummyCookieJar(),
             )
         return self._session
 

@@ -1,0 +1,281 @@
+"""Slow clients, the hot-path dispatch and the cheap access log: a client that sends half a
+body and stalls gets a 408 and loses its connection; the fast dispatch serves the inbound
+endpoints and steps aside for CORS; a forwarded remote caller is not loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+import json
+import logging
+import socket
+import time
+
+import pytest
+import uvicorn
+
+from failover.gateway import create_app
+from failover.gateway._app import GatewayApp
+from failover.gateway._logs import BatchingStreamHandler
+from failover.gateway._openai import parse_body
+from failover.gateway._protocol import HeadTimeoutProtocol
+from failover.gateway._settings import settings_from_dict
+from failover.model import ConfigError
+
+from ._kit import ACME_KEY, Kit, ServerThread, chat_body
+
+
+class _HeadTimeoutServer(ServerThread):
+    """The kit's server thread, with the protocol ``failover serve`` uses (httptools plus a
+    deadline on the request head) and a short head deadline."""
+
+    def __init__(self, app: object, head_timeout_s: float) -> None:
+        super().__init__(app)  # type: ignore[arg-type]
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, log_level="warning", lifespan="on", http=HeadTimeoutProtocol, timeout_keep_alive=30)  # type: ignore[arg-type]
+        )
+        self.head_timeout_s = head_timeout_s
+
+    def __enter__(self) -> _HeadTimeoutServer:
+        self._old = HeadTimeoutProtocol.head_timeout_s
+        HeadTimeoutProtocol.head_timeout_s = self.head_timeout_s
+        super().__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        HeadTimeoutProtocol.head_timeout_s = self._old
+
+
+def _recv_all(sock: socket.socket, limit: float) -> bytes:
+    """Everything the server sends until it closes the connection (or ``limit`` seconds)."""
+    sock.settimeout(limit)
+    out = b""
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            break
+        if not chunk:
+            return out + b"<closed>"
+        out += chunk
+    return out
+
+
+def _read_response(sock: socket.socket) -> bytes:
+    """One whole HTTP response with a content-length (head and body)."""
+    sock.settimeout(10)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, "connection closed before the response head"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "connection closed mid-body"
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+def test_half_a_body_then_silence_is_a_408_and_the_connection_is_closed() -> None:
+    kit = Kit()
+    app = create_app(kit.router, dataclasses.replace(kit.settings, body_timeout_s=0.5))
+    body = json.dumps(chat_body()).encode()
+    head = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\n"
+        + f"authorization: Bearer {ACME_KEY}\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+    )
+    with ServerThread(app) as server, socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(head + body[: len(body) // 2])
+        t0 = time.monotonic()
+        answer = _recv_all(sock, 15.0)  # wide margin: the setting is 0.5 s
+        waited = time.monotonic() - t0
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert answer.endswith(b"<closed>"), "the server must close the stalled connection"
+    payload = json.loads(answer.split(b"\r\n\r\n", 1)[1].removesuffix(b"<closed>"))
+    assert payload["error"]["code"] == "body_timeout"
+    assert "gateway.limits.body_timeout_s" in payload["error"]["message"]
+    assert 0.4 <= waited < 10.0
+
+
+def test_a_whole_body_sent_in_pieces_within_the_limit_is_served() -> None:
+    kit = Kit()
+    app = create_app(kit.router, dataclasses.replace(kit.settings, body_timeout_s=5.0))
+    body = json.dumps(chat_body()).encode()
+    head = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\n"
+        + f"authorization: Bearer {ACME_KEY}\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+    )
+    with ServerThread(app) as server, socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(head + body[:10])
+        time.sleep(0.2)
+        sock.sendall(body[10:])
+        answer = _recv_all(sock, 15.0)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+
+
+def test_body_timeout_setting_is_validated() -> None:
+    assert settings_from_dict({"limits": {"body_timeout_s": 2.5}}).body_timeout_s == 2.5
+    with pytest.raises(ConfigError) as err:
+        settings_from_dict({"limits": {"body_timeout_s": 0}})
+    assert "gateway.limits.body_timeout_s" in str(err.value)
+
+
+def test_fast_dispatch_serves_the_inbound_endpoints_and_steps_aside_for_cors() -> None:
+    kit = Kit()
+    app = kit.app
+    assert isinstance(app, GatewayApp)
+    assert "/v1/chat/completions" in app.fast_routes
+    assert "/v1/models" not in app.fast_routes  # plain Starlette endpoints keep the router
+    with_cors = create_app(kit.router, dataclasses.replace(kit.settings, cors_origins=("https://app.example.com",)))
+    assert isinstance(with_cors, GatewayApp) and with_cors.fast_routes == {}
+
+
+async def test_fast_dispatch_answers_like_starlette_for_other_methods_and_paths() -> None:
+    kit = Kit()
+    async with kit.client() as c:
+        r = await c.get("/v1/chat/completions")
+        assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
+        r = await c.post("/v1/chat/completions/", json=chat_body())
+        assert r.status_code in (307, 404, 405)
+        r = await c.post("/v1/chat/completions", json=chat_body())
+        assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+        assert int(r.headers["content-length"]) == len(r.content)
+
+
+async def test_an_open_gateway_refuses_a_remote_caller_forwarded_by_a_local_proxy() -> None:
+    kit = Kit(open=True)
+    async with kit.client(key=None) as c:
+        ok = await c.post("/v1/chat/completions", json=chat_body(), headers={"x-forwarded-for": "127.0.0.1"})
+        assert ok.status_code == 200
+        far = await c.post("/v1/chat/completions", json=chat_body(), headers={"x-forwarded-for": "8.8.8.8, 127.0.0.1"})
+        assert far.status_code == 403 and far.json()["error"]["code"] == "loopback_only"
+
+
+async def test_batching_handler_writes_within_its_interval_and_warnings_at_once() -> None:
+    out = io.StringIO()
+    handler = BatchingStreamHandler(out, interval=0.05)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logger = logging.getLogger("failover.test.batching")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        logger.info("one")
+        logger.info("two")
+        assert out.getvalue() == ""  # held for at most the interval
+        await asyncio.sleep(0.2)
+        assert out.getvalue() == "INFO one\nINFO two\n"
+        logger.info("three")
+        logger.warning("four")  # a warning flushes everything at once, in order
+        assert out.getvalue().endswith("INFO three\nWARNING four\n")
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+
+
+def test_batching_handler_outside_an_event_loop_writes_at_once() -> None:
+    out = io.StringIO()
+    handler = BatchingStreamHandler(out)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.handle(logging.makeLogRecord({"msg": "hello", "levelno": logging.INFO, "levelname": "INFO"}))
+    assert out.getvalue() == "hello\n"
+
+
+def test_the_fast_body_path_and_the_general_path_agree() -> None:
+    kit = Kit()
+    gw = kit.app.state.gateway
+    bodies = [
+        chat_body(),
+        chat_body(max_tokens=5, temperature=0.5, stop=["x"], stream=True, stream_options={"include_usage": True}),
+        {
+            "model": "tools",
+            "messages": [
+                {"role": "system", "content": "s"},
+                {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": "42"},
+            ],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+            "tool_choice": {"type": "function", "function": {"name": "f"}},
+            "user": "ignored",
+        },
+    ]
+    for b in bodies:
+        raw = json.dumps(b).encode()
+        assert gw.chat_body(raw) == parse_body(json.loads(raw))
+
+
+async def test_invalid_bodies_keep_their_error_messages() -> None:
+    kit = Kit()
+    async with kit.client() as c:
+        r = await c.post(
+            "/v1/chat/completions",
+            content=b'{"model": "chat", "messages": [',
+            headers={"content-type": "application/json"},
+        )
+        assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
+        r = await c.post("/v1/chat/completions", json={"model": "chat", "messages": [{"role": "user"}]})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "messages[0].content"
+        deep: object = "x"
+        for _ in range(40):
+            deep = [deep]
+        r = await c.post("/v1/chat/completions", json={"model": "chat", "messages": deep})
+        assert r.status_code == 400 and r.json()["error"]["code"] == "json_too_deep"
+
+
+def test_half_a_request_head_then_silence_is_a_408_and_the_connection_is_closed() -> None:
+    kit = Kit()
+    with _HeadTimeoutServer(kit.app, 0.5) as server, socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\ncontent-ty")
+        t0 = time.monotonic()
+        answer = _recv_all(sock, 15.0)
+        waited = time.monotonic() - t0
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert answer.endswith(b"<closed>")
+    assert 0.4 <= waited < 10.0
+
+
+def test_a_connection_that_sends_nothing_is_closed() -> None:
+    kit = Kit()
+    with _HeadTimeoutServer(kit.app, 0.5) as server, socket.create_connection(("127.0.0.1", server.port)) as sock:
+        answer = _recv_all(sock, 15.0)
+    assert answer.endswith(b"<closed>")
+
+
+def test_an_idle_keep_alive_connection_outlives_the_head_deadline() -> None:
+    kit = Kit()
+    body = json.dumps(chat_body()).encode()
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\n"
+        + f"authorization: Bearer {ACME_KEY}\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    with _HeadTimeoutServer(kit.app, 0.3) as server, socket.create_connection(("127.0.0.1", server.port)) as sock:
+        for _ in range(2):
+            sock.sendall(request)
+            answer = _read_response(sock)
+            assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+            time.sleep(0.8)  # idle between requests: timeout_keep_alive (30 s) applies, not the head deadline
+
+
+def test_failover_serve_uses_the_head_deadline_from_the_settings() -> None:
+    from failover.gateway._serve import http_protocol
+
+    old = HeadTimeoutProtocol.head_timeout_s
+    try:
+        proto = http_protocol(settings_from_dict({"limits": {"header_timeout_s": 3.5}}))
+        assert proto is HeadTimeoutProtocol and HeadTimeoutProtocol.head_timeout_s == 3.5
+    finally:
+        HeadTimeoutProtocol.head_timeout_s = old
