@@ -34,6 +34,7 @@ from ..model import (
     Capability,
     ConfigError,
     Envelope,
+    Exclusion,
     Failure,
     FailureKind,
     PartialOutput,
@@ -51,6 +52,7 @@ from ..model import (
     Validation,
     disposition,
 )
+from ..model._record import watch_connect
 from ..policy import (
     Backoff,
     BreakerBoard,
@@ -67,7 +69,9 @@ from ..policy import (
     Unlimited,
     plan,
 )
+from ..policy._breaker import BreakerEvent
 from ..policy._canary import CanaryGate, StatsBoard, canary_problems
+from ..policy._shared import close_shared, shared_policies
 from ..providers import dialect_for
 from ..telemetry import AttemptStarted, Hook, Hooks, RequestStarted
 from ..telemetry import Backoff as Waited
@@ -85,7 +89,7 @@ from ..validation import check_contract, checks_anything, repair_request, valida
 from ._hooks import DegradeHandler, QualityGate, degraded
 from ._record import Recorder, last_failure_kind
 from ._stream import Output, RouteStream, _Partial, stream_exchange
-from ._telemetry import attempt_ended, request_ended
+from ._telemetry import attempt_ended, breaker_changed, request_ended
 
 if TYPE_CHECKING:
     from ..providers import DialectAdapter
@@ -159,6 +163,8 @@ class Router:
         self.count_timeout = count_timeout
         # Telemetry (failover.telemetry): every request's events; nothing is built when empty.
         self.hooks = Hooks(hooks)
+        if isinstance(self.breakers, BreakerBoard):  # breaker state changes reach the hooks too
+            self.breakers.hooks.append(self._breaker_changed)
         for r in self.routes.values():
             check_contract(r.contract)  # a bad pattern or language fails at start-up, not on a request
             problems = canary_problems(r)
@@ -180,7 +186,14 @@ class Router:
     ) -> Router:
         """A Router over the routes of a YAML file (or an already loaded Config)."""
         cfg = config if isinstance(config, Config) else load_config(config)
-        return cls(cfg.routes, transport=transport, retry_budget=cfg.retry_budget, backoff=cfg.backoff, **kw)
+        # a `state:` section (sqlite/redis) shares breakers, limiters and the retry budget
+        shared = shared_policies(cfg.state, cfg.retry_budget)
+        if cfg.breakers is not None:  # the file's `breakers:` tuning, on the shared store if there is one
+            board = shared.get("breakers")
+            store = board.store if isinstance(board, BreakerBoard) else None
+            shared["breakers"] = BreakerBoard(cfg.breakers, store=store)
+        kw = {"retry_budget": cfg.retry_budget, **shared, **kw}
+        return cls(cfg.routes, transport=transport, backoff=cfg.backoff, **kw)
 
     def dialect(self, target: Target) -> DialectAdapter:
         d = self._dialects.get(target.dialect)
@@ -239,8 +252,13 @@ class Router:
         run = _Run(self, self.route(route), request, env, stream=True, restart_on_partial=restart_on_partial)
         return RouteStream(run, coalesce=coalesce)
 
+    def _breaker_changed(self, event: BreakerEvent) -> None:
+        if self.hooks:
+            self.hooks(breaker_changed(event))
+
     async def aclose(self) -> None:
         await self.transport.aclose()
+        await close_shared(self.breakers, self.limiters, self.retry_budget)  # failover.state, if any
 
     async def __aenter__(self) -> Router:
         return self
@@ -286,6 +304,7 @@ class _Run:
         self.launched = 0
         self.used: Attempt | None = None
         self.retry_after_until: float | None = None
+        self.skips: list[tuple[float, FailureKind]] = []  # candidates turned away for now: (until, why)
         self._tokens: dict[str, int] = {}
         self._exact: dict[str, int] = {}  # target name -> the provider's own count
         self.compacted = False
@@ -357,7 +376,9 @@ class _Run:
             breakers=self.router.breakers,
         )
 
-    def unavailable(self, kind: FailureKind, message: str, *, stopped: bool = False) -> Unavailable:
+    def unavailable(
+        self, kind: FailureKind, message: str, *, stopped: bool = False, retryable: bool | None = None
+    ) -> Unavailable:
         now = self.loop.time()
         record = self.rec.freeze(now, used=None, outcome=kind.value, stopped=stopped)
         retry_after_ms = None
@@ -367,11 +388,47 @@ class _Run:
         return Unavailable(
             kind,
             message,
-            retryable=disposition(kind).retryable,
+            retryable=disposition(kind).retryable if retryable is None else retryable,
             retry_after_ms=retry_after_ms,
             request_id=self.rec.request_id,
             record=record,
         )
+
+    def skip(self, until: float, kind: FailureKind) -> None:
+        """A candidate turned away for now (open breaker, cool-down, limiter wait) until ``until``."""
+        self.skips.append((until, kind))
+
+    def skipped_in_plan(self, excluded: Iterable[Exclusion]) -> None:
+        """The plan's temporary exclusions (cool-downs and breakers) as skips; the rest are final."""
+        names = {e.target: e.reason for e in excluded}
+        for t in self.route.targets:
+            reason = names.get(t.name)
+            if reason is None:
+                continue
+            if reason.startswith("cooling down"):
+                cooling = self.router.health.cooling(t, self.t0)
+                if cooling is not None:
+                    self.skip(self.t0 + cooling[0], FailureKind.RATE_LIMITED)
+            elif reason.startswith(_BREAKER_REASONS):
+                self.skip_breaker(t, self.t0)
+
+    def skip_breaker(self, target: Target, now: float) -> None:
+        hold = self.router.breakers.hold(target, now)
+        if hold is not None:  # the kind that opened it; a breaker's failures are the provider's
+            self.skip(now + hold.wait, hold.kind or FailureKind.PROVIDER_SERVER_ERROR)
+
+    def come_back_later(self, message: str) -> Unavailable | None:
+        """Every candidate that could serve was only turned away for now: retryable, at the earliest return.
+
+        An open circuit, a cool-down or a limiter wait is temporary, so the request is not a
+        contract failure: the caller is told the kind that keeps it away (an open breaker's
+        is the failure that opened it) and when the first of them lets a request through.
+        """
+        if not self.skips:
+            return None
+        until, kind = min(self.skips, key=lambda s: s[0])
+        self.retry_after_until = max(until, self.loop.time() + 0.001)
+        return self.unavailable(kind, message, retryable=True)
 
     def partial(self, failure: Failure) -> _Partial:
         now = self.loop.time()
@@ -410,12 +467,17 @@ class _Run:
         self.rec.excluded.extend(p.excluded)
         if route.primary:
             self.rec.input_tokens = self.input_tokens(route.primary[0])
+        if p.excluded:
+            self.skipped_in_plan(p.excluded)
         if not p.candidates:
+            why = "; ".join(f"{e.target}: {e.reason}" for e in p.excluded) or "the route has no targets"
+            later = self.come_back_later(f"no candidate can serve this request now ({why})")
+            if later is not None:
+                raise later
             cooling = [self.router.health.cooling(t, self.t0) for t in route.targets]
             waits = [c[0] for c in cooling if c is not None]
             if waits:
                 self.retry_after_until = self.t0 + min(waits)
-            why = "; ".join(f"{e.target}: {e.reason}" for e in p.excluded) or "the route has no targets"
             kind = FailureKind.RATE_LIMITED if waits and len(waits) == len(p.excluded) else FailureKind.CONTRACT_FAILURE
             if not waits and self.overflows(p.required) and len(self.overflows(p.required)) == len(p.excluded):
                 kind = FailureKind.CONTEXT_OVERFLOW
@@ -448,7 +510,13 @@ class _Run:
             )
         if last is None:
             why = "; ".join(f"{e.target}: {e.reason}" for e in self.rec.excluded)
-            raise self.unavailable(FailureKind.CONTRACT_FAILURE, f"no candidate could be tried ({why})")
+            later = self.come_back_later(f"no candidate could be tried now ({why})")
+            if later is not None:
+                raise later
+            # skipped by the client-side limiter: the target's rate limit, retryable later, not a contract problem
+            limited = any(e.reason.startswith("client-side rate limit") for e in self.rec.excluded)
+            kind = FailureKind.RATE_LIMITED if limited else FailureKind.CONTRACT_FAILURE
+            raise self.unavailable(kind, f"no candidate could be tried ({why})")
         tried = ", ".join(sorted({a.target for a in self.rec.attempts}))
         lf = next(a.failure for a in reversed(self.rec.attempts) if a.failure is not None)
         detail = f"last failure on {self.rec.attempts[-1].target}: {lf.label}: {lf.message}"
@@ -530,7 +598,16 @@ class _Run:
         ledger, env = self.router.ledger, self.env
         if ledger is None or env.task_id is None or env.side_effects is SideEffectMode.NONE:
             return
-        decision = await ledger.side_effects(env.task_id, env.side_effects, resumed_from=env.resumed_from)
+        try:
+            decision = await ledger.side_effects(env.task_id, env.side_effects, resumed_from=env.resumed_from)
+        except Exception as exc:  # the store is down or slow: fail closed, never replay blindly
+            log.warning("request %s: the ledger could not be read: %r", self.rec.request_id, exc)
+            raise self.unavailable(
+                FailureKind.SIDE_EFFECT_UNCERTAIN,
+                f"{what} refused: the tool ledger could not be read ({type(exc).__name__}), so whether a side "
+                f"effect of task {env.task_id} already happened is unknown",
+                stopped=True,
+            ) from exc
         if decision.refused:
             self.rec.uncertain_operation = decision.operation_name
             raise self.unavailable(
@@ -640,14 +717,23 @@ class _Run:
                     tenant=self.env.tenant,
                 )
             except LimitWaitTooLong as exc:
+                if math.isfinite(exc.wait_seconds):  # when the caller may come back (Retry-After)
+                    until = loop.time() + exc.wait_seconds
+                    if self.retry_after_until is None or until < self.retry_after_until:
+                        self.retry_after_until = until
+                    self.skip(until, FailureKind.RATE_LIMITED)
                 return f"client-side rate limit: {exc}"
             if reservation.waited > 0:
                 self.waited(target.name, asked, "rate_limit")
         start = loop.time()
-        permits, rejected = router.breakers.admit(target, start)
+        breakers = router.breakers  # shared breakers (failover.state) admit in one awaited round trip
+        permits, rejected = (
+            breakers.admit(target, start) if breakers.local else await breakers.admit_shared(target, start)
+        )
         if rejected is not None:
             if reservation is not None:
                 reservation.release(sent=False)
+            self.skip_breaker(target, start)
             return rejected
         if router.hooks:
             router.hooks(
@@ -721,7 +807,7 @@ class _Run:
             exc = sys.exc_info()[1]
             outcome = "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
             record = self.rec.freeze(now, used=None, outcome=outcome, stopped=True)
-        self.router.hooks(request_ended(record, now))
+        self.router.hooks(request_ended(record, now, tenant=self.env.tenant))
 
     def record_cancelled(self, target: Target, phase: Phase, start: float, hedge: bool) -> None:
         """A cancelled attempt (a lost hedge, a caller gone) was sent and may be billed."""
@@ -757,6 +843,7 @@ class _Run:
         outcome: Response | Failure
         status: int | None = None
         first_event: float | None = None
+        connected = watch_connect()  # a transport that can tell reports when it connected
         try:
             if streamed:
                 status, outcome, first_event = await stream_exchange(self, target, request, start, total, connect)
@@ -820,6 +907,7 @@ class _Run:
             first_event_timeout=min(target.timeouts.first_event, total) if streamed else None,
             idle_timeout=target.timeouts.idle if streamed else None,
             first_event=None if first_event is None else first_event - self.t0,
+            connected=connected[0] - self.t0 if connected else None,
             outcome="ok" if failure is None else failure.label,
             failure=failure,
             hedge=hedge,
@@ -845,6 +933,8 @@ class _Run:
         return outcome
 
 
+# How BreakerBoard.rejection words an open or full half-open breaker (an exclusion for now).
+_BREAKER_REASONS = ("circuit open", "key+model circuit open", "half-open", "key+model half-open")
 _CONTRACT_KINDS = frozenset({FailureKind.SCHEMA_INVALID, FailureKind.TOOL_CALL_MALFORMED, FailureKind.CONTRACT_FAILURE})
 
 
