@@ -1,4 +1,4 @@
-"""The production transport: one pooled httpx.AsyncClient shared by every attempt."""
+"""An alternative transport: one pooled httpx.AsyncClient shared by every attempt."""
 
 from __future__ import annotations
 
@@ -6,10 +6,22 @@ import asyncio
 import contextlib
 import math
 from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import httpx
 
+from ..model._record import mark_connected
 from ._types import HttpRequest, HttpResponse, StreamingResponse, TransportError
+
+
+async def _on_trace(name: str, info: Mapping[str, Any]) -> None:
+    """httpcore's trace hook: the request's headers start going out once a connection (new
+    or pooled) is ready, which is when ``Attempt.connected`` is marked."""
+    if name.endswith("send_request_headers.started"):
+        mark_connected(asyncio.get_running_loop().time())
+
+
+_TRACE: dict[str, Any] = {"trace": _on_trace}
 
 
 class HttpxTransport:
@@ -50,7 +62,12 @@ class HttpxTransport:
         try:
             async with asyncio.timeout(cap):
                 resp = await self._client.request(
-                    request.method, request.url, content=body or None, headers=headers, timeout=timeout
+                    request.method,
+                    request.url,
+                    content=body or None,
+                    headers=headers,
+                    timeout=timeout,
+                    extensions=_TRACE,
                 )
         except TimeoutError as exc:
             raise TransportError("total", f"no complete response within {total_timeout:.3f}s") from exc
@@ -83,7 +100,12 @@ class HttpxTransport:
             headers.setdefault("content-type", "application/json")
         headers.setdefault("accept", "text/event-stream")
         req = self._client.build_request(
-            request.method, request.url, content=request.body_bytes() or None, headers=headers, timeout=timeout
+            request.method,
+            request.url,
+            content=request.body_bytes() or None,
+            headers=headers,
+            timeout=timeout,
+            extensions=_TRACE,
         )
         try:
             resp = await self._client.send(req, stream=True)
