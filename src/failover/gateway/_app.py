@@ -21,7 +21,7 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -46,6 +46,7 @@ from ..model import (
     RouteRecord,
     Unavailable,
 )
+from ..model import Response as Answer
 from ..router import Router, RouteStream
 from ._envelope import envelope_from
 from ._errors import ApiError, Scrubber, unavailable_error
@@ -500,19 +501,96 @@ def _shutting_down() -> ApiError:
     )
 
 
-class ChatCompletions:
-    """``POST /v1/chat/completions`` as an ASGI app."""
+class _DialectBody(Protocol):
+    """What the lifecycle reads of a parsed body, whatever its dialect."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def stream(self) -> bool | None: ...
+
+
+_B = TypeVar("_B", bound=_DialectBody)
+
+
+def _check_route(router: Router, route: str, tenant: Tenant | None) -> None:
+    """404 for a ``model`` that names no route, 403 for a route the tenant may not use."""
+    if route not in router.routes:
+        raise ApiError(
+            404,
+            f"the model {route!r} does not exist: it must name a route of this gateway (GET /v1/models)",
+            code="model_not_found",
+            param="model",
+        )
+    if tenant is not None and not tenant.allows(route):
+        raise ApiError(
+            403,
+            f"this API key may not use route {route!r}",
+            type="permission_error",
+            code="route_not_allowed",
+            param="model",
+        )
+
+
+class Endpoint(Generic[_B]):
+    """One dialect's ``POST`` endpoint as an ASGI app: the request lifecycle every dialect
+    shares (drain check, auth, body, route, envelope, quotas, in-flight registration, the
+    interruptible call, error mapping, accounting), written once so the dialects cannot
+    drift apart. A subclass gives only what its wire format changes: how to read the key and
+    the body, how to render the answer, the stream and the errors (see the methods below).
+
+    The chat endpoint is the hot path: each hook is one plain method call, and the answer is
+    sent straight to the server (:func:`_send_json`), not through a Starlette ``Response``."""
+
+    path: str  # for the 405 message
 
     def __init__(self, gateway: Gateway) -> None:
         self.gw = gateway
+
+    # -- what a dialect gives -------------------------------------------------------------------
+
+    def credentials(self, headers: dict[str, str]) -> Mapping[str, str]:
+        """The headers :meth:`Gateway.authenticate` reads (by default the request's own)."""
+        return headers
+
+    def parse(self, raw: bytes) -> _B:
+        """The body decoded and validated; an ApiError (400 naming the field) if it is not."""
+        raise NotImplementedError
+
+    def to_request(self, body: _B) -> Request:
+        """The body as the router's Request; an ApiError if it cannot be translated."""
+        raise NotImplementedError
+
+    def wire(self, body: _B, route: str, envelope: Envelope) -> SseWire:
+        """How this dialect writes an SSE answer for ``body``."""
+        raise NotImplementedError
+
+    def answer(
+        self, resp: Answer, route: str, request_id: str, record: RouteRecord | None
+    ) -> tuple[bytes, Mapping[str, str]]:
+        """A plain answer's JSON body and headers."""
+        raise NotImplementedError
+
+    def error_response(
+        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
+    ) -> Response:
+        """An ApiError in this dialect's error format."""
+        raise NotImplementedError
+
+    def status(self, err: ApiError) -> int:
+        """The HTTP status this dialect answers ``err`` with (and counts it under)."""
+        return err.status
+
+    # -- the lifecycle --------------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         gw = self.gw
         router = gw.router  # a reload swaps gw.router; this request finishes on the one it started with
         started = time.perf_counter()
         if scope["method"] != "POST":
-            err = ApiError(405, "use POST for /v1/chat/completions", code="method_not_allowed")
-            await gw.error_response(err)(scope, receive, send)
+            err = ApiError(405, f"use POST for {self.path}", code="method_not_allowed")
+            await self.error_response(err)(scope, receive, send)
             return
         headers = _header_map(scope)
         tenant: Tenant | None = None
@@ -520,26 +598,12 @@ class ChatCompletions:
         try:
             if gw.draining:
                 raise _shutting_down()
-            tenant = gw.authenticate(scope, headers)
-            body = gw.chat_body(await gw.read_body(receive, headers))
+            tenant = gw.authenticate(scope, self.credentials(headers))
+            body = self.parse(await gw.read_body(receive, headers))
             route = body.model
-            if route not in router.routes:
-                raise ApiError(
-                    404,
-                    f"the model {route!r} does not exist: it must name a route of this gateway (GET /v1/models)",
-                    code="model_not_found",
-                    param="model",
-                )
-            if tenant is not None and not tenant.allows(route):
-                raise ApiError(
-                    403,
-                    f"this API key may not use route {route!r}",
-                    type="permission_error",
-                    code="route_not_allowed",
-                    param="model",
-                )
+            _check_route(router, route, tenant)
             envelope = envelope_from(headers, gw.settings.envelope, tenant=tenant.name if tenant is not None else None)
-            req = to_request(body)
+            req = self.to_request(body)
             quotas = gw.quotas  # last: a refused request takes nothing; shared quotas await the store
             max_cost = (
                 quotas.admit(tenant, envelope.max_cost)
@@ -561,7 +625,7 @@ class ChatCompletions:
             return
         except ApiError as err:
             gw.finish(
-                status=err.status,
+                status=self.status(err),
                 route=route,
                 tenant=tenant,
                 request_id=None,
@@ -569,13 +633,13 @@ class ChatCompletions:
                 started=started,
                 code=err.code,
             )
-            await gw.error_response(err)(scope, receive, send)
+            await self.error_response(err)(scope, receive, send)
             return
         stop = gw.enter(router)
         try:
             if body.stream:
-                include_usage = body.stream_options is not None and body.stream_options.include_usage
-                reply = _StreamReply(gw, router, route, req, envelope, include_usage, tenant, started, stop)
+                wire = self.wire(body, route, envelope)
+                reply = _StreamReply(gw, router, route, req, envelope, tenant, started, stop, wire)
                 await reply(scope, receive, send)
             else:
                 await self._complete(scope, receive, send, router, route, req, envelope, tenant, started, stop)
@@ -595,6 +659,7 @@ class ChatCompletions:
         started: float,
         stop: asyncio.Future[None],
     ) -> None:
+        """One plain answer; a client that leaves (or the drain) cancels the upstream call."""
         gw = self.gw
         response: Response
         try:
@@ -602,7 +667,7 @@ class ChatCompletions:
         except Unavailable as exc:
             err = unavailable_error(exc, gw.scrub)
             gw.finish(
-                status=err.status,
+                status=self.status(err),
                 route=route,
                 tenant=tenant,
                 request_id=exc.request_id,
@@ -611,7 +676,7 @@ class ChatCompletions:
                 note=exc.reason.value,
                 code=err.code,
             )
-            response = gw.error_response(err, request_id=exc.request_id, record=exc.record)
+            response = self.error_response(err, request_id=exc.request_id, record=exc.record)
         except Exception as exc:
             log.error("internal error on route %s request %s: %s", route, envelope.request_id, type(exc).__name__)
             err = ApiError(500, f"internal gateway error (request id {envelope.request_id})", type="server_error")
@@ -624,7 +689,7 @@ class ChatCompletions:
                 started=started,
                 note=f"internal error {type(exc).__name__}",
             )
-            response = gw.error_response(err, request_id=envelope.request_id)
+            response = self.error_response(err, request_id=envelope.request_id)
         else:
             if isinstance(outcome, _Interrupted):  # the client left or the drain cut us: upstream cancelled
                 cut = outcome.reason == "drain"
@@ -644,17 +709,45 @@ class ChatCompletions:
                     raise outcome.outer
                 if not cut:
                     return
-                response = gw.error_response(_shutting_down(), request_id=envelope.request_id)
+                response = self.error_response(_shutting_down(), request_id=envelope.request_id)
             else:
                 record = outcome.record
-                out = completion_body(
-                    outcome, completion_id=_new_completion_id(), created=int(time.time()), model=route
-                )
                 request_id = record.request_id if record is not None else envelope.request_id
+                out, out_headers = self.answer(outcome, route, request_id, record)
                 gw.finish(status=200, route=route, tenant=tenant, request_id=request_id, record=record, started=started)
-                await _send_json(send, 200, _dumps(out), record_headers(request_id, record))
+                await _send_json(send, 200, out, out_headers)
                 return
         await response(scope, receive, send)
+
+
+class ChatCompletions(Endpoint[ChatCompletionBody]):
+    """``POST /v1/chat/completions``: the OpenAI dialect of :class:`Endpoint`."""
+
+    path = "/v1/chat/completions"
+
+    def parse(self, raw: bytes) -> ChatCompletionBody:
+        return self.gw.chat_body(raw)
+
+    def to_request(self, body: ChatCompletionBody) -> Request:
+        return to_request(body)
+
+    def wire(self, body: ChatCompletionBody, route: str, envelope: Envelope) -> SseWire:
+        include_usage = body.stream_options is not None and body.stream_options.include_usage
+        renderer = ChunkRenderer(
+            _new_completion_id(), int(time.time()), route, include_usage, request_id=envelope.request_id
+        )
+        return _ChatWire(self.gw, renderer)
+
+    def answer(
+        self, resp: Answer, route: str, request_id: str, record: RouteRecord | None
+    ) -> tuple[bytes, Mapping[str, str]]:
+        out = completion_body(resp, completion_id=_new_completion_id(), created=int(time.time()), model=route)
+        return _dumps(out), record_headers(request_id, record)
+
+    def error_response(
+        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
+    ) -> Response:
+        return self.gw.error_response(err, request_id=request_id, record=record)
 
 
 class SseWire(Protocol):
@@ -711,8 +804,7 @@ class _ChatWire:
 
 
 class _StreamReply:
-    """One SSE answer fed by ``Router.stream``, in the format of its :class:`SseWire`
-    (``chat.completion.chunk`` unless another wire is given).
+    """One SSE answer fed by ``Router.stream``, in the format of its :class:`SseWire`.
 
     Nothing is sent until the router passes its commit point (the first content event): a
     failure before it is an ordinary error response with its status. After it, a failure ends
@@ -727,11 +819,10 @@ class _StreamReply:
         route: str,
         request: Request,
         envelope: Envelope,
-        include_usage: bool,
         tenant: Tenant | None,
         started: float,
         stop: asyncio.Future[None],
-        wire: SseWire | None = None,
+        wire: SseWire,
     ) -> None:
         self.gw = gw
         self.router = router
@@ -742,11 +833,6 @@ class _StreamReply:
         self.tenant = tenant
         self.started = started
         self.sent_headers = False
-        if wire is None:
-            renderer = ChunkRenderer(
-                _new_completion_id(), int(time.time()), route, include_usage, request_id=envelope.request_id
-            )
-            wire = _ChatWire(gw, renderer)
         self.wire = wire
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -1142,4 +1228,4 @@ def create_app(
     return app
 
 
-__all__ = ["ChatCompletions", "Gateway", "GatewayApp", "create_app", "record_headers"]
+__all__ = ["ChatCompletions", "Endpoint", "Gateway", "GatewayApp", "create_app", "record_headers"]

@@ -23,10 +23,11 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..ledger import Ledger, LedgerStore, MemoryStore, SQLiteStore
 from ..model import ConfigError
+from ._spec import validate_section
 
 
 class LedgerSpec(BaseModel):
@@ -49,15 +50,7 @@ def ledger_spec_from(data: Any) -> LedgerSpec | None:
         return None
     if not isinstance(data, Mapping):
         raise ConfigError("ledger", "the ledger section is not a mapping", "give it keys such as backend: and url:")
-    try:
-        spec = LedgerSpec.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = "ledger" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
-        fix = "remove it, or check its spelling against docs/deploy.md"
-        if first["type"] != "extra_forbidden":
-            fix = f"correct the value of {loc}"
-        raise ConfigError(loc, first["msg"], fix) from None
+    spec = validate_section(LedgerSpec, data, "ledger", "docs/deploy.md")
     if spec.backend in ("redis", "postgres") and spec.url is None and spec.url_env is None:
         raise ConfigError("ledger.url", f"the {spec.backend} ledger needs a URL", "set ledger.url or ledger.url_env")
     if spec.url is not None and spec.url_env is not None:

@@ -32,11 +32,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..config import Config, config_from_dict, read_yaml
 from ..model import ConfigError, SideEffectMode
 from ._ledger import LedgerSpec, ledger_spec_from
+from ._spec import validate_section
 
 REQUEST_HEADERS = (
     "x-failover-deadline-ms",
@@ -244,15 +245,7 @@ def settings_from_dict(
         data = {}
     if not isinstance(data, Mapping):
         raise ConfigError("gateway", "the gateway section is not a mapping", "give it keys such as tenants:, admin:")
-    try:
-        spec = GatewaySpec.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = "gateway" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
-        fix = "remove it, or check its spelling against docs/gateway.md"
-        if first["type"] != "extra_forbidden":
-            fix = f"correct the value of {loc}"
-        raise ConfigError(loc, first["msg"], fix) from None
+    spec = validate_section(GatewaySpec, data, "gateway", "docs/gateway.md")
     tenants = []
     for name, t in spec.tenants.items():
         where = f"gateway.tenants.{name}"
