@@ -701,23 +701,27 @@ class BreakerBoard:
             expected = self._scope(target) if p.layer == "target" else key_model_scope(target)
             if p.scope != expected:
                 raise ValueError(f"permit for {p.scope!r} recorded against target {target.name!r}")
-        scope = self._scope(target)
-        if failure is None:
-            self._last_success[scope] = now
-        # Before its first success a target gets the same grace from its first outcome on:
-        # fast 529s at the onset of an overload arrive before the slower successes do.
-        since = self._last_success.get(scope)
-        if since is None:
-            since = self._first_seen.setdefault(scope, now)
-        graced = (
-            failure is not None
-            and failure.kind is FailureKind.PROVIDER_OVERLOADED
-            and now - since <= self.overload_grace
-        )
+        graced = self._graced(target, failure, now)
         kind = "" if failure is None else failure.kind.value
         for p in permits:
             outcome: Outcome = "ignored" if graced else _outcome_for(p.layer, failure)
             p.breaker.release(p, now, outcome=outcome, duration=duration, kind=kind)
+
+    def _graced(self, target: Target, failure: Failure | None, now: float) -> bool:
+        """Whether this outcome is an overload within the grace after the target's last success.
+
+        Notes a success first. Before its first success a target gets the same grace from its
+        first outcome on: fast 529s at the onset of an overload arrive before the slower
+        successes do. Shared by the in-process and the shared-store record paths.
+        """
+        scope = self._scope(target)
+        if failure is None:
+            self._last_success[scope] = now
+            return False
+        since = self._last_success.get(scope)
+        if since is None:
+            since = self._first_seen.setdefault(scope, now)
+        return failure.kind is FailureKind.PROVIDER_OVERLOADED and now - since <= self.overload_grace
 
     def hold(self, target: Target, now: float) -> BreakerHold | None:
         """Why the breakers of ``target`` turn it away now (the longer of the two), or None."""
@@ -825,17 +829,7 @@ class BreakerBoard:
         if not permits or not isinstance(permits[0], SharedPermit):
             BreakerBoard.record(self, target, permits, failure, duration, now)  # granted locally (store down)
             return
-        scope = self._scope(target)
-        if failure is None:
-            self._last_success[scope] = now
-        since = self._last_success.get(scope)
-        if since is None:
-            since = self._first_seen.setdefault(scope, now)
-        graced = (
-            failure is not None
-            and failure.kind is FailureKind.PROVIDER_OVERLOADED
-            and now - since <= self.overload_grace
-        )
+        graced = self._graced(target, failure, now)
         outcomes: list[Outcome] = ["ignored" if graced else _outcome_for(p.layer, failure) for p in permits]
         self._send(permits, outcomes, duration, "" if failure is None else failure.kind.value)
 

@@ -711,26 +711,13 @@ class TargetLimiter:
         becomes clear while queued, and at ``deadline_at`` at the latest. Cancelling the
         caller removes the request from the queue.
         """
-        if input_tokens < 0 or max_output_tokens < 0:
-            raise ValueError("token counts must be >= 0")
         loop = asyncio.get_running_loop()
         now = loop.time()
         w = self._waiter(input_tokens, max_output_tokens, deadline_at, tenant or DEFAULT_TENANT, now)
         for dim, amount in w.amounts.items():
             cap = self._buckets[dim].capacity
             if amount > cap + _tol(cap):
-                self._rejected += 1
-                unit = "request" if dim == "rpm" else "tokens"
-                raise LimitWaitTooLong(
-                    math.inf,
-                    cast(Dimension, dim),
-                    left=deadline_at - now,
-                    reason=(
-                        f"rate limit {dim}: needs {_fmt(amount)} {unit}, more than the whole bucket "
-                        f"({_fmt(cap)} = {self._configured[dim]:,} x {self.safety:g})"
-                    ),
-                    too_large=True,
-                )
+                raise self._too_large(dim, amount, cap, left=deadline_at - now)
         ten = self._tenants.get(w.tenant)
         if ten is None:
             ten = self._tenants[w.tenant] = _Tenant()
@@ -833,10 +820,7 @@ class TargetLimiter:
         tenant: str | None = None,
     ) -> Reservation:
         """:meth:`acquire` against the store's buckets: reserve, or sleep the wait it names and retry."""
-        if input_tokens < 0 or max_output_tokens < 0:
-            raise ValueError("token counts must be >= 0")
-        guard = self._store
-        assert guard is not None
+        assert self._store is not None
         loop = asyncio.get_running_loop()
         t0 = now = loop.time()
         slept = 0.0
@@ -845,52 +829,21 @@ class TargetLimiter:
         for dim, amount in w.amounts.items():
             cap = caps[dim]
             if amount > cap + _tol(cap):
-                self._rejected += 1
-                unit = "request" if dim == "rpm" else "tokens"
-                raise LimitWaitTooLong(
-                    math.inf,
-                    cast(Dimension, dim),
-                    left=deadline_at - now,
-                    reason=(
-                        f"rate limit {dim}: needs {_fmt(amount)} {unit}, more than the whole bucket "
-                        f"({_fmt(cap)} = {self._configured[dim]:,} x {self.safety:g})"
-                    ),
-                    too_large=True,
-                )
+                raise self._too_large(dim, amount, cap, left=deadline_at - now)
         rid = os.urandom(8).hex()
         while True:
-            try:
-                r = await guard.call(
-                    guard.store.reserve,
-                    self._scope,
-                    w.amounts,
-                    caps,
-                    window=self._window,
-                    reservation_id=rid,
-                    slots=self._shared_slots,
-                    lease=self._lease,
-                )
-            except StateUnavailable:  # fail open, at this process's local share of the quota
-                return await self._acquire_local(
-                    input_tokens=input_tokens,
-                    max_output_tokens=max_output_tokens,
-                    deadline_at=deadline_at,
-                    tenant=tenant,
-                )
+            r = await self._reserve_shared(w.amounts, rid)
+            if r is None:
+                break
             now = loop.time()
             if not r.granted and self._tasks and now < deadline_at:
                 # This process's own settles may still be on their way to the store (a slot, unused
                 # tokens): let them land and ask again, rather than poll or report a wait that is not.
                 await asyncio.gather(*tuple(self._tasks), return_exceptions=True)
-                again = await self._reserve_again(w.amounts, rid)
-                if again is None:
-                    return await self._acquire_local(
-                        input_tokens=input_tokens,
-                        max_output_tokens=max_output_tokens,
-                        deadline_at=deadline_at,
-                        tenant=tenant,
-                    )
-                r, now = again, loop.time()
+                r = await self._reserve_shared(w.amounts, rid)
+                if r is None:
+                    break
+                now = loop.time()
             if r.granted:
                 self._in_flight += 1
                 self._granted += 1
@@ -918,8 +871,16 @@ class TargetLimiter:
             # A little jitter, so the processes that were refused together do not retry together.
             await asyncio.sleep(wait + random.uniform(0.0, min(0.05, wait * 0.1 + 0.005)))
             slept += loop.time() - now
+        # The store is unavailable: fail open, at this process's local share of the quota.
+        return await self._acquire_local(
+            input_tokens=input_tokens,
+            max_output_tokens=max_output_tokens,
+            deadline_at=deadline_at,
+            tenant=tenant,
+        )
 
-    async def _reserve_again(self, amounts: dict[str, float], rid: str) -> Reserved | None:
+    async def _reserve_shared(self, amounts: dict[str, float], rid: str) -> Reserved | None:
+        """One reservation on the store; None when it is unavailable (the caller falls back)."""
         guard = self._store
         assert guard is not None
         try:
@@ -1091,7 +1052,25 @@ class TargetLimiter:
 
     # -- amounts and waits --------------------------------------------------------------------
 
+    def _too_large(self, dim: str, amount: float, cap: float, *, left: float) -> LimitWaitTooLong:
+        """The error for a request larger than a whole bucket (local or shared): no wait helps."""
+        self._rejected += 1
+        unit = "request" if dim == "rpm" else "tokens"
+        return LimitWaitTooLong(
+            math.inf,
+            cast(Dimension, dim),
+            left=left,
+            reason=(
+                f"rate limit {dim}: needs {_fmt(amount)} {unit}, more than the whole bucket "
+                f"({_fmt(cap)} = {self._configured[dim]:,} x {self.safety:g})"
+            ),
+            too_large=True,
+        )
+
     def _waiter(self, input_tokens: int, max_output: int, deadline_at: float, tenant: str, now: float) -> _Waiter:
+        """One request's amounts and fair-queue cost; checked here for both the local and the shared path."""
+        if input_tokens < 0 or max_output < 0:
+            raise ValueError("token counts must be >= 0")
         in_part: dict[str, float] = {}
         out_part: dict[str, float] = {}
         if "rpm" in self._buckets:

@@ -21,6 +21,11 @@ local function save(k, s, ttl)
 end
 local function num(v) if v == nil or v == '' then return nil end return tonumber(v) end
 local function str(x) if x == nil then return '' end return string.format('%.17g', x) end
+local function count(tbl)  -- entries of a map (probes in flight, slots leased): # counts arrays only
+  local n = 0
+  for _ in pairs(tbl) do n = n + 1 end
+  return n
+end
 """
 
 _BREAKER = r"""
@@ -113,19 +118,14 @@ local function advance(b, p, scope)
   b.pr = pr
 end
 
-local function nprobes(b)
-  local n = 0
-  for _ in pairs(b.pr) do n = n + 1 end
-  return n
-end
 
 local function view(b, scope)
   if b.st == 'open' then
-    return {scope, b.st, str(math.max(0, b.oa + b.of - now)), b.why, nprobes(b), str(b.of), b.oc, b.fk or ''}
+    return {scope, b.st, str(math.max(0, b.oa + b.of - now)), b.why, count(b.pr), str(b.of), b.oc, b.fk or ''}
   end
   local fk = b.fk or ''
   if b.st == 'closed' then fk = '' end
-  return {scope, b.st, '', '', nprobes(b), '', b.oc, fk}
+  return {scope, b.st, '', '', count(b.pr), '', b.oc, fk}
 end
 
 local function ttl_of(p)
@@ -185,7 +185,7 @@ for i = 1, n do
   local got = nil
   if b.st == 'closed' then
     got = 0
-  elseif b.st == 'half_open' and nprobes(b) < p.probes then
+  elseif b.st == 'half_open' and count(b.pr) < p.probes then
     b.pr[pid] = now + p.lease
     got = 1
   end
@@ -290,11 +290,6 @@ local function time_until(k, dim, amount, cap)
   end
   return 0
 end
-local function nslots(k)
-  local n = 0
-  for _ in pairs(k.sl) do n = n + 1 end
-  return n
-end
 local function kttl(k, window)
   local h = math.max(window, k.blk - now)
   for _, tt in pairs(k.sl) do h = math.max(h, tt - now) end
@@ -322,7 +317,7 @@ for i = 1, n do
 end
 local ok = 0
 if wait <= 0 then
-  if slots ~= nil and nslots(k) >= slots then
+  if slots ~= nil and count(k.sl) >= slots then
     wait, dim = math.huge, 'concurrency'
   else
     ok = 1
@@ -397,7 +392,7 @@ for i = 1, tonumber(ARGV[1]) do
   local d = ARGV[2 * i]
   levels[#levels + 1] = str(tonumber(ARGV[2 * i + 1]) - used(k, d))
 end
-return {levels, str(math.max(0, k.blk - now)), nslots(k)}
+return {levels, str(math.max(0, k.blk - now)), count(k.sl)}
 """
 )
 
