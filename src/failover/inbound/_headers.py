@@ -31,6 +31,14 @@ def _bad(header: str, problem: str, fix: str) -> WireError:
     return WireError(400, f"header {header}: {problem}. Fix: {fix}", code="invalid_header", param=header)
 
 
+def _identifier(headers: Mapping[str, str], name: str, fix: str) -> str | None:
+    """An id header (request id, task id): one safe charset for both, since each ends up in logs and keys."""
+    raw = headers.get(name)
+    if raw is not None and not _REQUEST_ID.fullmatch(raw):
+        raise _bad(name, "must be 1 to 128 characters of letters, digits and . _ : -", fix)
+    return raw
+
+
 def _int(headers: Mapping[str, str], name: str, low: int, high: int, unit: str) -> int | None:
     raw = headers.get(name)
     if raw is None:
@@ -84,24 +92,16 @@ def envelope_with_headers(
             raise _bad(
                 "x-failover-side-effects", f"{raw[:40]!r} is not a side-effect mode", f"send one of {choices}"
             ) from None
-    raw = headers.get("x-failover-request-id")
-    if raw is not None:
-        if not _REQUEST_ID.fullmatch(raw):
-            raise _bad(
-                "x-failover-request-id",
-                "must be 1 to 128 characters of letters, digits and . _ : -",
-                "send a simple identifier, or leave it out to get one generated",
-            )
-        changes["request_id"] = raw
-    raw = headers.get("x-failover-task-id")
-    if raw is not None:
-        if not _REQUEST_ID.fullmatch(raw):
-            raise _bad(
-                "x-failover-task-id",
-                "must be 1 to 128 characters of letters, digits and . _ : -",
-                "send the agent task's id (the ledger's operation id), e.g. task-9",
-            )
-        changes["task_id"] = raw
+    request_id = _identifier(
+        headers, "x-failover-request-id", "send a simple identifier, or leave it out to get one generated"
+    )
+    if request_id is not None:
+        changes["request_id"] = request_id
+    task_id = _identifier(
+        headers, "x-failover-task-id", "send the agent task's id (the ledger's operation id), e.g. task-9"
+    )
+    if task_id is not None:
+        changes["task_id"] = task_id
     return dataclasses.replace(base, **changes) if changes else base
 
 

@@ -404,14 +404,24 @@ def _content(resp: Response) -> str | None:
     return None if resp.tool_calls or resp.refusal else ""
 
 
-def completion_body(resp: Response, *, completion_id: str, created: int, model: str) -> dict[str, Any]:
-    """A ``chat.completion`` body for a Response; ``model`` is the route the caller named."""
-    message: dict[str, Any] = {"role": "assistant", "content": _content(resp), "refusal": resp.refusal}
+def assistant_message(resp: Response, content: str | None) -> dict[str, Any]:
+    """The Chat Completions assistant ``message`` of a Response, ``content`` as the caller renders it.
+
+    Shared with the Agents SDK adapter, whose ``content`` rules differ (the SDK's converter, not
+    a wire client, reads it); the tool-call shape is the same for both.
+    """
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": resp.refusal}
     if resp.tool_calls:
         message["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
             for c in resp.tool_calls
         ]
+    return message
+
+
+def completion_body(resp: Response, *, completion_id: str, created: int, model: str) -> dict[str, Any]:
+    """A ``chat.completion`` body for a Response; ``model`` is the route the caller named."""
+    message = assistant_message(resp, _content(resp))
     return {
         "id": completion_id,
         "object": "chat.completion",

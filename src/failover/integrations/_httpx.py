@@ -716,26 +716,58 @@ def _transport_class(mod: ModuleType, kind: Literal["sync", "async"]) -> type[An
 # -- the public constructors ------------------------------------------------------------------------
 
 
-def _options(
-    route: str | None,
-    envelope: Envelope | None,
-    on_record: RecordHook | None,
-    max_deadline: float,
-    max_attempts_limit: int,
-    **fields: Any,
-) -> _Options:
-    return _Options(
+def _client(
+    router: Router,
+    sync_router: SyncRouter | None,
+    /,
+    *,
+    route: str | None = None,
+    envelope: Envelope | None = None,
+    deadline: float | None = None,
+    max_attempts: int | None = None,
+    max_cost: float | None = None,
+    allow_failover: bool | None = None,
+    allow_fallback: bool | None = None,
+    side_effects: SideEffectMode | str | None = None,
+    tenant: str | None = None,
+    on_record: RecordHook | None = None,
+    fallthrough: Any = None,
+    max_deadline: float = 600.0,
+    max_attempts_limit: int = 20,
+    http_module: HttpModule | None = None,
+    **client_kwargs: Any,
+) -> Any:
+    """The one body of :func:`httpx_client` and :func:`sync_httpx_client`.
+
+    The public functions keep their typed overloads (the client class follows ``http_module``)
+    and pass their keywords through to here, so the defaults and the checks live in one place.
+    ``sync_router``: ``None`` for an ``AsyncClient`` on the caller's loop; else a sync ``Client``
+    whose calls run on that SyncRouter's loop thread.
+    """
+    if route is not None:
+        router.route(route)  # UnknownRoute now, naming the configured routes, not on the first call
+    opts = _Options(
         route=route,
-        envelope=_template(envelope, **fields),
+        envelope=_template(
+            envelope,
+            deadline=deadline,
+            max_attempts=max_attempts,
+            max_cost=max_cost,
+            allow_failover=allow_failover,
+            allow_fallback=allow_fallback,
+            side_effects=side_effects,
+            tenant=tenant,
+        ),
         max_deadline_ms=int(max_deadline * 1000),
         max_attempts_limit=max_attempts_limit,
         on_record=on_record,
     )
-
-
-def _check_route(router: Router, route: str | None) -> None:
-    if route is not None:
-        router.route(route)  # UnknownRoute now, naming the configured routes, not on the first call
+    mod = _http_module(http_module)
+    core = _Core(router, opts)
+    if sync_router is None:
+        return mod.AsyncClient(transport=_transport_class(mod, "async")(core, mod, fallthrough), **client_kwargs)
+    transport = _transport_class(mod, "sync")(core, sync_router, mod, fallthrough)
+    return mod.Client(transport=transport, **client_kwargs)
 
 
 @overload
@@ -782,25 +814,7 @@ def httpx_client(
 ) -> httpx.AsyncClient: ...
 
 
-def httpx_client(
-    router: Router,
-    *,
-    route: str | None = None,
-    envelope: Envelope | None = None,
-    deadline: float | None = None,
-    max_attempts: int | None = None,
-    max_cost: float | None = None,
-    allow_failover: bool | None = None,
-    allow_fallback: bool | None = None,
-    side_effects: SideEffectMode | str | None = None,
-    tenant: str | None = None,
-    on_record: RecordHook | None = None,
-    fallthrough: Any = None,
-    max_deadline: float = 600.0,
-    max_attempts_limit: int = 20,
-    http_module: HttpModule | None = None,
-    **client_kwargs: Any,
-) -> Any:
+def httpx_client(router: Router, **kwargs: Any) -> Any:
     """An ``AsyncClient`` for ``openai.AsyncOpenAI`` / ``anthropic.AsyncAnthropic(http_client=...)``.
 
     >>> client = openai.AsyncOpenAI(api_key="unused", max_retries=0,
@@ -817,24 +831,7 @@ def httpx_client(
     default when installed; what the current SDKs use) or ``"httpx"`` (older SDKs).
     Other keywords go to the ``AsyncClient``.
     """
-    _check_route(router, route)
-    opts = _options(
-        route,
-        envelope,
-        on_record,
-        max_deadline,
-        max_attempts_limit,
-        deadline=deadline,
-        max_attempts=max_attempts,
-        max_cost=max_cost,
-        allow_failover=allow_failover,
-        allow_fallback=allow_fallback,
-        side_effects=side_effects,
-        tenant=tenant,
-    )
-    mod = _http_module(http_module)
-    transport = _transport_class(mod, "async")(_Core(router, opts), mod, fallthrough)
-    return mod.AsyncClient(transport=transport, **client_kwargs)
+    return _client(router, None, **kwargs)
 
 
 @overload
@@ -881,25 +878,7 @@ def sync_httpx_client(
 ) -> httpx.Client: ...
 
 
-def sync_httpx_client(
-    router: SyncRouter,
-    *,
-    route: str | None = None,
-    envelope: Envelope | None = None,
-    deadline: float | None = None,
-    max_attempts: int | None = None,
-    max_cost: float | None = None,
-    allow_failover: bool | None = None,
-    allow_fallback: bool | None = None,
-    side_effects: SideEffectMode | str | None = None,
-    tenant: str | None = None,
-    on_record: RecordHook | None = None,
-    fallthrough: Any = None,
-    max_deadline: float = 600.0,
-    max_attempts_limit: int = 20,
-    http_module: HttpModule | None = None,
-    **client_kwargs: Any,
-) -> Any:
+def sync_httpx_client(router: SyncRouter, **kwargs: Any) -> Any:
     """A sync ``Client`` for ``openai.OpenAI`` / ``anthropic.Anthropic(http_client=...)``.
 
     >>> with SyncRouter(lambda: Router.from_config("failover.yaml")) as router:
@@ -916,24 +895,7 @@ def sync_httpx_client(
             "from threads without an event loop. Wrap the router: SyncRouter(lambda: Router(...)); "
             "or use httpx_client() with the async SDK client"
         )
-    _check_route(router.router, route)
-    opts = _options(
-        route,
-        envelope,
-        on_record,
-        max_deadline,
-        max_attempts_limit,
-        deadline=deadline,
-        max_attempts=max_attempts,
-        max_cost=max_cost,
-        allow_failover=allow_failover,
-        allow_fallback=allow_fallback,
-        side_effects=side_effects,
-        tenant=tenant,
-    )
-    mod = _http_module(http_module)
-    transport = _transport_class(mod, "sync")(_Core(router.router, opts), router, mod, fallthrough)
-    return mod.Client(transport=transport, **client_kwargs)
+    return _client(router.router, router, **kwargs)
 
 
 __all__ = ["httpx_client", "last_record", "status_for", "sync_httpx_client"]

@@ -47,11 +47,12 @@ from agents.tool import Tool
 from agents.usage import Usage as AgentsUsage
 from openai import AsyncStream
 from openai.types.chat import ChatCompletionChunk, ChatCompletionMessage
-from openai.types.completion_usage import CompletionTokensDetails, CompletionUsage, PromptTokensDetails
+from openai.types.completion_usage import CompletionUsage
 from openai.types.responses import Response as ResponsesResponse
 from openai.types.responses.response_prompt_param import ResponsePromptParam
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
+from ..inbound import openai as oai
 from ..model import (
     Completed,
     Envelope,
@@ -59,7 +60,6 @@ from ..model import (
     Request,
     Response,
     RouteRecord,
-    StopReason,
     TextDelta,
     ToolCallDelta,
     ToolCallStart,
@@ -71,12 +71,6 @@ from ._common import fresh_envelope, openai_request, partial_unavailable
 
 __all__ = ["FailoverModel", "FailoverProvider"]
 
-_FINISH = {
-    StopReason.TOOL_USE: "tool_calls",
-    StopReason.MAX_TOKENS: "length",
-    StopReason.CONTENT_FILTER: "content_filter",
-    StopReason.REFUSAL: "content_filter",
-}
 _KEPT_RECORDS = 256
 
 
@@ -291,13 +285,7 @@ def _content(resp: Response) -> str | None:
 
 
 def _message(resp: Response) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": _content(resp), "refusal": resp.refusal}
-    if resp.tool_calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in resp.tool_calls
-        ]
-    return message
+    return oai.assistant_message(resp, _content(resp))
 
 
 def _usage(u: Usage) -> AgentsUsage:
@@ -315,13 +303,7 @@ def _usage(u: Usage) -> AgentsUsage:
 
 
 def _completion_usage(u: Usage) -> CompletionUsage:
-    return CompletionUsage(
-        prompt_tokens=u.input_tokens,
-        completion_tokens=u.output_tokens,
-        total_tokens=u.total_tokens,
-        prompt_tokens_details=PromptTokensDetails(cached_tokens=u.cached_input_tokens),
-        completion_tokens_details=CompletionTokensDetails(reasoning_tokens=u.reasoning_tokens),
-    )
+    return CompletionUsage.model_validate(oai.usage_body(u))  # the gateway's usage object, typed
 
 
 def _chunk_body(event: object) -> dict[str, Any] | None:
@@ -336,7 +318,7 @@ def _chunk_body(event: object) -> dict[str, Any] | None:
         delta = {"tool_calls": [{"index": event.index, "function": {"arguments": event.arguments}}]}
     elif isinstance(event, Completed):
         resp = event.response
-        finish = _FINISH.get(resp.stop_reason, "stop")
+        finish = oai.finish_reason(resp.stop_reason)
         if resp.text == "" and resp.parsed is not None and not resp.tool_calls:
             choice = {"index": 0, "delta": {"content": json.dumps(resp.parsed)}, "finish_reason": finish}
         else:
