@@ -1,6 +1,6 @@
 """An agent application process for the fleet's ledger test.
 
-    python tests/fleet/_agent.py GATEWAY_URL REDIS_URL PREFIX WORKDIR SEED TASK...
+    python -m tests.fleet._agent GATEWAY_URL REDIS_URL PREFIX WORKDIR SEED TASK...
 
 It waits for ``WORKDIR/go``, then works through every task (in an order shuffled by SEED,
 a few at a time), as an agent loop does: ask the gateway (route ``agent``, the OpenAI SDK,
@@ -31,6 +31,7 @@ import openai
 import redis.asyncio as aioredis
 
 from failover.ledger import Execution, Ledger, RedisStore, Run, Verdict
+from tests._services import append_synced as append
 
 TOOLS = [
     {
@@ -49,15 +50,6 @@ ARGS = {"sku": "A-1", "qty": 1}  # what the fake model asks for (the test script
 TOOL_SECONDS = 0.1  # how long the external call takes: far below the lease, as the ledger requires
 LEASE = 1.0
 RUN_FOR = 25.0  # give up (and report what is left) after this long
-
-
-def append(path: Path, line: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    try:
-        os.write(fd, (line + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Agent:

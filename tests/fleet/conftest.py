@@ -24,8 +24,9 @@ from typing import Any
 import pytest
 
 from failover.testing import FakeProvider, FakeServer, Script
+from tests._services import RedisServer, fail_on_service_error, started_redis
 
-from ._kit import Gateway, RedisServer, ServiceError, start_gateways, write_config
+from ._kit import Gateway, start_gateways, write_config
 
 RPM = 12  # test (a): the fleet-wide requests per minute of target `limited`
 OPEN_SECONDS = 2.0  # tests (b), (c): how long a breaker stays open before it lets probes in
@@ -101,15 +102,8 @@ def fleet_config(fake: FakeServer, redis_url: str, state_prefix: str) -> dict[st
 
 @pytest.fixture(scope="module")
 def fleet_redis() -> Iterator[RedisServer]:
-    try:
-        server = RedisServer(persistent=True)
-        server.start()
-    except ServiceError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
+    with started_redis(persistent=True, prefix="failover-fleet-redis-") as server:
         yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture(scope="module")
@@ -130,10 +124,8 @@ def fleet(fleet_redis: RedisServer, fake: FakeServer) -> Iterator[Fleet]:
     workdir = Path(tempfile.mkdtemp(prefix="failover-fleet-"))
     prefix = f"fleet-{uuid.uuid4().hex[:8]}:"
     config = write_config(workdir / "failover.yaml", fleet_config(fake, fleet_redis.url, prefix))
-    try:
+    with fail_on_service_error():
         gateways = start_gateways(config, 3, workdir)
-    except ServiceError as exc:
-        pytest.fail(str(exc), pytrace=False)
     try:
         for gw in gateways:  # connect to Redis and load the scripts before any test counts
             warm = gw.post("warm")

@@ -30,7 +30,7 @@ from .conftest import LEDGER_PREFIX, MIN_CALLS, OPEN_SECONDS, PROBES, RPM, Fleet
 
 pytestmark = pytest.mark.e2e
 
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]  # the agents run as ``-m tests.fleet._agent`` from here
 ARGS = {"sku": "A-1", "qty": 1}  # tests/fleet/_agent.py asks for the same
 
 
@@ -172,7 +172,8 @@ def test_stopping_redis_mid_load_loses_no_record_and_runs_no_tool_twice(fleet: F
         subprocess.Popen(
             [
                 sys.executable,
-                str(HERE / "_agent.py"),
+                "-m",
+                "tests.fleet._agent",
                 gw,
                 fleet.redis.url,
                 LEDGER_PREFIX,
@@ -182,6 +183,7 @@ def test_stopping_redis_mid_load_loses_no_record_and_runs_no_tool_twice(fleet: F
             ],
             stdout=subprocess.DEVNULL,
             stderr=errs[seed],
+            cwd=ROOT,
         )
         for seed, gw in enumerate(fleet.urls)
     ]

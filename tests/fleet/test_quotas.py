@@ -18,8 +18,9 @@ import httpx
 import pytest
 
 from failover.testing import FakeServer
+from tests._services import RedisServer, fail_on_service_error
 
-from ._kit import Gateway, RedisServer, ServiceError, start_gateways, write_config
+from ._kit import Gateway, start_gateways, write_config
 from .conftest import fleet_config
 
 pytestmark = pytest.mark.e2e
@@ -35,10 +36,8 @@ def tenant_fleet(fleet_redis: RedisServer, fake: FakeServer) -> Iterator[list[Ga
     config["gateway"]["tenants"] = {
         "acme": {"key_sha256": [hashlib.sha256(KEY.encode()).hexdigest()], "rpm": TENANT_RPM},
     }
-    try:
+    with fail_on_service_error():
         gateways = start_gateways(write_config(workdir / "failover.yaml", config), 3, workdir)
-    except ServiceError as exc:
-        pytest.fail(str(exc), pytrace=False)
     try:
         yield gateways
     finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import random
+import json
 import socket
 import threading
 import time
@@ -13,15 +13,15 @@ from typing import Any
 import httpx
 import uvicorn
 from starlette.applications import Starlette
+from starlette.types import Message
 
-from failover import Capability, Price, Route, Router, Secret, Timeouts
 from failover.gateway import EnvelopeDefaults, GatewaySettings, Tenant, create_app, hash_key
-from failover.policy import Backoff, NoBreakers, Unlimited
+from failover.policy import HealthBoard
 from failover.testing import FakeNetwork, FakeProvider
 from failover.testing._script import ScriptSpec
+from tests._sdk import ALL, RouteTable, fake_target, quiet_router, table_routes
 
-C = Capability
-ALL = frozenset({C.CHAT, C.VISION, C.TOOLS, C.STRUCTURED_OUTPUT, C.STREAMING})
+__all__ = ["ALL"]  # the tests import the capability set from here, with the rest of the kit
 
 PROVIDER_KEY = "sk-live-PROVIDER-SECRET-7f3a9c2e41d8"  # what OUR targets send upstream
 ACME_KEY = "gw-acme-key-0001"
@@ -29,7 +29,7 @@ OTHER_KEY = "gw-other-key-0002"
 ADMIN_KEY = "gw-admin-key-0003"
 
 # route -> (primary providers, fallback providers)
-ROUTES: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+ROUTES: RouteTable = {
     "chat": (("a",), ("b", "c")),
     "solo": (("s",), ()),
     "flaky": (("x",), ("c",)),
@@ -47,29 +47,11 @@ class Kit:
         scripts = dict(scripts or {})
         self.providers = {n: FakeProvider(n, d, scripts.get(n), api_key=PROVIDER_KEY) for n, d in DIALECTS.items()}
         targets = {
-            n: p.target(
-                api_key=Secret("sk-wrong-key-for-m") if n == "m" else Secret(PROVIDER_KEY),
-                capabilities=ALL,
-                timeouts=Timeouts(connect=2, first_event=5, idle=5, total=10, min_useful=0.05),
-                max_attempts=2,
-                price=Price(input_per_mtok=1.0, output_per_mtok=2.0),
-                tokenizer="estimate",
-            )
-            for n, p in self.providers.items()
+            n: fake_target(p, "sk-wrong-key-for-m" if n == "m" else PROVIDER_KEY) for n, p in self.providers.items()
         }
-        routes = [
-            Route(name=name, primary=tuple(targets[t] for t in prim), fallbacks=tuple(targets[t] for t in fb))
-            for name, (prim, fb) in ROUTES.items()
-        ]
+        routes = table_routes(ROUTES, targets)
         self.net = FakeNetwork(*self.providers.values())
-        self.router = Router(
-            routes,
-            transport=self.net,
-            retry_budget=Unlimited(),
-            backoff=Backoff(base=0.01, cap=0.05),
-            rng=random.Random(1),
-            breakers=NoBreakers(),
-        )
+        self.router = quiet_router(routes, self.net)
         tenants = (
             Tenant(name="acme", key_hashes=(hash_key(ACME_KEY),), routes=frozenset(ROUTES) - {"secret"}),
             Tenant(name="other", key_hashes=(hash_key(OTHER_KEY),), routes=frozenset({"secret"})),
@@ -82,6 +64,14 @@ class Kit:
             max_json_depth=32,
         )
         self.app: Starlette = create_app(self.router, self.settings)
+
+    def reset(self) -> Kit:
+        """Ready for the next test on a module-scoped server: every provider answers "ok"
+        again and the router forgets the cool-downs (a 429, say) an earlier test left."""
+        for p in self.providers.values():
+            p.load("ok")
+        self.router.health = HealthBoard()
+        return self
 
     def client(self, key: str | None = ACME_KEY) -> httpx.AsyncClient:
         headers = {"authorization": f"Bearer {key}"} if key else {}
@@ -145,3 +135,26 @@ def chat_scope() -> dict[str, Any]:
         "server": ("127.0.0.1", 8000),
         "state": {},
     }
+
+
+class LeavingClient:
+    """A hand-made ASGI client that goes away after the first body chunk: call the app with
+    ``(scope, client.receive, client.send)`` and read what it sent from ``messages``."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = json.dumps(body).encode()
+        self.sent_request = False
+        self.gone = asyncio.Event()
+        self.messages: list[Message] = []
+
+    async def receive(self) -> Message:
+        if not self.sent_request:
+            self.sent_request = True
+            return {"type": "http.request", "body": self.body, "more_body": False}
+        await self.gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: Message) -> None:
+        self.messages.append(message)
+        if message["type"] == "http.response.body" and message.get("body"):
+            self.gone.set()

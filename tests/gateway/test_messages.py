@@ -17,10 +17,11 @@ from starlette.types import Message
 
 from failover import Route, Router, Secret, Timeouts
 from failover.gateway import GatewaySettings, Tenant, create_app, hash_key
-from failover.policy import Backoff, HealthBoard, NoBreakers, Unlimited
+from failover.policy import Backoff, NoBreakers, Unlimited
 from failover.testing import FakeNetwork, FakeProvider, Outcome, Reply
+from tests._sdk import disconnected_call, leave_after
 
-from ._kit import ACME_KEY, ALL, OTHER_KEY, PROVIDER_KEY, Kit, ServerThread, chat_scope
+from ._kit import ACME_KEY, ALL, OTHER_KEY, PROVIDER_KEY, Kit, LeavingClient, ServerThread, chat_scope
 
 pytestmark = pytest.mark.e2e
 
@@ -39,22 +40,6 @@ TINY_KEY = "gw-tiny-key-0009"
 
 def root(server: ServerThread) -> str:
     return f"http://127.0.0.1:{server.port}"
-
-
-@pytest.fixture(scope="module")
-def served() -> Iterator[tuple[Kit, ServerThread]]:
-    kit = Kit()
-    with ServerThread(kit.app) as server:
-        yield kit, server
-
-
-@pytest.fixture
-def kit(served: tuple[Kit, ServerThread]) -> Kit:
-    kit = served[0]
-    for p in kit.providers.values():
-        p.load("ok")
-    kit.router.health = HealthBoard()  # forget cool-downs left by an earlier test
-    return kit
 
 
 @pytest.fixture
@@ -187,18 +172,8 @@ async def test_client_disconnect_mid_stream_closes_upstream(kit: Kit, client: an
     a.load([Reply.ok(" ".join(f"w{i}" for i in range(400)), chunk_interval=0.02)])
     before = len(a.calls)
     stream = await client.messages.create(model="chat", max_tokens=2048, messages=HELLO, stream=True)
-    seen = 0
-    async for _ in stream:
-        seen += 1
-        if seen == 5:
-            break
-    await stream.close()
-    for _ in range(200):
-        calls = a.calls[before:]
-        if calls and calls[-1].outcome is Outcome.CLIENT_DISCONNECTED:
-            break
-        await asyncio.sleep(0.01)
-    (call,) = a.calls[before:]
+    await leave_after(stream, 5)
+    call = await disconnected_call(a, before)
     assert call.outcome is Outcome.CLIENT_DISCONNECTED
     assert call.events_sent < 100  # closed at once, not at the end of the 400 words
 
@@ -374,28 +349,6 @@ async def test_tenant_rate_limit_is_429(mixed_served: tuple[dict[str, FakeProvid
 # -------------------------------------------------------------------- in-process ASGI
 
 
-class _Leaver:
-    """A hand-made ASGI client that goes away after the first body chunk."""
-
-    def __init__(self, body: dict[str, Any]) -> None:
-        self.body = json.dumps(body).encode()
-        self.sent_request = False
-        self.gone = asyncio.Event()
-        self.messages: list[Message] = []
-
-    async def receive(self) -> Message:
-        if not self.sent_request:
-            self.sent_request = True
-            return {"type": "http.request", "body": self.body, "more_body": False}
-        await self.gone.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(self, message: Message) -> None:
-        self.messages.append(message)
-        if message["type"] == "http.response.body" and message.get("body"):
-            self.gone.set()
-
-
 async def test_drain_cut_ends_the_stream_with_an_error_event() -> None:
     kit = Kit({"a": [Reply.ok(" ".join(f"w{i}" for i in range(200)), chunk_interval=0.05)]})
     body = {"model": "chat", "max_tokens": 512, "stream": True, "messages": HELLO}
@@ -435,7 +388,7 @@ async def test_drain_cut_ends_the_stream_with_an_error_event() -> None:
 
 async def test_client_disconnect_asgi_closes_the_upstream_at_once() -> None:
     kit = Kit({"a": [Reply.ok(" ".join(f"w{i}" for i in range(200)), chunk_interval=0.05)]})
-    leaver = _Leaver({"model": "chat", "max_tokens": 512, "stream": True, "messages": HELLO})
+    leaver = LeavingClient({"model": "chat", "max_tokens": 512, "stream": True, "messages": HELLO})
     scope = {**chat_scope(), "path": "/v1/messages", "raw_path": b"/v1/messages"}
     await asyncio.wait_for(kit.app(scope, leaver.receive, leaver.send), timeout=5)
     (call,) = kit.providers["a"].calls

@@ -2,52 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import openai
 import pydantic
 import pytest
 
-from failover.policy import HealthBoard
 from failover.testing import Outcome, Reply
+from tests._sdk import HELLO, WEATHER_TOOL, collect_text, disconnected_call, leave_after
 
 from ._kit import ACME_KEY, OTHER_KEY, PROVIDER_KEY, Kit, ServerThread
 
 pytestmark = pytest.mark.e2e
-
-WEATHER_TOOL: dict[str, object] = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather in a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-            "additionalProperties": False,
-        },
-    },
-}
-HELLO: list[dict[str, str]] = [{"role": "user", "content": "Hello"}]
-
-
-@pytest.fixture(scope="module")
-def served() -> Iterator[tuple[Kit, ServerThread]]:
-    kit = Kit()
-    with ServerThread(kit.app) as server:
-        yield kit, server
-
-
-@pytest.fixture
-def kit(served: tuple[Kit, ServerThread]) -> Kit:
-    kit = served[0]
-    for p in kit.providers.values():
-        p.load("ok")
-    kit.router.health = HealthBoard()  # forget cool-downs (a 429 on s) left by an earlier test
-    return kit
 
 
 @pytest.fixture
@@ -58,7 +26,7 @@ async def client(served: tuple[Kit, ServerThread]) -> AsyncIterator[openai.Async
 
 async def test_plain_chat(kit: Kit, client: openai.AsyncOpenAI) -> None:
     kit.providers["a"].load([Reply.ok("Hello from the gateway", usage=(9, 4))])
-    resp = await client.chat.completions.create(model="chat", messages=HELLO)  # type: ignore[arg-type]
+    resp = await client.chat.completions.create(model="chat", messages=HELLO)
     assert resp.choices[0].message.content == "Hello from the gateway"
     assert resp.choices[0].finish_reason == "stop"
     assert resp.model == "chat"
@@ -72,14 +40,14 @@ async def test_structured_output(kit: Kit, client: openai.AsyncOpenAI) -> None:
         confidence: float
 
     kit.providers["a"].load([Reply.ok(json={"answer": "42", "confidence": 0.9})])
-    resp = await client.chat.completions.parse(model="chat", messages=HELLO, response_format=Answer)  # type: ignore[arg-type]
+    resp = await client.chat.completions.parse(model="chat", messages=HELLO, response_format=Answer)
     parsed = resp.choices[0].message.parsed
     assert parsed == Answer(answer="42", confidence=0.9)
 
 
 async def test_tools(kit: Kit, client: openai.AsyncOpenAI) -> None:
     kit.providers["t"].load([Reply.ok(tool_calls=[("get_weather", {"city": "Paris"})])])
-    resp = await client.chat.completions.create(model="tools", messages=HELLO, tools=[WEATHER_TOOL])  # type: ignore[arg-type, list-item]
+    resp = await client.chat.completions.create(model="tools", messages=HELLO, tools=[WEATHER_TOOL])
     choice = resp.choices[0]
     assert choice.finish_reason == "tool_calls"
     calls = choice.message.tool_calls
@@ -93,7 +61,7 @@ async def test_streaming_text(kit: Kit, client: openai.AsyncOpenAI) -> None:
     kit.providers["a"].load([Reply.ok("streamed words arrive one by one", usage=(3, 6))])
     stream = await client.chat.completions.create(
         model="chat",
-        messages=HELLO,  # type: ignore[arg-type]
+        messages=HELLO,
         stream=True,
         stream_options={"include_usage": True},
     )
@@ -111,18 +79,18 @@ async def test_streaming_text(kit: Kit, client: openai.AsyncOpenAI) -> None:
 
 async def test_streaming_tool_calls(kit: Kit, client: openai.AsyncOpenAI) -> None:
     kit.providers["t"].load([Reply.ok(tool_calls=[("get_weather", {"city": "Lisbon"})])])
-    async with client.chat.completions.stream(model="tools", messages=HELLO, tools=[WEATHER_TOOL]) as s:  # type: ignore[arg-type, list-item]
+    async with client.chat.completions.stream(model="tools", messages=HELLO, tools=[WEATHER_TOOL]) as s:
         final = await s.get_final_completion()
     calls = final.choices[0].message.tool_calls
     assert calls is not None
-    assert calls[0].function.name == "get_weather"  # type: ignore[union-attr]
-    assert json.loads(calls[0].function.arguments) == {"city": "Lisbon"}  # type: ignore[union-attr]
+    assert calls[0].function.name == "get_weather"
+    assert json.loads(calls[0].function.arguments) == {"city": "Lisbon"}
     assert final.choices[0].finish_reason == "tool_calls"
 
 
 async def test_failover_visible_in_headers(kit: Kit, client: openai.AsyncOpenAI) -> None:
     kit.providers["x"].load("overloaded")
-    raw = await client.chat.completions.with_raw_response.create(model="flaky", messages=HELLO)  # type: ignore[arg-type]
+    raw = await client.chat.completions.with_raw_response.create(model="flaky", messages=HELLO)
     assert raw.headers["x-failover-target"] == "c"
     assert raw.headers["x-failover-recovered"] == "true"
     assert int(raw.headers["x-failover-attempts"]) >= 2
@@ -134,7 +102,7 @@ async def test_503_with_retry_after(kit: Kit, client: openai.AsyncOpenAI) -> Non
     with pytest.raises(openai.APIStatusError) as exc:
         await client.chat.completions.create(
             model="solo",
-            messages=HELLO,  # type: ignore[arg-type]
+            messages=HELLO,
             extra_headers={"x-failover-deadline-ms": "2000"},
         )
     assert exc.value.status_code == 503
@@ -147,7 +115,7 @@ async def test_504_on_deadline(kit: Kit, client: openai.AsyncOpenAI) -> None:
     with pytest.raises(openai.APIStatusError) as exc:
         await client.chat.completions.create(
             model="solo",
-            messages=HELLO,  # type: ignore[arg-type]
+            messages=HELLO,
             extra_headers={"x-failover-deadline-ms": "300"},
         )
     assert exc.value.status_code == 504
@@ -157,19 +125,19 @@ async def test_errors_are_the_sdks_exception_classes(
     served: tuple[Kit, ServerThread], client: openai.AsyncOpenAI
 ) -> None:
     with pytest.raises(openai.NotFoundError):
-        await client.chat.completions.create(model="no-such-route", messages=HELLO)  # type: ignore[arg-type]
+        await client.chat.completions.create(model="no-such-route", messages=HELLO)
     with pytest.raises(openai.PermissionDeniedError):
-        await client.chat.completions.create(model="secret", messages=HELLO)  # type: ignore[arg-type]
+        await client.chat.completions.create(model="secret", messages=HELLO)
     with pytest.raises(openai.BadRequestError) as bad:
         await client.chat.completions.create(
             model="chat",
-            messages=HELLO,  # type: ignore[arg-type]
+            messages=HELLO,
             extra_headers={"x-failover-max-attempts": "lots"},
         )
     assert "x-failover-max-attempts" in bad.value.message
     async with openai.AsyncOpenAI(base_url=served[1].base_url, api_key="wrong", max_retries=0) as c:
         with pytest.raises(openai.AuthenticationError):
-            await c.chat.completions.create(model="chat", messages=HELLO)  # type: ignore[arg-type]
+            await c.chat.completions.create(model="chat", messages=HELLO)
     async with openai.AsyncOpenAI(base_url=served[1].base_url, api_key=OTHER_KEY, max_retries=0) as c:
         models = await c.models.list()
         assert [m.id for m in models.data] == ["secret"]
@@ -177,15 +145,10 @@ async def test_errors_are_the_sdks_exception_classes(
 
 async def test_failure_after_first_byte_raises_in_the_sdk(kit: Kit, client: openai.AsyncOpenAI) -> None:
     kit.providers["s"].load([Reply.drop_after(2, text="one two three four five six")])
-    stream = await client.chat.completions.create(model="solo", messages=HELLO, stream=True)  # type: ignore[arg-type]
+    stream = await client.chat.completions.create(model="solo", messages=HELLO, stream=True)
     got: list[str] = []
-
-    async def read() -> None:
-        async for chunk in stream:
-            got.extend(ch.delta.content or "" for ch in chunk.choices)
-
     with pytest.raises(openai.APIError) as exc:
-        await read()
+        await collect_text(stream, got)
     assert "".join(got)  # output had begun
     assert "partial_output" in exc.value.message
 
@@ -194,19 +157,9 @@ async def test_client_disconnect_mid_stream_closes_upstream(kit: Kit, client: op
     a = kit.providers["a"]
     a.load([Reply.ok(" ".join(f"w{i}" for i in range(400)), chunk_interval=0.02)])
     before = len(a.calls)
-    stream = await client.chat.completions.create(model="chat", messages=HELLO, stream=True)  # type: ignore[arg-type]
-    seen = 0
-    async for _ in stream:
-        seen += 1
-        if seen == 3:
-            break
-    await stream.close()
-    for _ in range(200):
-        calls = a.calls[before:]
-        if calls and calls[-1].outcome is Outcome.CLIENT_DISCONNECTED:
-            break
-        await asyncio.sleep(0.01)
-    (call,) = a.calls[before:]
+    stream = await client.chat.completions.create(model="chat", messages=HELLO, stream=True)
+    await leave_after(stream, 3)
+    call = await disconnected_call(a, before)
     assert call.outcome is Outcome.CLIENT_DISCONNECTED
     assert call.events_sent < 100  # closed at once, not at the end of the 400 words
 
@@ -216,11 +169,11 @@ async def test_secrets_never_logged_or_returned(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     with pytest.raises(openai.APIStatusError) as exc:
-        await client.chat.completions.create(model="misconfigured", messages=HELLO)  # type: ignore[arg-type]
+        await client.chat.completions.create(model="misconfigured", messages=HELLO)
     assert exc.value.status_code == 502
     assert PROVIDER_KEY not in exc.value.response.text
     assert PROVIDER_KEY not in json.dumps(dict(exc.value.response.headers))
-    await client.chat.completions.create(model="chat", messages=HELLO)  # type: ignore[arg-type]
+    await client.chat.completions.create(model="chat", messages=HELLO)
     assert "failover.gateway" in caplog.text  # the server thread's log lines were captured
     assert PROVIDER_KEY not in caplog.text
     assert ACME_KEY not in caplog.text

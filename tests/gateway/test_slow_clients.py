@@ -64,6 +64,21 @@ def _recv_all(sock: socket.socket, limit: float) -> bytes:
     return out
 
 
+def _chat_request(*extra: tuple[str, str]) -> tuple[bytes, bytes]:
+    """A chat completion as raw HTTP/1.1 for tenant acme: (body, head), sent by hand so a test
+    can stall, split or repeat it."""
+    body = json.dumps(chat_body()).encode()
+    lines = [
+        "POST /v1/chat/completions HTTP/1.1",
+        "host: gateway",
+        "content-type: application/json",
+        f"authorization: Bearer {ACME_KEY}",
+        f"content-length: {len(body)}",
+        *(f"{name}: {value}" for name, value in extra),
+    ]
+    return body, ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
 def _read_response(sock: socket.socket) -> bytes:
     """One whole HTTP response with a content-length (head and body)."""
     sock.settimeout(10)
@@ -86,11 +101,7 @@ def _read_response(sock: socket.socket) -> bytes:
 def test_half_a_body_then_silence_is_a_408_and_the_connection_is_closed() -> None:
     kit = Kit()
     app = create_app(kit.router, dataclasses.replace(kit.settings, body_timeout_s=0.5))
-    body = json.dumps(chat_body()).encode()
-    head = (
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\n"
-        + f"authorization: Bearer {ACME_KEY}\r\ncontent-length: {len(body)}\r\n\r\n".encode()
-    )
+    body, head = _chat_request()
     with ServerThread(app) as server, socket.create_connection(("127.0.0.1", server.port)) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.sendall(head + body[: len(body) // 2])
@@ -108,11 +119,7 @@ def test_half_a_body_then_silence_is_a_408_and_the_connection_is_closed() -> Non
 def test_a_whole_body_sent_in_pieces_within_the_limit_is_served() -> None:
     kit = Kit()
     app = create_app(kit.router, dataclasses.replace(kit.settings, body_timeout_s=5.0))
-    body = json.dumps(chat_body()).encode()
-    head = (
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\n"
-        + f"authorization: Bearer {ACME_KEY}\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
-    )
+    body, head = _chat_request(("connection", "close"))
     with ServerThread(app) as server, socket.create_connection(("127.0.0.1", server.port)) as sock:
         sock.sendall(head + body[:10])
         time.sleep(0.2)
@@ -256,12 +263,8 @@ def test_a_connection_that_sends_nothing_is_closed() -> None:
 
 def test_an_idle_keep_alive_connection_outlives_the_head_deadline() -> None:
     kit = Kit()
-    body = json.dumps(chat_body()).encode()
-    request = (
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: gateway\r\ncontent-type: application/json\r\n"
-        + f"authorization: Bearer {ACME_KEY}\r\ncontent-length: {len(body)}\r\n\r\n".encode()
-        + body
-    )
+    body, head = _chat_request()
+    request = head + body
     with _HeadTimeoutServer(kit.app, 0.3) as server, socket.create_connection(("127.0.0.1", server.port)) as sock:
         for _ in range(2):
             sock.sendall(request)

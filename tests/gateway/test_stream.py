@@ -6,11 +6,9 @@ import asyncio
 import json
 from typing import Any
 
-from starlette.types import Message
-
 from failover.testing import Outcome, Reply
 
-from ._kit import Kit, chat_body, chat_scope
+from ._kit import Kit, LeavingClient, chat_body, chat_scope
 
 
 def events(text: str) -> list[Any]:
@@ -119,32 +117,10 @@ async def test_failure_after_output_ends_with_an_error_event_never_a_splice() ->
     assert len(kit.providers["s"].calls) == 1  # nothing was retried after output began
 
 
-class _Client:
-    """A hand-made ASGI client that goes away after the first body chunk."""
-
-    def __init__(self, body: dict[str, Any]) -> None:
-        self.body = json.dumps(body).encode()
-        self.sent_request = False
-        self.gone = asyncio.Event()
-        self.messages: list[Message] = []
-
-    async def receive(self) -> Message:
-        if not self.sent_request:
-            self.sent_request = True
-            return {"type": "http.request", "body": self.body, "more_body": False}
-        await self.gone.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(self, message: Message) -> None:
-        self.messages.append(message)
-        if message["type"] == "http.response.body" and message.get("body"):
-            self.gone.set()
-
-
 async def test_client_disconnect_mid_stream_closes_the_upstream_at_once() -> None:
     words = " ".join(f"w{i}" for i in range(200))
     kit = Kit({"a": [Reply.ok(words, chunk_interval=0.05)]})
-    client = _Client(chat_body(stream=True))
+    client = LeavingClient(chat_body(stream=True))
     await asyncio.wait_for(kit.app(chat_scope(), client.receive, client.send), timeout=5)
     (call,) = kit.providers["a"].calls
     assert call.outcome is Outcome.CLIENT_DISCONNECTED
@@ -154,7 +130,7 @@ async def test_client_disconnect_mid_stream_closes_the_upstream_at_once() -> Non
 
 async def test_client_disconnect_during_a_plain_call_cancels_it() -> None:
     kit = Kit({"a": [Reply.hang()]})
-    client = _Client(chat_body())
+    client = LeavingClient(chat_body())
 
     async def leave() -> None:
         await asyncio.sleep(0.1)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,17 +19,25 @@ import pydantic
 import pytest
 
 import failover
-from failover import Capability, Price, Route, Router, RouteRecord, Secret, SyncRouter, Timeouts
+from failover import Router, RouteRecord, SyncRouter
 from failover.integrations import last_record
-from failover.policy import Backoff, NoBreakers, Unlimited
 from failover.testing import FakeNetwork, FakeProvider, Outcome, Reply
+from tests._sdk import (
+    HELLO,
+    WEATHER_TOOL,
+    WEATHER_TOOL_ANTHROPIC,
+    RouteTable,
+    collect_text,
+    fake_target,
+    leave_after,
+    quiet_router,
+    table_routes,
+)
 
-C = Capability
-ALL = frozenset({C.CHAT, C.VISION, C.TOOLS, C.STRUCTURED_OUTPUT, C.STREAMING})
 KEY = "sk-live-PROVIDER-SECRET-91be77c0a3"
 
 # route -> (primary, fallbacks); a/s/t speak OpenAI, b/z speak Anthropic
-ROUTES = {
+ROUTES: RouteTable = {
     "chat": (("a",), ("b",)),
     "claude": (("b",), ("a",)),
     "solo": (("s",), ()),
@@ -39,55 +46,15 @@ ROUTES = {
 }
 DIALECTS = {"a": "openai", "b": "anthropic", "s": "openai", "t": "openai", "z": "anthropic"}
 
-HELLO: Any = [{"role": "user", "content": "Hello"}]
-WEATHER: Any = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather in a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-            "additionalProperties": False,
-        },
-    },
-}
-WEATHER_ANT: Any = {
-    "name": "get_weather",
-    "description": "Weather in a city",
-    "input_schema": WEATHER["function"]["parameters"],
-}
-
 
 class Kit:
     def __init__(self) -> None:
         self.providers = {n: FakeProvider(n, d, api_key=KEY) for n, d in DIALECTS.items()}
-        targets = {
-            n: p.target(
-                api_key=Secret(KEY),
-                capabilities=ALL,
-                timeouts=Timeouts(connect=2, first_event=5, idle=5, total=10, min_useful=0.05),
-                max_attempts=2,
-                price=Price(input_per_mtok=1.0, output_per_mtok=2.0),
-                tokenizer="estimate",
-            )
-            for n, p in self.providers.items()
-        }
-        self.routes = [
-            Route(name=name, primary=tuple(targets[t] for t in prim), fallbacks=tuple(targets[t] for t in fb))
-            for name, (prim, fb) in ROUTES.items()
-        ]
+        targets = {n: fake_target(p, KEY) for n, p in self.providers.items()}
+        self.routes = table_routes(ROUTES, targets)
 
     def router(self) -> Router:
-        return Router(
-            self.routes,
-            transport=FakeNetwork(*self.providers.values()),
-            retry_budget=Unlimited(),
-            backoff=Backoff(base=0.01, cap=0.05),
-            rng=random.Random(1),
-            breakers=NoBreakers(),
-        )
+        return quiet_router(self.routes, FakeNetwork(*self.providers.values()))
 
 
 @pytest.fixture
@@ -150,8 +117,8 @@ async def test_openai_tools_plain_and_streamed(kit: Kit) -> None:
     t = kit.providers["t"]
     t.load([Reply.ok(tool_calls=[("get_weather", {"city": "Paris"})])] * 2)
     async with oai(kit.router(), route="tools") as client:
-        resp = await client.chat.completions.create(model="m", messages=HELLO, tools=[WEATHER])
-        async with client.chat.completions.stream(model="m", messages=HELLO, tools=[WEATHER]) as s:
+        resp = await client.chat.completions.create(model="m", messages=HELLO, tools=[WEATHER_TOOL])
+        async with client.chat.completions.stream(model="m", messages=HELLO, tools=[WEATHER_TOOL]) as s:
             final = await s.get_final_completion()
     for r in (resp, final):
         assert r.choices[0].finish_reason == "tool_calls"
@@ -221,8 +188,12 @@ async def test_anthropic_messages_create_and_stream(kit: Kit) -> None:
 async def test_anthropic_tools(kit: Kit) -> None:
     kit.providers["b"].load([Reply.ok(tool_calls=[("get_weather", {"city": "Oslo"})])] * 2)
     async with claude(kit.router()) as client:
-        msg = await client.messages.create(model="claude", max_tokens=100, messages=HELLO, tools=[WEATHER_ANT])
-        async with client.messages.stream(model="claude", max_tokens=100, messages=HELLO, tools=[WEATHER_ANT]) as s:
+        msg = await client.messages.create(
+            model="claude", max_tokens=100, messages=HELLO, tools=[WEATHER_TOOL_ANTHROPIC]
+        )
+        async with client.messages.stream(
+            model="claude", max_tokens=100, messages=HELLO, tools=[WEATHER_TOOL_ANTHROPIC]
+        ) as s:
             final = await s.get_final_message()
     for m in (msg, final):
         assert m.stop_reason == "tool_use"
@@ -320,13 +291,8 @@ async def test_partial_output_raises_in_the_sdk(kit: Kit) -> None:
     async with oai(kit.router(), route="solo") as client:
         stream = await client.chat.completions.create(model="m", messages=HELLO, stream=True)
         got: list[str] = []
-
-        async def read() -> None:
-            async for chunk in stream:
-                got.extend(ch.delta.content or "" for ch in chunk.choices)
-
         with pytest.raises(openai.APIError) as exc:
-            await read()
+            await collect_text(stream, got)
     assert "".join(got)
     assert "partial_output" in exc.value.message
     record = last_record()
@@ -368,12 +334,7 @@ async def test_closing_the_sdk_stream_closes_upstream(kit: Kit) -> None:
     a.load([Reply.ok(" ".join(f"w{i}" for i in range(400)), chunk_interval=0.02)])
     async with oai(kit.router()) as client:
         stream = await client.chat.completions.create(model="chat", messages=HELLO, stream=True)
-        seen = 0
-        async for _ in stream:
-            seen += 1
-            if seen == 3:
-                break
-        await stream.close()
+        await leave_after(stream, 3)
         await asyncio.sleep(0.1)
     (call,) = a.calls
     assert call.outcome is Outcome.CLIENT_DISCONNECTED

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import socket
@@ -187,14 +188,9 @@ def _check_page(page: Any, opts: SeedOptions) -> None:
     assert excluded == [e.target for e in rec.excluded]
 
 
-def _wait_render(page: Any, runs: int) -> int:
-    page.wait_for_function(f"Number(document.body.dataset.runs || 0) >= {runs}")
-    page.wait_for_load_state("networkidle")
-    return int(page.evaluate("Number(document.body.dataset.runs)"))
-
-
-@pytest.mark.e2e
-def test_page_in_system_chromium(lab_url: str) -> None:
+@contextlib.contextmanager
+def _lab_page(lab_url: str) -> Iterator[Any]:
+    """The lab page open in the system Chromium (headless), closed again after the test."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: run scripts/services.sh (installs Debian's chromium) as root")
     from playwright.sync_api import sync_playwright  # the test extra; drives the system Chromium
@@ -204,38 +200,50 @@ def test_page_in_system_chromium(lab_url: str) -> None:
         try:
             page = browser.new_page(viewport={"width": 1100, "height": 1000})
             page.goto(lab_url)
-            runs = _wait_render(page, 1)
-            _check_page(page, SeedOptions())
-
-            # Keyboard only: tab to the scenario select and pick "A times out".
-            page.focus("#scenario")
-            page.select_option("#scenario", "timeout")
-            runs = _wait_render(page, runs + 1)
-            _check_page(page, SeedOptions(scenario="timeout"))
-
-            page.get_by_label("Vision").check()
-            runs = _wait_render(page, runs + 1)
-            _check_page(page, SeedOptions(scenario="timeout", capability="vision"))
-            assert "missing capability: vision" in page.inner_text("#excluded")
-
-            page.fill("#a_extra_retries", "2")
-            page.dispatch_event("#a_extra_retries", "change")
-            runs = _wait_render(page, runs + 1)
-            _check_page(page, SeedOptions(scenario="timeout", capability="vision", a_extra_retries=2))
-
-            page.fill("#budget", "2.5")
-            page.dispatch_event("#budget", "change")
-            runs = _wait_render(page, runs + 1)
-            opts = SeedOptions(scenario="timeout", capability="vision", a_extra_retries=2, budget=2.5)
-            _check_page(page, opts)
-            assert page.get_attribute("#summary", "aria-live") == "polite"
-
-            out = ROOT / "test-artifacts" / "lab.png"
-            out.parent.mkdir(exist_ok=True)
-            page.screenshot(path=str(out), full_page=True)
-            shutil.copyfile(out, ROOT / "docs" / "lab.png")
+            yield page
         finally:
             browser.close()
+
+
+def _wait_render(page: Any, runs: int) -> int:
+    page.wait_for_function(f"Number(document.body.dataset.runs || 0) >= {runs}")
+    page.wait_for_load_state("networkidle")
+    return int(page.evaluate("Number(document.body.dataset.runs)"))
+
+
+@pytest.mark.e2e
+def test_page_in_system_chromium(lab_url: str) -> None:
+    with _lab_page(lab_url) as page:
+        runs = _wait_render(page, 1)
+        _check_page(page, SeedOptions())
+
+        # Keyboard only: tab to the scenario select and pick "A times out".
+        page.focus("#scenario")
+        page.select_option("#scenario", "timeout")
+        runs = _wait_render(page, runs + 1)
+        _check_page(page, SeedOptions(scenario="timeout"))
+
+        page.get_by_label("Vision").check()
+        runs = _wait_render(page, runs + 1)
+        _check_page(page, SeedOptions(scenario="timeout", capability="vision"))
+        assert "missing capability: vision" in page.inner_text("#excluded")
+
+        page.fill("#a_extra_retries", "2")
+        page.dispatch_event("#a_extra_retries", "change")
+        runs = _wait_render(page, runs + 1)
+        _check_page(page, SeedOptions(scenario="timeout", capability="vision", a_extra_retries=2))
+
+        page.fill("#budget", "2.5")
+        page.dispatch_event("#budget", "change")
+        runs = _wait_render(page, runs + 1)
+        opts = SeedOptions(scenario="timeout", capability="vision", a_extra_retries=2, budget=2.5)
+        _check_page(page, opts)
+        assert page.get_attribute("#summary", "aria-live") == "polite"
+
+        out = ROOT / "test-artifacts" / "lab.png"
+        out.parent.mkdir(exist_ok=True)
+        page.screenshot(path=str(out), full_page=True)
+        shutil.copyfile(out, ROOT / "docs" / "lab.png")
 
 
 # --- custom scenarios, connect / first-token segments, load mode --------------------------------
@@ -333,70 +341,60 @@ def _wait_errors(page: Any, key: str, n: int) -> None:
 
 @pytest.mark.e2e
 def test_custom_scenarios_and_segments_in_system_chromium(lab_url: str) -> None:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/services.sh (installs Debian's chromium) as root")
-    from playwright.sync_api import sync_playwright
+    with _lab_page(lab_url) as page:
+        runs = _wait_render(page, 1)
+        assert page.input_value("#custom") == EXAMPLE  # the editor starts with the example
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1100, "height": 1000})
-            page.goto(lab_url)
-            runs = _wait_render(page, 1)
-            assert page.input_value("#custom") == EXAMPLE  # the editor starts with the example
+        # A bad scenario, keyboard only: type it, Tab to the Run button, Enter.
+        _type(page, "#custom", "providers: {a: [ok, rate_limt]}")
+        page.keyboard.press("Tab")
+        assert page.evaluate("document.activeElement.id") == "custom-run"
+        page.keyboard.press("Enter")
+        _wait_errors(page, "errors", 1)
+        error = page.locator("#custom-error")
+        assert error.is_visible() and error.get_attribute("role") == "alert"
+        assert error.inner_text().startswith("custom.providers.a[1]: 'rate_limt': unknown reply kind")
+        assert page.get_attribute("#custom", "aria-invalid") == "true"
+        assert "custom-error" in (page.get_attribute("#custom", "aria-describedby") or "")
 
-            # A bad scenario, keyboard only: type it, Tab to the Run button, Enter.
-            _type(page, "#custom", "providers: {a: [ok, rate_limt]}")
-            page.keyboard.press("Tab")
-            assert page.evaluate("document.activeElement.id") == "custom-run"
-            page.keyboard.press("Enter")
-            _wait_errors(page, "errors", 1)
-            error = page.locator("#custom-error")
-            assert error.is_visible() and error.get_attribute("role") == "alert"
-            assert error.inner_text().startswith("custom.providers.a[1]: 'rate_limt': unknown reply kind")
-            assert page.get_attribute("#custom", "aria-invalid") == "true"
-            assert "custom-error" in (page.get_attribute("#custom", "aria-describedby") or "")
+        # A good one, run with Ctrl+Enter from inside the editor.
+        _type(page, "#custom", CUSTOM_TEXT)
+        page.keyboard.press("Control+Enter")
+        runs = _wait_render(page, runs + 1)
+        opts = SeedOptions(scenario="custom", custom=parse_custom_text(CUSTOM_TEXT))
+        _check_page(page, opts)
+        assert _check_segments(page, opts) >= 5  # connect, first token and body, drawn to scale
+        assert not page.locator("#custom-error").is_visible()
+        assert page.get_attribute("#custom", "aria-invalid") is None
+        assert page.input_value("#scenario") == "custom"
+        page.evaluate("document.activeElement.blur()")
+        out = ROOT / "test-artifacts" / "lab-custom.png"
+        out.parent.mkdir(exist_ok=True)
+        load_top = page.eval_on_selector("#load", "e => e.getBoundingClientRect().top + window.scrollY")
+        page.screenshot(path=str(out), full_page=True, clip={"x": 0, "y": 0, "width": 1100, "height": load_top})
+        shutil.copyfile(out, ROOT / "docs" / "lab-custom.png")
 
-            # A good one, run with Ctrl+Enter from inside the editor.
-            _type(page, "#custom", CUSTOM_TEXT)
-            page.keyboard.press("Control+Enter")
-            runs = _wait_render(page, runs + 1)
-            opts = SeedOptions(scenario="custom", custom=parse_custom_text(CUSTOM_TEXT))
-            _check_page(page, opts)
-            assert _check_segments(page, opts) >= 5  # connect, first token and body, drawn to scale
-            assert not page.locator("#custom-error").is_visible()
-            assert page.get_attribute("#custom", "aria-invalid") is None
-            assert page.input_value("#scenario") == "custom"
-            page.evaluate("document.activeElement.blur()")
-            out = ROOT / "test-artifacts" / "lab-custom.png"
-            out.parent.mkdir(exist_ok=True)
-            load_top = page.eval_on_selector("#load", "e => e.getBoundingClientRect().top + window.scrollY")
-            page.screenshot(path=str(out), full_page=True, clip={"x": 0, "y": 0, "width": 1100, "height": load_top})
-            shutil.copyfile(out, ROOT / "docs" / "lab-custom.png")
+        # The example, with A's retries raised from the keyboard: segments still match.
+        _type(page, "#custom", EXAMPLE)
+        page.keyboard.press("Control+Enter")
+        runs = _wait_render(page, runs + 1)
+        _check_page(page, SeedOptions(scenario="custom", custom=parse_custom_text(EXAMPLE)))
+        _type(page, "#a_extra_retries", "2")  # focus leaves the editor: its change event runs again
+        runs = _wait_render(page, runs + 1)
+        page.keyboard.press("Tab")  # leaving the field fires change: a run
+        runs = _wait_render(page, runs + 1)
+        opts = SeedOptions(scenario="custom", custom=parse_custom_text(EXAMPLE), a_extra_retries=2)
+        _check_page(page, opts)
+        _check_segments(page, opts)
+        legend = page.inner_text("#legend")
+        for word in ("connect", "first token", "streaming the body", "backoff", "cancelled at its cap"):
+            assert word in legend
 
-            # The example, with A's retries raised from the keyboard: segments still match.
-            _type(page, "#custom", EXAMPLE)
-            page.keyboard.press("Control+Enter")
-            runs = _wait_render(page, runs + 1)
-            _check_page(page, SeedOptions(scenario="custom", custom=parse_custom_text(EXAMPLE)))
-            _type(page, "#a_extra_retries", "2")  # focus leaves the editor: its change event runs again
-            runs = _wait_render(page, runs + 1)
-            page.keyboard.press("Tab")  # leaving the field fires change: a run
-            runs = _wait_render(page, runs + 1)
-            opts = SeedOptions(scenario="custom", custom=parse_custom_text(EXAMPLE), a_extra_retries=2)
-            _check_page(page, opts)
-            _check_segments(page, opts)
-            legend = page.inner_text("#legend")
-            for word in ("connect", "first token", "streaming the body", "backoff", "cancelled at its cap"):
-                assert word in legend
-
-            # A built-in scenario draws segments too (the fake connects at once: a zero-width connect).
-            page.select_option("#scenario", "timeout")
-            runs = _wait_render(page, runs + 1)
-            _check_page(page, SeedOptions(scenario="timeout", a_extra_retries=2))
-            _check_segments(page, SeedOptions(scenario="timeout", a_extra_retries=2))
-        finally:
-            browser.close()
+        # A built-in scenario draws segments too (the fake connects at once: a zero-width connect).
+        page.select_option("#scenario", "timeout")
+        runs = _wait_render(page, runs + 1)
+        _check_page(page, SeedOptions(scenario="timeout", a_extra_retries=2))
+        _check_segments(page, SeedOptions(scenario="timeout", a_extra_retries=2))
 
 
 def _load_summary(page: Any) -> dict[str, str]:
@@ -408,65 +406,55 @@ def _load_summary(page: Any) -> dict[str, str]:
 
 @pytest.mark.e2e
 def test_load_mode_in_system_chromium(lab_url: str) -> None:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/services.sh (installs Debian's chromium) as root")
-    from playwright.sync_api import sync_playwright
+    with _lab_page(lab_url) as page:
+        _wait_render(page, 1)
+        assert page.input_value("#schedule") == DEFAULT_SCHEDULE
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1100, "height": 1000})
-            page.goto(lab_url)
-            _wait_render(page, 1)
-            assert page.input_value("#schedule") == DEFAULT_SCHEDULE
+        # Over the cap, keyboard only: Enter in a field submits; the error names it and takes focus.
+        _type(page, "#clients", "1000")
+        page.keyboard.press("Enter")
+        _wait_errors(page, "loadErrors", 1)
+        assert page.inner_text("#load-error").startswith("clients: must be a whole number from 1 to 200")
+        assert page.evaluate("document.activeElement.id") == "clients"
+        assert page.get_attribute("#clients", "aria-invalid") == "true"
 
-            # Over the cap, keyboard only: Enter in a field submits; the error names it and takes focus.
-            _type(page, "#clients", "1000")
-            page.keyboard.press("Enter")
-            _wait_errors(page, "loadErrors", 1)
-            assert page.inner_text("#load-error").startswith("clients: must be a whole number from 1 to 200")
-            assert page.evaluate("document.activeElement.id") == "clients"
-            assert page.get_attribute("#clients", "aria-invalid") == "true"
+        # A small load, typed from the keyboard: 20 clients x 90 s, A down 20-40 s.
+        _type(page, "#clients", "20")
+        _type(page, "#duration", "90")
+        _type(page, "#rate", "1")
+        _type(page, "#schedule", "a:\n- {from: 20, to: 40, reply: connect_error}\n")
+        page.focus("#load-run")
+        page.keyboard.press("Enter")
+        _wait_errors(page, "loads", 1)
+        assert page.get_attribute("#clients", "aria-invalid") is None
+        body = {
+            "clients": 20,
+            "duration": 90,
+            "rate": 1,
+            "budget": 5,
+            "a_extra_retries": 1,
+            "seed": 0,
+            "schedule": "a:\n- {from: 20, to: 40, reply: connect_error}\n",
+        }
+        with ThreadPoolExecutor(1) as pool:
+            want = pool.submit(run_load, parse_load(body)).result()
+        _check_load(page, want, seconds=90)
+        assert want.summary["breaker_opened"]["a"] >= 1  # the outage shows in the breaker strip
+        assert page.locator("[data-chart=breaker] rect[data-series=a][data-state=open]").count() > 0
 
-            # A small load, typed from the keyboard: 20 clients x 90 s, A down 20-40 s.
-            _type(page, "#clients", "20")
-            _type(page, "#duration", "90")
-            _type(page, "#rate", "1")
-            _type(page, "#schedule", "a:\n- {from: 20, to: 40, reply: connect_error}\n")
-            page.focus("#load-run")
-            page.keyboard.press("Enter")
-            _wait_errors(page, "loads", 1)
-            assert page.get_attribute("#clients", "aria-invalid") is None
-            body = {
-                "clients": 20,
-                "duration": 90,
-                "rate": 1,
-                "budget": 5,
-                "a_extra_retries": 1,
-                "seed": 0,
-                "schedule": "a:\n- {from: 20, to: 40, reply: connect_error}\n",
-            }
-            with ThreadPoolExecutor(1) as pool:
-                want = pool.submit(run_load, parse_load(body)).result()
-            _check_load(page, want, seconds=90)
-            assert want.summary["breaker_opened"]["a"] >= 1  # the outage shows in the breaker strip
-            assert page.locator("[data-chart=breaker] rect[data-series=a][data-state=open]").count() > 0
-
-            # The defaults (50 clients x 5 virtual minutes) for the screenshot.
-            page.reload()
-            _wait_render(page, 1)
-            page.focus("#load-run")
-            page.keyboard.press("Enter")
-            _wait_errors(page, "loads", 1)
-            with ThreadPoolExecutor(1) as pool:
-                want = pool.submit(run_load, parse_load({"schedule": DEFAULT_SCHEDULE})).result()
-            _check_load(page, want, seconds=300)
-            out = ROOT / "test-artifacts" / "lab-load.png"
-            out.parent.mkdir(exist_ok=True)
-            page.locator("#load").screenshot(path=str(out))
-            shutil.copyfile(out, ROOT / "docs" / "lab-load.png")
-        finally:
-            browser.close()
+        # The defaults (50 clients x 5 virtual minutes) for the screenshot.
+        page.reload()
+        _wait_render(page, 1)
+        page.focus("#load-run")
+        page.keyboard.press("Enter")
+        _wait_errors(page, "loads", 1)
+        with ThreadPoolExecutor(1) as pool:
+            want = pool.submit(run_load, parse_load({"schedule": DEFAULT_SCHEDULE})).result()
+        _check_load(page, want, seconds=300)
+        out = ROOT / "test-artifacts" / "lab-load.png"
+        out.parent.mkdir(exist_ok=True)
+        page.locator("#load").screenshot(path=str(out))
+        shutil.copyfile(out, ROOT / "docs" / "lab-load.png")
 
 
 def _check_load(page: Any, want: LoadResult, *, seconds: int) -> None:

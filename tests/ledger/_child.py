@@ -1,4 +1,5 @@
-"""A separate process for the crash and multi-process tests: ``python _child.py MODE DB DIR ...``.
+"""A separate process for the crash and multi-process tests, run from the repository root as
+``python -m tests.ledger._child MODE DB DIR ...``.
 
 hang DB DIR EFFECT    claim create_order, record the execution (and the order, if EFFECT is
                       "after"), write DIR/started, then hang until killed
@@ -15,17 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from failover.ledger import Ledger, Run, SQLiteStore
+from tests._services import append_synced as append
 
 ARGS = {"sku": "A-1", "qty": 1}
-
-
-def append(path: Path, line: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    try:
-        os.write(fd, (line + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 async def hang(db: str, work: Path, effect: str) -> None:

@@ -1,6 +1,6 @@
 """Real servers for the ledger's store tests, started on free loopback ports.
 
-redis-server runs with no persistence (``--save '' --appendonly no``); PostgreSQL gets a
+redis-server runs with no persistence (tests/_services.py starts it); PostgreSQL gets a
 fresh cluster in a temporary directory (as the ``postgres`` user when the tests run as
 root). Both stop when the session ends. scripts/services.sh installs them; when one cannot
 start, the tests that need it fail and say why: they are never skipped.
@@ -8,16 +8,13 @@ start, the tests that need it fail and say why: they are never skipped.
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -26,43 +23,9 @@ from typing import Any
 import pytest
 
 from failover.ledger import LedgerStore, MemoryStore, SQLiteStore
+from tests._services import RedisServer, ServiceError, fail_on_service_error, free_port, stop_process, wait_port
 
 STORES = ["memory", "sqlite", "redis", "postgres"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, log: Path, timeout: float = 15.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            pytest.fail(f"{what} exited with {proc.returncode} at start-up:\n{_tail(log)}", pytrace=False)
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return
-        time.sleep(0.02)
-    pytest.fail(f"{what} did not listen on 127.0.0.1:{port} within {timeout}s:\n{_tail(log)}", pytrace=False)
-
-
-def _tail(log: Path) -> str:
-    try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-20:])
-    except OSError:
-        return "(no log)"
-
-
-def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="session")
@@ -72,42 +35,16 @@ def redis_url() -> Iterator[str]:
     if given:
         yield given
         return
-    exe = shutil.which("redis-server")
-    if exe is None:
-        pytest.fail(
-            "redis-server is not installed, so the RedisStore tests cannot run. Run scripts/services.sh "
-            "(it runs `apt-get install -y redis-server` as root), or set FAILOVER_TEST_REDIS_URL.",
-            pytrace=False,
-        )
-    port = free_port()
-    workdir = Path(tempfile.mkdtemp(prefix="failover-redis-"))
-    log = workdir / "redis.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                exe,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(workdir),
-                "--daemonize",
-                "no",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
     try:
-        _wait_port(port, proc, "redis-server", log)
-        yield f"redis://127.0.0.1:{port}/0"
+        server = RedisServer(prefix="failover-ledger-redis-")
+    except ServiceError as exc:
+        pytest.fail(f"{exc}, or set FAILOVER_TEST_REDIS_URL, so the RedisStore tests can run", pytrace=False)
+    try:
+        with fail_on_service_error():
+            server.start()
+        yield server.url
     finally:
-        _stop(proc)
-        shutil.rmtree(workdir, ignore_errors=True)
+        server.close()
 
 
 def _pg_bin(name: str) -> str | None:
@@ -176,10 +113,11 @@ def postgres_dsn() -> Iterator[str]:
             **as_user,
         )
     try:
-        _wait_port(port, proc, "postgres", log, timeout=30.0)
+        with fail_on_service_error():
+            wait_port(port, proc, "postgres", log, timeout=30.0)
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
-        _stop(proc, signal.SIGINT)  # a fast shutdown: nothing here needs to be kept
+        stop_process(proc, signal.SIGINT)  # a fast shutdown: nothing here needs to be kept
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -14,12 +14,12 @@ import pytest
 
 from failover.ledger import Execution, Ledger, Run, SQLiteStore, State, Verdict
 
-CHILD = Path(__file__).with_name("_child.py")
+ROOT = Path(__file__).resolve().parents[2]  # the child runs as ``-m tests.ledger._child`` from here
 ARGS = {"sku": "A-1", "qty": 1}
 
 
 def spawn(*args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, str(CHILD), *args], stderr=subprocess.PIPE)
+    return subprocess.Popen([sys.executable, "-m", "tests.ledger._child", *args], stderr=subprocess.PIPE, cwd=ROOT)
 
 
 async def wait_for(path: Path, proc: subprocess.Popen[bytes], limit: float = 20.0) -> None:

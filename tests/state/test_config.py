@@ -17,9 +17,8 @@ from failover.gateway._settings import load_gateway_config
 from failover.policy import BreakerBoard, LimiterBoard, RetryBudget
 from failover.state import GuardedStore, RedisStore, SQLiteStore
 from failover.testing import FakeNetwork, FakeProvider, Reply, Script
+from tests._services import RedisServer
 from tests.gateway._kit import ADMIN_KEY, Kit, chat_body
-
-from .conftest import RedisServer
 
 BASE: dict[str, Any] = {
     "targets": {"a": {"dialect": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m", "limits": {"rpm": 60}}},

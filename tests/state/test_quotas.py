@@ -17,7 +17,7 @@ from failover.gateway import Tenant
 from failover.gateway._errors import ApiError
 from failover.gateway._quota import TenantQuotas, period_bounds
 from failover.state import GuardedStore, MemoryStore, RedisStore
-from tests.ledger.conftest import free_port
+from tests._services import free_port
 
 from .conftest import StoreFactory
 

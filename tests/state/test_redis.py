@@ -23,9 +23,9 @@ from failover import Envelope, Limits, Request, Route, Router
 from failover.policy import Backoff, BreakerBoard, BreakerConfig, LimiterBoard, RetryBudget
 from failover.state import BreakerOutcome, BreakerParams, GuardedStore, RedisStore, SQLiteStore, StateStore
 from failover.testing import FakeNetwork, FakeProvider, Reply, Script
+from tests._services import RedisServer
 from tests.router._kit import target
 
-from .conftest import RedisServer
 from .test_policies import limited
 
 CFG = BreakerConfig(window_size=4, min_calls=4, open_duration=0.5, half_open_probes=2)

@@ -18,6 +18,7 @@ import openai
 import pytest
 
 from failover.testing import FakeProvider, FakeServer, Outcome, Reply
+from tests._sdk import leave_after
 
 pytestmark = [pytest.mark.e2e, pytest.mark.looptime]
 
@@ -163,12 +164,7 @@ async def test_openai_sdk_leaving_mid_stream_is_recorded_within_one_interval(
     loop = asyncio.get_running_loop()
     async with _openai(srv, o) as client:
         stream = await client.chat.completions.create(model="gpt-4o-mini", messages=USER, stream=True)
-        seen = 0
-        async for _ in stream:
-            seen += 1
-            if seen == 4:
-                break
-        await stream.close()
+        await leave_after(stream, 4)
         left_at = loop.time()
         await _settled(o)
     (call,) = o.calls
