@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ..model import Capability, Envelope, Exclusion, Phase, Request, Route, Target
+from ..model import Capability, Envelope, Exclusion, FailureKind, Phase, Request, Route, Target
 from ._breaker import BreakerBoard, NoBreakers
 from ._health import HealthBoard
 
@@ -25,6 +25,20 @@ class Plan:
     candidates: tuple[Candidate, ...]
     excluded: tuple[Exclusion, ...]
     required: frozenset[Capability]
+    # the exclusions that are only for now (a cool-down, an open breaker): until when, and why
+    holds: tuple[Hold, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A candidate left out for now: it may be called again at loop time ``until``.
+
+    ``kind`` is what keeps it away: ``rate_limited`` for a cool-down, and for an open breaker
+    the failure kind that opened it (the provider's server error when unknown)."""
+
+    target: str
+    until: float
+    kind: FailureKind
 
 
 def required_capabilities(route: Route, request: Request, envelope: Envelope) -> frozenset[Capability]:
@@ -81,6 +95,7 @@ def plan(
     """Order the route's targets into candidates, with a reason for every one left out."""
     required = required_capabilities(route, request, envelope)
     excluded: list[Exclusion] = []
+    holds: list[Hold] = []
     candidates: list[Candidate] = []
 
     def admit(targets: Iterable[Target], tier: Phase) -> None:
@@ -97,8 +112,12 @@ def plan(
                 cooling = health.cooling(t, now)
                 if cooling is not None:
                     reason = f"cooling down after {cooling[1]} for another {cooling[0]:.1f}s"
+                    holds.append(Hold(t.name, now + cooling[0], FailureKind.RATE_LIMITED))
             if reason is None and breakers is not None:
                 reason = breakers.rejection(t, now)
+                hold = breakers.hold(t, now) if reason is not None else None
+                if hold is not None:
+                    holds.append(Hold(t.name, now + hold.wait, hold.kind or FailureKind.PROVIDER_SERVER_ERROR))
             if reason is not None:
                 excluded.append(Exclusion(target=t.name, phase=tier, reason=reason))
             else:
@@ -122,7 +141,7 @@ def plan(
     admit(route.primary, Phase.PRIMARY)
     if route.fallbacks:
         admit(route.fallbacks, Phase.FALLBACK)
-    return Plan(candidates=tuple(candidates), excluded=tuple(excluded), required=required)
+    return Plan(candidates=tuple(candidates), excluded=tuple(excluded), required=required, holds=tuple(holds))
 
 
 def _rank(

@@ -34,7 +34,6 @@ from ..model import (
     Capability,
     ConfigError,
     Envelope,
-    Exclusion,
     Failure,
     FailureKind,
     PartialOutput,
@@ -398,20 +397,6 @@ class _Run:
         """A candidate turned away for now (open breaker, cool-down, limiter wait) until ``until``."""
         self.skips.append((until, kind))
 
-    def skipped_in_plan(self, excluded: Iterable[Exclusion]) -> None:
-        """The plan's temporary exclusions (cool-downs and breakers) as skips; the rest are final."""
-        names = {e.target: e.reason for e in excluded}
-        for t in self.route.targets:
-            reason = names.get(t.name)
-            if reason is None:
-                continue
-            if reason.startswith("cooling down"):
-                cooling = self.router.health.cooling(t, self.t0)
-                if cooling is not None:
-                    self.skip(self.t0 + cooling[0], FailureKind.RATE_LIMITED)
-            elif reason.startswith(_BREAKER_REASONS):
-                self.skip_breaker(t, self.t0)
-
     def skip_breaker(self, target: Target, now: float) -> None:
         hold = self.router.breakers.hold(target, now)
         if hold is not None:  # the kind that opened it; a breaker's failures are the provider's
@@ -467,19 +452,15 @@ class _Run:
         self.rec.excluded.extend(p.excluded)
         if route.primary:
             self.rec.input_tokens = self.input_tokens(route.primary[0])
-        if p.excluded:
-            self.skipped_in_plan(p.excluded)
+        for hold in p.holds:  # left out only for now: the request may be retried when the first returns
+            self.skip(hold.until, hold.kind)
         if not p.candidates:
             why = "; ".join(f"{e.target}: {e.reason}" for e in p.excluded) or "the route has no targets"
             later = self.come_back_later(f"no candidate can serve this request now ({why})")
             if later is not None:
                 raise later
-            cooling = [self.router.health.cooling(t, self.t0) for t in route.targets]
-            waits = [c[0] for c in cooling if c is not None]
-            if waits:
-                self.retry_after_until = self.t0 + min(waits)
-            kind = FailureKind.RATE_LIMITED if waits and len(waits) == len(p.excluded) else FailureKind.CONTRACT_FAILURE
-            if not waits and self.overflows(p.required) and len(self.overflows(p.required)) == len(p.excluded):
+            kind = FailureKind.CONTRACT_FAILURE  # every exclusion is final: contract, window or envelope
+            if self.overflows(p.required) and len(self.overflows(p.required)) == len(p.excluded):
                 kind = FailureKind.CONTEXT_OVERFLOW
             raise self.unavailable(kind, f"no candidate can serve this request ({why})")
 
@@ -934,7 +915,6 @@ class _Run:
 
 
 # How BreakerBoard.rejection words an open or full half-open breaker (an exclusion for now).
-_BREAKER_REASONS = ("circuit open", "key+model circuit open", "half-open", "key+model half-open")
 _CONTRACT_KINDS = frozenset({FailureKind.SCHEMA_INVALID, FailureKind.TOOL_CALL_MALFORMED, FailureKind.CONTRACT_FAILURE})
 
 
