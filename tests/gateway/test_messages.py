@@ -395,3 +395,42 @@ async def test_client_disconnect_asgi_closes_the_upstream_at_once() -> None:
     assert call.outcome is Outcome.CLIENT_DISCONNECTED
     assert call.events_sent < 20
     assert leaver.messages[0]["status"] == 200
+
+
+# -------------------------------------------------------------------- count_tokens
+
+
+async def test_count_tokens_is_the_count_failover_uses_and_calls_no_provider(
+    kit: Kit, client: anthropic.AsyncAnthropic
+) -> None:
+    from failover.inbound import anthropic as inbound
+    from failover.tokens import counter_for
+
+    calls_before = {name: len(p.calls) for name, p in kit.providers.items()}
+    body: dict[str, Any] = {
+        "model": "chat",
+        "messages": [*HELLO, {"role": "assistant", "content": "Hi"}],
+        "tools": [WEATHER],
+    }
+    counted = await client.messages.count_tokens(**body)
+    target = kit.router.routes["chat"].primary[0]
+    expected = counter_for(target).count(inbound.to_request(inbound.parse_body({**body, "max_tokens": 1})))
+    assert counted.input_tokens == expected > 0
+    shorter = await client.messages.count_tokens(model="chat", messages=HELLO)
+    assert 0 < shorter.input_tokens < counted.input_tokens  # the tools and the extra turn count
+    assert {name: len(p.calls) for name, p in kit.providers.items()} == calls_before
+
+
+async def test_count_tokens_refuses_like_messages(served: tuple[Kit, ServerThread]) -> None:
+    _, server = served
+    async with anthropic.AsyncAnthropic(base_url=root(server), api_key=OTHER_KEY, max_retries=0, timeout=20) as other:
+        with pytest.raises(anthropic.NotFoundError) as nf:  # another tenant's route does not exist for this key
+            await other.messages.count_tokens(model="chat", messages=HELLO)
+    assert "chat" in nf.value.message
+    async with anthropic.AsyncAnthropic(base_url=root(server), api_key="gw-wrong-key", max_retries=0) as wrong:
+        with pytest.raises(anthropic.AuthenticationError):
+            await wrong.messages.count_tokens(model="chat", messages=HELLO)
+    async with anthropic.AsyncAnthropic(base_url=root(server), api_key=ACME_KEY, max_retries=0) as acme:
+        with pytest.raises(anthropic.BadRequestError) as bad:
+            await acme.messages.count_tokens(model="chat", messages=[{"role": "user", "content": [{"type": "nope"}]}])  # type: ignore[list-item]
+    assert "messages[0].content[0]" in bad.value.message

@@ -1204,13 +1204,14 @@ def create_app(
             if close_router:
                 await gw.router.aclose()
 
-    from ._messages import Messages  # here, not at the top: _messages builds on this module
+    from ._messages import Messages, count_tokens  # here, not at the top: _messages builds on this module
 
     app = GatewayApp(
         fast_dispatch=not middleware,  # CORS must see every request
         routes=[
             HttpRoute("/v1/chat/completions", ChatCompletions(gw), methods=["POST"]),
             HttpRoute("/v1/messages", Messages(gw), methods=["POST"]),
+            HttpRoute("/v1/messages/count_tokens", count_tokens(gw), methods=["POST"]),
             HttpRoute("/v1/models", models, methods=["GET"]),
             HttpRoute("/v1/models/{name:path}", model, methods=["GET"]),
             HttpRoute("/admin/health", admin_health, methods=["GET"]),

@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
 from ..inbound import WireError, anthropic
 from ..model import Completed, Envelope, Request, RouteRecord
 from ..model import Response as Answer
-from ._app import Endpoint, SseWire, record_headers
+from ..tokens import counter_for
+from ._app import Endpoint, Gateway, SseWire, record_headers
 from ._errors import ApiError, from_wire
 
 
@@ -142,4 +144,37 @@ class Messages(Endpoint[anthropic.MessagesBody]):
         return _status(err)
 
 
-__all__ = ["Messages", "error_response"]
+def count_tokens(gw: Gateway) -> Callable[[HttpRequest], Awaitable[Response]]:
+    """``POST /v1/messages/count_tokens``: ``{"input_tokens": N}`` for a Messages body.
+
+    N is what failover itself counts before sending (docs/tokens.md) for the route's first
+    primary target, the count its preflight and the tenant's tpm use; it calls no provider
+    and uses no quota. The body is a Messages body without ``max_tokens`` (as Anthropic's
+    endpoint takes it); ``model`` names a route the key may use.
+    """
+
+    async def run(request: HttpRequest) -> Response:
+        try:
+            tenant = gw.authenticate(request.scope, _credentials(gw.settings.open, request.headers))
+            data = await gw.read_json(request)
+            if isinstance(data, dict):
+                data = {**data, "max_tokens": 1, "stream": False}  # not part of a count request
+            try:
+                body = anthropic.parse_body(data)
+                req = anthropic.to_request(body)
+            except WireError as exc:
+                raise from_wire(exc) from None
+            route = gw.router.routes.get(body.model)
+            if route is None or (tenant is not None and not tenant.allows(body.model)):
+                raise ApiError(404, f"the model {body.model!r} does not exist", code="model_not_found", param="model")
+            if not route.primary:
+                raise ApiError(404, f"the route {body.model!r} has no primary target", code="model_not_found")
+            target = route.primary[0]
+            return Response(_dumps({"input_tokens": counter_for(target).count(req)}), media_type="application/json")
+        except ApiError as err:
+            return error_response(err)
+
+    return run
+
+
+__all__ = ["Messages", "count_tokens", "error_response"]

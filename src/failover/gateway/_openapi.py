@@ -183,6 +183,47 @@ def _messages_path(params: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _count_tokens_path() -> dict[str, Any]:
+    errors = {
+        code: {
+            "description": str(_ERRORS[code]["description"]),
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AnthropicError"}}},
+        }
+        for code in ("400", "401", "403", "404", "413")
+        if code in _ERRORS
+    }
+    return {
+        "post": {
+            "summary": "Input tokens failover counts for a Messages body (the route's first target); no provider call",
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/MessagesRequest"},
+                        "example": {"model": "chat", "messages": [{"role": "user", "content": "Hi"}]},
+                    }
+                },
+            },
+            "responses": {
+                "200": {
+                    "description": "the count",
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["input_tokens"],
+                                "properties": {"input_tokens": {"type": "integer", "minimum": 0}},
+                            }
+                        }
+                    },
+                },
+                **errors,
+            },
+            "security": [{"bearer": []}, {"x-api-key": []}],
+        }
+    }
+
+
 def openapi_schema(*, metrics: bool = True) -> dict[str, Any]:
     body = ChatCompletionBody.model_json_schema(ref_template=_REF)
     defs = body.pop("$defs", {})
@@ -224,6 +265,7 @@ def openapi_schema(*, metrics: bool = True) -> dict[str, Any]:
             }
         },
         "/v1/messages": _messages_path(chat_params),
+        "/v1/messages/count_tokens": _count_tokens_path(),
         "/v1/models": {
             "get": _get(
                 "The routes this key may use",
