@@ -434,3 +434,28 @@ async def test_count_tokens_refuses_like_messages(served: tuple[Kit, ServerThrea
         with pytest.raises(anthropic.BadRequestError) as bad:
             await acme.messages.count_tokens(model="chat", messages=[{"role": "user", "content": [{"type": "nope"}]}])  # type: ignore[list-item]
     assert "messages[0].content[0]" in bad.value.message
+
+
+# -------------------------------------------------------------------- models, in Anthropic's format
+
+
+async def test_the_anthropic_sdk_lists_and_retrieves_the_routes_its_key_may_use(
+    kit: Kit, client: anthropic.AsyncAnthropic
+) -> None:
+    page = await client.models.list()
+    listed = [m.id for m in page.data]
+    allowed = [name for name in kit.router.routes if name != "secret"]  # acme may not use "secret"
+    assert listed == allowed and page.has_more is False
+    assert page.first_id == allowed[0] and page.last_id == allowed[-1]
+    chat = await client.models.retrieve("chat")
+    target = kit.router.routes["chat"].primary[0]
+    assert (chat.id, chat.type, chat.lifecycle) == ("chat", "model", "active")
+    assert (chat.max_input_tokens, chat.max_tokens) == (target.context_window, target.max_output_tokens)
+    with pytest.raises(anthropic.NotFoundError):
+        await client.models.retrieve("secret")
+
+
+async def test_an_openai_client_still_gets_openais_model_list(kit: Kit) -> None:
+    async with kit.client() as http:
+        body = (await http.get("/v1/models")).json()
+    assert body["object"] == "list" and {m["object"] for m in body["data"]} == {"model"}
