@@ -304,6 +304,7 @@ class _Run:
         self.used: Attempt | None = None
         self.retry_after_until: float | None = None
         self.skips: list[tuple[float, FailureKind]] = []  # candidates turned away for now: (until, why)
+        self.limited = False  # a candidate was skipped by the client-side limiter
         self._tokens: dict[str, int] = {}
         self._exact: dict[str, int] = {}  # target name -> the provider's own count
         self.compacted = False
@@ -495,8 +496,7 @@ class _Run:
             if later is not None:
                 raise later
             # skipped by the client-side limiter: the target's rate limit, retryable later, not a contract problem
-            limited = any(e.reason.startswith("client-side rate limit") for e in self.rec.excluded)
-            kind = FailureKind.RATE_LIMITED if limited else FailureKind.CONTRACT_FAILURE
+            kind = FailureKind.RATE_LIMITED if self.limited else FailureKind.CONTRACT_FAILURE
             raise self.unavailable(kind, f"no candidate could be tried ({why})")
         tried = ", ".join(sorted({a.target for a in self.rec.attempts}))
         lf = next(a.failure for a in reversed(self.rec.attempts) if a.failure is not None)
@@ -698,6 +698,7 @@ class _Run:
                     tenant=self.env.tenant,
                 )
             except LimitWaitTooLong as exc:
+                self.limited = True
                 if math.isfinite(exc.wait_seconds):  # when the caller may come back (Retry-After)
                     until = loop.time() + exc.wait_seconds
                     if self.retry_after_until is None or until < self.retry_after_until:
