@@ -30,7 +30,7 @@ from failover import (
 )
 from failover.policy import Backoff, Unlimited
 from failover.testing import FakeProvider, FakeServer, Outcome, Reply, Script
-from failover.transport import AiohttpTransport, HttpxTransport, Transport
+from failover.transport import AiohttpTransport, Http1Transport, HttpxTransport, Transport
 
 pytestmark = [pytest.mark.looptime, pytest.mark.e2e]
 
@@ -93,7 +93,7 @@ def good_reply(kind: str, text: str) -> Reply:
     return Reply.ok(text, latency=0.2)
 
 
-@pytest.fixture(params=[HttpxTransport, AiohttpTransport], ids=["httpx", "aiohttp"])
+@pytest.fixture(params=[HttpxTransport, AiohttpTransport, Http1Transport], ids=["httpx", "aiohttp", "http1"])
 async def transport(request: pytest.FixtureRequest) -> AsyncIterator[Transport]:
     t: Transport = request.param()
     yield t

@@ -21,7 +21,7 @@ from failover.model import (
 )
 from failover.policy import Backoff, Unlimited
 from failover.testing import FakeNetwork, FakeProvider, FakeServer, Outcome, Reply, Script
-from failover.transport import AiohttpTransport, HttpxTransport, StreamingTransport
+from failover.transport import AiohttpTransport, Http1Transport, HttpxTransport, StreamingTransport
 
 pytestmark = pytest.mark.looptime
 
@@ -180,7 +180,9 @@ async def test_restart_after_partial_needs_the_envelope_and_the_caller() -> None
     assert isinstance(end, Completed) and end.response.text == "from b"
 
 
-@pytest.mark.parametrize("make_transport", [HttpxTransport, AiohttpTransport], ids=["httpx", "aiohttp"])
+@pytest.mark.parametrize(
+    "make_transport", [HttpxTransport, AiohttpTransport, Http1Transport], ids=["httpx", "aiohttp", "http1"]
+)
 async def test_a_caller_that_leaves_closes_the_upstream_over_real_http(
     make_transport: type[StreamingTransport],
 ) -> None:
@@ -211,7 +213,9 @@ async def test_a_caller_that_leaves_closes_the_upstream_over_real_http(
     await transport.aclose()
 
 
-@pytest.mark.parametrize("make_transport", [HttpxTransport, AiohttpTransport], ids=["httpx", "aiohttp"])
+@pytest.mark.parametrize(
+    "make_transport", [HttpxTransport, AiohttpTransport, Http1Transport], ids=["httpx", "aiohttp", "http1"]
+)
 @pytest.mark.parametrize("dialect", ["openai", "anthropic", "gemini"])
 async def test_streams_over_real_http_in_every_dialect(dialect: str, make_transport: type[StreamingTransport]) -> None:
     tool = Tool(name="get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})

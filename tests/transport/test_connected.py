@@ -17,14 +17,14 @@ from failover import Capability, Envelope, Request, Route, Router, Timeouts, Una
 from failover.model import Completed
 from failover.policy import Unlimited
 from failover.testing import FakeProvider, FakeServer, Reply, Script
-from failover.transport import AiohttpTransport, HttpxTransport, Transport
+from failover.transport import AiohttpTransport, Http1Transport, HttpxTransport, Transport
 
 pytestmark = [pytest.mark.looptime, pytest.mark.e2e]
 
 CAPS = frozenset({Capability.CHAT, Capability.STREAMING})
 
 
-@pytest.fixture(params=[HttpxTransport, AiohttpTransport], ids=["httpx", "aiohttp"])
+@pytest.fixture(params=[HttpxTransport, AiohttpTransport, Http1Transport], ids=["httpx", "aiohttp", "http1"])
 async def transport(request: pytest.FixtureRequest) -> AsyncIterator[Transport]:
     t: Transport = request.param()
     yield t

@@ -49,7 +49,7 @@ from ..policy._canary import answered
 from ..router import Router
 from ..testing import FakeNetwork, FakeProvider, Scenario
 from ..tokens import counter_for
-from ..transport import AiohttpTransport, Transport
+from ..transport import Http1Transport, Transport
 
 Gate = Callable[[Request, Response], Awaitable[Any]]
 """A quality gate: ``await gate(request, response)`` returns a verdict with ``.passed``."""
@@ -827,7 +827,7 @@ def run_replay(opts: ReplayOptions, *, progress: TextIO | None = None) -> Replay
 async def _live(
     recorded: Sequence[RecordedRequest], route: Route, targets: Sequence[Target], common: dict[str, Any]
 ) -> ReplayReport:
-    transport = AiohttpTransport()
+    transport = Http1Transport()
     try:
         return await replay(recorded, route, targets, transport=transport, **common)
     finally:

@@ -83,7 +83,7 @@ from ..tokens import (
     observe_usage,
     reserved_output,
 )
-from ..transport import AiohttpTransport, Transport, TransportError
+from ..transport import Http1Transport, Transport, TransportError
 from ..validation import check_contract, checks_anything, repair_request, validate
 from ._hooks import DegradeHandler, QualityGate, degraded
 from ._record import Recorder, last_failure_kind
@@ -132,9 +132,10 @@ class Router:
     ) -> None:
         items = routes.values() if isinstance(routes, Mapping) else routes
         self.routes: dict[str, Route] = {r.name: r for r in items}
-        # aiohttp by default: measured 3-4x less CPU per request than httpx sequentially and
-        # ~28x at 64 in flight (bench/gateway.py); HttpxTransport remains available.
-        self.transport: Transport = transport if transport is not None else AiohttpTransport()
+        # failover's own HTTP/1.1 client by default: half aiohttp's CPU per request, which was
+        # already 3-28x below httpx (docs/benchmarks.md, "Upstream HTTP client"); AiohttpTransport
+        # and HttpxTransport remain available.
+        self.transport: Transport = transport if transport is not None else Http1Transport()
         self.transport_enforces_total = bool(getattr(self.transport, "enforces_total", False))
         self.retry_budget = retry_budget if retry_budget is not None else RetryBudget()
         self.backoff = backoff or Backoff()

@@ -1,4 +1,4 @@
-"""AiohttpTransport over real HTTP on loopback: the same contract HttpxTransport keeps."""
+"""AiohttpTransport and Http1Transport over real HTTP on loopback: the contract HttpxTransport keeps."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from failover.testing import FakeProvider, FakeServer, Outcome, Reply, Script
-from failover.transport import AiohttpTransport, HttpRequest, TransportError
+from failover.transport import AiohttpTransport, Http1Transport, HttpRequest, StreamingTransport, TransportError
 
 pytestmark = [pytest.mark.looptime, pytest.mark.e2e]
 
 
-@pytest.fixture
-async def transport() -> AsyncIterator[AiohttpTransport]:
-    t = AiohttpTransport()
+@pytest.fixture(params=[AiohttpTransport, Http1Transport], ids=["aiohttp", "http1"])
+async def transport(request: pytest.FixtureRequest) -> AsyncIterator[StreamingTransport]:
+    t: StreamingTransport = request.param()
     yield t
     await t.aclose()
 
@@ -53,7 +53,7 @@ async def raw_server(answer: Callable[[bytes], bytes]) -> tuple[asyncio.Server, 
     return server, f"http://127.0.0.1:{port}/x"
 
 
-async def test_send_returns_the_complete_response(transport: AiohttpTransport) -> None:
+async def test_send_returns_the_complete_response(transport: StreamingTransport) -> None:
     a = FakeProvider("a", "openai", Script.always(Reply.ok("hello there", latency=0.2)))
     async with FakeServer(a) as srv:
         loop = asyncio.get_running_loop()
@@ -69,7 +69,7 @@ async def test_send_returns_the_complete_response(transport: AiohttpTransport) -
     assert call.headers["content-type"] == "application/json"
 
 
-async def test_header_names_are_lower_cased(transport: AiohttpTransport) -> None:
+async def test_header_names_are_lower_cased(transport: StreamingTransport) -> None:
     def answer(_: bytes) -> bytes:
         return (
             b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 2\r\nRetry-After: 3\r\n"
@@ -89,7 +89,7 @@ async def test_header_names_are_lower_cased(transport: AiohttpTransport) -> None
     assert resp.body == b"{}"
 
 
-async def test_a_refused_connection_is_a_connect_error(transport: AiohttpTransport) -> None:
+async def test_a_refused_connection_is_a_connect_error(transport: StreamingTransport) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
@@ -103,7 +103,7 @@ async def test_a_refused_connection_is_a_connect_error(transport: AiohttpTranspo
     assert ei.value.phase == "connect"
 
 
-async def test_a_hang_is_cut_at_the_total_and_the_server_sees_the_client_go(transport: AiohttpTransport) -> None:
+async def test_a_hang_is_cut_at_the_total_and_the_server_sees_the_client_go(transport: StreamingTransport) -> None:
     a = FakeProvider("a", "openai", Script.always(Reply.hang()))
     async with FakeServer(a) as srv:
         loop = asyncio.get_running_loop()
@@ -119,7 +119,7 @@ async def test_a_hang_is_cut_at_the_total_and_the_server_sees_the_client_go(tran
         assert call.disconnected_at - t0 == pytest.approx(2.5, abs=1e-3)
 
 
-async def test_a_cancelled_send_closes_the_connection(transport: AiohttpTransport) -> None:
+async def test_a_cancelled_send_closes_the_connection(transport: StreamingTransport) -> None:
     a = FakeProvider("a", "openai", Script.always(Reply.hang()))
     async with FakeServer(a) as srv:
         loop = asyncio.get_running_loop()
@@ -134,7 +134,7 @@ async def test_a_cancelled_send_closes_the_connection(transport: AiohttpTranspor
         assert call.disconnected_at - t0 == pytest.approx(1.5, abs=1e-3)
 
 
-async def test_stream_chunks_arrive_as_sent(transport: AiohttpTransport) -> None:
+async def test_stream_chunks_arrive_as_sent(transport: StreamingTransport) -> None:
     a = FakeProvider("a", "openai", Script.always(Reply.ok("one two three four", chunk_interval=0.1)))
     async with FakeServer(a) as srv:
         loop = asyncio.get_running_loop()
@@ -154,7 +154,7 @@ async def test_stream_chunks_arrive_as_sent(transport: AiohttpTransport) -> None
     assert a.calls[0].stream
 
 
-async def test_leaving_a_stream_early_closes_the_upstream(transport: AiohttpTransport) -> None:
+async def test_leaving_a_stream_early_closes_the_upstream(transport: StreamingTransport) -> None:
     a = FakeProvider("a", "openai", Script.always(Reply.ok(" ".join(["word"] * 40), chunk_interval=0.1)))
     async with FakeServer(a) as srv:
         loop = asyncio.get_running_loop()
@@ -173,7 +173,7 @@ async def test_leaving_a_stream_early_closes_the_upstream(transport: AiohttpTran
         assert call.events_sent < 40
 
 
-async def test_gzip_bodies_are_decoded(transport: AiohttpTransport) -> None:
+async def test_gzip_bodies_are_decoded(transport: StreamingTransport) -> None:
     plain = b'{"answer": "' + b"x" * 500 + b'"}'
     packed = gzip.compress(plain)
 

@@ -1,0 +1,575 @@
+"""failover's own HTTP/1.1 client: the default transport.
+
+One provider call is one HTTP/1.1 exchange on a pooled keep-alive connection: a POST with a
+JSON body, a JSON (or SSE) answer. A general-purpose client does much more per request than
+that needs (cookies, redirects, proxies, multipart, tracing signals, per-request timeout and
+header objects), and on a one-core gateway that is a sixth of the CPU of every request
+(docs/benchmarks.md, "Upstream HTTP client"). This one does only what an attempt needs:
+
+* a connection pool per origin (scheme, host, port), last in first out, with a limit on open
+  connections shared by all origins; idle connections are dropped after ``keepalive_s`` or as
+  soon as the server closes them;
+* the request head and body written in one call; responses parsed by ``httptools`` (the
+  llhttp parser uvicorn uses): Content-Length, chunked, or read to the end of the connection;
+  gzip and deflate decoded;
+* TLS with the system's trust store (``ssl.create_default_context()``, as aiohttp) or a
+  context of the caller's;
+* the connect bounded by ``connect_timeout`` and the whole exchange, waiting for a pool slot
+  included, by ``total_timeout``, on the loop clock (``enforces_total``); ``Attempt.connected``
+  reported when the connection is ready;
+* a cancelled, timed-out or broken exchange aborts its connection (never pooled again), so the
+  provider sees the client go instead of generating for nobody.
+
+Never: redirects (a provider must not send our credentials elsewhere), proxies from the
+environment (base URLs come only from config), cookies (they must not carry across tenants),
+retries (a POST that may have reached the provider is the router's to replay or not), HEAD
+requests or HTTP upgrades (no dialect sends them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import functools
+import math
+import ssl
+import zlib
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import httptools
+
+from ..model._record import mark_connected
+from ._types import HttpRequest, HttpResponse, StreamingResponse, TransportError
+
+try:
+    from importlib.metadata import version as _version
+
+    _USER_AGENT = f"failover/{_version('failover')}"
+except Exception:  # pragma: no cover - an uninstalled checkout
+    _USER_AGENT = "failover"
+
+_HIGH_WATER = 4 * 1024 * 1024  # a streamed body buffered beyond this pauses reading from the socket
+
+
+@functools.lru_cache(maxsize=512)
+def _split(url: str) -> tuple[tuple[str, str, int], bytes, bytes]:
+    """(origin, request target, Host header value) of a URL; cached, as targets have few URLs."""
+    u = urlsplit(url)
+    scheme = u.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise TransportError("connect", f"unsupported URL scheme {u.scheme!r} (http or https)")
+    host = u.hostname
+    if not host:
+        raise TransportError("connect", "the URL has no host")
+    default = 443 if scheme == "https" else 80
+    try:
+        port = u.port or default
+    except ValueError as exc:
+        raise TransportError("connect", f"bad port in URL: {exc}") from None
+    path = u.path or "/"
+    if u.query:
+        path += "?" + u.query
+    shown = f"[{host}]" if ":" in host else host
+    host_header = shown if port == default else f"{shown}:{port}"
+    return (scheme, host, port), path.encode("ascii"), host_header.encode("idna" if not host.isascii() else "ascii")
+
+
+def _head(method: str, target: bytes, host: bytes, headers: Mapping[str, str], length: int) -> bytes:
+    lines = [method.encode("ascii"), b" ", target, b" HTTP/1.1\r\nhost: ", host, b"\r\n"]
+    seen_ua = seen_ae = False
+    for k, v in headers.items():
+        name = k.lower()
+        if name in ("host", "content-length", "transfer-encoding", "connection"):
+            continue  # framing and the connection are this client's
+        seen_ua = seen_ua or name == "user-agent"
+        seen_ae = seen_ae or name == "accept-encoding"
+        if "\r" in v or "\n" in v or "\r" in k or "\n" in k:
+            raise TransportError("connect", f"header {k!r} holds a line break")  # no header injection
+        lines += (k.encode("latin-1"), b": ", v.encode("latin-1"), b"\r\n")
+    if not seen_ua:
+        lines += (b"user-agent: ", _USER_AGENT.encode(), b"\r\n")
+    if not seen_ae:
+        lines.append(b"accept-encoding: gzip, deflate\r\n")
+    if length or method not in ("GET", "HEAD"):
+        lines += (b"content-length: ", str(length).encode("ascii"), b"\r\n")
+    lines.append(b"\r\n")
+    return b"".join(lines)
+
+
+class _Decoder:
+    """gzip / deflate (zlib-wrapped or raw) content decoding, chunk by chunk."""
+
+    __slots__ = ("_d", "_raw")
+
+    def __init__(self, encoding: str) -> None:
+        self._raw = encoding == "deflate"
+        self._d = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib, by the header
+
+    def feed(self, data: bytes) -> bytes:
+        try:
+            return self._d.decompress(data)
+        except zlib.error:
+            if not self._raw:
+                raise
+            self._raw = False  # "deflate" sent as a raw stream, as some servers do
+            self._d = zlib.decompressobj(-zlib.MAX_WBITS)
+            return self._d.decompress(data)
+
+    def flush(self) -> bytes:
+        return self._d.flush()
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection and the state of the exchange on it (one at a time)."""
+
+    def __init__(self, pool: Http1Transport, origin: tuple[str, str, int]) -> None:
+        self._pool = pool
+        self.origin = origin
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.closed = False
+        self.idle_since = 0.0
+        self.reused = False
+        self.counted = False  # holds one of the pool's slots
+        self.generation = 0  # the pool's event loop it belongs to (Http1Transport._bind)
+        self.streaming = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.body: list[bytes] = []
+        self.buffered = 0
+        self.framed = False  # Content-Length or chunked: the end is known without EOF
+        self.headers_done = False
+        self.complete = False
+        self.keep_alive = False
+        self.error: TransportError | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.headers_waiter: asyncio.Future[None] | None = None
+        self.informational = False
+        self.paused = False
+        self.decoder: _Decoder | None = None
+        self.answered = False  # any byte of a response arrived
+
+    # -- asyncio.Protocol --------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # (uvloop's is not an asyncio.Transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self.waiter is None and self.headers_waiter is None:
+            self.abort()  # bytes on an idle connection: nothing was asked, so it cannot be trusted again
+            return
+        self.answered = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(TransportError("read", "the provider switched protocols, which no dialect asks for"))
+        except httptools.HttpParserError as exc:
+            self._fail(TransportError("read", f"malformed HTTP response: {exc}"))
+
+    def eof_received(self) -> bool | None:
+        self._ended()
+        return None  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._ended(exc)
+        self.closed = True
+        self._pool._forget(self)
+
+    def pause_writing(self) -> None:  # the whole request is buffered by the event loop: nothing to do
+        pass
+
+    def resume_writing(self) -> None:
+        pass
+
+    # -- httptools callbacks -----------------------------------------------------------------
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        k = name.decode("latin-1").lower()
+        v = value.decode("latin-1")
+        h = self.headers
+        h[k] = f"{h[k]}, {v}" if k in h else v
+
+    def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if 100 <= status < 200:  # 100 Continue and friends: the real answer follows
+            self.informational = True
+            self.headers = {}
+            return
+        self.status = status
+        h = self.headers
+        self.framed = "content-length" in h or "chunked" in h.get("transfer-encoding", "").lower()
+        enc = h.get("content-encoding", "").strip().lower()
+        self.decoder = _Decoder(enc) if enc in ("gzip", "deflate", "x-gzip") else None
+        self.headers_done = True
+        w = self.headers_waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def on_body(self, body: bytes) -> None:
+        if self.informational:
+            return
+        if self.decoder is not None:
+            try:
+                body = self.decoder.feed(body)
+            except zlib.error as exc:
+                self._fail(TransportError("read", f"the body does not decode as declared: {exc}"))
+                return
+        if body:
+            self.body.append(body)
+            self.buffered += len(body)
+            if self.streaming:
+                if self.buffered > _HIGH_WATER and not self.paused and self.transport is not None:
+                    self.paused = True
+                    self.transport.pause_reading()
+                self._wake()
+
+    def on_message_complete(self) -> None:
+        if self.informational:
+            self.informational = False
+            return
+        if self.decoder is not None:
+            tail = self.decoder.flush()
+            if tail:
+                self.body.append(tail)
+        self.keep_alive = self.parser.should_keep_alive()
+        self.complete = True
+        self._wake()
+
+    # -- the exchange ------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        w = self.waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def _fail(self, error: TransportError) -> None:
+        if self.error is None and not self.complete:
+            self.error = error
+        for w in (self.headers_waiter, self.waiter):
+            if w is not None and not w.done():
+                w.set_result(None)
+        self.abort()
+
+    def _ended(self, exc: Exception | None = None) -> None:
+        """The server closed the connection (or it broke)."""
+        if self.complete or self.error is not None:
+            return
+        if self.headers_done and not self.framed and exc is None:
+            self.on_message_complete()  # a body delimited by the end of the connection
+            self.keep_alive = False
+            return
+        if self.waiter is None and self.headers_waiter is None and not self.headers_done:
+            return  # idle in the pool: nothing was asked
+        what = "mid-response" if self.headers_done else "before the response"
+        detail = f": {type(exc).__name__}: {exc}" if exc is not None else ""
+        self._fail(TransportError("read", f"the provider closed the connection {what}{detail}"))
+
+    def begin(self, data: bytes, loop: asyncio.AbstractEventLoop, *, streaming: bool = False) -> None:
+        self._reset()
+        self.streaming = streaming
+        self.waiter = loop.create_future()
+        assert self.transport is not None
+        self.transport.write(data)
+
+    def stale(self) -> bool:
+        """A kept-alive connection that the server had closed before it answered a byte."""
+        return self.reused and not self.answered and self.error is not None
+
+    def take_body(self) -> bytes:
+        body = self.body
+        self.body = []
+        self.buffered = 0
+        if self.paused and self.transport is not None:
+            self.paused = False
+            self.transport.resume_reading()
+        return body[0] if len(body) == 1 else b"".join(body)
+
+    def abort(self) -> None:
+        if not self.closed:
+            self.closed = True
+            if self.transport is not None:
+                self.transport.abort()
+
+
+class Http1Transport:
+    """The default transport: failover's own pooled HTTP/1.1 client (see the module docstring).
+
+    ``max_connections`` bounds the connections open at once, over all providers (a request
+    beyond it waits for one, within its total timeout); ``keepalive_s`` is how long an idle
+    connection is kept for reuse; ``ssl_context`` replaces the system trust store for https.
+    """
+
+    enforces_total = True  # send() is bounded by asyncio.timeout(total) below
+
+    def __init__(
+        self,
+        *,
+        max_connections: int = 200,
+        keepalive_s: float = 15.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self._limit = max(max_connections, 1)
+        self._keepalive = keepalive_s
+        self._ssl = ssl_context
+        self._idle: dict[tuple[str, str, int], collections.deque[_Connection]] = {}
+        self._open = 0  # connections open or being opened
+        self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._generation = 0
+
+    # -- the pool ----------------------------------------------------------------------------
+
+    def _context(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            self._ssl = ssl.create_default_context()
+        return self._ssl
+
+    async def _acquire(
+        self, origin: tuple[str, str, int], connect_timeout: float, loop: asyncio.AbstractEventLoop, *, fresh: bool
+    ) -> _Connection:
+        """A pooled connection to ``origin`` (unless ``fresh``), or a new one when a slot is free."""
+        if self._closed:
+            raise TransportError("connect", "the transport is closed")
+        if loop is not self._loop:
+            self._bind(loop)
+        idle = None if fresh else self._idle.get(origin)
+        while idle:
+            conn = idle.pop()
+            if conn.closed or loop.time() - conn.idle_since > self._keepalive:
+                conn.abort()
+                continue
+            conn.reused = True
+            return conn
+        while self._open >= self._limit:
+            if self._evict_idle():
+                continue
+            w = loop.create_future()
+            self._slot_waiters.append(w)
+            try:
+                await w
+            finally:
+                if w in self._slot_waiters:
+                    self._slot_waiters.remove(w)
+            idle = None if fresh else self._idle.get(origin)
+            while idle:  # a connection to this origin came back while we waited
+                conn = idle.pop()
+                if not conn.closed:
+                    conn.reused = True
+                    return conn
+        conn = _Connection(self, origin)
+        conn.counted = True
+        conn.generation = self._generation
+        self._open += 1
+        try:
+            await self._connect(conn, connect_timeout, loop)
+        except BaseException:
+            self._uncount(conn)
+            raise
+        return conn
+
+    def _bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """First use, or use from another event loop (a new ``asyncio.run``): connections of
+        the old loop cannot be used from this one, so the pool starts empty."""
+        if self._loop is not None:
+            self._idle.clear()
+            self._slot_waiters.clear()
+            self._open = 0
+            self._generation += 1  # what the old loop's connections do no longer counts here
+        self._loop = loop
+
+    async def _connect(self, conn: _Connection, connect_timeout: float, loop: asyncio.AbstractEventLoop) -> None:
+        scheme, host, port = conn.origin
+        tls: dict[str, Any] = {"ssl": self._context(), "server_hostname": host} if scheme == "https" else {}
+        try:
+            async with asyncio.timeout(connect_timeout) as cm:
+                await loop.create_connection(lambda: conn, host, port, **tls)
+        except TimeoutError as exc:
+            if cm.expired():
+                raise TransportError("connect_timeout", f"connect timed out after {connect_timeout:.3f}s") from exc
+            raise
+        except ssl.SSLError as exc:
+            raise TransportError("connect", f"TLS handshake with {host}:{port} failed: {exc}") from exc
+        except OSError as exc:  # refused, unreachable, DNS
+            raise TransportError("connect", f"could not connect to {host}:{port}: {exc}") from exc
+
+    def _evict_idle(self) -> bool:
+        """Close one idle connection (any origin) to make room; False when none is idle."""
+        for q in self._idle.values():
+            while q:
+                conn = q.popleft()
+                if not conn.closed:
+                    conn.abort()
+                    self._uncount(conn)
+                    return True
+        return False
+
+    def _release(self, conn: _Connection, loop: asyncio.AbstractEventLoop) -> None:
+        """Back to the pool after a complete exchange, or closed when it cannot be reused."""
+        if conn.closed or not conn.keep_alive or self._closed:
+            conn.abort()
+            return
+        conn.waiter = conn.headers_waiter = None
+        conn.idle_since = loop.time()
+        self._idle.setdefault(conn.origin, collections.deque()).append(conn)
+        self._wake_one()
+
+    def _uncount(self, conn: _Connection) -> None:
+        if conn.counted and conn.generation == self._generation:
+            conn.counted = False
+            self._open -= 1
+            self._wake_one()
+
+    def _forget(self, conn: _Connection) -> None:
+        """A connection closed (by either side): its slot is free."""
+        self._uncount(conn)
+        q = self._idle.get(conn.origin)
+        if q is not None:
+            with contextlib.suppress(ValueError):
+                q.remove(conn)
+
+    def _wake_one(self) -> None:
+        while self._slot_waiters:
+            w = self._slot_waiters.popleft()
+            if not w.done():
+                w.set_result(None)
+                return
+
+    # -- Transport ---------------------------------------------------------------------------
+
+    async def send(self, request: HttpRequest, *, connect_timeout: float, total_timeout: float) -> HttpResponse:
+        if total_timeout <= 0:
+            raise TransportError("total", "no time left for this attempt")
+        data = self._encode(request, None)
+        origin = _split(request.url)[0]
+        loop = asyncio.get_running_loop()
+        cap = None if math.isinf(total_timeout) else total_timeout
+        conn: _Connection | None = None
+        try:
+            async with asyncio.timeout(cap):
+                fresh = False
+                while True:
+                    conn = await self._acquire(origin, min(connect_timeout, total_timeout), loop, fresh=fresh)
+                    mark_connected(loop.time())
+                    conn.begin(data, loop)
+                    if not conn.complete and conn.error is None:
+                        assert conn.waiter is not None
+                        await conn.waiter  # woken at the end of the message, or by an error
+                    if conn.error is None or not conn.stale() or not _replayable(request) or fresh:
+                        break
+                    fresh = True  # a kept-alive connection the server had closed: once more, on a new one
+        except TimeoutError as exc:
+            if conn is not None:
+                conn.abort()
+            raise TransportError("total", f"no complete response within {total_timeout:.3f}s") from exc
+        except BaseException:
+            if conn is not None:
+                conn.abort()  # cancelled: drop the connection, never pool it
+            raise
+        if conn.error is not None:
+            raise conn.error
+        resp = HttpResponse(status=conn.status, headers=conn.headers, body=conn.take_body())
+        self._release(conn, loop)
+        return resp
+
+    def _encode(self, request: HttpRequest, accept: str | None) -> bytes:
+        _, target, host = _split(request.url)
+        body = request.body_bytes()
+        headers: Mapping[str, str] = request.headers
+        if request.json is not None and not any(k.lower() == "content-type" for k in headers):
+            headers = {**headers, "content-type": "application/json"}
+        if accept is not None and not any(k.lower() == "accept" for k in headers):
+            headers = {**headers, "accept": accept}
+        return _head(request.method.upper(), target, host, headers, len(body)) + body
+
+    @contextlib.asynccontextmanager
+    async def stream(self, request: HttpRequest, *, connect_timeout: float) -> AsyncIterator[StreamingResponse]:
+        """Open a streaming exchange; leaving the block before the end closes the connection.
+
+        Only the connect timeout is set here; the router bounds the wait for the headers and
+        every chunk on the loop clock (first event, idle, total).
+        """
+        data = self._encode(request, "text/event-stream")
+        origin = _split(request.url)[0]
+        loop = asyncio.get_running_loop()
+        fresh = False
+        while True:
+            conn = await self._acquire(origin, connect_timeout, loop, fresh=fresh)
+            try:
+                mark_connected(loop.time())
+                conn.begin(data, loop, streaming=True)
+                conn.headers_waiter = loop.create_future()
+                if not conn.headers_done and conn.error is None:
+                    await conn.headers_waiter
+            except BaseException:
+                conn.abort()
+                raise
+            if conn.error is None:
+                break
+            if fresh or not conn.stale() or not _replayable(request):
+                raise conn.error
+            fresh = True  # a kept-alive connection the server had closed: once more, on a new one
+        resp = _Http1Stream(conn, loop)
+        try:
+            yield resp
+        finally:
+            if resp.done:
+                self._release(conn, loop)  # the body was read to its end: the connection may be reused
+            else:
+                conn.abort()  # left early: drop the connection so the provider sees us go
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for q in self._idle.values():
+            while q:
+                q.pop().abort()
+        self._idle.clear()
+
+
+_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
+
+
+def _replayable(request: HttpRequest) -> bool:
+    """Whether a request may be sent again when a kept-alive connection turns out closed.
+
+    As Go's net/http: an idempotent method, or a request that carries an idempotency key. A
+    POST without one is never sent twice by the transport; the router decides on a replay.
+    """
+    if request.method.upper() in _IDEMPOTENT:
+        return True
+    return any(k.lower() in ("idempotency-key", "x-idempotency-key") for k in request.headers)
+
+
+class _Http1Stream:
+    __slots__ = ("_conn", "_loop", "done", "headers", "status")
+
+    def __init__(self, conn: _Connection, loop: asyncio.AbstractEventLoop) -> None:
+        self._conn = conn
+        self._loop = loop
+        self.done = False
+        self.status: int = conn.status
+        self.headers: Mapping[str, str] = conn.headers
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        conn = self._conn
+        while True:
+            if conn.body:
+                yield conn.take_body()
+                continue
+            if conn.error is not None:
+                raise TransportError("read", f"connection broke mid-stream: {conn.error}")
+            if conn.complete:
+                self.done = True
+                return
+            conn.waiter = self._loop.create_future()
+            await conn.waiter
+
+    async def aread(self) -> bytes:
+        parts = [chunk async for chunk in self.aiter_bytes()]
+        return b"".join(parts)
