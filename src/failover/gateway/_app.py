@@ -17,7 +17,6 @@ import functools
 import ipaddress
 import json
 import logging
-import os
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
@@ -48,6 +47,8 @@ from ..model import (
     Unavailable,
 )
 from ..model import Response as Answer
+from ..model._ids import new_id
+from ..model._json import dumps
 from ..router import Router, RouteStream
 from ._envelope import envelope_from
 from ._errors import ApiError, Scrubber, unavailable_error
@@ -61,17 +62,15 @@ from ._settings import GatewaySettings, Tenant
 log = logging.getLogger("failover.gateway")
 access_log = logging.getLogger(ACCESS_LOGGER)
 
-_JSON_SEPARATORS = (",", ":")
 _T = TypeVar("_T")
 _ACCESS_FORMAT = "%s route=%s tenant=%s status=%d request_id=%s target=%s attempts=%s ms=%.1f%s"
 
 
-def _dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=_JSON_SEPARATORS, ensure_ascii=False).encode("utf-8")
+_dumps = dumps
 
 
 def _new_completion_id() -> str:
-    return "chatcmpl-" + os.urandom(12).hex()
+    return new_id("chatcmpl-")
 
 
 def _json_response(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Response:

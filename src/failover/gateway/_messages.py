@@ -19,10 +19,7 @@ once, and after the first byte a failure ends the stream with an ``error`` event
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
@@ -30,17 +27,17 @@ from starlette.responses import Response
 from ..inbound import WireError, anthropic
 from ..model import Completed, Envelope, Request, RouteRecord
 from ..model import Response as Answer
+from ..model._ids import new_id
+from ..model._json import dumps
 from ..tokens import counter_for
 from ._app import Endpoint, Gateway, SseWire, record_headers
 from ._errors import ApiError, from_wire
 
-
-def _dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+_dumps = dumps
 
 
 def _new_message_id() -> str:
-    return "msg_" + os.urandom(12).hex()
+    return new_id("msg_")
 
 
 def _status(err: ApiError) -> int:

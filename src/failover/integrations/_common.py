@@ -8,12 +8,12 @@ rules (and one set of error messages naming the field) covers every entry point.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from ..model import Envelope, FailureKind, PartialOutput, Request, Unavailable
+from ..model._ids import new_id
 
 
 def fresh_envelope(template: Envelope | None) -> Envelope:
@@ -22,7 +22,7 @@ def fresh_envelope(template: Envelope | None) -> Envelope:
     A template shared by every call would give them all the same id, which merges their
     telemetry (hooks key a request's spans by it) and their records.
     """
-    rid = "req_" + os.urandom(12).hex()
+    rid = new_id("req_")
     return Envelope(request_id=rid) if template is None else replace(template, request_id=rid)
 
 

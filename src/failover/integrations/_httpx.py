@@ -43,7 +43,6 @@ import importlib
 import json
 import logging
 import math
-import os
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
@@ -69,6 +68,8 @@ from ..model import (
     Unavailable,
     UnknownRoute,
 )
+from ..model._ids import new_id
+from ..model._json import dumps
 from ..router import Router, RouteStream, SyncRouter
 
 if TYPE_CHECKING:
@@ -83,7 +84,6 @@ HttpModule = Literal["httpx", "httpx2"]
 RecordHook = Callable[[RouteRecord], None]
 
 _LAST_RECORD: contextvars.ContextVar[RouteRecord | None] = contextvars.ContextVar("failover_last_record", default=None)
-_JSON_SEPARATORS = (",", ":")
 _SUPPORTED = "POST /chat/completions (OpenAI SDK) and POST /v1/messages (Anthropic SDK)"
 # Things shaped like credentials, removed from every message (a provider may echo part of a key).
 _KEYLIKE = re.compile(
@@ -101,8 +101,7 @@ def last_record() -> RouteRecord | None:
     return _LAST_RECORD.get()
 
 
-def _dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=_JSON_SEPARATORS, ensure_ascii=False).encode("utf-8")
+_dumps = dumps
 
 
 def _dialect_of(path: str) -> WireDialect | None:
@@ -201,7 +200,7 @@ class _OpenAIWire:
         return _Call(oai.to_request(body), body.model, bool(body.stream), usage)
 
     def body(self, resp: Response, model: str) -> dict[str, Any]:
-        cid = "chatcmpl-" + os.urandom(12).hex()
+        cid = new_id("chatcmpl-")
         return oai.completion_body(resp, completion_id=cid, created=int(time.time()), model=model)
 
     def error(self, status: int, message: str, *, code: str | None, param: str | None = None) -> dict[str, Any]:
@@ -216,7 +215,7 @@ class _OpenAIChunks:
 
     def __init__(self, wire: _OpenAIWire, call: _Call, request_id: str) -> None:
         self.wire = wire
-        cid = "chatcmpl-" + os.urandom(12).hex()
+        cid = new_id("chatcmpl-")
         self.chunks = oai.ChunkRenderer(cid, int(time.time()), call.model, call.include_usage, request_id=request_id)
 
     @staticmethod
@@ -245,7 +244,7 @@ class _AnthropicWire:
         return _Call(ant.to_request(body), body.model, bool(body.stream))
 
     def body(self, resp: Response, model: str) -> dict[str, Any]:
-        return ant.message_body(resp, message_id="msg_" + os.urandom(12).hex(), model=model)
+        return ant.message_body(resp, message_id=new_id("msg_"), model=model)
 
     def error(self, status: int, message: str, *, code: str | None, param: str | None = None) -> dict[str, Any]:
         return ant.error_body(status, message, type=ant.error_type_for(status), code=code)
@@ -258,7 +257,7 @@ class _AnthropicEvents:
     """Messages stream events as ``event: name`` / ``data: {...}`` pairs."""
 
     def __init__(self, call: _Call, request_id: str) -> None:
-        self.events = ant.EventRenderer("msg_" + os.urandom(12).hex(), call.model, request_id=request_id)
+        self.events = ant.EventRenderer(new_id("msg_"), call.model, request_id=request_id)
 
     @staticmethod
     def _sse(pairs: list[tuple[str, dict[str, Any]]]) -> bytes:
@@ -471,7 +470,7 @@ class _Core:
             call = wire.parse(data)
             route = self.options.route if self.options.route is not None else call.model
             self.router.route(route)
-            env = dataclasses.replace(self.options.envelope, request_id="req_" + os.urandom(12).hex())
+            env = dataclasses.replace(self.options.envelope, request_id=new_id("req_"))
             env = envelope_with_headers(
                 env,
                 headers,

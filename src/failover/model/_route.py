@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
 
+from ._ids import new_id
 from ._target import Capability, Target
 
 
@@ -69,7 +69,7 @@ class Route:
 
 
 def _new_request_id() -> str:
-    return "req_" + os.urandom(12).hex()  # as unique as uuid4's 122 bits need here, 5x cheaper
+    return new_id("req_")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ..model import Failure, FailureKind, Response, Target
+from ..model._json import loads
 from ..transport._types import HttpResponse
 from ._headers import HeaderMeta
 
@@ -47,7 +48,7 @@ def decode_json(body: bytes) -> Any:
     if not body:
         return None
     try:
-        return json.loads(body)
+        return loads(body)
     except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -41,6 +40,7 @@ from ..model import (
     ToolCallStart,
     Unavailable,
 )
+from ..model._ids import new_id
 from ..providers._base import SSEComment, StreamFailed
 from ..providers._sse import SSEDecoder
 from ..transport import HttpResponse, StreamingTransport, TransportError
@@ -63,7 +63,7 @@ class Output:
         self.held: list[StreamEvent] = []
         self.text: list[str] = []
         self.calls: list[ToolCall] = []
-        self.response_id = "resp_" + uuid.uuid4().hex[:24]
+        self.response_id = new_id("resp_")
 
     def deliver(self, events: Sequence[StreamEvent]) -> None:
         sink = self.sink
@@ -90,7 +90,7 @@ class Output:
 
     def restart(self, failure: Failure) -> None:
         previous = self.response_id
-        self.response_id = "resp_" + uuid.uuid4().hex[:24]
+        self.response_id = new_id("resp_")
         self.started, self.text, self.calls = False, [], []
         if self.sink is not None:
             self.sink(Restarted(response_id=self.response_id, previous_id=previous, failure=failure))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from ..model._json import dumps
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -19,7 +20,7 @@ class HttpRequest:
     json: Mapping[str, Any] | None = None
 
     def body_bytes(self) -> bytes:
-        return b"" if self.json is None else json.dumps(self.json, separators=(",", ":")).encode()
+        return b"" if self.json is None else dumps(self.json)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
