@@ -9,6 +9,10 @@ the first request) or of its first byte (for the next ones on a keep-alive conne
 otherwise the gateway answers 408 and closes the connection. The body has its own deadline,
 enforced by the app (``limits.body_timeout_s``).
 
+It also sends each response's head with the start of its body (:class:`_OneWrite`): uvicorn
+writes the status line and headers, then the body, as two writes, which on a kept-alive
+TCP connection with TCP_NODELAY are two system calls and two segments per answer.
+
 Imported only where httptools is installed (uvicorn[standard] brings it on the usual
 platforms); the h11 fallback runs without this deadline.
 """
@@ -46,6 +50,9 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._cancel_head_timer()
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle.transport is self.transport:  # a new cycle (not an upgrade)
+            cycle.transport = _OneWrite(self.transport, self.loop)  # type: ignore[assignment]
 
     def _arm_head_timer(self) -> None:
         if self._head_timer is None:
@@ -63,6 +70,53 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
         if self.cycle is None or self.cycle.response_complete:  # no answer of ours is under way
             self.transport.write(_TIMED_OUT)
         self.transport.close()
+
+
+class _OneWrite:
+    """One response's view of the connection: the head is held until the first body write,
+    which carries it, or until the loop's next turn (a stream whose first event comes later),
+    so a plain answer leaves in one write and a stream's head is never held back."""
+
+    __slots__ = ("_flush", "_held", "_loop", "_started", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._started = False  # the head was written (or is held)
+        self._held: bytes | None = None
+        self._flush: asyncio.Handle | None = None
+
+    def write(self, data: bytes) -> None:
+        held = self._held
+        if held is not None:
+            self._drop_flush()
+            self._transport.write(held + data)
+        elif not self._started and not data.startswith(b"HTTP/1.1 1"):
+            self._started = True
+            self._held = data  # the head (not a 100 Continue, which the client waits for)
+            self._flush = self._loop.call_soon(self._flush_held)
+        else:
+            self._transport.write(data)
+
+    def _drop_flush(self) -> None:
+        self._held = None
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+
+    def _flush_held(self) -> None:
+        held = self._held
+        self._held = self._flush = None
+        if held is not None and not self._transport.is_closing():
+            self._transport.write(held)
+
+    def close(self) -> None:
+        if self._held is not None:
+            self._flush_held()
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
 
 
 __all__ = ["HeadTimeoutProtocol"]
