@@ -16,6 +16,7 @@ from starlette.applications import Starlette
 from starlette.types import Message
 
 from failover.gateway import EnvelopeDefaults, GatewaySettings, Tenant, create_app, hash_key
+from failover.gateway._serve import http_protocol
 from failover.policy import HealthBoard
 from failover.testing import FakeNetwork, FakeProvider
 from failover.testing._script import ScriptSpec
@@ -85,14 +86,17 @@ def chat_body(route: str = "chat", text: str = "Hello", **extra: Any) -> dict[st
 
 
 class ServerThread:
-    """One real uvicorn server on a loopback port, in a thread with its own event loop."""
+    """One real uvicorn server on a loopback port, in a thread with its own event loop, with
+    the HTTP protocol ``failover serve`` uses (httptools, the head deadline, one write per
+    answer, the connection-lost signal)."""
 
     def __init__(self, app: Starlette) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        http = http_protocol(GatewaySettings())
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", http=http))  # type: ignore[arg-type]
         self.thread = threading.Thread(target=self._run, name="gateway-uvicorn", daemon=True)
 
     def _run(self) -> None:

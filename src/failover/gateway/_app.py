@@ -155,15 +155,47 @@ class _Interrupted:
     outer: BaseException | None = None
 
 
+CONNECTION_LOST = "failover.connection_lost"  # the scope extension failover serve's protocol adds
+
+
+class _Disconnect:
+    """Tells when the client goes away (``future`` resolves).
+
+    Under ``failover serve`` the serving protocol offers a future of its own, resolved when
+    the connection is lost (the ``failover.connection_lost`` scope extension): no task per
+    request. Under any other ASGI server, a task waits on ``receive()``, as the server only
+    reports a disconnect to a pending ``receive()``."""
+
+    __slots__ = ("_task", "future")
+
+    def __init__(self, scope: Scope, receive: Receive) -> None:
+        ext = scope.get("extensions")
+        lost = ext.get(CONNECTION_LOST) if ext else None
+        if lost is not None:
+            self.future: asyncio.Future[None] = lost
+            self._task: asyncio.Future[None] | None = None
+        else:
+            self.future = self._task = asyncio.ensure_future(_wait_disconnect(receive))
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()  # (the protocol's future is the connection's, never ours to cancel)
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
 async def _interruptible(
-    call: Coroutine[Any, Any, _T], receive: Receive, stop: asyncio.Future[None]
+    call: Coroutine[Any, Any, _T], scope: Scope, receive: Receive, stop: asyncio.Future[None]
 ) -> _T | _Interrupted:
     """Await ``call`` in the current task, and cancel it at once when the client disconnects
     or the drain resolves ``stop``; its own exceptions propagate.
 
     Running ``call`` in this task (rather than in a task of its own raced with
-    ``asyncio.wait``) saves a task and a wait on every request; a disconnect watcher task is
-    still needed, as the server only reports a disconnect to a pending ``receive()``."""
+    ``asyncio.wait``) saves a task and a wait on every request."""
     task = asyncio.current_task()
     assert task is not None
     why: list[str] = []
@@ -178,14 +210,14 @@ async def _interruptible(
             why.append("drain")
             task.cancel()
 
-    watch = asyncio.ensure_future(_wait_disconnect(receive))
-    watch.add_done_callback(on_client)
+    gone = _Disconnect(scope, receive)
+    gone.future.add_done_callback(on_client)
     stop.add_done_callback(on_drain)
 
     def detach() -> None:
-        watch.remove_done_callback(on_client)
+        gone.future.remove_done_callback(on_client)
         stop.remove_done_callback(on_drain)
-        watch.cancel()
+        gone.close()
 
     try:
         result = await call
@@ -663,7 +695,7 @@ class Endpoint(Generic[_B]):
         gw = self.gw
         response: Response
         try:
-            outcome = await _interruptible(router.complete(route, req, envelope), receive, stop)
+            outcome = await _interruptible(router.complete(route, req, envelope), scope, receive, stop)
         except Unavailable as exc:
             err = unavailable_error(exc, gw.scrub)
             gw.finish(
@@ -839,12 +871,13 @@ class _StreamReply:
         rs = self.router.stream(self.route, self.request, self.envelope)
         await rs.__aenter__()
         pump = asyncio.ensure_future(self._pump(rs, scope, receive, send))
-        watch = asyncio.ensure_future(_wait_disconnect(receive))
+        gone = _Disconnect(scope, receive)
+        watch = gone.future
         try:
             waiters: set[asyncio.Future[Any]] = {pump, watch, self.stop}
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            watch.cancel()
+            gone.close()
             left = not pump.done()
             cut = left and self.stop.done() and not watch.done()
             if left:
@@ -852,8 +885,7 @@ class _StreamReply:
             await rs.aclose()  # closes the upstream stream now, whatever state it is in
             with contextlib.suppress(asyncio.CancelledError, OSError):  # OSError: a send to a closed socket
                 await pump
-            with contextlib.suppress(asyncio.CancelledError):
-                await watch
+            await gone.aclose()
             if cut:
                 await self._cut(scope, receive, send)
             elif left:

@@ -9,9 +9,12 @@ the first request) or of its first byte (for the next ones on a keep-alive conne
 otherwise the gateway answers 408 and closes the connection. The body has its own deadline,
 enforced by the app (``limits.body_timeout_s``).
 
-It also sends each response's head with the start of its body (:class:`_OneWrite`): uvicorn
-writes the status line and headers, then the body, as two writes, which on a kept-alive
-TCP connection with TCP_NODELAY are two system calls and two segments per answer.
+It also tells the app at once when a connection is lost (a future in the
+``failover.connection_lost`` scope extension), so the app needs no task per request waiting
+on ``receive()`` for the disconnect; and it sends each response's head with the start of its
+body (:class:`_OneWrite`): uvicorn writes the status line and headers, then the body, as two
+writes, which on a kept-alive TCP connection with TCP_NODELAY are two system calls and two
+segments per answer.
 
 Imported only where httptools is installed (uvicorn[standard] brings it on the usual
 platforms); the h11 fallback runs without this deadline.
@@ -24,6 +27,8 @@ from typing import ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from ._app import CONNECTION_LOST
+
 _TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 
 
@@ -34,6 +39,7 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
 
     head_timeout_s: ClassVar[float] = 10.0
     _head_timer: asyncio.TimerHandle | None = None
+    _lost: asyncio.Future[None] | None = None  # resolved when the connection is lost
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -41,6 +47,9 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
+        lost = self._lost
+        if lost is not None and not lost.done():
+            lost.set_result(None)
         super().connection_lost(exc)
 
     def on_message_begin(self) -> None:
@@ -53,6 +62,11 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if cycle is not None and cycle.transport is self.transport:  # a new cycle (not an upgrade)
             cycle.transport = _OneWrite(self.transport, self.loop)  # type: ignore[assignment]
+            # The app learns of a disconnect from this future instead of a task on receive().
+            if self._lost is None:
+                self._lost = self.loop.create_future()
+            extensions: dict[str, object] = cycle.scope.setdefault("extensions", {})  # type: ignore[assignment]
+            extensions[CONNECTION_LOST] = self._lost
 
     def _arm_head_timer(self) -> None:
         if self._head_timer is None:
