@@ -7,12 +7,12 @@ this module only knows about streams.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Final
 
 from ..model import Failure, FailureKind, Response, StreamEvent, Target
+from ..model._json import loads
 from ..transport._types import HttpResponse
 from ._base import StreamFailed
 from ._common import DETAIL_LIMIT, outcome_failure, redact
@@ -28,7 +28,7 @@ _EXCERPT = 120
 def load_event(data: str, provider: str, target: Target, meta: HeaderMeta) -> dict[str, Any]:
     """The JSON object in one event's data; StreamFailed (provider_server_error) if it is not one."""
     try:
-        value = json.loads(data)
+        value = loads(data)
     except (ValueError, RecursionError) as exc:
         raise _malformed(data, provider, target, meta, str(exc)) from None
     if not isinstance(value, dict):
