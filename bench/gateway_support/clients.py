@@ -1,4 +1,6 @@
-"""Upstream HTTP client choice: requests/s and CPU per request of a tiny direct client loop.
+"""Upstream HTTP client choice: requests/s and CPU per request of a tiny direct client loop:
+httpx and aiohttp as they are, and failover's three transports (the same request through
+``Transport.send``, timeouts and all).
 
     taskset -c 0 python bench/gateway_support/clients.py --port 18001 [--seconds 5 --concurrency 64]
 
@@ -58,19 +60,26 @@ async def main(a: argparse.Namespace) -> None:
 
     cases = {"httpx.AsyncClient": c_httpx, "aiohttp.ClientSession": c_aiohttp}
     try:
-        from failover.transport import HttpRequest, HttpxTransport
+        from failover.transport import AiohttpTransport, Http1Transport, HttpRequest, HttpxTransport, Transport
 
-        ft = HttpxTransport()
         req = HttpRequest(method="POST", url=url, headers=HEADERS, json=json.loads(BODY))
 
-        async def c_failover() -> None:
-            r = await ft.send(req, connect_timeout=5.0, total_timeout=30.0)
-            json.loads(r.body)
+        def through(t: Transport):
+            async def call() -> None:
+                r = await t.send(req, connect_timeout=5.0, total_timeout=30.0)
+                json.loads(r.body)
 
-        await c_failover()
-        cases["failover HttpxTransport"] = c_failover
+            return call
+
+        for name, t in (
+            ("failover HttpxTransport", HttpxTransport()),
+            ("failover AiohttpTransport", AiohttpTransport()),
+            ("failover Http1Transport (default)", Http1Transport()),
+        ):
+            await through(t)()
+            cases[name] = through(t)
     except Exception as e:
-        print(f"# failover HttpxTransport not measured: {e!r}")
+        print(f"# failover transports not measured: {e!r}")
     res: dict[str, list[tuple[float, float]]] = {k: [] for k in cases}
     for _ in range(a.repeats):
         for name, call in cases.items():

@@ -528,3 +528,58 @@ def test_one_transport_serves_successive_event_loops() -> None:
     assert asyncio.run(once()) == (200, 1)
     assert asyncio.run(once()) == (200, 1)  # not stuck on the first loop's slot, nor its connection
     asyncio.run(t.aclose())
+
+
+async def test_a_waiter_that_gives_up_after_being_woken_passes_the_slot_on() -> None:
+    async def slow(_: Seen, w: asyncio.StreamWriter) -> bool:
+        await asyncio.sleep(1.0)
+        w.write(answer())
+        await w.drain()
+        return True
+
+    t = Http1Transport(max_connections=1)
+    try:
+        async with RawServer(slow) as srv:
+            loop = asyncio.get_running_loop()
+            first = asyncio.ensure_future(t.send(post(srv.url()), connect_timeout=1.0, total_timeout=10.0))
+            await idle()
+            quitter = asyncio.ensure_future(t.send(post(srv.url()), connect_timeout=1.0, total_timeout=10.0))
+            patient = asyncio.ensure_future(t.send(post(srv.url()), connect_timeout=1.0, total_timeout=10.0))
+            await idle()
+            wake = t._wake_one
+
+            def wake_then_cancel() -> None:  # the quitter's deadline fires in the same turn as its wake-up
+                wake()
+                if not quitter.done():
+                    quitter.cancel()
+
+            t._wake_one = wake_then_cancel  # type: ignore[method-assign]
+            await first  # its connection goes back to the pool and wakes the quitter, cancelled before it runs
+            with pytest.raises(asyncio.CancelledError):
+                await quitter
+            t0 = loop.time()
+            resp = await patient
+            assert resp.status == 200
+            assert loop.time() - t0 == pytest.approx(1.0, abs=0.05)  # served next, not stranded
+    finally:
+        await t.aclose()
+
+
+async def test_closing_the_transport_refuses_requests_waiting_for_a_connection() -> None:
+    async def hang(_: Seen, w: asyncio.StreamWriter) -> bool:
+        await asyncio.sleep(60)
+        return False
+
+    t = Http1Transport(max_connections=1)
+    async with RawServer(hang) as srv:
+        first = asyncio.ensure_future(t.send(post(srv.url()), connect_timeout=1.0, total_timeout=30.0))
+        await idle()
+        waiting = asyncio.ensure_future(t.send(post(srv.url()), connect_timeout=1.0, total_timeout=30.0))
+        await idle()
+        await t.aclose()
+        with pytest.raises(TransportError) as ei:
+            await waiting
+        assert "closed" in str(ei.value)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first

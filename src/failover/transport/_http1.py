@@ -354,9 +354,14 @@ class Http1Transport:
             self._slot_waiters.append(w)
             try:
                 await w
-            finally:
-                if w in self._slot_waiters:
+            except BaseException:
+                if w.done() and not w.cancelled():
+                    self._wake_one()  # woken, then cancelled (its deadline): the next in line gets the slot
+                elif w in self._slot_waiters:
                     self._slot_waiters.remove(w)
+                raise
+            if self._closed:
+                raise TransportError("connect", "the transport is closed")
             idle = None if fresh else self._idle.get(origin)
             while idle:  # a connection to this origin came back while we waited
                 conn = idle.pop()
@@ -525,11 +530,17 @@ class Http1Transport:
                 conn.abort()  # left early: drop the connection so the provider sees us go
 
     async def aclose(self) -> None:
+        """Close the idle connections; exchanges in flight finish and then close theirs, and
+        requests waiting for a connection are refused."""
         self._closed = True
         for q in self._idle.values():
             while q:
                 q.pop().abort()
         self._idle.clear()
+        while self._slot_waiters:
+            w = self._slot_waiters.popleft()
+            if not w.done():
+                w.set_result(None)
 
 
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
