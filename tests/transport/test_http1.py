@@ -14,8 +14,9 @@ import gzip
 import socket
 import ssl
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 import trustme
@@ -583,3 +584,105 @@ async def test_closing_the_transport_refuses_requests_waiting_for_a_connection()
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
+
+
+@contextlib.contextmanager
+def unanswered_address() -> Iterator[tuple[str, int]]:
+    """An address whose handshake never completes: a listening socket that never accepts,
+    its backlog already full (as a route that drops packets looks to a client)."""
+    with socket.socket() as lsock:
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(0)
+        port = lsock.getsockname()[1]
+        fillers = []
+        for _ in range(4):
+            s = socket.socket()
+            s.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                s.connect(("127.0.0.1", port))
+            fillers.append(s)
+        try:
+            yield "127.0.0.1", port
+        finally:
+            for s in fillers:
+                s.close()
+
+
+def resolving(monkeypatch: pytest.MonkeyPatch, *addrs: tuple[str, int]) -> list[str]:
+    """Make the running loop resolve every name to ``addrs`` (in that order); returns the names asked."""
+    asked: list[str] = []
+
+    async def getaddrinfo(host: str, port: int, **_: object) -> list[tuple[Any, ...]]:
+        asked.append(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", a) for a in addrs]
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", getaddrinfo)
+    return asked
+
+
+async def test_an_address_that_never_answers_costs_250_ms_not_the_connect_timeout(
+    transport: Http1Transport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with RawServer(keep(answer())) as srv:
+        with unanswered_address() as dead:
+            asked = resolving(monkeypatch, dead, ("127.0.0.1", srv.port))
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            resp = await transport.send(
+                post(f"http://provider.test:{srv.port}/v1/x"), connect_timeout=5.0, total_timeout=10.0
+            )
+            elapsed = loop.time() - t0
+    assert resp.status == 200
+    assert asked == ["provider.test"]
+    assert elapsed == pytest.approx(0.25, abs=0.02)  # the second address started after the stagger
+    assert srv.seen[0].header(b"host") == f"provider.test:{srv.port}".encode()  # the name, not the address
+
+
+async def test_a_refused_address_moves_on_at_once(transport: Http1Transport, monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        refused = s.getsockname()[1]  # closed again: nothing listens there
+    async with RawServer(keep(answer())) as srv:
+        resolving(monkeypatch, ("127.0.0.1", refused), ("127.0.0.1", srv.port))
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        resp = await transport.send(post(f"http://provider.test:{srv.port}/x"), connect_timeout=5.0, total_timeout=10.0)
+        assert loop.time() - t0 < 0.01
+    assert resp.status == 200
+
+
+async def test_every_address_refused_is_one_connect_error(
+    transport: Http1Transport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    resolving(monkeypatch, *(("127.0.0.1", p) for p in ports))
+    with pytest.raises(TransportError) as ei:
+        await transport.send(post("http://provider.test/x"), connect_timeout=5.0, total_timeout=10.0)
+    assert ei.value.phase == "connect"
+    assert "provider.test" in str(ei.value)
+
+
+async def test_no_answer_on_any_address_is_a_connect_timeout(
+    transport: Http1Transport, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with unanswered_address() as dead:
+        resolving(monkeypatch, dead, dead)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        with pytest.raises(TransportError) as ei:
+            await transport.send(post("http://provider.test/x"), connect_timeout=1.0, total_timeout=10.0)
+        elapsed = loop.time() - t0
+    assert ei.value.phase == "connect_timeout"
+    assert elapsed == pytest.approx(1.0, abs=0.01)
+
+
+def test_addresses_alternate_families() -> None:
+    from failover.transport._http1 import _interleave
+
+    v6, v4 = socket.AF_INET6, socket.AF_INET
+    infos = [(v6, 1, 6, "", ("::1", 1)), (v6, 1, 6, "", ("::2", 1)), (v4, 1, 6, "", ("10.0.0.1", 1))]
+    assert [a[0] for _, a in _interleave(infos)] == ["::1", "10.0.0.1", "::2"]
