@@ -9,7 +9,8 @@ Processes (127.0.0.1 only):
 * **upstream** (``bench/gateway_support/upstream.py``): a minimal OpenAI-compatible fake,
   raw asyncio + httptools on uvloop, TCP_NODELAY, a fixed 20 ms before the answer (plain), or
   before the first content chunk (stream: 5 content chunks 10 ms apart, finish, usage, [DONE]).
-* **gateways**, each pinned to core 0 (``taskset -c 0``), one worker, run one at a time:
+* **gateways**, each pinned to core 0 (``taskset -c 0``), one worker, all started (and
+  warmed) before the first measurement and measured one after the other within each step:
   ``failover serve --config <generated yaml>`` (one route ``bench`` -> one OpenAI-dialect target
   at the upstream, everything else default), ``litellm --config`` (one deployment
   ``openai/gpt-4o-mini`` at the upstream), Portkey's ``@portkey-ai/gateway`` (node, headless,
@@ -431,71 +432,80 @@ def main() -> int:
                 cpu = group_cpu_seconds(t.proc.p.pid) - c0
                 r["gateway_cpu_s"] = round(cpu, 3)
                 r["gateway_cpu_us_per_req"] = round(cpu / r["ok"] * 1e6, 1) if r["ok"] else None
+            # a target that fell behind drains its backlog now, before the next target is measured
+            waited = settle(t.url, t.model, t.headers, t.key)
+            if waited > 2:
+                print(f"# {t.name}: {waited:.0f}s to drain its backlog", flush=True)
             return r
 
-        # one gateway at a time on core 0; each started once, warmed, measured over all phases
+        # Every gateway is started and warmed first, all pinned to core 0 (an idle one costs
+        # next to nothing); then each step measures the targets one after the other, so a slow
+        # stretch of a shared machine hits all of them alike and the ratios stay comparable.
+        live: list[Target] = []
         for t in targets:
             try:
                 t.start()
             except Exception as e:
                 unavailable[t.name] = f"did not start: {e}"
                 print(f"# {t.name}: {unavailable[t.name]}", flush=True)
-                continue
-            try:
-                w = measure(t, 50, 2)  # warm-up (imports, pools, JITs)
-                if "failed" in w or w["ok"] == 0:
-                    unavailable[t.name] = f"warm-up failed: {w.get('failed') or w.get('error_samples')}"
-                    print(f"# {t.name}: {unavailable[t.name]}", flush=True)
-                    continue
-                if "stream" not in skip:
-                    ws = measure(t, 20, 1, stream=True)
-                    if "failed" in ws or ws["ok"] == 0:
-                        print(
-                            f"# {t.name}: streaming warm-up failed: {ws.get('failed') or ws.get('error_samples')}",
-                            flush=True,
-                        )
-                if "fixed" not in skip:
-                    for rate in rates:
-                        r = measure(t, rate, a.duration)
-                        res["fixed"].setdefault(t.name, {})[str(rate)] = r
-                        print(f"{t.name:9s} {rate:6.0f} rps  {json.dumps(r)}", flush=True)
-                        time.sleep(1)
-                if "stream" not in skip:
-                    r = measure(t, a.stream_rate, a.stream_duration, stream=True)
-                    res["stream"][t.name] = r
-                    print(f"{t.name:9s} stream {a.stream_rate:.0f} rps  {json.dumps(r)}", flush=True)
-                    time.sleep(1)
-                if "ladder" not in skip:
-                    best = 0.0
-                    steps = []
-                    for rate in ladder:
-                        r = measure(t, rate, a.step_duration)
-                        good = ok_step(r, rate, a.p99_limit)
-                        steps.append(
-                            {
-                                "rate": rate,
-                                "sustained": good,
-                                **{
-                                    k: r.get(k)
-                                    for k in ("ok", "errors", "latency_ms", "goodput_rps", "loadgen_cpu_s", "failed")
-                                },
-                            }
-                        )
-                        print(
-                            f"{t.name:9s} ladder {rate:6.0f} rps  sustained={good}"
-                            f"  p50={r.get('latency_ms', {}).get('p50')}"
-                            f" p99={r.get('latency_ms', {}).get('p99')} goodput={r.get('goodput_rps')}"
-                            f" errors={r.get('errors')}",
-                            flush=True,
-                        )
-                        if not good:
-                            break
-                        best = rate
-                        time.sleep(1)
-                    res["ladder"][t.name] = {"max_sustained_rps": best, "steps": steps}
-            finally:
                 t.stop()
+                continue
+            w = measure(t, 50, 2)  # warm-up (imports, pools, JITs)
+            if "failed" in w or w["ok"] == 0:
+                unavailable[t.name] = f"warm-up failed: {w.get('failed') or w.get('error_samples')}"
+                print(f"# {t.name}: {unavailable[t.name]}", flush=True)
+                t.stop()
+                continue
+            if "stream" not in skip:
+                ws = measure(t, 20, 1, stream=True)
+                if "failed" in ws or ws["ok"] == 0:
+                    print(f"# {t.name}: streaming warm-up failed: {ws.get('failed') or ws.get('error_samples')}")
+            live.append(t)
+        if "fixed" not in skip:
+            for rate in rates:
+                for t in live:
+                    r = measure(t, rate, a.duration)
+                    res["fixed"].setdefault(t.name, {})[str(rate)] = r
+                    print(f"{t.name:9s} {rate:6.0f} rps  {json.dumps(r)}", flush=True)
+                    time.sleep(1)
+        if "stream" not in skip:
+            for t in live:
+                r = measure(t, a.stream_rate, a.stream_duration, stream=True)
+                res["stream"][t.name] = r
+                print(f"{t.name:9s} stream {a.stream_rate:.0f} rps  {json.dumps(r)}", flush=True)
                 time.sleep(1)
+        if "ladder" not in skip:
+            climbing = list(live)
+            for t in live:
+                res["ladder"][t.name] = {"max_sustained_rps": 0.0, "steps": []}
+            for rate in ladder:
+                for t in list(climbing):
+                    r = measure(t, rate, a.step_duration)
+                    good = ok_step(r, rate, a.p99_limit)
+                    res["ladder"][t.name]["steps"].append(
+                        {
+                            "rate": rate,
+                            "sustained": good,
+                            **{
+                                k: r.get(k)
+                                for k in ("ok", "errors", "latency_ms", "goodput_rps", "loadgen_cpu_s", "failed")
+                            },
+                        }
+                    )
+                    print(
+                        f"{t.name:9s} ladder {rate:6.0f} rps  sustained={good}"
+                        f"  p50={r.get('latency_ms', {}).get('p50')}"
+                        f" p99={r.get('latency_ms', {}).get('p99')} goodput={r.get('goodput_rps')}"
+                        f" errors={r.get('errors')}",
+                        flush=True,
+                    )
+                    if good:
+                        res["ladder"][t.name]["max_sustained_rps"] = rate
+                    else:
+                        climbing.remove(t)
+                    time.sleep(1)
+                if not climbing:
+                    break
     finally:
         for t in targets:
             t.stop()
