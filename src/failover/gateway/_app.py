@@ -746,8 +746,12 @@ class Endpoint(Generic[_B]):
                 record = outcome.record
                 request_id = record.request_id if record is not None else envelope.request_id
                 out, out_headers = self.answer(outcome, route, request_id, record)
-                gw.finish(status=200, route=route, tenant=tenant, request_id=request_id, record=record, started=started)
-                await _send_json(send, 200, out, out_headers)
+                try:
+                    await _send_json(send, 200, out, out_headers)
+                finally:  # the access line, metrics and the tenant's charge after the answer left, not before
+                    gw.finish(
+                        status=200, route=route, tenant=tenant, request_id=request_id, record=record, started=started
+                    )
                 return
         await response(scope, receive, send)
 
