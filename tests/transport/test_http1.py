@@ -132,6 +132,18 @@ def post(url: str, **headers: str) -> HttpRequest:
     )
 
 
+def after(seconds: float, data: bytes) -> Handler:
+    """Answers every request with ``data`` after ``seconds`` and keeps the connection."""
+
+    async def handler(_: Seen, w: asyncio.StreamWriter) -> bool:
+        await asyncio.sleep(seconds)
+        w.write(data)
+        await w.drain()
+        return True
+
+    return handler
+
+
 @pytest.fixture
 async def transport() -> AsyncIterator[Http1Transport]:
     t = Http1Transport()
@@ -198,15 +210,9 @@ async def test_sequential_requests_share_one_kept_alive_connection(transport: Ht
 
 
 async def test_concurrent_requests_open_connections_up_to_the_limit_and_then_wait() -> None:
-    async def slow(_: Seen, w: asyncio.StreamWriter) -> bool:
-        await asyncio.sleep(1.0)
-        w.write(answer())
-        await w.drain()
-        return True
-
     t = Http1Transport(max_connections=2)
     try:
-        async with RawServer(slow) as srv:
+        async with RawServer(after(1.0, answer())) as srv:
             loop = asyncio.get_running_loop()
             t0 = loop.time()
 
@@ -475,9 +481,10 @@ async def test_only_http_and_https_urls_are_accepted(transport: Http1Transport) 
     assert "scheme" in str(ei.value)
 
 
-async def test_a_connect_that_does_not_complete_is_a_connect_timeout() -> None:
-    # A listening socket that never accepts: once its backlog is full, the kernel stops
-    # answering the handshake, so a connect waits until our timeout.
+@contextlib.contextmanager
+def unanswered_address() -> Iterator[tuple[str, int]]:
+    """An address whose handshake never completes: a listening socket that never accepts,
+    its backlog already full (as a route that drops packets looks to a client)."""
     with socket.socket() as lsock:
         lsock.bind(("127.0.0.1", 0))
         lsock.listen(0)
@@ -489,17 +496,24 @@ async def test_a_connect_that_does_not_complete_is_a_connect_timeout() -> None:
             with contextlib.suppress(BlockingIOError):
                 s.connect(("127.0.0.1", port))
             fillers.append(s)
-        t = Http1Transport()
-        loop = asyncio.get_running_loop()
         try:
-            t0 = loop.time()
-            with pytest.raises(TransportError) as ei:
-                await t.send(post(f"http://127.0.0.1:{port}/x"), connect_timeout=0.5, total_timeout=5.0)
-            elapsed = loop.time() - t0
+            yield "127.0.0.1", port
         finally:
-            await t.aclose()
             for s in fillers:
                 s.close()
+
+
+async def test_a_connect_that_does_not_complete_is_a_connect_timeout() -> None:
+    t = Http1Transport()
+    loop = asyncio.get_running_loop()
+    try:
+        with unanswered_address() as (host, port):
+            t0 = loop.time()
+            with pytest.raises(TransportError) as ei:
+                await t.send(post(f"http://{host}:{port}/x"), connect_timeout=0.5, total_timeout=5.0)
+            elapsed = loop.time() - t0
+    finally:
+        await t.aclose()
     assert ei.value.phase == "connect_timeout"
     assert elapsed == pytest.approx(0.5, abs=0.01)
 
@@ -532,15 +546,9 @@ def test_one_transport_serves_successive_event_loops() -> None:
 
 
 async def test_a_waiter_that_gives_up_after_being_woken_passes_the_slot_on() -> None:
-    async def slow(_: Seen, w: asyncio.StreamWriter) -> bool:
-        await asyncio.sleep(1.0)
-        w.write(answer())
-        await w.drain()
-        return True
-
     t = Http1Transport(max_connections=1)
     try:
-        async with RawServer(slow) as srv:
+        async with RawServer(after(1.0, answer())) as srv:
             loop = asyncio.get_running_loop()
             first = asyncio.ensure_future(t.send(post(srv.url()), connect_timeout=1.0, total_timeout=10.0))
             await idle()
@@ -584,28 +592,6 @@ async def test_closing_the_transport_refuses_requests_waiting_for_a_connection()
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
-
-
-@contextlib.contextmanager
-def unanswered_address() -> Iterator[tuple[str, int]]:
-    """An address whose handshake never completes: a listening socket that never accepts,
-    its backlog already full (as a route that drops packets looks to a client)."""
-    with socket.socket() as lsock:
-        lsock.bind(("127.0.0.1", 0))
-        lsock.listen(0)
-        port = lsock.getsockname()[1]
-        fillers = []
-        for _ in range(4):
-            s = socket.socket()
-            s.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                s.connect(("127.0.0.1", port))
-            fillers.append(s)
-        try:
-            yield "127.0.0.1", port
-        finally:
-            for s in fillers:
-                s.close()
 
 
 def resolving(monkeypatch: pytest.MonkeyPatch, *addrs: tuple[str, int]) -> list[str]:
