@@ -1,4 +1,7 @@
-"""The default transport: one pooled aiohttp.ClientSession shared by every attempt."""
+"""AiohttpTransport: one pooled aiohttp.ClientSession shared by every attempt.
+
+The default transport before Http1Transport; kept for programs that already share an aiohttp
+session."""
 
 from __future__ import annotations
 
