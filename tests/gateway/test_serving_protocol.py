@@ -98,10 +98,7 @@ def test_kept_alive_plain_answers_and_a_stream_over_the_serving_protocol() -> No
             status, _, rest = answer.partition(b"\r\n")
             assert status == b"HTTP/1.1 200 OK"
             assert json.loads(rest.partition(b"\r\n\r\n")[2])["object"] == "chat.completion"
-        stream_body = json.dumps({**json.loads(body), "stream": True}).encode()
-        stream_head = head.replace(
-            f"content-length: {len(body)}".encode(), f"content-length: {len(stream_body)}".encode()
-        )
+        stream_body, stream_head = _chat_request(stream=True)
         sock.sendall(stream_head + stream_body)
         sock.settimeout(10)
         data = b""
@@ -163,11 +160,7 @@ def test_a_client_that_leaves_cancels_the_upstream_call_through_the_protocols_si
     kit = Kit()
     a = kit.providers["a"]
     a.load([Reply.hang()] if not stream else [Reply.ok(" ".join(["w"] * 400), chunk_interval=0.05)])
-    body, head = _chat_request()
-    if stream:
-        sbody = json.dumps({**json.loads(body), "stream": True}).encode()
-        head = head.replace(f"content-length: {len(body)}".encode(), f"content-length: {len(sbody)}".encode())
-        body = sbody
+    body, head = _chat_request(stream=stream)
     with _HeadTimeoutServer(kit.app, 10.0) as server:
         sock = socket.create_connection(("127.0.0.1", server.port))
         sock.sendall(head + body)

@@ -64,10 +64,10 @@ def _recv_all(sock: socket.socket, limit: float) -> bytes:
     return out
 
 
-def _chat_request(*extra: tuple[str, str]) -> tuple[bytes, bytes]:
-    """A chat completion as raw HTTP/1.1 for tenant acme: (body, head), sent by hand so a test
-    can stall, split or repeat it."""
-    body = json.dumps(chat_body()).encode()
+def _chat_request(*extra: tuple[str, str], stream: bool = False) -> tuple[bytes, bytes]:
+    """A chat completion (streamed with ``stream``) as raw HTTP/1.1 for tenant acme: (body,
+    head), sent by hand so a test can stall, split or repeat it."""
+    body = json.dumps(chat_body(stream=True) if stream else chat_body()).encode()
     lines = [
         "POST /v1/chat/completions HTTP/1.1",
         "host: gateway",

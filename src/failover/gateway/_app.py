@@ -48,7 +48,7 @@ from ..model import (
 )
 from ..model import Response as Answer
 from ..model._ids import new_id
-from ..model._json import dumps
+from ..model._json import dumps as _dumps
 from ..router import Router, RouteStream
 from ._envelope import envelope_from
 from ._errors import ApiError, Scrubber, unavailable_error
@@ -64,9 +64,6 @@ access_log = logging.getLogger(ACCESS_LOGGER)
 
 _T = TypeVar("_T")
 _ACCESS_FORMAT = "%s route=%s tenant=%s status=%d request_id=%s target=%s attempts=%s ms=%.1f%s"
-
-
-_dumps = dumps
 
 
 def _new_completion_id() -> str:

@@ -28,12 +28,10 @@ from ..inbound import WireError, anthropic
 from ..model import Completed, Envelope, Request, RouteRecord
 from ..model import Response as Answer
 from ..model._ids import new_id
-from ..model._json import dumps
+from ..model._json import dumps as _dumps
 from ..tokens import counter_for
 from ._app import Endpoint, Gateway, SseWire, record_headers
 from ._errors import ApiError, from_wire
-
-_dumps = dumps
 
 
 def _new_message_id() -> str:

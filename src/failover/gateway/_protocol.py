@@ -101,32 +101,30 @@ class _OneWrite:
         self._flush: asyncio.Handle | None = None
 
     def write(self, data: bytes) -> None:
-        held = self._held
-        if held is not None:
-            self._drop_flush()
-            self._transport.write(held + data)
+        if self._held is not None:
+            data = self._take() + data
         elif not self._started and not data.startswith(b"HTTP/1.1 1"):
             self._started = True
             self._held = data  # the head (not a 100 Continue, which the client waits for)
             self._flush = self._loop.call_soon(self._flush_held)
-        else:
-            self._transport.write(data)
+            return
+        self._transport.write(data)
 
-    def _drop_flush(self) -> None:
-        self._held = None
+    def _take(self) -> bytes:
+        """The held head, no longer held (its flush on the next turn called off)."""
+        held, self._held = self._held or b"", None
         if self._flush is not None:
             self._flush.cancel()
             self._flush = None
+        return held
 
     def _flush_held(self) -> None:
-        held = self._held
-        self._held = self._flush = None
-        if held is not None and not self._transport.is_closing():
+        held = self._take()
+        if held and not self._transport.is_closing():
             self._transport.write(held)
 
     def close(self) -> None:
-        if self._held is not None:
-            self._flush_held()
+        self._flush_held()
         self._transport.close()
 
     def is_closing(self) -> bool:

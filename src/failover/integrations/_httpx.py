@@ -69,7 +69,7 @@ from ..model import (
     UnknownRoute,
 )
 from ..model._ids import new_id
-from ..model._json import dumps
+from ..model._json import dumps as _dumps
 from ..router import Router, RouteStream, SyncRouter
 
 if TYPE_CHECKING:
@@ -99,9 +99,6 @@ def last_record() -> RouteRecord | None:
     task's last call; with the sync client, the calling thread's.
     """
     return _LAST_RECORD.get()
-
-
-_dumps = dumps
 
 
 def _dialect_of(path: str) -> WireDialect | None:

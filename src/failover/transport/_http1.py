@@ -22,8 +22,9 @@ header objects), and on a one-core gateway that is a sixth of the CPU of every r
 
 Never: redirects (a provider must not send our credentials elsewhere), proxies from the
 environment (base URLs come only from config), cookies (they must not carry across tenants),
-retries (a POST that may have reached the provider is the router's to replay or not), HEAD
-requests or HTTP upgrades (no dialect sends them).
+a second send of a POST (one that may have reached the provider is the router's to replay or
+not; only idempotent or idempotency-keyed requests go again, on a kept-alive connection that
+turned out closed), HEAD requests or HTTP upgrades (no dialect sends them).
 """
 
 from __future__ import annotations
@@ -74,27 +75,36 @@ def _split(url: str) -> tuple[tuple[str, str, int], bytes, bytes]:
     path = u.path or "/"
     if u.query:
         path += "?" + u.query
-    shown = f"[{host}]" if ":" in host else host
+    shown = f"[{host}]" if ":" in host else (host if host.isascii() else host.encode("idna").decode("ascii"))
     host_header = shown if port == default else f"{shown}:{port}"
-    return (scheme, host, port), path.encode("ascii"), host_header.encode("idna" if not host.isascii() else "ascii")
+    return (scheme, host, port), path.encode("ascii"), host_header.encode("ascii")
 
 
-def _head(method: str, target: bytes, host: bytes, headers: Mapping[str, str], length: int) -> bytes:
+_OURS = frozenset({"host", "content-length", "transfer-encoding", "connection"})  # framing is this client's
+_Defaults = tuple[tuple[str, bytes], ...]  # (lower-case name, its whole header line)
+_ALWAYS: _Defaults = (
+    ("user-agent", f"user-agent: {_USER_AGENT}\r\n".encode()),
+    ("accept-encoding", b"accept-encoding: gzip, deflate\r\n"),
+)
+_JSON_BODY: _Defaults = (("content-type", b"content-type: application/json\r\n"),)
+_SSE: _Defaults = (("accept", b"accept: text/event-stream\r\n"),)
+
+
+def _head(
+    method: str, target: bytes, host: bytes, headers: Mapping[str, str], length: int, defaults: _Defaults
+) -> bytes:
+    """The request line and headers: the caller's, then each of ``defaults`` it did not set."""
     lines = [method.encode("ascii"), b" ", target, b" HTTP/1.1\r\nhost: ", host, b"\r\n"]
-    seen_ua = seen_ae = False
+    seen: set[str] = set()
     for k, v in headers.items():
         name = k.lower()
-        if name in ("host", "content-length", "transfer-encoding", "connection"):
-            continue  # framing and the connection are this client's
-        seen_ua = seen_ua or name == "user-agent"
-        seen_ae = seen_ae or name == "accept-encoding"
+        if name in _OURS:
+            continue
         if "\r" in v or "\n" in v or "\r" in k or "\n" in k:
             raise TransportError("connect", f"header {k!r} holds a line break")  # no header injection
+        seen.add(name)
         lines += (k.encode("latin-1"), b": ", v.encode("latin-1"), b"\r\n")
-    if not seen_ua:
-        lines += (b"user-agent: ", _USER_AGENT.encode(), b"\r\n")
-    if not seen_ae:
-        lines.append(b"accept-encoding: gzip, deflate\r\n")
+    lines += [line for name, line in defaults if name not in seen]
     if length or method not in ("GET", "HEAD"):
         lines += (b"content-length: ", str(length).encode("ascii"), b"\r\n")
     lines.append(b"\r\n")
@@ -182,12 +192,6 @@ class _Connection(asyncio.Protocol):
         self._ended(exc)
         self.closed = True
         self._pool._forget(self)
-
-    def pause_writing(self) -> None:  # the whole request is buffered by the event loop: nothing to do
-        pass
-
-    def resume_writing(self) -> None:
-        pass
 
     # -- httptools callbacks -----------------------------------------------------------------
 
@@ -457,7 +461,7 @@ class Http1Transport:
     async def send(self, request: HttpRequest, *, connect_timeout: float, total_timeout: float) -> HttpResponse:
         if total_timeout <= 0:
             raise TransportError("total", "no time left for this attempt")
-        data = self._encode(request, None)
+        data = self._encode(request, stream=False)
         origin = _split(request.url)[0]
         loop = asyncio.get_running_loop()
         cap = None if math.isinf(total_timeout) else total_timeout
@@ -489,15 +493,15 @@ class Http1Transport:
         self._release(conn, loop)
         return resp
 
-    def _encode(self, request: HttpRequest, accept: str | None) -> bytes:
+    def _encode(self, request: HttpRequest, *, stream: bool) -> bytes:
         _, target, host = _split(request.url)
         body = request.body_bytes()
-        headers: Mapping[str, str] = request.headers
-        if request.json is not None and not any(k.lower() == "content-type" for k in headers):
-            headers = {**headers, "content-type": "application/json"}
-        if accept is not None and not any(k.lower() == "accept" for k in headers):
-            headers = {**headers, "accept": accept}
-        return _head(request.method.upper(), target, host, headers, len(body)) + body
+        defaults = _ALWAYS
+        if request.json is not None:
+            defaults += _JSON_BODY
+        if stream:
+            defaults += _SSE
+        return _head(request.method.upper(), target, host, request.headers, len(body), defaults) + body
 
     @contextlib.asynccontextmanager
     async def stream(self, request: HttpRequest, *, connect_timeout: float) -> AsyncIterator[StreamingResponse]:
@@ -506,7 +510,7 @@ class Http1Transport:
         Only the connect timeout is set here; the router bounds the wait for the headers and
         every chunk on the loop clock (first event, idle, total).
         """
-        data = self._encode(request, "text/event-stream")
+        data = self._encode(request, stream=True)
         origin = _split(request.url)[0]
         loop = asyncio.get_running_loop()
         fresh = False
