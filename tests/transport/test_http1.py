@@ -672,3 +672,13 @@ def test_addresses_alternate_families() -> None:
     v6, v4 = socket.AF_INET6, socket.AF_INET
     infos = [(v6, 1, 6, "", ("::1", 1)), (v6, 1, 6, "", ("::2", 1)), (v4, 1, 6, "", ("10.0.0.1", 1))]
     assert [a[0] for _, a in _interleave(infos)] == ["::1", "10.0.0.1", "::2"]
+
+
+def test_the_host_header_of_a_non_ascii_name_is_its_idna_form() -> None:
+    from failover.transport._http1 import _split
+
+    origin, target, host = _split("https://bücher.example:8443/v1/x?a=1")
+    assert origin == ("https", "bücher.example", 8443)
+    assert target == b"/v1/x?a=1"
+    assert host == b"xn--bcher-kva.example:8443"
+    assert _split("http://[::1]:80/")[2] == b"[::1]"  # the default port is left out
