@@ -11,28 +11,47 @@ from pathlib import Path
 from .model import ConfigError
 
 
+def _reserve(text: str) -> float | None:
+    """``--fallback-reserve``: ``auto`` or a number of seconds >= 0."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither 'auto' nor a number of seconds") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the reserve is 0 seconds or more")
+    return value
+
+
 def _demo(args: argparse.Namespace) -> int:
     from .lab import CAPABILITIES, SCENARIOS, SeedOptions, render, run_virtual
 
     scenarios = [args.scenario] if args.scenario else list(SCENARIOS)
     capabilities = [args.capability] if args.capability else list(CAPABILITIES)
+    reserves: list[float | None] = [args.fallback_reserve]
+    if args.fallback_reserve is None and "timeout" in scenarios:
+        reserves.append(0.0)  # the trade-off: the timeout scenario once more, with nothing kept for B
     out = []
-    for scenario in scenarios:
-        for capability in capabilities:
-            opts = SeedOptions(
-                scenario=scenario,
-                capability=capability,
-                budget=args.budget,
-                a_extra_retries=args.a_retries,
-                attempt_cap=args.attempt_cap,
-                seed=args.seed,
-            )
-            result = run_virtual(opts)
-            if args.json:
-                out.append({"options": {"scenario": scenario, "capability": capability}, **result.record.to_dict()})
-            else:
-                print(render(result))
-                print()
+    for reserve in reserves:
+        for scenario in scenarios if reserve == args.fallback_reserve else ["timeout"]:
+            for capability in capabilities:
+                opts = SeedOptions(
+                    scenario=scenario,
+                    capability=capability,
+                    budget=args.budget,
+                    a_extra_retries=args.a_retries,
+                    attempt_cap=args.attempt_cap,
+                    seed=args.seed,
+                    fallback_reserve=reserve,
+                )
+                result = run_virtual(opts)
+                if args.json:
+                    options = {"scenario": scenario, "capability": capability, "fallback_reserve": reserve}
+                    out.append({"options": options, **result.record.to_dict()})
+                else:
+                    print(render(result))
+                    print()
     if args.json:
         json.dump(out, sys.stdout, indent=2)
         print()
@@ -159,6 +178,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--a-retries", type=int, default=1, help="extra retries allowed on A (default 1)")
     demo.add_argument("--attempt-cap", type=float, default=1.0, help="per-attempt cap in seconds (default 1.0)")
     demo.add_argument("--seed", type=int, default=0, help="backoff jitter seed")
+    demo.add_argument(
+        "--fallback-reserve",
+        type=_reserve,
+        default=None,
+        metavar="auto|SECONDS",
+        help="time A's replays must leave to the next candidate: auto (default: its expected latency, and no "
+        "replay after a timeout) or seconds; 0 lets A's retries spend the whole budget",
+    )
     demo.add_argument("--json", action="store_true", help="print the RouteRecords as JSON")
     demo.set_defaults(func=_demo)
 

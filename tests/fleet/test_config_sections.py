@@ -114,3 +114,57 @@ def test_a_breakers_section_tunes_every_breaker(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as ei:
         load_config(cfg)
     assert ei.value.field == "breakers.half_open_probe"
+
+
+def test_the_overload_grace_and_the_key_model_breakers_are_set_in_yaml(tmp_path: Path) -> None:
+    base = "targets: {a: {dialect: openai, base_url: 'http://127.0.0.1:9/v1', model: m}}\n"
+    base += "routes: {chat: {primary: [a]}}\n"
+    cfg = tmp_path / "f.yaml"
+    cfg.write_text(
+        base + "breakers: {overload_grace: 4, overload_min_success: 0.2, min_calls: 6,"
+        " key_model: {min_calls: 3, window_size: 5, open_duration: 60}}\n"
+    )
+    router = Router.from_config(load_config(cfg))
+    board = router.breakers
+    assert isinstance(board, BreakerBoard)
+    assert (board.overload_grace, board.overload_min_success, board.config.min_calls) == (4.0, 0.2, 6)
+    assert (board.key_config.min_calls, board.key_config.window_size, board.key_config.open_duration) == (3, 5, 60.0)
+    cfg.write_text(base + "breakers: {min_calls: 6}\n")
+    board = Router.from_config(load_config(cfg)).breakers
+    assert isinstance(board, BreakerBoard) and board.key_config is board.config  # one setting for both
+    for bad, field in (
+        ("{overload_min_success: 0}", "breakers.overload_min_success"),
+        ("{overload_grace: -1}", "breakers.overload_grace"),
+        ("{key_model: {min_calls: 30, window_size: 10}}", "breakers.key_model"),
+        ("{key_model: {overload_grace: 3}}", "breakers.key_model.overload_grace"),
+    ):
+        cfg.write_text(base + f"breakers: {bad}\n")
+        with pytest.raises(ConfigError) as ei:
+            load_config(cfg)
+        assert ei.value.field == field, (bad, ei.value)
+
+
+def test_the_retry_budget_scope_and_the_fallback_reserve_are_set_in_yaml(tmp_path: Path) -> None:
+    base = "targets: {a: {dialect: openai, base_url: 'http://127.0.0.1:9/v1', model: m},"
+    base += " b: {dialect: openai, base_url: 'http://127.0.0.1:9/v1', model: n}}\n"
+    cfg = tmp_path / "f.yaml"
+    cfg.write_text(base + "routes: {chat: {primary: [a], fallbacks: [b], fallback_reserve: 1.5}}\n")
+    loaded = load_config(cfg)
+    route = loaded.routes["chat"]
+    assert (route.fallback_reserve, route.replay_timeouts) == (1.5, None)
+    assert loaded.retry_budget.scope == "pool"
+    assert loaded.retry_budget.pool_of(loaded.targets["a"]) != loaded.retry_budget.pool_of(loaded.targets["b"])
+    cfg.write_text(
+        base + "routes: {chat: {primary: [a], fallbacks: [b], replay_timeouts: true}}\nretry_budget: {scope: global}\n"
+    )
+    loaded = load_config(cfg)
+    assert (loaded.routes["chat"].fallback_reserve, loaded.routes["chat"].replay_timeouts) == (None, True)
+    assert loaded.retry_budget.pool_of(loaded.targets["a"]) == loaded.retry_budget.pool_of(loaded.targets["b"])
+    for bad, field in (
+        ("routes: {chat: {primary: [a], fallback_reserve: -1}}\n", "routes.chat.fallback_reserve"),
+        ("routes: {chat: {primary: [a]}}\nretry_budget: {scope: cluster}\n", "retry_budget.scope"),
+    ):
+        cfg.write_text(base + bad)
+        with pytest.raises(ConfigError) as ei:
+            load_config(cfg)
+        assert ei.value.field == field, (bad, ei.value)

@@ -193,7 +193,11 @@ def test_stopping_redis_mid_load_loses_no_record_and_runs_no_tool_twice(fleet: F
         (tmp_path / "go").touch()
         _wait_for(lambda: shop.exists() and len(shop.read_text().splitlines()) >= 5, 20, "the first orders")
         fleet.redis.kill()  # mid-load: orders are being made, records are being written
-        time.sleep(1.5)
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:  # plain requests need the shared state (breakers, limits) meanwhile
+            for gw in fleet.gateways:
+                gw.post("warm")
+            time.sleep(0.1)
         fleet.redis.start()
         for agent in agents:
             agent.wait(timeout=40)

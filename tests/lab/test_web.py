@@ -75,21 +75,27 @@ async def test_run_returns_the_routers_record(scenario: str, capability: str) ->
     assert (got["target_used"] is None) == (got["error"] is not None)
 
 
-async def test_raising_as_retries_spends_the_time_b_needed() -> None:
-    base = {"scenario": "timeout", "capability": "chat", "budget": 2.5, "attempt_cap": 0.9}
+async def test_raising_as_retries_spends_the_time_b_needed_when_nothing_is_kept_for_it() -> None:
+    base = {"scenario": "timeout", "capability": "chat", "budget": 2.5, "attempt_cap": 0.9, "fallback_reserve": 0}
     async with _client() as c:
         one = (await c.post("/api/run", json={**base, "a_extra_retries": 1})).json()
         two = (await c.post("/api/run", json={**base, "a_extra_retries": 2})).json()
+        auto = (await c.post("/api/run", json={**base, "a_extra_retries": 2, "fallback_reserve": None})).json()
     assert one["target_used"] == "b" and one["calls"]["b"] == 1
     assert two["target_used"] is None and two["calls"]["b"] == 0 and "deadline" in two["error"]
+    assert two["options"]["fallback_reserve"] == 0.0
+    # the automatic reserve: after A's timeout, B at once, however many retries A may have
+    assert auto["target_used"] == "b" and auto["calls"] == {"a": 1, "b": 1, "c": 0}
+    assert auto["options"]["fallback_reserve"] is None
 
 
 async def test_scenarios_differ_as_described() -> None:
     async with _client() as c:
         vision = (await c.post("/api/run", json={"scenario": "timeout", "capability": "vision"})).json()
         failing = (await c.post("/api/run", json={"scenario": "all_failing"})).json()
-    assert [e["target"] for e in vision["excluded"]] == ["b"]
+    assert [(e["target"], e["temporary"]) for e in vision["excluded"]] == [("b", False), ("a", False)]
     assert "vision" in vision["excluded"][0]["reason"]
+    assert vision["excluded"][1]["reason"] == "no replay after timeout:total: c is tried at once"
     assert vision["target_used"] == "c" and vision["recovered"] is True
     assert failing["target_used"] is None and failing["error"]
 
@@ -107,6 +113,9 @@ async def test_scenarios_differ_as_described() -> None:
         ({"a_extra_retries": 1.5}, "a_extra_retries"),
         ({"a_extra_retries": True}, "a_extra_retries"),
         ({"colour": "red"}, "colour"),
+        ({"fallback_reserve": -1}, "fallback_reserve"),
+        ({"fallback_reserve": "auto"}, "fallback_reserve"),
+        ({"budget": 2, "fallback_reserve": 3}, "fallback_reserve"),
         ([1, 2], "body"),
     ],
 )

@@ -39,8 +39,9 @@ def router(
     budget: RetryBudget | Unlimited | None = None,
     backoff: Backoff | None = None,
     breakers: BreakerBoard | NoBreakers | None = None,
+    fallback_reserve: float | None = None,
 ) -> Router:
-    route = Route(name="r", primary=tuple(primary), fallbacks=tuple(fallbacks))
+    route = Route(name="r", primary=tuple(primary), fallbacks=tuple(fallbacks), fallback_reserve=fallback_reserve)
     return Router(
         [route],
         transport=FakeNetwork(*providers),

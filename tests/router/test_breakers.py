@@ -111,11 +111,45 @@ async def test_overload_with_partial_service_is_left_to_the_budget_but_a_dead_pr
         await asyncio.sleep(1.0)
     assert all(s.state.value == "closed" for s in board.snapshots(loop.time()))
 
-    # only 529s, for longer than the grace: that is a dead provider
+    # only 529s: a provider that serves nothing is down, whatever the grace: min_calls (4)
+    # counted failures open it, and no more calls reach it while it is open
     dead = FakeProvider("d", "anthropic", Script.always(Reply.overloaded()))
     r2 = make([dead], [b], BreakerBoard(CFG, overload_grace=10.0))
     for _ in range(20):
         await r2.complete("r", Request.simple("x"), Envelope(budget=10))
         await asyncio.sleep(1.0)
-    # graced for 10 s, then min_calls (4) counted failures open it: calls stop after the 15th
-    assert len(dead.calls) == 15
+    assert len(dead.calls) == 4
+
+
+async def test_a_provider_that_stops_serving_trips_once_its_successes_leave_the_grace_window() -> None:
+    loop = asyncio.get_running_loop()
+    board = BreakerBoard(CFG, overload_grace=5.0)
+    # served twice, then nothing but 529s: graced while those successes are recent, then counted
+    a = FakeProvider("a", "anthropic", Script.of(Reply.ok("a"), Reply.ok("a"), default=Reply.overloaded()))
+    b = FakeProvider("b", "openai", Script.always(Reply.ok("b")))
+    r = make([a], [b], board)
+    for _ in range(20):
+        await r.complete("r", Request.simple("x"), Envelope(budget=10))
+        await asyncio.sleep(1.0)
+    # t=0,1 ok; t=2..5 graced (a success is in the last 5 s, and >= 5% of the answers); from
+    # t=6 the grace window holds only 529s: counted, and with the two successes the breaker's
+    # window holds 2 of 4 failed at t=7 (min_calls 4, failure_rate 50%): it opens
+    assert len(a.calls) == 8
+    assert next(s.state.value for s in board.snapshots(loop.time()) if s.layer == "target") == "open"
+
+
+async def test_too_small_a_share_of_successes_is_no_grace() -> None:
+    board = BreakerBoard(CFG, overload_grace=30.0, overload_min_success=0.25)
+    # one success in five answers: 20% < 25%, so the overloads count and the breaker opens
+    replies = [Reply.ok("a"), *[Reply.overloaded()] * 4] * 4
+    a = FakeProvider("a", "anthropic", Script.of(*replies))
+    b = FakeProvider("b", "openai", Script.always(Reply.ok("b")))
+    r = make([a], [b], board)
+    for _ in range(20):
+        await r.complete("r", Request.simple("x"), Envelope(budget=10))
+        await asyncio.sleep(0.5)
+    assert len(a.calls) < 20  # the breaker opened: not every request reached A
+    with pytest.raises(ValueError, match="overload_min_success"):
+        BreakerBoard(CFG, overload_min_success=0.0)
+    with pytest.raises(ValueError, match="overload_grace"):
+        BreakerBoard(CFG, overload_grace=-1.0)

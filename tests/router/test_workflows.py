@@ -59,9 +59,13 @@ async def test_a_cancelled_at_its_cap_then_b_succeeds_within_the_budget() -> Non
 
 
 async def test_a_retries_consume_the_whole_budget_and_b_is_never_called() -> None:
+    """The seed's trade-off, still expressible: with no time kept back for the next tier
+    (``fallback_reserve=0``), A's replays may use the whole deadline and B is never called."""
     a = FakeProvider("a", OA, Script.always(Reply.hang()))
     b = FakeProvider("b", AN, Script.always(Reply.ok("from b")))
-    r = router([target(a, cap=1.0, attempts=5)], [target(b)], a, b, backoff=Backoff(base=0.0, cap=0.0))
+    r = router(
+        [target(a, cap=1.0, attempts=5)], [target(b)], a, b, backoff=Backoff(base=0.0, cap=0.0), fallback_reserve=0.0
+    )
     t0 = now()
     with pytest.raises(Unavailable) as ei:
         await r.complete("r", Request.simple("hi"), Envelope(budget=3.0))

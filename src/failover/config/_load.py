@@ -46,7 +46,7 @@ from ..model import (
     Target,
     Timeouts,
 )
-from ..policy import Backoff, BreakerConfig, RetryBudget
+from ..policy import Backoff, BreakerConfig, BreakerSettings, RetryBudget
 from ..state import StateConfig, StateSpec, state_config
 from ..validation import check_contract
 
@@ -132,12 +132,16 @@ class RouteSpec(_Strict):
     hedge_after: float | None = Field(None, gt=0)
     # fallbacks on probation: target name -> share of eligible failures that may use it
     canary: dict[str, float] = {}
+    # seconds a replay must leave to the next eligible candidate; None: its expected latency
+    fallback_reserve: float | None = Field(None, ge=0)
+    replay_timeouts: bool | None = None  # None: only with an explicit fallback_reserve
 
 
 class BudgetSpec(_Strict):
     ratio: float = Field(0.1, ge=0)
     floor: int = Field(10, ge=0)
     window: float = Field(10.0, gt=0)
+    scope: Literal["pool", "global"] = "pool"  # one budget per upstream pool, or one for everything
 
 
 class BackoffSpec(_Strict):
@@ -146,8 +150,8 @@ class BackoffSpec(_Strict):
     max_retry_after: float = Field(60.0, ge=0)
 
 
-class BreakerSpec(_Strict):
-    """``breakers:``: the BreakerConfig of every target's breakers (docs/health.md has the meaning)."""
+class KeyBreakerSpec(_Strict):
+    """``breakers.key_model:``: the BreakerConfig of the key + model breakers (429s, quotas)."""
 
     window_kind: Literal["count", "time"] = "count"
     window_size: int = Field(20, ge=1)
@@ -161,6 +165,15 @@ class BreakerSpec(_Strict):
     max_open_duration: float = Field(300.0, gt=0)
     half_open_probes: int = Field(2, ge=1)
     probe_successes_to_close: int | None = Field(None, ge=1)
+
+
+class BreakerSpec(KeyBreakerSpec):
+    """``breakers:``: every target's breakers (docs/health.md has the meaning): the BreakerConfig
+    fields, the overload grace, and optionally a different ``key_model`` breaker."""
+
+    overload_grace: float = Field(10.0, ge=0)
+    overload_min_success: float = Field(0.05, gt=0, le=1)
+    key_model: KeyBreakerSpec | None = None  # None: the same settings as the target breakers
 
 
 class ConfigSpec(_Strict):
@@ -181,7 +194,7 @@ class Config:
     retry_budget: RetryBudget
     backoff: Backoff
     state: StateConfig = field(default_factory=StateConfig)  # memory unless the file has a `state:` section
-    breakers: BreakerConfig | None = None  # the file's `breakers:` tuning (None: the defaults)
+    breakers: BreakerSettings | None = None  # the file's `breakers:` tuning (None: the defaults)
 
 
 def _fix_for(err_type: str, loc: str) -> str:
@@ -345,13 +358,31 @@ def config_from_dict(data: Any, *, env: Mapping[str, str] | None = None) -> Conf
             ranking=r.ranking,
             hedge_after=r.hedge_after,
             canary=tuple(r.canary.items()),
+            fallback_reserve=r.fallback_reserve,
+            replay_timeouts=r.replay_timeouts,
         )
-    breakers: BreakerConfig | None = None
+    breakers: BreakerSettings | None = None
     if spec.breakers is not None:
+        b = spec.breakers
+        fields = b.model_dump(exclude={"overload_grace", "overload_min_success", "key_model"})
         try:
-            breakers = BreakerConfig(**spec.breakers.model_dump())
+            config = BreakerConfig(**fields)
         except ValueError as exc:
             raise ConfigError("breakers", str(exc), "correct the values it names (docs/health.md)") from None
+        key_config = None
+        if b.key_model is not None:
+            try:
+                key_config = BreakerConfig(**b.key_model.model_dump())
+            except ValueError as exc:
+                raise ConfigError(
+                    "breakers.key_model", str(exc), "correct the values it names (docs/health.md)"
+                ) from None
+        breakers = BreakerSettings(
+            config=config,
+            key_config=key_config,
+            overload_grace=b.overload_grace,
+            overload_min_success=b.overload_min_success,
+        )
     return Config(
         routes=routes,
         targets=targets,

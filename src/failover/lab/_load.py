@@ -284,8 +284,8 @@ class CountingBudget(RetryBudget):
         super().__init__()
         self.log: list[tuple[float, bool]] = []
 
-    def try_withdraw(self, now: float) -> bool:
-        granted = super().try_withdraw(now)
+    def try_withdraw(self, now: float, pool: str = "default") -> bool:
+        granted = super().try_withdraw(now, pool)
         self.log.append((now, granted))
         return granted
 

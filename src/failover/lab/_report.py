@@ -33,8 +33,10 @@ def timeline(record: RouteRecord) -> list[str]:
 
 def render(result: SeedResult) -> str:
     o, rec = result.options, result.record
+    reserve = "auto" if o.fallback_reserve is None else f"{o.fallback_reserve:.2f}s"
     lines = [
-        f"== {o.scenario} | requires {o.capability} | budget {o.budget:.2f}s | A retries {o.a_extra_retries}",
+        f"== {o.scenario} | requires {o.capability} | budget {o.budget:.2f}s | A retries {o.a_extra_retries}"
+        f" | reserve {reserve}",
     ]
     for e in rec.excluded:
         lines.append(f"   excluded  {e.target} ({e.phase.value}): {e.reason}")

@@ -64,6 +64,9 @@ class SeedOptions:
     attempt_cap: float = 1.0  # per-attempt cap on every target
     seed: int = 0  # backoff jitter
     custom: CustomScenario | None = None  # scenario "custom": the providers' scripts
+    # Seconds of the budget A's replays must leave to the next candidate; None: automatic (the
+    # candidate's least useful time plus its expected latency, and no replay after a timeout).
+    fallback_reserve: float | None = None
 
     def __post_init__(self) -> None:
         if self.scenario == CUSTOM:
@@ -75,6 +78,8 @@ class SeedOptions:
             raise ValueError(f"capability must be one of {', '.join(CAPABILITIES)}, got {self.capability!r}")
         if self.budget <= 0 or self.attempt_cap <= 0 or self.a_extra_retries < 0:
             raise ValueError("budget and attempt_cap must be > 0 and a_extra_retries >= 0")
+        if self.fallback_reserve is not None and not 0 <= self.fallback_reserve <= self.budget:
+            raise ValueError("fallback_reserve must be None (automatic) or seconds from 0 to the budget")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,7 +165,12 @@ async def run_seed(opts: SeedOptions) -> SeedResult:
         for n in "abc"
     }
     targets = _targets(opts, providers)
-    route = Route(name="seed", primary=(targets["a"],), fallbacks=(targets["b"], targets["c"]))
+    route = Route(
+        name="seed",
+        primary=(targets["a"],),
+        fallbacks=(targets["b"], targets["c"]),
+        fallback_reserve=opts.fallback_reserve,
+    )
     router = Router(
         [route],
         transport=FakeNetwork(*providers.values()),

@@ -45,7 +45,8 @@ def parse_options(body: Any) -> SeedOptions:
     """The page's settings as SeedOptions; :class:`BadInput` names the first bad field."""
     if not isinstance(body, dict):
         raise BadInput("body", "must be a JSON object")
-    unknown = sorted(set(body) - {"scenario", "capability", "budget", "a_extra_retries", "attempt_cap", "custom"})
+    fields = {"scenario", "capability", "budget", "a_extra_retries", "attempt_cap", "custom", "fallback_reserve"}
+    unknown = sorted(set(body) - fields)
     if unknown:
         raise BadInput(unknown[0], "unknown field")
     scenario = body.get("scenario", "healthy")
@@ -58,13 +59,22 @@ def parse_options(body: Any) -> SeedOptions:
     retries = body.get("a_extra_retries", 1)
     if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES:
         raise BadInput("a_extra_retries", f"must be an integer from 0 to {MAX_RETRIES}, got {retries!r}")
+    budget = _number(body, "budget", 3.0, 0.0, MAX_BUDGET)
+    reserve = body.get("fallback_reserve")
+    if reserve is not None:
+        if isinstance(reserve, bool) or not isinstance(reserve, int | float) or not 0 <= reserve <= budget:
+            raise BadInput(
+                "fallback_reserve", f"must be null (automatic) or seconds from 0 to the budget, got {reserve!r}"
+            )
+        reserve = float(reserve)
     return SeedOptions(
         scenario=scenario,
         capability=capability,
-        budget=_number(body, "budget", 3.0, 0.0, MAX_BUDGET),
+        budget=budget,
         a_extra_retries=retries,
         attempt_cap=_number(body, "attempt_cap", 1.0, 0.0, MAX_BUDGET),
         custom=custom,
+        fallback_reserve=reserve,
     )
 
 
@@ -90,6 +100,7 @@ def result_body(result: SeedResult) -> dict[str, Any]:
             "budget": o.budget,
             "a_extra_retries": o.a_extra_retries,
             "attempt_cap": o.attempt_cap,
+            "fallback_reserve": o.fallback_reserve,
             "stream": bool(o.custom and o.custom.stream),
         },
         "calls": dict(result.calls),

@@ -51,6 +51,7 @@ class Attempt:
     first_event: float | None = None  # streamed attempts: when the first event arrived
     connected: float | None = None  # when the connection was up (None: the transport cannot tell)
     hedge: bool = False  # started as a hedge while an earlier attempt was still running
+    streamed: bool = False  # the exchange with the provider was a stream (the caller's or failover's choice)
     contract_ok: bool | None = None  # the result parsed and met the contract (None: no result)
     task_ok: bool | None = None  # the route's quality gate passed (None: no gate or no result)
 
@@ -100,6 +101,9 @@ class Exclusion:
     target: str
     phase: Phase
     reason: str  # e.g. "missing capability: vision", "retry-after 56s exceeds 3.2s left"
+    # Left out only for now (an open breaker, a cool-down, the limiter, the retry budget): passing
+    # over such a candidate is a recovery; a contract, window or envelope reason is not.
+    temporary: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

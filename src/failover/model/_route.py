@@ -62,6 +62,13 @@ class Route:
     # Newly approved fallbacks on probation: target name -> share of eligible failures that
     # may use it (e.g. 0.1). Fallbacks not listed are fully enabled.
     canary: tuple[tuple[str, float], ...] = ()
+    # Seconds of the deadline a replay on one target must leave to the next eligible candidate.
+    # None (automatic): that candidate's min_useful plus its expected latency from the health
+    # board. 0: replays may use the whole deadline (the next tier may then never be called).
+    fallback_reserve: float | None = None
+    # Replay a target after it timed out? None: only with an explicit fallback_reserve; with the
+    # automatic reserve, a timeout moves to the next eligible candidate at once.
+    replay_timeouts: bool | None = None
 
     @property
     def targets(self) -> tuple[Target, ...]:
@@ -96,3 +103,6 @@ class Envelope:
     tenant: str | None = None
     task_id: str | None = None  # the agent task this request belongs to (tool-execution ledger)
     resumed_from: int | None = None  # the checkpoint version the task resumed from, if any
+    # The caller's own retry of a request that already failed (an SDK's retry, a repeated
+    # Idempotency-Key): every attempt is charged to the retry budget, none counts as new traffic.
+    client_retry: bool = False

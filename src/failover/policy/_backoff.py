@@ -33,9 +33,9 @@ class Backoff:
         if failure.retry_after is not None:
             ra = max(0.0, failure.retry_after)
             if ra > self.max_retry_after:
-                return BackoffDecision(seconds=ra, source="retry_after", acceptable=False)
-            return BackoffDecision(seconds=ra, source="retry_after", acceptable=True)
-        return BackoffDecision(seconds=self.schedule(n, rng), source="backoff", acceptable=True)
+                return BackoffDecision(seconds=ra, source="retry_after", acceptable=False, limit=self.max_retry_after)
+            return BackoffDecision(seconds=ra, source="retry_after", acceptable=True, limit=self.max_retry_after)
+        return BackoffDecision(seconds=self.schedule(n, rng), source="backoff", acceptable=True, limit=self.cap)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +43,7 @@ class BackoffDecision:
     seconds: float
     source: str  # "backoff" | "retry_after"
     acceptable: bool  # False: the server asked for more than we ever wait on one target
+    limit: float = 60.0  # the longest wait of this source (max_retry_after, or the schedule's cap)
 
     def fits(self, remaining: float, min_attempt: float) -> bool:
         """Does a replay after this wait still have time for a useful attempt?"""

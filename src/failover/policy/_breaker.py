@@ -375,6 +375,42 @@ def _rate(part: int, whole: int) -> float:
     return part / whole if whole else 0.0
 
 
+class _Tally:
+    """Successes and overloaded answers of one target in the last ``seconds`` (1-second buckets)."""
+
+    __slots__ = ("_buckets", "_seconds", "overloaded", "served")
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._buckets: deque[list[int]] = deque()  # [second, served, overloaded]
+        self.served = 0
+        self.overloaded = 0
+
+    def _expire(self, now: float) -> None:
+        horizon = math.floor(now - self._seconds)
+        while self._buckets and self._buckets[0][0] <= horizon:
+            _, ok, over = self._buckets.popleft()
+            self.served -= ok
+            self.overloaded -= over
+
+    def add(self, now: float, *, success: bool) -> None:
+        self._expire(now)
+        second = math.floor(now)
+        if not self._buckets or self._buckets[-1][0] < second:
+            self._buckets.append([second, 0, 0])
+        b = self._buckets[-1]
+        if success:
+            b[1] += 1
+            self.served += 1
+        else:
+            b[2] += 1
+            self.overloaded += 1
+
+    def counts(self, now: float) -> tuple[int, int]:
+        self._expire(now)
+        return self.served, self.overloaded
+
+
 class CircuitBreaker:
     """One breaker for one scope. All times are loop seconds passed in as ``now``.
 
@@ -591,6 +627,26 @@ def _outcome_for(layer: Layer, failure: Failure | None) -> Outcome:
     return "failure" if effect is HealthEffect.KEY_MODEL else "ignored"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BreakerSettings:
+    """Everything a :class:`BreakerBoard` can be tuned with (the YAML ``breakers:`` section)."""
+
+    config: BreakerConfig = BreakerConfig()
+    key_config: BreakerConfig | None = None  # None: ``config``
+    overload_grace: float = 10.0
+    overload_min_success: float = 0.05
+
+    def board(self, *, store: GuardedStore | None = None, hooks: Iterable[Hook] = ()) -> BreakerBoard:
+        return BreakerBoard(
+            self.config,
+            key_config=self.key_config,
+            overload_grace=self.overload_grace,
+            overload_min_success=self.overload_min_success,
+            store=store,
+            hooks=hooks,
+        )
+
+
 class BreakerBoard:
     """The breakers of every scope, and which of them each attempt's result concerns.
 
@@ -612,24 +668,33 @@ class BreakerBoard:
         scope: Callable[[Target], str] | None = None,
         hooks: Iterable[Hook] = (),
         overload_grace: float = 10.0,
+        overload_min_success: float = 0.05,
         store: GuardedStore | None = None,
         probe_lease: float = 120.0,
     ) -> None:
+        if not (overload_grace >= 0 and math.isfinite(overload_grace)):
+            raise ValueError(f"overload_grace must be a finite number of seconds >= 0, not {overload_grace!r}")
+        if not 0.0 < overload_min_success <= 1.0:
+            raise ValueError(f"overload_min_success must be in (0, 1], not {overload_min_success!r}")
         self.config = config or BreakerConfig()
         self.key_config = key_config or self.config
         self._scope = scope or _target_scope
         self.hooks: list[Hook] = list(hooks)
         self._target: dict[str, CircuitBreaker] = {}
         self._key: dict[str, CircuitBreaker] = {}
-        # An overloaded answer (529 / 503 overloaded) from a target that served a success in
-        # the last `overload_grace` seconds says "over capacity", not "down": it is left to the
-        # retry budget and the rate limiter. Counting it let the fast 529s of a provider at 3x
-        # its capacity open the breaker within 0.2 s and shed ALL traffic, although the provider
-        # could still serve its capacity (bench/goodput.py: 1.7% of capacity instead of 93%).
-        # A target that only answers 529s still trips the breaker.
+        # An overloaded answer (529 / 503 overloaded) from a target that still SERVES says "over
+        # capacity", not "down": it is left to the retry budget and the rate limiter. Counting it
+        # let the fast 529s of a provider at 3x its capacity open the breaker within 0.2 s and
+        # shed ALL traffic, although the provider could still serve its capacity (bench/goodput.py:
+        # 1.7% of capacity instead of 93%). "Still serves" is measured, not assumed: at least
+        # `overload_min_success` of its answers in the last `overload_grace` seconds were
+        # successes. A target that answers nothing but 503/529 is down, and counts at once.
         self.overload_grace = overload_grace
-        self._last_success: dict[str, float] = {}
+        self.overload_min_success = overload_min_success
+        self._tallies: dict[str, _Tally] = {}  # target scope -> recent successes and overloads
+        self._served: set[str] = set()  # scopes that have answered successfully at least once
         self._first_seen: dict[str, float] = {}
+        self._in_flight: dict[str, dict[int, float]] = {}  # scope -> {id(target permit): start}
         # Shared state (failover.state): None keeps every breaker in this process, as before.
         # With a store the router calls `await admit_shared(...)` (`local` tells it which), and
         # record/discard/rejection/snapshots are swapped for their shared versions here, so the
@@ -691,7 +756,24 @@ class BreakerBoard:
                 self.discard(permits, now)
                 return [], b.rejection(now) or f"{b.scope}: rejected"
             permits.append(p)
+        self._started(permits[0], now)
         return permits, None
+
+    def _started(self, permit: Permit, now: float) -> None:
+        flights = self._in_flight.get(permit.scope)
+        if flights is None:
+            flights = self._in_flight[permit.scope] = {}
+        flights[id(permit)] = now
+
+    def _ended(self, permits: Sequence[Permit]) -> float | None:
+        """Forget an attempt's flight; the start of the oldest other attempt still in flight, if any."""
+        if not permits:
+            return None
+        flights = self._in_flight.get(permits[0].scope)
+        if not flights:
+            return None
+        flights.pop(id(permits[0]), None)
+        return next(iter(flights.values()), None)  # insertion order: the oldest first
 
     def record(
         self, target: Target, permits: Sequence[Permit], failure: Failure | None, duration: float, now: float
@@ -701,27 +783,45 @@ class BreakerBoard:
             expected = self._scope(target) if p.layer == "target" else key_model_scope(target)
             if p.scope != expected:
                 raise ValueError(f"permit for {p.scope!r} recorded against target {target.name!r}")
-        graced = self._graced(target, failure, now)
+        graced = self._graced(target, permits, failure, now - duration, now)
         kind = "" if failure is None else failure.kind.value
         for p in permits:
             outcome: Outcome = "ignored" if graced else _outcome_for(p.layer, failure)
             p.breaker.release(p, now, outcome=outcome, duration=duration, kind=kind)
 
-    def _graced(self, target: Target, failure: Failure | None, now: float) -> bool:
-        """Whether this outcome is an overload within the grace after the target's last success.
+    def _graced(
+        self, target: Target, permits: Sequence[Permit], failure: Failure | None, started: float, now: float
+    ) -> bool:
+        """Whether this outcome is an overload of a target that still serves (the breaker ignores it).
 
-        Notes a success first. Before its first success a target gets the same grace from its
-        first outcome on: fast 529s at the onset of an overload arrive before the slower
-        successes do. Shared by the in-process and the shared-store record paths.
+        A target that served before: graced while successes are at least ``overload_min_success``
+        of its successes and overloads in the last ``overload_grace`` seconds. A target that has
+        never served yet (a process that starts during an overload): graced only while, within
+        ``overload_grace`` of its first outcome, an attempt sent to it before this one is still
+        running, i.e. it is holding work that may yet succeed: fast 529s at the onset of an
+        overload arrive before the slower successes do. A target that answers every request at
+        once with 503/529 serves nothing and is not graced. Shared by the in-process and the
+        shared-store record paths.
         """
         scope = self._scope(target)
+        oldest = self._ended(permits)
+        tally = self._tallies.get(scope)
+        if tally is None:
+            tally = self._tallies[scope] = _Tally(self.overload_grace)
         if failure is None:
-            self._last_success[scope] = now
+            tally.add(now, success=True)
+            self._served.add(scope)
             return False
-        since = self._last_success.get(scope)
-        if since is None:
-            since = self._first_seen.setdefault(scope, now)
-        return failure.kind is FailureKind.PROVIDER_OVERLOADED and now - since <= self.overload_grace
+        if failure.kind is not FailureKind.PROVIDER_OVERLOADED or self.overload_grace <= 0:
+            return False
+        tally.add(now, success=False)
+        served, overloaded = tally.counts(now)
+        if served:
+            return served / (served + overloaded) >= self.overload_min_success
+        if scope in self._served:
+            return False  # it served before, and nothing for overload_grace seconds: down
+        first = self._first_seen.setdefault(scope, now)
+        return now - first <= self.overload_grace and oldest is not None and oldest < started
 
     def hold(self, target: Target, now: float) -> BreakerHold | None:
         """Why the breakers of ``target`` turn it away now (the longer of the two), or None."""
@@ -734,6 +834,7 @@ class BreakerBoard:
 
     def discard(self, permits: Sequence[Permit], now: float) -> None:
         """Give ``permits`` back without a verdict (cancelled, or never sent)."""
+        self._ended(permits)
         for p in permits:
             p.breaker.release(p, now, outcome="ignored", duration=0.0)
 
@@ -772,6 +873,7 @@ class BreakerBoard:
             SharedPermit(b, epoch, now, probe, pid)
             for b, epoch, probe in zip((tb, kb), a.epochs, a.probes, strict=True)
         ]
+        self._started(permits[0], now)
         return permits, None
 
     async def drain(self) -> None:
@@ -829,7 +931,7 @@ class BreakerBoard:
         if not permits or not isinstance(permits[0], SharedPermit):
             BreakerBoard.record(self, target, permits, failure, duration, now)  # granted locally (store down)
             return
-        graced = self._graced(target, failure, now)
+        graced = self._graced(target, permits, failure, now - duration, now)
         outcomes: list[Outcome] = ["ignored" if graced else _outcome_for(p.layer, failure) for p in permits]
         self._send(permits, outcomes, duration, "" if failure is None else failure.kind.value)
 
@@ -837,6 +939,7 @@ class BreakerBoard:
         if not permits or not isinstance(permits[0], SharedPermit):
             BreakerBoard.discard(self, permits, now)
             return
+        self._ended(permits)
         if any(p.probe for p in permits):  # only a probe slot needs giving back
             self._send(permits, ["ignored"] * len(permits), 0.0)
         else:

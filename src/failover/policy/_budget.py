@@ -1,16 +1,26 @@
-"""A global retry budget, so an outage does not multiply traffic.
+"""Retry budgets per upstream pool, so an outage does not multiply traffic.
 
-Like gRPC retry throttling and Finagle's RetryBudget: every first attempt deposits, every
-extra attempt (a replay, a failover, a fallback, a repair) withdraws. Over a sliding window
-extra attempts may be at most ``ratio`` of first attempts, plus a small ``floor`` so that a
-quiet service can still retry. With ratio 0.1, 1,000 requests against a provider that
-answers 503 send at most 1,000 + 100 + floor requests, not 1,000 x max_attempts.
+Like gRPC retry throttling and Finagle's RetryBudget, scoped the way Envoy scopes its retry
+budget (per cluster): every first attempt a request makes on a pool deposits, every further
+attempt on that pool (a replay, an equivalent failover, a repair, a hedge into the same
+pool) withdraws. Over a sliding window, extra attempts may be at most ``ratio`` of first
+attempts, plus a small ``floor`` so that a quiet service can still retry. With ratio 0.1,
+1,000 requests against a provider that answers 503 send it at most 1,000 + 100 + floor
+requests, not 1,000 x max_attempts.
 
-With ``store`` (``failover.state``) the budget is shared by every process using the store:
-each request and each extra attempt is written there in the background, and every answer
-brings back how many extra attempts the fleet has left; ``try_withdraw`` decides on that
-number, so it stays a synchronous call (it may overspend by the withdrawals of one round
-trip). While the store is unavailable the local window decides, as without a store.
+A pool is, by default (``scope="pool"``), the targets of one equivalence key
+(:attr:`Target.key`: the same model on one provider, its other regions and deployments).
+An outage of one provider therefore spends only its own budget: a cross-model fallback to
+another pool is that pool's first attempt, never refused because a different provider
+failed. ``scope="global"`` keeps one budget for everything (the money view: every extra
+attempt of the process counts against one ratio), at the price of exactly that starvation.
+
+With ``store`` (``failover.state``) each pool's budget is shared by every process using the
+store: each request and each extra attempt is written there in the background, and every
+answer brings back how many extra attempts the fleet has left; :meth:`try_withdraw` decides
+on that number minus the withdrawals still on their way, so it stays a synchronous call
+(it may overspend by the withdrawals other processes make within one round trip). While the
+store is unavailable the local window decides, as without a store.
 """
 
 from __future__ import annotations
@@ -19,36 +29,68 @@ import asyncio
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Literal
 
+from ..model import Target
 from ..state import GuardedStore, StateUnavailable
+
+Scope = Literal["pool", "global"]
+GLOBAL = "default"  # the one pool of scope "global" (and of callers that name none)
+
+
+class _Pool:
+    """One pool's window, and what this process knows of its shared budget."""
+
+    __slots__ = ("applied", "requests", "retries", "sent", "shared_left", "spends")
+
+    def __init__(self) -> None:
+        self.requests: deque[float] = deque()
+        self.retries: deque[float] = deque()
+        self.shared_left: int | None = None  # fleet-wide, from the newest answer, minus spends since
+        self.sent = 0  # writes sent to the store
+        self.applied = 0  # the newest write whose answer is applied
+        self.spends: deque[int] = deque()  # spends sent and not yet answered, by write number
+
+    def trim(self, now: float, window: float) -> None:
+        horizon = now - window
+        for q in (self.requests, self.retries):
+            while q and q[0] <= horizon:
+                q.popleft()
 
 
 @dataclass(slots=True, kw_only=True)
 class RetryBudget:
     ratio: float = 0.1
-    floor: int = 10  # extra attempts always allowed per window
+    floor: int = 10  # extra attempts always allowed per window, per pool
     window: float = 10.0  # seconds of loop time
+    scope: Scope = "pool"
     store: GuardedStore | None = field(default=None, repr=False)
     name: str = "default"  # the shared budget's key: routers that share one use the same name
-    _requests: deque[float] = field(default_factory=deque, repr=False)
-    _retries: deque[float] = field(default_factory=deque, repr=False)
-    _shared_left: int | None = field(default=None, repr=False)  # fleet-wide, from the last answer
+    _pools: dict[str, _Pool] = field(default_factory=dict, repr=False)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
         if self.ratio < 0 or self.floor < 0 or self.window <= 0:
             raise ValueError("RetryBudget needs ratio >= 0, floor >= 0 and window > 0")
+        if self.scope not in ("pool", "global"):
+            raise ValueError(f"RetryBudget scope must be 'pool' or 'global', not {self.scope!r}")
 
-    def _trim(self, now: float) -> None:
-        horizon = now - self.window
-        for q in (self._requests, self._retries):
-            while q and q[0] <= horizon:
-                q.popleft()
+    def pool_of(self, target: Target) -> str:
+        """The pool whose budget attempts on ``target`` draw on."""
+        return target.key if self.scope == "pool" else GLOBAL
 
-    def record_request(self, now: float) -> None:
+    def _pool(self, pool: str) -> _Pool:
+        p = self._pools.get(pool)
+        if p is None:
+            p = self._pools[pool] = _Pool()
+        return p
+
+    def record_request(self, now: float, pool: str = GLOBAL) -> None:
+        """A request's first attempt on ``pool``: it deposits ``ratio`` of an extra attempt."""
+        p = self._pool(pool)
         if self.store is not None:
-            self._spawn("request")
-        q = self._requests
+            self._spawn(pool, p, "request")
+        q = p.requests
         q.append(now)
         # Trim here too, not only in available(): a service that never retries would
         # otherwise keep the time of every request it ever made.
@@ -56,44 +98,72 @@ class RetryBudget:
         while q and q[0] <= horizon:
             q.popleft()
 
-    def available(self, now: float) -> int:
-        self._trim(now)
-        allowed = self.floor + math.floor(self.ratio * len(self._requests))
-        return max(0, allowed - len(self._retries))
+    def available(self, now: float, pool: str = GLOBAL) -> int:
+        """Extra attempts ``pool`` still allows (fleet-wide while the shared store answers)."""
+        p = self._pool(pool)
+        if self.store is not None and self.store.up and p.shared_left is not None:
+            return max(0, p.shared_left)
+        p.trim(now, self.window)
+        allowed = self.floor + math.floor(self.ratio * len(p.requests))
+        return max(0, allowed - len(p.retries))
 
-    def try_withdraw(self, now: float) -> bool:
-        """Take one extra attempt from the budget; False when it is spent."""
-        if self.store is not None and self.store.up and self._shared_left is not None:
-            if self._shared_left <= 0:
+    def try_withdraw(self, now: float, pool: str = GLOBAL) -> bool:
+        """Take one extra attempt from ``pool``'s budget; False when it is spent."""
+        p = self._pool(pool)
+        if self.store is not None and self.store.up and p.shared_left is not None:
+            if p.shared_left <= 0:
                 return False
-            self._shared_left -= 1
-            self._retries.append(now)
-            self._spawn("spend")
+            p.shared_left -= 1
+            p.retries.append(now)
+            self._spawn(pool, p, "spend")
             return True
-        if self.available(now) <= 0:
+        if self.available(now, pool) <= 0:
             return False
-        self._retries.append(now)
+        p.retries.append(now)
         return True
 
-    def _spawn(self, op: str) -> None:
-        task = asyncio.get_running_loop().create_task(self._write(op))
+    def refund(self, now: float, pool: str = GLOBAL) -> None:
+        """Give back the extra attempt just withdrawn from ``pool``: it was never made."""
+        p = self._pool(pool)
+        if p.retries:
+            p.retries.pop()
+        if self.store is not None and p.shared_left is not None:
+            p.shared_left += 1  # the fleet's count keeps the spend; it leaves with the window
+
+    def _key(self, pool: str) -> str:
+        return self.name if pool == GLOBAL else f"{self.name}|{pool}"
+
+    def _spawn(self, pool: str, p: _Pool, op: str) -> None:
+        p.sent += 1
+        seq = p.sent
+        if op == "spend":
+            p.spends.append(seq)
+        task = asyncio.get_running_loop().create_task(self._write(pool, p, op, seq))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _write(self, op: str) -> None:
+    async def _write(self, pool: str, p: _Pool, op: str, seq: int) -> None:
         guard = self.store
         assert guard is not None
-        store, ratio, floor, window = guard.store, self.ratio, self.floor, self.window
+        store, ratio, floor, window, key = guard.store, self.ratio, self.floor, self.window, self._key(pool)
         try:
             if op == "request":
-                self._shared_left = await guard.call(
-                    store.budget_request, self.name, ratio=ratio, floor=floor, window=window
-                )
+                left = await guard.call(store.budget_request, key, ratio=ratio, floor=floor, window=window)
             else:
-                answer = await guard.call(store.budget_spend, self.name, ratio=ratio, floor=floor, window=window)
-                self._shared_left = answer.available
+                left = (await guard.call(store.budget_spend, key, ratio=ratio, floor=floor, window=window)).available
         except StateUnavailable:
-            self._shared_left = None  # decide locally until the store answers again
+            if op == "spend" and seq in p.spends:
+                p.spends.remove(seq)
+            p.shared_left = None  # decide locally until the store answers again
+            return
+        if op == "spend":
+            p.spends.remove(seq)
+        if seq <= p.applied:
+            return  # a newer answer is already applied: this one knows less
+        p.applied = seq
+        # The store's count includes every write up to this one; the spends sent after it are
+        # still on their way, and were already taken from the local count: keep them taken.
+        p.shared_left = left - sum(1 for s in p.spends if s > seq)
 
     async def drain(self) -> None:
         """Wait until every write made in the background has reached the store."""
@@ -104,11 +174,19 @@ class RetryBudget:
 class Unlimited:
     """No retry budget (for comparisons and single-shot scripts)."""
 
-    def record_request(self, now: float) -> None:
+    scope: Scope = "global"
+
+    def pool_of(self, target: Target) -> str:
+        return GLOBAL
+
+    def record_request(self, now: float, pool: str = GLOBAL) -> None:
         return None
 
-    def available(self, now: float) -> int:
+    def available(self, now: float, pool: str = GLOBAL) -> int:
         return 1 << 30
 
-    def try_withdraw(self, now: float) -> bool:
+    def try_withdraw(self, now: float, pool: str = GLOBAL) -> bool:
         return True
+
+    def refund(self, now: float, pool: str = GLOBAL) -> None:
+        return None

@@ -40,6 +40,11 @@ class HealthBoard:
             h = self._targets[target.scope] = TargetHealth()
         return h
 
+    def latency(self, target: Target) -> float | None:
+        """The latency EWMA of successful attempts on ``target``'s scope; None before the first."""
+        h = self._targets.get(target.scope)
+        return None if h is None else h.latency
+
     def observe(self, target: Target, failure: Failure | None, latency: float, now: float) -> None:
         h = self.of(target)
         h.observations += 1

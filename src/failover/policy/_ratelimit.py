@@ -695,6 +695,10 @@ class TargetLimiter:
     def queued(self) -> int:
         return self._queued
 
+    def blocked_for(self, now: float) -> float:
+        """Seconds this limiter still refuses everything after a 429 (:meth:`penalize`); 0 if none."""
+        return max(0.0, self._blocked_until - now)
+
     async def acquire(
         self,
         *,
@@ -1412,6 +1416,10 @@ class LimiterBoard:
                 lease=self.lease,
             )
         return limiter
+
+    def existing(self, target: Target) -> TargetLimiter | None:
+        """The target's limiter if one was made already (a read: creates nothing)."""
+        return self._limiters.get(target.scope)
 
     async def drain(self) -> None:
         """Wait until every limiter's background writes have reached the store."""

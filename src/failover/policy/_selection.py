@@ -39,6 +39,7 @@ class Hold:
     target: str
     until: float
     kind: FailureKind
+    reason: str = ""  # as recorded in the exclusion: "circuit open for 12.3s more (10/10 failed)"
 
 
 def required_capabilities(route: Route, request: Request, envelope: Envelope) -> frozenset[Capability]:
@@ -108,18 +109,14 @@ def plan(
                 est = t.price.cost(input_tokens(t), request.max_tokens or 0)
                 if est > envelope.max_cost:
                     reason = f"estimated cost ${est:.6f} exceeds max_cost ${envelope.max_cost:.6f}"
+            held = None
             if reason is None:
-                cooling = health.cooling(t, now)
-                if cooling is not None:
-                    reason = f"cooling down after {cooling[1]} for another {cooling[0]:.1f}s"
-                    holds.append(Hold(t.name, now + cooling[0], FailureKind.RATE_LIMITED))
-            if reason is None and breakers is not None:
-                reason = breakers.rejection(t, now)
-                hold = breakers.hold(t, now) if reason is not None else None
-                if hold is not None:
-                    holds.append(Hold(t.name, now + hold.wait, hold.kind or FailureKind.PROVIDER_SERVER_ERROR))
+                held = hold_of(t, now, health, breakers)
+                if held is not None:
+                    reason = held.reason
+                    holds.append(held)
             if reason is not None:
-                excluded.append(Exclusion(target=t.name, phase=tier, reason=reason))
+                excluded.append(Exclusion(target=t.name, phase=tier, reason=reason, temporary=held is not None))
             else:
                 kept.append(t)
         ranked = _rank(kept, route, health, input_tokens, request.max_tokens or 0)
@@ -142,6 +139,25 @@ def plan(
     if route.fallbacks:
         admit(route.fallbacks, Phase.FALLBACK)
     return Plan(candidates=tuple(candidates), excluded=tuple(excluded), required=required, holds=tuple(holds))
+
+
+def hold_of(target: Target, now: float, health: HealthBoard, breakers: BreakerBoard | NoBreakers | None) -> Hold | None:
+    """What keeps ``target`` away for now: its key's cool-down after a 429, or an open breaker."""
+    cooling = health.cooling(target, now)
+    if cooling is not None:
+        seconds, why = cooling
+        return Hold(
+            target.name, now + seconds, FailureKind.RATE_LIMITED, f"cooling down after {why} for another {seconds:.1f}s"
+        )
+    if breakers is None:
+        return None
+    reason = breakers.rejection(target, now)
+    if reason is None:
+        return None
+    h = breakers.hold(target, now)
+    wait = h.wait if h is not None else 0.0
+    kind = (h.kind if h is not None else None) or FailureKind.PROVIDER_SERVER_ERROR
+    return Hold(target.name, now + wait, kind, reason)
 
 
 def _rank(

@@ -20,7 +20,13 @@ def shared_policies(state: StateConfig, retry_budget: RetryBudget) -> dict[str, 
     store = state.build()
     if store is None:
         return {}
-    budget = RetryBudget(ratio=retry_budget.ratio, floor=retry_budget.floor, window=retry_budget.window, store=store)
+    budget = RetryBudget(
+        ratio=retry_budget.ratio,
+        floor=retry_budget.floor,
+        window=retry_budget.window,
+        scope=retry_budget.scope,
+        store=store,
+    )
     return {
         "breakers": BreakerBoard(store=store),
         "limiters": LimiterBoard(store=store, lease=state.lease),

@@ -1,17 +1,33 @@
-"""Builds the RouteRecord of one request while it runs."""
+"""Builds the RouteRecord of one request while it runs.
+
+The workflow and the recovery follow from which tier answered and why the candidates listed
+before it were passed over: an answer from an approved fallback is a ``fallback`` whether the
+primary failed or was only held away (an open breaker, a cool-down, the limiter, a spent retry
+budget), and both are recoveries. A candidate left out for good (a missing capability, a
+window, the envelope) is not a failure of anything: passing it over is no recovery.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from ..model import (
     Attempt,
     Exclusion,
-    FailureKind,
     Phase,
     RouteRecord,
+    Target,
     Validation,
     Wait,
     Workflow,
 )
+
+_HOW = {
+    Phase.PRIMARY: "replay",
+    Phase.FAILOVER: "equivalent failover",
+    Phase.FALLBACK: "cross-model fallback",
+    Phase.REPAIR: "repair",
+}
 
 
 class Recorder:
@@ -21,6 +37,7 @@ class Recorder:
         "attempts",
         "excluded",
         "input_tokens",
+        "order",
         "request_id",
         "retry_budget_exhausted",
         "route",
@@ -29,10 +46,11 @@ class Recorder:
         "waits",
     )
 
-    def __init__(self, request_id: str, route: str, t0: float) -> None:
+    def __init__(self, request_id: str, route: str, t0: float, *, order: Sequence[Target] = ()) -> None:
         self.request_id = request_id
         self.route = route
         self.t0 = t0
+        self.order = {t.name: i for i, t in enumerate(order)}  # the route's own listing
         self.attempts: list[Attempt] = []
         self.waits: list[Wait] = []
         self.excluded: list[Exclusion] = []
@@ -40,20 +58,41 @@ class Recorder:
         self.retry_budget_exhausted = False
         self.uncertain_operation: str | None = None
 
-    def exclude(self, target: str, phase: Phase, reason: str) -> None:
-        self.excluded.append(Exclusion(target=target, phase=phase, reason=reason))
+    def exclude(self, target: str, phase: Phase, reason: str, temporary: bool = False) -> None:
+        self.excluded.append(Exclusion(target=target, phase=phase, reason=reason, temporary=temporary))
 
     def wait(self, target: str, start: float, end: float, reason: str) -> None:
         self.waits.append(Wait(target=target, start=start - self.t0, end=end - self.t0, reason=reason))
 
-    def _workflow(self, used: Attempt | None, stopped: bool) -> Workflow:
+    def _tier(self, used: Attempt) -> Phase:
+        """The tier of the target that answered: its first attempt's phase (a repair is never first)."""
+        for a in self.attempts:
+            if a.target == used.target:
+                return a.phase
+        return used.phase
+
+    def _rank(self, target: str) -> int:
+        return self.order.get(target, len(self.order))
+
+    def _passed_over(self, used: Attempt) -> Exclusion | None:
+        """The first candidate the route lists before the one that answered, held away only for now."""
+        rank = self._rank(used.target)
+        held = [e for e in self.excluded if e.temporary and e.target != used.target and self._rank(e.target) < rank]
+        return min(held, key=lambda e: self._rank(e.target)) if held else None
+
+    def _workflow(self, used: Attempt | None, stopped: bool, recovered: bool) -> Workflow:
         if stopped:
             return Workflow.STOP
-        if used is not None and len(self.attempts) == 1:
-            return Workflow.DIRECT
-        if any(a.phase is Phase.FALLBACK for a in self.attempts):
+        if used is None:
+            if any(a.phase is Phase.FALLBACK for a in self.attempts):
+                return Workflow.FALLBACK
+            return Workflow.RETRY_FAILOVER if self.attempts else Workflow.STOP
+        tier = self._tier(used)
+        if tier is Phase.FALLBACK:
             return Workflow.FALLBACK
-        return Workflow.RETRY_FAILOVER if self.attempts else Workflow.STOP
+        if tier is Phase.PRIMARY and not recovered and len(self.attempts) == 1:
+            return Workflow.DIRECT
+        return Workflow.RETRY_FAILOVER
 
     def freeze(
         self,
@@ -65,24 +104,22 @@ class Recorder:
         validation: Validation | None = None,
     ) -> RouteRecord:
         elapsed = now - self.t0
-        failed = [a for a in self.attempts if a.failure is not None]
-        recovered = used is not None and bool(failed)
         reason = None
-        if recovered and used is not None:
-            first = failed[0]
-            assert first.failure is not None
-            how = {
-                Phase.PRIMARY: "replay",
-                Phase.FAILOVER: "equivalent failover",
-                Phase.FALLBACK: "cross-model fallback",
-                Phase.REPAIR: "repair",
-            }[used.phase]
-            reason = f"{first.failure.label} on {first.target}; recovered by {how} to {used.target}"
+        if used is not None:
+            failed = next((a for a in self.attempts if a.failure is not None), None)
+            held = self._passed_over(used)
+            how = _HOW[used.phase]
+            if held is not None and (failed is None or self._rank(held.target) <= self._rank(failed.target)):
+                reason = f"{held.target} held ({held.reason}); recovered by {how} to {used.target}"
+            elif failed is not None:
+                assert failed.failure is not None
+                reason = f"{failed.failure.label} on {failed.target}; recovered by {how} to {used.target}"
+        recovered = reason is not None
         added = (used.start if used is not None else elapsed) * 1000.0
         return RouteRecord(
             request_id=self.request_id,
             route=self.route,
-            workflow=self._workflow(used, stopped),
+            workflow=self._workflow(used, stopped, recovered),
             outcome=outcome,
             attempts=tuple(self.attempts),
             waits=tuple(self.waits),
@@ -98,10 +135,3 @@ class Recorder:
             retry_budget_exhausted=self.retry_budget_exhausted,
             uncertain_operation=self.uncertain_operation,
         )
-
-
-def last_failure_kind(attempts: list[Attempt]) -> FailureKind | None:
-    for a in reversed(attempts):
-        if a.failure is not None:
-            return a.failure.kind
-    return None

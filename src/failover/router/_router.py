@@ -2,11 +2,14 @@
 
     Router.complete(route, request, envelope)
       preflight    count tokens, check the schema version
-      select       contract filter -> cool-downs -> ranking              (policy.plan)
-      loop         per candidate, while deadline / attempts / cost / retry budget allow:
-                     attempt = dialect.build -> transport.send -> dialect.parse
-                     validate (schema, tool arguments)                   (validation)
-                     disposition: replay after backoff | repair once | next | stop
+      select       contract filter -> cool-downs, breakers -> ranking    (policy.plan)
+      loop         per candidate, what the engine decides (router._engine.decide, pure):
+                     Go     -> attempt = dialect.build -> transport.send -> dialect.parse
+                               validate (schema, tool arguments)         (validation)
+                     Sleep  -> backoff or Retry-After, every admission check already passed
+                     Repair -> the one corrective request
+                     Next   -> the next candidate (why goes into the record)
+                     Stop   -> Unavailable now
       record       RouteRecord on the Response, or in Unavailable
 
 Three workflows follow from the request's state, never from a provider's name: replay and
@@ -29,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 from ..config import Config, load_config
 from ..ledger import Ledger
 from ..model import (
-    Action,
     Attempt,
     Capability,
     ConfigError,
@@ -54,6 +56,7 @@ from ..model import (
 from ..model._record import watch_connect
 from ..policy import (
     Backoff,
+    BackoffDecision,
     BreakerBoard,
     Candidate,
     Deadline,
@@ -70,6 +73,7 @@ from ..policy import (
 )
 from ..policy._breaker import BreakerEvent
 from ..policy._canary import CanaryGate, StatsBoard, canary_problems
+from ..policy._selection import Hold, hold_of
 from ..policy._shared import close_shared, shared_policies
 from ..providers import dialect_for
 from ..telemetry import AttemptStarted, Hook, Hooks, RequestStarted
@@ -85,8 +89,9 @@ from ..tokens import (
 )
 from ..transport import Http1Transport, Transport, TransportError
 from ..validation import check_contract, checks_anything, repair_request, validate
+from ._engine import Lane, Next, Repair, RunState, Sleep, Stop, conclude, decide
 from ._hooks import DegradeHandler, QualityGate, degraded
-from ._record import Recorder, last_failure_kind
+from ._record import Recorder
 from ._stream import Output, RouteStream, _Partial, stream_exchange
 from ._telemetry import attempt_ended, breaker_changed, request_ended
 
@@ -163,6 +168,7 @@ class Router:
         self.count_timeout = count_timeout
         # Telemetry (failover.telemetry): every request's events; nothing is built when empty.
         self.hooks = Hooks(hooks)
+        self.policies = _Policies(self)  # what the recovery engine asks, read at each decision
         if isinstance(self.breakers, BreakerBoard):  # breaker state changes reach the hooks too
             self.breakers.hooks.append(self._breaker_changed)
         for r in self.routes.values():
@@ -191,7 +197,7 @@ class Router:
         if cfg.breakers is not None:  # the file's `breakers:` tuning, on the shared store if there is one
             board = shared.get("breakers")
             store = board.store if isinstance(board, BreakerBoard) else None
-            shared["breakers"] = BreakerBoard(cfg.breakers, store=store)
+            shared["breakers"] = cfg.breakers.board(store=store)
         kw = {"retry_budget": cfg.retry_budget, **shared, **kw}
         return cls(cfg.routes, transport=transport, backoff=cfg.backoff, **kw)
 
@@ -267,15 +273,45 @@ class Router:
         await self.aclose()
 
 
-class _Stop(Exception):
-    """Internal: the request may not go on (attempts, budget or added latency spent)."""
+class _Policies:
+    """The router's policy objects as the engine asks them (read at call time: tests and the
+    gateway may swap a board between requests)."""
 
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
+    __slots__ = ("router",)
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+
+    def pool(self, target: Target) -> str:
+        return self.router.retry_budget.pool_of(target)
+
+    def budget_left(self, pool: str, now: float) -> int:
+        return self.router.retry_budget.available(now, pool)
+
+    def hold(self, target: Target, now: float) -> Hold | None:
+        r = self.router
+        return hold_of(target, now, r.health, r.breakers)
+
+    def limiter_block(self, target: Target, now: float) -> float:
+        limiters = self.router.limiters
+        limiter = limiters.existing(target) if limiters is not None else None
+        return 0.0 if limiter is None else limiter.blocked_for(now)
+
+    def expected_latency(self, target: Target) -> float | None:
+        return self.router.health.latency(target)
+
+    def backoff(self, failure: Failure, replay: int) -> BackoffDecision:
+        r = self.router
+        return r.backoff.wait(failure, replay, r.rng)
 
 
 class _Run:
-    """The state of one request as it moves through its candidates."""
+    """One request on its way through its candidates: the I/O that the engine's decisions ask for.
+
+    What to do next is :func:`failover.router._engine.decide`'s answer, a pure function of
+    ``self.state`` (a :class:`RunState`) and the lane of the candidate being tried; this
+    class only carries it out: it pays for attempts, sleeps, sends, and records.
+    """
 
     def __init__(
         self,
@@ -296,16 +332,18 @@ class _Run:
         self.loop = asyncio.get_running_loop()
         self.t0 = self.loop.time()
         self.deadline = Deadline.after(now=self.t0, budget=envelope.budget)
-        self.rec = Recorder(envelope.request_id, route.name, self.t0)
-        self.spent = 0.0
-        self.repaired = False
-        self.min_window = 0  # after a context overflow: only larger windows may help
-        self.short_of_time = False
-        self.launched = 0
+        self.rec = Recorder(envelope.request_id, route.name, self.t0, order=route.targets)
+        self.state = RunState(
+            envelope=envelope,
+            t0=self.t0,
+            deadline_at=self.deadline.at,
+            input_tokens=self.input_tokens,
+            max_tokens=request.max_tokens,
+            fallback_reserve=route.fallback_reserve,
+            replay_timeouts=route.replay_timeouts,
+        )
+        self.policies = router.policies
         self.used: Attempt | None = None
-        self.retry_after_until: float | None = None
-        self.skips: list[tuple[float, FailureKind]] = []  # candidates turned away for now: (until, why)
-        self.limited = False  # a candidate was skipped by the client-side limiter
         self._tokens: dict[str, int] = {}
         self._exact: dict[str, int] = {}  # target name -> the provider's own count
         self.compacted = False
@@ -377,45 +415,24 @@ class _Run:
             breakers=self.router.breakers,
         )
 
-    def unavailable(
-        self, kind: FailureKind, message: str, *, stopped: bool = False, retryable: bool | None = None
-    ) -> Unavailable:
+    def unavailable(self, stop: Stop) -> Unavailable:
         now = self.loop.time()
-        record = self.rec.freeze(now, used=None, outcome=kind.value, stopped=stopped)
-        retry_after_ms = None
-        if self.retry_after_until is not None and self.retry_after_until > now:
-            retry_after_ms = math.ceil((self.retry_after_until - now) * 1000)
-        log.info("request %s on route %s unavailable: %s: %s", self.rec.request_id, self.route.name, kind, message)
+        s = self.state
+        self.rec.retry_budget_exhausted = s.budget_spent
+        record = self.rec.freeze(now, used=None, outcome=stop.kind.value, stopped=stop.stopped)
+        until = s.retry_after(now)
+        retry_after_ms = None if until is None else math.ceil((until - now) * 1000)
+        log.info(
+            "request %s on route %s unavailable: %s: %s", self.rec.request_id, self.route.name, stop.kind, stop.message
+        )
         return Unavailable(
-            kind,
-            message,
-            retryable=disposition(kind).retryable if retryable is None else retryable,
+            stop.kind,
+            stop.message,
+            retryable=disposition(stop.kind).retryable if stop.retryable is None else stop.retryable,
             retry_after_ms=retry_after_ms,
             request_id=self.rec.request_id,
             record=record,
         )
-
-    def skip(self, until: float, kind: FailureKind) -> None:
-        """A candidate turned away for now (open breaker, cool-down, limiter wait) until ``until``."""
-        self.skips.append((until, kind))
-
-    def skip_breaker(self, target: Target, now: float) -> None:
-        hold = self.router.breakers.hold(target, now)
-        if hold is not None:  # the kind that opened it; a breaker's failures are the provider's
-            self.skip(now + hold.wait, hold.kind or FailureKind.PROVIDER_SERVER_ERROR)
-
-    def come_back_later(self, message: str) -> Unavailable | None:
-        """Every candidate that could serve was only turned away for now: retryable, at the earliest return.
-
-        An open circuit, a cool-down or a limiter wait is temporary, so the request is not a
-        contract failure: the caller is told the kind that keeps it away (an open breaker's
-        is the failure that opened it) and when the first of them lets a request through.
-        """
-        if not self.skips:
-            return None
-        until, kind = min(self.skips, key=lambda s: s[0])
-        self.retry_after_until = max(until, self.loop.time() + 0.001)
-        return self.unavailable(kind, message, retryable=True)
 
     def partial(self, failure: Failure) -> _Partial:
         now = self.loop.time()
@@ -427,15 +444,16 @@ class _Run:
         )
 
     async def execute(self) -> Response:
-        env, route = self.env, self.route
+        env, route, s = self.env, self.route, self.state
         if self.router.hooks:
             self.router.hooks(RequestStarted(request_id=self.rec.request_id, route=route.name, at=self.t0))
-        self.router.retry_budget.record_request(self.t0)
         wanted, served = env.schema_version, route.contract.schema_version
         if wanted and served and wanted != served:
             raise self.unavailable(
-                FailureKind.CONTRACT_FAILURE,
-                f"route {route.name} serves schema version {served}, the request requires {wanted}",
+                Stop(
+                    FailureKind.CONTRACT_FAILURE,
+                    f"route {route.name} serves schema version {served}, the request requires {wanted}",
+                )
             )
         await self.side_effects_allow("this request")  # a replay of the task from scratch
         p = await self.make_plan()
@@ -448,80 +466,54 @@ class _Run:
                 shorter = await hook(self.request, best, tokens_over)
                 if shorter is not None:
                     self.request = shorter
+                    s.max_tokens = shorter.max_tokens
                     self._tokens.clear()
                     self._exact.clear()
                     p = await self.make_plan()
         self.rec.excluded.extend(p.excluded)
         if route.primary:
             self.rec.input_tokens = self.input_tokens(route.primary[0])
-        for hold in p.holds:  # left out only for now: the request may be retried when the first returns
-            self.skip(hold.until, hold.kind)
+        s.holds.extend(p.holds)  # left out only for now: the request may be retried when the first returns
+        s.candidates = p.candidates
         if not p.candidates:
             why = "; ".join(f"{e.target}: {e.reason}" for e in p.excluded) or "the route has no targets"
-            later = self.come_back_later(f"no candidate can serve this request now ({why})")
-            if later is not None:
-                raise later
+            if p.holds:
+                first = min(p.holds, key=lambda h: h.until)
+                raise self.unavailable(
+                    Stop(first.kind, f"no candidate can serve this request now ({why})", retryable=True)
+                )
             kind = FailureKind.CONTRACT_FAILURE  # every exclusion is final: contract, window or envelope
             if self.overflows(p.required) and len(self.overflows(p.required)) == len(p.excluded):
                 kind = FailureKind.CONTEXT_OVERFLOW
-            raise self.unavailable(kind, f"no candidate can serve this request ({why})")
+            raise self.unavailable(Stop(kind, f"no candidate can serve this request ({why})"))
 
-        try:
-            cands = list(p.candidates)
-            if route.hedge_after is not None and self.sink is None and len(cands) > 1:
-                resp = await self.hedged(cands[0], cands[1], route.hedge_after)
-                if resp is not None:
-                    return resp
-                cands = cands[2:]
-            for cand in cands:
-                resp = await self.try_candidate(cand.target, cand.phase)
-                if resp is not None:
-                    return resp
-        except _Stop as stop:
-            kind = last_failure_kind(self.rec.attempts) or FailureKind.DEADLINE_EXHAUSTED
-            if self.deadline.expired(self.loop.time()):
-                kind = FailureKind.DEADLINE_EXHAUSTED
-            raise self.unavailable(kind, stop.reason) from None
-
-        now = self.loop.time()
-        last = last_failure_kind(self.rec.attempts)
-        if self.deadline.expired(now) or self.short_of_time:
-            left = self.deadline.remaining(now)
-            raise self.unavailable(
-                FailureKind.DEADLINE_EXHAUSTED,
-                f"the {env.budget:.3f}s budget is spent ({left:.3f}s left) after {len(self.rec.attempts)} attempt(s)",
-            )
-        if last is None:
-            why = "; ".join(f"{e.target}: {e.reason}" for e in self.rec.excluded)
-            later = self.come_back_later(f"no candidate could be tried now ({why})")
-            if later is not None:
-                raise later
-            # skipped by the client-side limiter: the target's rate limit, retryable later, not a contract problem
-            kind = FailureKind.RATE_LIMITED if self.limited else FailureKind.CONTRACT_FAILURE
-            raise self.unavailable(kind, f"no candidate could be tried ({why})")
-        tried = ", ".join(sorted({a.target for a in self.rec.attempts}))
-        lf = next(a.failure for a in reversed(self.rec.attempts) if a.failure is not None)
-        detail = f"last failure on {self.rec.attempts[-1].target}: {lf.label}: {lf.message}"
-        if last in _CONTRACT_KINDS:
-            # answers came back but none met the contract, even after a repair
-            raise self.unavailable(
-                FailureKind.CONTRACT_FAILURE, f"no answer met the contract (tried {tried}); {detail}"
-            )
-        raise self.unavailable(last, f"every candidate failed (tried {tried}); {detail}")
+        cands = p.candidates
+        start = 0
+        if route.hedge_after is not None and self.sink is None and len(cands) > 1:
+            resp = await self.hedged(cands[0], cands[1], route.hedge_after)
+            if resp is not None:
+                return resp
+            start = 2
+        for i in range(start, len(cands)):
+            resp = await self.try_candidate(cands[i], after=i + 1)
+            if resp is not None:
+                return resp
+        raise self.unavailable(conclude(s, self.rec.attempts, self.rec.excluded, self.loop.time(), env.budget))
 
     async def hedged(self, first: Candidate, second: Candidate, delay: float) -> Response | None:
         """Hedging: if ``first`` has no answer after ``delay``, race ``second`` against it.
 
         The first acceptable result wins and the other is cancelled (its connection closed);
         both attempts stay in the record with their cost. The hedge is an extra attempt: it
-        draws on the retry budget and the attempt limit like a retry.
+        draws on the attempt limit like a retry, and on its pool's retry budget when that is
+        the lead's pool.
         """
-        lead: asyncio.Future[Response | None] = asyncio.ensure_future(self.try_candidate(first.target, first.phase))
+        lead: asyncio.Future[Response | None] = asyncio.ensure_future(self.try_candidate(first, after=2))
         started, _ = await asyncio.wait({lead}, timeout=delay)
         if started:
             resp = lead.result()
-            return resp if resp is not None else await self.try_candidate(second.target, second.phase)
-        hedge = asyncio.ensure_future(self.hedge(second))
+            return resp if resp is not None else await self.try_candidate(second, after=2)
+        hedge = asyncio.ensure_future(self.try_candidate(second, after=2, hedge=True))
         pending: set[asyncio.Future[Response | None]] = {lead, hedge}
         winner: Response | None = None
         try:
@@ -540,40 +532,7 @@ class _Run:
         record = self.rec.freeze(self.loop.time(), used=self.used, outcome="ok", validation=winner.record.validation)
         return replace(winner, record=record)
 
-    async def hedge(self, cand: Candidate) -> Response | None:
-        try:
-            return await self.try_candidate(cand.target, cand.phase, hedge=True)
-        except _Stop as stop:  # no hedge (budget, attempts): the lead carries on alone
-            self.rec.exclude(cand.target.name, cand.phase, f"no hedge: {stop.reason}")
-            return None
-
     # -- one candidate ---------------------------------------------------------------------
-
-    def may_start(self, target: Target, phase: Phase) -> str | None:
-        """Why no attempt on ``target`` may start now (None: go). Raises _Stop when nothing may."""
-        env, now = self.env, self.loop.time()
-        made = self.launched  # attempts started, including ones still in flight (a hedge's lead)
-        if made >= env.max_attempts:
-            raise _Stop(f"max_attempts {env.max_attempts} spent")
-        if made and env.max_added_latency is not None and now - self.t0 > env.max_added_latency:
-            raise _Stop(f"max_added_latency {env.max_added_latency:.3f}s spent")
-        left = self.deadline.remaining(now)
-        if left < target.timeouts.min_useful:
-            self.short_of_time = True
-            return f"only {left:.3f}s left, less than the {target.timeouts.min_useful:.3f}s an attempt needs"
-        if target.context_window < self.min_window:
-            return f"context window {target.context_window} is not larger than one that overflowed"
-        if env.max_cost is not None:
-            est = target.price.cost(self.input_tokens(target), self.request.max_tokens or 0)
-            if self.spent + est > env.max_cost:
-                return (
-                    f"estimated cost ${est:.6f} on top of ${self.spent:.6f} spent exceeds max_cost ${env.max_cost:.6f}"
-                )
-        if made and not self.router.retry_budget.try_withdraw(now):
-            self.rec.retry_budget_exhausted = True
-            raise _Stop("the retry budget is spent: the provider is failing for many requests")
-        self.launched += 1
-        return None
 
     async def side_effects_allow(self, what: str) -> None:
         """Workflow 3: refuse to replay or fall back once a side effect of the task may have happened."""
@@ -585,107 +544,106 @@ class _Run:
         except Exception as exc:  # the store is down or slow: fail closed, never replay blindly
             log.warning("request %s: the ledger could not be read: %r", self.rec.request_id, exc)
             raise self.unavailable(
-                FailureKind.SIDE_EFFECT_UNCERTAIN,
-                f"{what} refused: the tool ledger could not be read ({type(exc).__name__}), so whether a side "
-                f"effect of task {env.task_id} already happened is unknown",
-                stopped=True,
+                Stop(
+                    FailureKind.SIDE_EFFECT_UNCERTAIN,
+                    f"{what} refused: the tool ledger could not be read ({type(exc).__name__}), so whether a side "
+                    f"effect of task {env.task_id} already happened is unknown",
+                    stopped=True,
+                )
             ) from exc
         if decision.refused:
             self.rec.uncertain_operation = decision.operation_name
             raise self.unavailable(
-                FailureKind.SIDE_EFFECT_UNCERTAIN, f"{what} refused: {decision.reason}", stopped=True
+                Stop(FailureKind.SIDE_EFFECT_UNCERTAIN, f"{what} refused: {decision.reason}", stopped=True)
             )
 
-    async def try_candidate(self, target: Target, phase: Phase, *, hedge: bool = False) -> Response | None:
+    async def try_candidate(self, cand: Candidate, *, after: int, hedge: bool = False) -> Response | None:
+        """Carry out the engine's decisions for one candidate until it answers or is left."""
+        target, phase = cand.target, cand.phase
         if phase is Phase.FALLBACK:  # reached only when a fallback is needed: canary shares apply here
             why = self.canary.why_not(target.name)
             if why is not None:
                 self.rec.exclude(target.name, phase, why)
                 return None
-        request = self.request
-        tries = 0
-        while True:
-            if self.launched:
-                await self.side_effects_allow(f"{phase.value} attempt on {target.name}")
-            why_not = self.may_start(target, phase)
-            if why_not is not None:
-                self.rec.exclude(target.name, phase, why_not if not tries else f"no replay: {why_not}")
-                return None
-            outcome = await self.attempt(target, phase, request, hedge=hedge)
-            if isinstance(outcome, str):
-                self.rec.exclude(target.name, phase, outcome if not tries else f"no replay: {outcome}")
-                return None
-            tries += 1
-            if isinstance(outcome, Response):
-                return outcome
-            f = outcome
-            if self.output.started:  # the commit point: output reached the caller
-                if not self.restart_ok:
-                    raise self.partial(f)
-                self.output.restart(f)
-            action = f.disposition.action
-            if f.provider_code == "quality_gate":
-                action = Action.NEXT  # the task failed on this model; another approved one may do it
-            if action is Action.STOP:
-                raise self.unavailable(f.kind, f"{target.name}: {f.message}", stopped=True)
-            if action is Action.REPAIR:
-                fixed = None if self.repaired else repair_request(request, f, target, self.input_tokens(target))
-                if fixed is None:
-                    self.rec.exclude(target.name, phase, f"{f.kind} and no repair left")
+        s, loop = self.state, self.loop
+        lane = Lane(target=target, phase=phase, request=self.request, after=after, hedge=hedge)
+        try:
+            while True:
+                d = decide(s, lane, self.policies, loop.time())
+                if isinstance(d, Next):
+                    s.leave(lane, d)
+                    if d.reason is not None:
+                        self.rec.exclude(target.name, lane.phase, d.reason, d.temporary)
                     return None
-                self.repaired, request, phase = True, fixed, Phase.REPAIR
-                continue
-            if action is Action.NEXT:
-                if f.kind is FailureKind.CONTEXT_OVERFLOW:
-                    self.min_window = max(self.min_window, target.context_window + 1)
-                return None
-            # Action.REPLAY
-            if f.should_retry is False:
-                self.rec.exclude(
-                    target.name, phase, f"no replay: the provider said x-should-retry: false after {f.label}"
-                )
-                return None
-            if tries >= target.max_attempts:
-                return None
-            now = self.loop.time()
-            decision = self.router.backoff.wait(f, tries - 1, self.router.rng)
-            if decision.source == "retry_after":
-                until = now + decision.seconds
-                if self.retry_after_until is None or until < self.retry_after_until:
-                    self.retry_after_until = until
-            left = self.deadline.remaining(now)
-            if not decision.fits(left, target.timeouts.min_useful):
-                if decision.acceptable:
-                    why = (
-                        f"{decision.source} {decision.seconds:.3f}s + {target.timeouts.min_useful:.3f}s for an "
-                        f"attempt exceeds the {left:.3f}s left"
-                    )
-                else:
-                    cap = self.router.backoff.max_retry_after
-                    why = (
-                        f"{decision.source} {decision.seconds:.3f}s is longer than the {cap:.0f}s waited on one target"
-                    )
-                self.rec.exclude(target.name, phase, f"no replay: {why}")
-                return None
-            if decision.seconds > 0:
-                await asyncio.sleep(decision.seconds)
-                self.waited(target.name, now, decision.source)
+                if isinstance(d, Stop):
+                    if lane.tries:
+                        s.note_end(lane.failure, lane.failed_at)
+                    if hedge and not d.stopped and not lane.tries:  # no hedge: the lead carries on alone
+                        self.rec.exclude(target.name, phase, f"no hedge: {d.message}")
+                        return None
+                    raise self.unavailable(d)
+                if isinstance(d, Repair):
+                    assert lane.failure is not None
+                    s.repair(lane, repair_request(lane.request, lane.failure, target, self.input_tokens(target)))
+                    continue
+                if s.launched:  # workflow 3: an attempt after the first needs the ledger's leave
+                    await self.side_effects_allow(f"{lane.phase.value} attempt on {target.name}")
+                if not lane.paid:
+                    self.pay(lane, d.retry)
+                if isinstance(d, Sleep):
+                    asked = loop.time()
+                    await asyncio.sleep(d.seconds)
+                    self.waited(target.name, asked, d.source)
+                    lane.waited = True
+                    continue
+                outcome = await self.attempt(lane, d.until)
+                if isinstance(outcome, str):  # turned away by its limiter or breaker
+                    self.refund(lane)
+                    why = outcome if not lane.tries else f"no replay: {outcome}"
+                    self.rec.exclude(target.name, lane.phase, why, temporary=True)
+                    return None
+                s.attempted(lane, outcome if isinstance(outcome, Failure) else None, loop.time())
+                if isinstance(outcome, Response):
+                    return outcome
+                if self.output.started:  # the commit point: output reached the caller
+                    if not self.restart_ok:
+                        raise self.partial(outcome)
+                    self.output.restart(outcome)
+        finally:
+            if lane.paid:  # paid for an attempt that was never made (a refusal after a wait)
+                self.refund(lane)
+
+    def pay(self, lane: Lane, retry: bool) -> None:
+        """Take the attempt's slot and its retry-budget share before anything is waited for."""
+        budget, now = self.router.retry_budget, self.loop.time()
+        pool = budget.pool_of(lane.target)
+        if retry:
+            budget.try_withdraw(now, pool)  # the engine saw room; a lost race only overspends by one
+        else:
+            budget.record_request(now, pool)
+        self.state.pay(lane, pool, retry)
+
+    def refund(self, lane: Lane) -> None:
+        if lane.paid_retry:
+            budget = self.router.retry_budget
+            budget.refund(self.loop.time(), budget.pool_of(lane.target))
+        self.state.refund(lane)
 
     def streams(self, target: Target, request: Request) -> bool:
-        """Stream this attempt? Always for a streaming caller; for a plain call, when the
-        expected generation time is beyond what a silent connection should be trusted with."""
+        """Stream this attempt? Always for a streaming caller; for a plain call only when the
+        caller's own ``max_tokens`` promises a generation longer than a silent connection should
+        be trusted with (``stream_threshold`` seconds at the target's output rate)."""
         if self.sink is not None:
             return True
-        if Capability.STREAMING not in target.capabilities or self.router.stream_threshold is None:
+        threshold = self.router.stream_threshold
+        if threshold is None or request.max_tokens is None or Capability.STREAMING not in target.capabilities:
             return False
-        expected = (request.max_tokens or target.max_output_tokens) / max(target.output_tps, 1e-9)
-        return expected > self.router.stream_threshold
+        return request.max_tokens / max(target.output_tps, 1e-9) > threshold
 
-    async def attempt(
-        self, target: Target, phase: Phase, request: Request, *, hedge: bool = False
-    ) -> Response | Failure | str:
-        """One attempt; a string is why it could not start (an open breaker)."""
-        router, loop = self.router, self.loop
+    async def attempt(self, lane: Lane, until: float) -> Response | Failure | str:
+        """One attempt that must end by ``until``; a string is why it could not start."""
+        target, phase, request = lane.target, lane.phase, lane.request
+        router, loop, s = self.router, self.loop, self.state
         reservation = None
         limiter = router.limiters.limiter_for(target) if router.limiters is not None else None
         if limiter is not None:
@@ -695,16 +653,13 @@ class _Run:
                 reservation = await limiter.acquire(
                     input_tokens=self.input_tokens(target),
                     max_output_tokens=request.max_tokens or target.max_output_tokens,
-                    deadline_at=self.deadline.at - target.timeouts.min_useful,
+                    deadline_at=until - target.timeouts.min_useful,
                     tenant=self.env.tenant,
                 )
             except LimitWaitTooLong as exc:
-                self.limited = True
+                s.limited = True
                 if math.isfinite(exc.wait_seconds):  # when the caller may come back (Retry-After)
-                    until = loop.time() + exc.wait_seconds
-                    if self.retry_after_until is None or until < self.retry_after_until:
-                        self.retry_after_until = until
-                    self.skip(until, FailureKind.RATE_LIMITED)
+                    s.holds.append(Hold(target.name, loop.time() + exc.wait_seconds, FailureKind.RATE_LIMITED))
                 return f"client-side rate limit: {exc}"
             if reservation.waited > 0:
                 self.waited(target.name, asked, "rate_limit")
@@ -716,7 +671,9 @@ class _Run:
         if rejected is not None:
             if reservation is not None:
                 reservation.release(sent=False)
-            self.skip_breaker(target, start)
+            held = hold_of(target, start, router.health, breakers)
+            if held is not None:
+                s.holds.append(held)
             return rejected
         if router.hooks:
             router.hooks(
@@ -731,10 +688,10 @@ class _Run:
                 )
             )
         try:
-            outcome = await self._exchange(target, phase, request, start, hedge)
+            outcome = await self._exchange(target, phase, request, start, until, lane.hedge)
         except asyncio.CancelledError:
             router.breakers.discard(permits, loop.time())  # cancelled: says nothing about health
-            self.record_cancelled(target, phase, start, hedge)
+            self.record_cancelled(target, phase, start, until, lane.hedge)
             self.attempt_ended(target, None)
             if reservation is not None:
                 reservation.settle(self.input_tokens(target), 0)  # sent: count the input as spent
@@ -792,12 +749,11 @@ class _Run:
             record = self.rec.freeze(now, used=None, outcome=outcome, stopped=True)
         self.router.hooks(request_ended(record, now, tenant=self.env.tenant))
 
-    def record_cancelled(self, target: Target, phase: Phase, start: float, hedge: bool) -> None:
+    def record_cancelled(self, target: Target, phase: Phase, start: float, until: float, hedge: bool) -> None:
         """A cancelled attempt (a lost hedge, a caller gone) was sent and may be billed."""
         cost = target.price.cost(self.input_tokens(target), 0)
-        self.spent += cost
-        left = self.deadline.remaining(start)
-        total = min(target.attempt_cap(), left)
+        self.state.spent += cost
+        total = min(target.attempt_cap(), max(0.0, until - start))
         self.rec.attempts.append(
             Attempt(
                 index=len(self.rec.attempts),
@@ -816,11 +772,11 @@ class _Run:
         )
 
     async def _exchange(
-        self, target: Target, phase: Phase, request: Request, start: float, hedge: bool
+        self, target: Target, phase: Phase, request: Request, start: float, until: float, hedge: bool
     ) -> Response | Failure:
         router, loop = self.router, self.loop
         left = self.deadline.remaining(start)
-        total = min(target.attempt_cap(), left)
+        total = min(target.attempt_cap(), max(0.0, until - start))
         connect = min(target.timeouts.connect, total)
         streamed = self.streams(target, request)
         outcome: Response | Failure
@@ -829,7 +785,9 @@ class _Run:
         connected = watch_connect()  # a transport that can tell reports when it connected
         try:
             if streamed:
-                status, outcome, first_event = await stream_exchange(self, target, request, start, total, connect)
+                status, outcome, first_event, streamed = await stream_exchange(
+                    self, target, request, start, total, connect
+                )
             else:
                 dialect = router.dialect(target)
                 http = dialect.build(target, request)
@@ -841,9 +799,11 @@ class _Run:
                 status = resp.status
                 outcome = dialect.parse(target, resp)
         except TimeoutError:
-            outcome = Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message=_total_msg(total, left))
+            outcome = Failure(
+                kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message=_total_msg(total, left, target)
+            )
         except TransportError as exc:
-            outcome = _transport_failure(exc, total, left)
+            outcome = _transport_failure(exc, total, left, target)
         contract_ok: bool | None = None
         task_ok: bool | None = None
         if isinstance(outcome, Response):
@@ -877,7 +837,7 @@ class _Run:
                 observe_usage(target, self.local_tokens(target), usage.input_tokens)
         elif failure is not None and _maybe_billed(failure):
             cost, estimated = target.price.cost(self.input_tokens(target), 0), True
-        self.spent += cost
+        self.state.spent += cost
         attempt = Attempt(
             index=len(self.rec.attempts),
             target=target.name,
@@ -894,6 +854,7 @@ class _Run:
             outcome="ok" if failure is None else failure.label,
             failure=failure,
             hedge=hedge,
+            streamed=streamed,
             contract_ok=contract_ok,
             task_ok=task_ok,
             status=status,
@@ -916,21 +877,22 @@ class _Run:
         return outcome
 
 
-# How BreakerBoard.rejection words an open or full half-open breaker (an exclusion for now).
 _CONTRACT_KINDS = frozenset({FailureKind.SCHEMA_INVALID, FailureKind.TOOL_CALL_MALFORMED, FailureKind.CONTRACT_FAILURE})
 
 
-def _total_msg(total: float, left: float) -> str:
+def _total_msg(total: float, left: float, target: Target) -> str:
     if total >= left:
         return f"no complete response before the deadline ({total:.3f}s left)"
+    if total < target.attempt_cap():
+        return f"no complete response within the {total:.3f}s this replay had (the rest is kept for the next tier)"
     return f"no complete response within the {total:.3f}s attempt cap"
 
 
-def _transport_failure(exc: TransportError, total: float, left: float) -> Failure:
+def _transport_failure(exc: TransportError, total: float, left: float, target: Target) -> Failure:
     if exc.phase == "connect_timeout":
         return Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.CONNECT, message=str(exc))
     if exc.phase == "total":
-        return Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message=_total_msg(total, left))
+        return Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message=_total_msg(total, left, target))
     return Failure(kind=FailureKind.TRANSPORT_TRANSIENT, message=str(exc))
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..model import (
@@ -39,7 +39,9 @@ from ..model import (
     ToolCallDone,
     ToolCallStart,
     Unavailable,
+    UsageUpdate,
 )
+from ..model import Stop as ModelStop
 from ..model._ids import new_id
 from ..providers._base import SSEComment, StreamFailed
 from ..providers._sse import SSEDecoder
@@ -98,8 +100,12 @@ class Output:
 
 async def stream_exchange(
     run: _Run, target: Target, request: Request, start: float, total: float, connect: float
-) -> tuple[int | None, Response | Failure, float | None]:
-    """One streamed attempt: ``(status, outcome, loop time of the first event)``."""
+) -> tuple[int | None, Response | Failure, float | None, bool]:
+    """One streamed attempt: ``(status, outcome, loop time of the first event, streamed)``.
+
+    ``streamed`` is False when the server answered the stream request with a plain JSON body
+    (some OpenAI-compatible servers ignore ``stream: true``): that body is read as the plain
+    answer it is, and a streaming caller is shown its content as events."""
     loop = run.loop
     router = run.router
     transport = router.transport
@@ -113,6 +119,7 @@ async def stream_exchange(
     status: int | None = None
     out = run.output
     outcome: Response | Failure
+    streamed = True
     try:
         async with asyncio.timeout_at(min(start + target.timeouts.first_event, total_at)) as timer:
             http = dialect.build(target, request, stream=True)
@@ -122,6 +129,12 @@ async def stream_exchange(
                     body = await resp.aread()
                     parsed = dialect.parse(target, HttpResponse(status=status, headers=resp.headers, body=body))
                     outcome = parsed if isinstance(parsed, Failure) else _odd_status(status)
+                elif _plain_json(resp.headers):
+                    body = await resp.aread()
+                    first_at, streamed = loop.time(), False
+                    outcome = dialect.parse(target, HttpResponse(status=status, headers=resp.headers, body=body))
+                    if isinstance(outcome, Response):
+                        out.deliver(response_events(outcome))
                 else:
                     parser = dialect.stream_parser(target, request, resp.headers)
                     decoder = SSEDecoder()
@@ -160,7 +173,28 @@ async def stream_exchange(
             outcome = Failure(kind=FailureKind.TRANSPORT_TRANSIENT, message=str(exc))
     if isinstance(outcome, Failure) and not out.started:
         out.discard_attempt()
-    return status, outcome, first_at
+    return status, outcome, first_at, streamed
+
+
+def _plain_json(headers: Mapping[str, str]) -> bool:
+    """A 200 whose body is one JSON document, not an event stream."""
+    ctype = (headers.get("content-type") or "").split(";", 1)[0].strip().lower()
+    return ctype == "application/json" or ctype.endswith("+json")
+
+
+def response_events(resp: Response) -> list[StreamEvent]:
+    """A whole answer as the events a stream of it would have carried."""
+    events: list[StreamEvent] = []
+    if resp.text:
+        events.append(TextDelta(text=resp.text))
+    for i, call in enumerate(resp.tool_calls):
+        events.append(ToolCallStart(index=i, id=call.id, name=call.name))
+        if call.arguments:
+            events.append(ToolCallDelta(index=i, arguments=call.arguments))
+        events.append(ToolCallDone(index=i, call=call))
+    events.append(UsageUpdate(usage=resp.usage))
+    events.append(ModelStop(reason=resp.stop_reason, raw=resp.raw_stop_reason))
+    return events
 
 
 def _odd_status(status: int) -> Failure:

@@ -31,6 +31,7 @@ function settings() {
     budget: Number($("budget").value),
     attempt_cap: Number($("attempt_cap").value),
     a_extra_retries: Number($("a_extra_retries").value),
+    fallback_reserve: $("fallback_reserve").value === "" ? null : Number($("fallback_reserve").value),
   };
   if (out.scenario === "custom") out.custom = $("custom").value;
   return out;

@@ -1,0 +1,458 @@
+"""The recovery engine: what one request does next, as a pure function of its state.
+
+The router's loop is thin: it asks :func:`decide` what to do, carries the answer out, and
+asks again. Nothing here awaits, sleeps, draws a random number of its own or touches the
+network; every policy object is asked through :class:`Policies`, so a test can drive the
+engine over any fault schedule on a clock of its own (tests/router/test_engine.py)::
+
+    while True:
+        d = decide(state, lane, policies, now)
+        Go(until)           -> pay, attempt lane.target (its timeout ends by ``until``)
+        Sleep(s, source)    -> pay, sleep s, then ask again (the wait is not drawn twice)
+        Repair()            -> build the one repair request, then ask again
+        Next(reason, ...)   -> leave this candidate (record why), go to the next one
+        Stop(kind, reason)  -> end the request now with an Unavailable
+
+Every admission check (the envelope's attempts, added latency and cost, the time left, the
+time kept back for the next tier, the breakers and cool-downs, the limiter's 429 block and
+the upstream's retry budget) is answered for the moment the attempt would START, i.e. after
+the wait: a wait that cannot end in an admitted attempt is never slept, and the provider's
+Retry-After is kept for the caller instead.
+
+**Retry budgets are per upstream pool.** A request's first attempt on a pool (the targets
+of one equivalence key: the same model on one provider, another region or deployment)
+deposits into that pool's budget; every further attempt on the same pool (a replay, an
+equivalent failover, a repair) withdraws. A cross-model fallback to another pool is that
+pool's first attempt, so an outage of one provider throttles its own replays and never a
+fallback elsewhere. A request that is a client's own retry (``Envelope.client_retry``)
+deposits nowhere: each of its attempts withdraws.
+
+**Time for the next tier.** Before a replay (or a repair) on the same target, the engine
+keeps back what the next eligible candidate needs: the route's ``fallback_reserve``, or by
+default that candidate's ``min_useful`` plus its expected latency from the health board
+(:data:`UNKNOWN_LATENCY` when it has none yet), and the last attempt the envelope allows. A
+replay that would leave less goes to the next candidate instead, and an admitted replay must
+end by then. After a timeout, with the automatic reserve, the engine moves to the next
+eligible candidate at once: a target that just hung is expected to hang again
+(``Route.replay_timeouts`` overrides either way). ``fallback_reserve=0`` keeps nothing back:
+replays may spend the whole deadline and every attempt, and the next tier may never be called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..model import Action, Attempt, Envelope, Exclusion, Failure, FailureKind, Phase, Request, Target
+from ..policy import BackoffDecision, Candidate
+from ..policy._selection import Hold
+
+# A candidate the health board has not yet seen answer is assumed to need this long (seconds).
+UNKNOWN_LATENCY = 1.0
+# A hold that ends within this long after an attempt would start is over: a wait of exactly the
+# Retry-After ends at the cool-down's end, give or take the clock's rounding.
+_EPS = 1e-3
+
+_CONTRACT_KINDS = frozenset({FailureKind.SCHEMA_INVALID, FailureKind.TOOL_CALL_MALFORMED, FailureKind.CONTRACT_FAILURE})
+
+
+# -- what the engine may answer ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Go:
+    """Start an attempt on the lane's target now; it must end by loop time ``until``."""
+
+    until: float
+    retry: bool  # charged to the pool's retry budget (else it deposits: the pool's first attempt)
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Wait ``seconds`` (``source``: "backoff" or "retry_after"), then ask again.
+
+    Everything that could refuse the attempt after the wait was asked already; the attempt
+    slot and the retry-budget token are paid before the wait, so concurrent waiters cannot
+    all wake up to a budget that was spent meanwhile."""
+
+    seconds: float
+    source: str
+    retry: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """Build the one repair request of this request (raise max_tokens, send the error back)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Next:
+    """Leave this candidate. ``reason``: the exclusion to record (None: the attempts say why)."""
+
+    reason: str | None = None
+    held: Hold | None = None  # turned away only for now (breaker, cool-down, limiter)
+    temporary: bool = False  # the reason is a temporary one (held, or the retry budget)
+    short_of_time: bool = False  # left because too little of the deadline remains
+    budget_spent: bool = False
+    min_window: int = 0  # after a context overflow: only a larger window may help
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """End the request now: nothing else may be tried."""
+
+    kind: FailureKind
+    message: str
+    stopped: bool = False  # a stop disposition (workflow 3), not just a spent envelope
+    retryable: bool | None = None  # None: the kind's disposition says
+
+
+Decision = Go | Sleep | Repair | Next | Stop
+
+
+# -- what the engine reads -----------------------------------------------------------------------
+
+
+class Policies(Protocol):
+    """The policy objects' answers, asked at the moment of a decision (no side effects)."""
+
+    def pool(self, target: Target) -> str:
+        """The retry-budget pool of ``target``."""
+        ...
+
+    def budget_left(self, pool: str, now: float) -> int:
+        """Extra attempts the pool's retry budget still allows."""
+        ...
+
+    def hold(self, target: Target, now: float) -> Hold | None:
+        """An open breaker or a cool-down keeping ``target`` away at ``now`` (the present: a
+        breaker's state moves on the time it is shown), with the loop time it ends."""
+        ...
+
+    def limiter_block(self, target: Target, now: float) -> float:
+        """Seconds the target's client-side limiter refuses everything (after a 429); 0 if none."""
+        ...
+
+    def expected_latency(self, target: Target) -> float | None:
+        """The health board's latency of a successful attempt on ``target``; None if unknown."""
+        ...
+
+    def backoff(self, failure: Failure, replay: int) -> BackoffDecision:
+        """The wait before replay number ``replay`` (0 for the first) after ``failure``."""
+        ...
+
+
+@dataclass(slots=True, kw_only=True)
+class RunState:
+    """What one request has done so far, across all its candidates. The loop updates it."""
+
+    envelope: Envelope
+    t0: float
+    deadline_at: float
+    candidates: tuple[Candidate, ...] = ()
+    input_tokens: Callable[[Target], int] = field(default=lambda t: 0, repr=False)
+    max_tokens: int | None = None  # the request's own limit, for cost estimates
+    fallback_reserve: float | None = None  # the route's; None: automatic
+    replay_timeouts: bool | None = None  # the route's; None: only with an explicit reserve
+    launched: int = 0  # attempts started or paid for (a slept wait holds one), hedges included
+    spent: float = 0.0  # USD, failed attempts included
+    repaired: bool = False  # the one repair of this request is used
+    min_window: int = 0
+    pools: set[str] = field(default_factory=set)  # pools this request has deposited into
+    # Why the request may come back later: holds (until, kind) and the providers' own Retry-After.
+    holds: list[Hold] = field(default_factory=list)
+    hints: list[float] = field(default_factory=list)  # loop times a provider said to come back
+    unknown_return: bool = False  # a retryable failure with no hint ended a candidate
+    short_of_time: bool = False
+    limited: bool = False  # a candidate was turned away by the client-side limiter
+    budget_spent: bool = False
+    last_failure: FailureKind | None = None  # of the request's latest failed attempt
+
+    # -- what the loop changes (state only; the I/O that goes with it is the loop's) ----------
+
+    def pay(self, lane: Lane, pool: str, retry: bool) -> None:
+        """The lane takes an attempt slot (and, for a pool's first attempt, joins the pool)."""
+        self.launched += 1
+        lane.paid, lane.paid_retry = True, retry
+        if not retry:
+            self.pools.add(pool)
+
+    def refund(self, lane: Lane) -> None:
+        """The paid attempt was never made (a refusal after the wait)."""
+        self.launched -= 1
+        lane.paid = False
+
+    def attempted(self, lane: Lane, failure: Failure | None, at: float) -> None:
+        """The lane's paid attempt ended at ``at``, with ``failure`` (None: an answer)."""
+        lane.tries += 1
+        lane.paid = lane.waited = lane.repairing = False
+        if failure is not None:
+            lane.failure, lane.failed_at = failure, at
+            self.last_failure = failure.kind
+
+    def repair(self, lane: Lane, request: Request | None) -> None:
+        """The repair request the loop built (None: none could be built for this failure)."""
+        if request is None:
+            lane.no_repair = True
+        else:
+            self.repaired, lane.repairing, lane.request, lane.phase = True, True, request, Phase.REPAIR
+
+    def leave(self, lane: Lane, d: Next) -> None:
+        """The engine left the lane's candidate: keep what that says about the request."""
+        if lane.tries:
+            self.note_end(lane.failure, lane.failed_at)
+        if d.min_window:
+            self.min_window = max(self.min_window, d.min_window)
+        self.short_of_time |= d.short_of_time
+        self.budget_spent |= d.budget_spent
+        if d.held is not None:
+            self.holds.append(d.held)
+
+    def note_end(self, failure: Failure | None, at: float) -> None:
+        """A candidate's lane ended after ``failure``: remember when it says to come back."""
+        if failure is None:
+            return
+        if failure.retry_after is not None:
+            self.hints.append(at + max(0.0, failure.retry_after))
+        elif failure.disposition.retryable:
+            self.unknown_return = True
+
+    def retry_after(self, now: float) -> float | None:
+        """When the caller may come back with a chance (loop time), or None when that is unknown:
+        the earliest of the providers' own Retry-After and the holds' ends, unless a candidate
+        failed in a way that may pass at any moment (a 503 with no hint)."""
+        if self.unknown_return:
+            return None
+        times = [*self.hints, *(h.until for h in self.holds)]
+        return max(min(times), now + 0.001) if times else None
+
+
+@dataclass(slots=True, kw_only=True)
+class Lane:
+    """One candidate's attempts: the first, then its replays and the repair."""
+
+    target: Target
+    phase: Phase
+    request: Request
+    after: int  # index in RunState.candidates of the first candidate after this lane's group
+    hedge: bool = False
+    tries: int = 0  # attempts made on this target
+    failure: Failure | None = None  # the last attempt's failure (None: none made yet)
+    failed_at: float = 0.0
+    waited: bool = False  # the wait before the next attempt was slept
+    paid: bool = False  # the next attempt's slot (and budget token, if a retry) is paid
+    paid_retry: bool = False  # what was paid was a retry-budget token
+    repairing: bool = False  # the repair request is built: the next attempt sends it
+    no_repair: bool = False  # no repair could be built for this failure
+
+
+# -- the decision ---------------------------------------------------------------------------------
+
+
+def action_of(failure: Failure) -> Action:
+    """The failure's disposition, except that a failed quality gate moves on to another model."""
+    if failure.provider_code == "quality_gate":
+        return Action.NEXT
+    return failure.disposition.action
+
+
+def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
+    """What ``lane`` does next. Pure: reads ``s``, ``lane`` and ``p``, changes nothing."""
+    t = lane.target
+    f = lane.failure
+    env = s.envelope
+    wait, source = 0.0, ""
+    again = f is not None  # another attempt on the same target (a replay or the repair)
+    if f is not None:
+        action = action_of(f)
+        if action is Action.STOP:
+            return Stop(f.kind, f"{t.name}: {f.message}", stopped=True)
+        if action is Action.NEXT:
+            over = t.context_window + 1 if f.kind is FailureKind.CONTEXT_OVERFLOW else 0
+            return Next(min_window=over)
+        if action is Action.REPAIR:
+            if not lane.repairing:
+                if s.repaired or lane.no_repair:
+                    return Next(f"{f.kind} and no repair left")
+                return Repair()
+        else:  # Action.REPLAY
+            if f.should_retry is False:
+                return Next(f"no replay: the provider said x-should-retry: false after {f.label}")
+            if lane.tries >= t.max_attempts:
+                return Next()
+            if f.kind is FailureKind.TIMEOUT and not _replays_timeouts(s):
+                nxt = next_eligible(s, lane, p, now, now)
+                if nxt is not None:
+                    return Next(f"no replay after {f.label}: {nxt.name} is tried at once")
+            if not lane.waited:
+                d = p.backoff(f, lane.tries - 1)
+                if not d.acceptable:
+                    return Next(
+                        f"no replay: {d.source} {d.seconds:.3f}s is longer than the {d.limit:.0f}s waited on one target"
+                    )
+                wait, source = d.seconds, d.source
+    at = now + wait
+    prefix = "no replay: " if again else ""
+
+    # The envelope: nothing at all may start once it is spent.
+    made = s.launched - (1 if lane.paid else 0)  # a paid slot is this very attempt's
+    if made >= env.max_attempts:
+        return Stop(_spent_kind(s, now), f"max_attempts {env.max_attempts} spent")
+    if made and env.max_added_latency is not None:
+        if now - s.t0 > env.max_added_latency:
+            return Stop(_spent_kind(s, now), f"max_added_latency {env.max_added_latency:.3f}s spent")
+        if at - s.t0 > env.max_added_latency:
+            return Next(f"{prefix}{_waited(source, wait)} would exceed max_added_latency {env.max_added_latency:.3f}s")
+
+    # Time: the attempt's least useful time, and on the same target again, the next tier's share.
+    need = t.timeouts.min_useful
+    left = s.deadline_at - at
+    if left < need:
+        if again:
+            return Next(
+                f"no replay: {_waited(source, wait)} + {need:.3f}s for an attempt exceeds the "
+                f"{max(0.0, s.deadline_at - now):.3f}s left",
+                short_of_time=wait == 0,
+            )
+        return Next(f"only {max(0.0, left):.3f}s left, less than the {need:.3f}s an attempt needs", short_of_time=True)
+    until = s.deadline_at
+    if again:
+        nxt = next_eligible(s, lane, p, now, at)
+        if nxt is not None:
+            if made + 1 >= env.max_attempts and s.fallback_reserve != 0:
+                return Next(f"no replay: the last of max_attempts {env.max_attempts} is kept for {nxt.name}")
+            keep = reserve_for(s, nxt, p)
+            if left - keep < need:
+                return Next(
+                    f"no replay: it would leave {nxt.name} less than the {keep:.3f}s kept back for it "
+                    f"({max(0.0, left):.3f}s left)"
+                )
+            until = s.deadline_at - keep
+
+    if not again and t.context_window < s.min_window:
+        return Next(f"context window {t.context_window} is not larger than one that overflowed")
+    if env.max_cost is not None:
+        est = t.price.cost(s.input_tokens(t), s.max_tokens or 0)
+        if s.spent + est > env.max_cost:
+            return Next(
+                f"{prefix}estimated cost ${est:.6f} on top of ${s.spent:.6f} spent exceeds max_cost ${env.max_cost:.6f}"
+            )
+
+    # Health: a breaker or cool-down that still holds the target when the wait ends.
+    held = p.hold(t, now)
+    if held is not None and held.until > at + _EPS:
+        return Next(f"{prefix}{held.reason}", held=held, temporary=True)
+    block = p.limiter_block(t, now)
+    if block > 0 and now + block + need > until:
+        until_free = now + block
+        return Next(
+            f"{prefix}client-side rate limit: blocked for {block:.3f}s after a 429, past the time this attempt has",
+            held=Hold(t.name, until_free, FailureKind.RATE_LIMITED),
+            temporary=True,
+        )
+
+    # The upstream's retry budget.
+    pool = p.pool(t)
+    retry = s.envelope.client_retry or pool in s.pools
+    if retry and not (lane.paid and lane.paid_retry) and p.budget_left(pool, now) <= 0:
+        return Next(
+            f"{prefix}the retry budget of {pool} is spent: it is failing for many requests",
+            temporary=True,
+            budget_spent=True,
+        )
+    if wait > 0:
+        return Sleep(wait, source, retry)
+    return Go(until, retry)
+
+
+def next_eligible(s: RunState, lane: Lane, p: Policies, now: float, at: float) -> Target | None:
+    """The first candidate after ``lane``'s group that could start at ``at`` (asked at ``now``)."""
+    for cand in s.candidates[lane.after :]:
+        t = cand.target
+        if t.context_window < s.min_window or s.deadline_at - at < t.timeouts.min_useful:
+            continue
+        h = p.hold(t, now)
+        if h is not None and h.until > at + _EPS:
+            continue
+        pool = p.pool(t)
+        if (s.envelope.client_retry or pool in s.pools) and p.budget_left(pool, at) <= 0:
+            continue
+        return t
+    return None
+
+
+def reserve_for(s: RunState, nxt: Target, p: Policies) -> float:
+    """The time kept back for ``nxt``: the route's fixed reserve, or its least useful time plus
+    its expected latency."""
+    if s.fallback_reserve is not None:
+        return s.fallback_reserve
+    latency = p.expected_latency(nxt)
+    return nxt.timeouts.min_useful + (UNKNOWN_LATENCY if latency is None else latency)
+
+
+def _replays_timeouts(s: RunState) -> bool:
+    if s.replay_timeouts is not None:
+        return s.replay_timeouts
+    return s.fallback_reserve is not None
+
+
+def _waited(source: str, wait: float) -> str:
+    return f"{source} {wait:.3f}s" if wait > 0 else "no wait"
+
+
+def _spent_kind(s: RunState, now: float) -> FailureKind:
+    """The kind of a request ended by its envelope: the latest failure's, or the deadline's."""
+    if now >= s.deadline_at or s.last_failure is None:
+        return FailureKind.DEADLINE_EXHAUSTED
+    return s.last_failure
+
+
+# -- the end --------------------------------------------------------------------------------------
+
+
+def conclude(
+    s: RunState, attempts: Sequence[Attempt], excluded: Sequence[Exclusion], now: float, budget: float
+) -> Stop:
+    """Why the request failed once every candidate was left (the loop found no answer)."""
+    if now >= s.deadline_at or s.short_of_time:
+        left = max(0.0, s.deadline_at - now)
+        return Stop(
+            FailureKind.DEADLINE_EXHAUSTED,
+            f"the {budget:.3f}s budget is spent ({left:.3f}s left) after {len(attempts)} attempt(s)",
+        )
+    failed = [a for a in attempts if a.failure is not None]
+    if not failed:
+        why = "; ".join(f"{e.target}: {e.reason}" for e in excluded)
+        if s.holds:
+            first = min(s.holds, key=lambda h: h.until)
+            return Stop(first.kind, f"no candidate could be tried now ({why})", retryable=True)
+        # turned away by the client-side limiter: the target's own rate limit, retryable later
+        kind = FailureKind.RATE_LIMITED if s.limited else FailureKind.CONTRACT_FAILURE
+        return Stop(kind, f"no candidate could be tried ({why})")
+    tried = ", ".join(sorted({a.target for a in attempts}))
+    last = failed[-1]
+    assert last.failure is not None
+    detail = f"last failure on {attempts[-1].target}: {last.failure.label}: {last.failure.message}"
+    if last.failure.kind in _CONTRACT_KINDS:  # answers came back, but none met the contract
+        return Stop(FailureKind.CONTRACT_FAILURE, f"no answer met the contract (tried {tried}); {detail}")
+    return Stop(last.failure.kind, f"every candidate failed (tried {tried}); {detail}")
+
+
+__all__ = [
+    "UNKNOWN_LATENCY",
+    "Decision",
+    "Go",
+    "Lane",
+    "Next",
+    "Policies",
+    "Repair",
+    "RunState",
+    "Sleep",
+    "Stop",
+    "action_of",
+    "conclude",
+    "decide",
+    "next_eligible",
+    "reserve_for",
+]

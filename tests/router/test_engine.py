@@ -1,0 +1,432 @@
+"""The recovery engine alone: a pure function of the request's state, driven on a clock of its own.
+
+No event loop, no network: each test builds a RunState and a Lane, asks ``decide`` and checks
+the answer; ``drive`` carries decisions out on a simulated clock against a fault schedule, the
+way the router's loop does, so the composition of every admission check can be checked over
+random schedules (hypothesis) without sleeping.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from failover import Dialect, Envelope, Failure, FailureKind, Phase, Request, Target, Timeouts
+from failover.model import TimeoutPhase
+from failover.policy import Backoff, BackoffDecision, Candidate, RetryBudget
+from failover.policy._selection import Hold
+from failover.router._engine import (
+    UNKNOWN_LATENCY,
+    Decision,
+    Go,
+    Lane,
+    Next,
+    Repair,
+    RunState,
+    Sleep,
+    Stop,
+    conclude,
+    decide,
+)
+
+REQ = Request.simple("hi")
+
+
+def tgt(name: str, *, attempts: int = 3, cap: float = 2.0, key: str | None = None, min_useful: float = 0.05) -> Target:
+    return Target(
+        name=name,
+        dialect=Dialect.OPENAI,
+        model=f"m-{name}",
+        base_url=f"http://{name}.test/v1",
+        timeouts=Timeouts(connect=cap, total=cap, min_useful=min_useful),
+        max_attempts=attempts,
+        equivalence_key=key,
+    )
+
+
+@dataclass
+class Policies:
+    """The policy objects' answers as plain data; the budget is a real RetryBudget."""
+
+    budget: RetryBudget = field(default_factory=lambda: RetryBudget(ratio=0.1, floor=10))
+    holds: dict[str, Hold] = field(default_factory=dict)
+    latency: dict[str, float] = field(default_factory=dict)
+    block: dict[str, float] = field(default_factory=dict)
+    backoff_: Backoff = field(default_factory=lambda: Backoff(base=0.2, cap=1.0))
+    rng: random.Random = field(default_factory=lambda: random.Random(7))
+
+    def pool(self, target: Target) -> str:
+        return self.budget.pool_of(target)
+
+    def budget_left(self, pool: str, now: float) -> int:
+        return self.budget.available(now, pool)
+
+    def hold(self, target: Target, now: float) -> Hold | None:
+        h = self.holds.get(target.name)
+        return h if h is not None and h.until > now else None
+
+    def limiter_block(self, target: Target, now: float) -> float:
+        return self.block.get(target.name, 0.0)
+
+    def expected_latency(self, target: Target) -> float | None:
+        return self.latency.get(target.name)
+
+    def backoff(self, failure: Failure, replay: int) -> BackoffDecision:
+        return self.backoff_.wait(failure, replay, self.rng)
+
+
+def state(*targets: Target, budget: float = 5.0, env: Envelope | None = None, **kw: object) -> RunState:
+    phases = [Phase.PRIMARY] + [Phase.FALLBACK] * (len(targets) - 1)
+    env = env or Envelope(budget=budget)
+    return RunState(
+        envelope=env,
+        t0=0.0,
+        deadline_at=env.budget,
+        candidates=tuple(Candidate(target=t, phase=p) for t, p in zip(targets, phases, strict=True)),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def lane(s: RunState, i: int = 0) -> Lane:
+    c = s.candidates[i]
+    return Lane(target=c.target, phase=c.phase, request=REQ, after=i + 1)
+
+
+def failed(s: RunState, ln: Lane, f: Failure, at: float, pool: str | None = None) -> None:
+    """Book one paid, failed attempt on the lane (as the loop does)."""
+    s.pay(ln, pool or ln.target.key, bool(ln.tries) or (pool or ln.target.key) in s.pools)
+    s.attempted(ln, f, at)
+
+
+OVERLOADED = Failure(kind=FailureKind.PROVIDER_OVERLOADED, message="503", status=503)
+HANG = Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message="cut at its cap")
+
+
+def limited(seconds: float) -> Failure:
+    return Failure(kind=FailureKind.RATE_LIMITED, message="429", status=429, retry_after=seconds)
+
+
+# -- single decisions ----------------------------------------------------------------------------
+
+
+def test_a_fresh_lane_goes_with_the_whole_deadline_and_deposits() -> None:
+    s = state(tgt("a"), tgt("b"))
+    d = decide(s, lane(s), Policies(), 0.0)
+    assert d == Go(until=5.0, retry=False)
+
+
+def test_a_wait_that_the_envelope_would_refuse_is_not_slept_and_the_hint_is_kept() -> None:
+    """max_attempts 1 and a 429 with retry-after 3: the answer is Stop, now, not Sleep(3)."""
+    s = state(tgt("a"), env=Envelope(budget=10, max_attempts=1))
+    ln = lane(s)
+    failed(s, ln, limited(3.0), at=0.1)
+    d = decide(s, ln, Policies(), 0.1)
+    assert isinstance(d, Stop) and d.kind is FailureKind.RATE_LIMITED and "max_attempts 1 spent" in d.message
+    s.note_end(ln.failure, ln.failed_at)
+    assert s.retry_after(0.1) == pytest.approx(3.1)  # the provider's own Retry-After reaches the caller
+
+
+def test_a_replay_the_budget_refuses_is_not_slept_and_the_fallback_may_still_go() -> None:
+    p = Policies(budget=RetryBudget(ratio=0.0, floor=0))
+    s = state(tgt("a"), tgt("b"))
+    ln = lane(s)
+    failed(s, ln, OVERLOADED, at=0.01)
+    d = decide(s, ln, p, 0.01)
+    assert isinstance(d, Next) and d.budget_spent and d.temporary
+    assert d.reason == "no replay: the retry budget of openai:m-a is spent: it is failing for many requests"
+    # B's pool is its own: its first attempt deposits there, whatever A's pool has left
+    assert decide(s, lane(s, 1), p, 0.01) == Go(until=5.0, retry=False)
+
+
+def test_an_equivalent_shares_the_pool_of_the_primary() -> None:
+    p = Policies(budget=RetryBudget(ratio=0.0, floor=0))
+    s = state(tgt("a", key="k"), tgt("a2", key="k"))
+    ln = lane(s)
+    failed(s, ln, OVERLOADED, at=0.01)
+    s.leave(ln, Next())
+    d = decide(s, lane(s, 1), p, 0.01)
+    assert isinstance(d, Next) and d.budget_spent and "the retry budget of k is spent" in (d.reason or "")
+
+
+def test_a_client_retry_deposits_nowhere() -> None:
+    p = Policies(budget=RetryBudget(ratio=0.1, floor=0))
+    s = state(tgt("a"), env=Envelope(budget=5, client_retry=True))
+    d = decide(s, lane(s), p, 0.0)
+    assert isinstance(d, Next) and d.budget_spent
+    p.budget.record_request(0.0, "openai:m-a")  # ten first attempts elsewhere make room for one retry
+    for _ in range(9):
+        p.budget.record_request(0.0, "openai:m-a")
+    assert decide(s, lane(s), p, 0.0) == Go(until=5.0, retry=True)
+
+
+def test_a_timeout_moves_to_the_next_eligible_candidate_at_once() -> None:
+    s = state(tgt("a"), tgt("b"))
+    ln = lane(s)
+    failed(s, ln, HANG, at=2.0)
+    d = decide(s, ln, Policies(), 2.0)
+    assert d == Next("no replay after timeout:total: b is tried at once")
+
+
+def test_a_timeout_is_replayed_when_nothing_else_can_serve_or_the_route_says_so() -> None:
+    s = state(tgt("a"))
+    ln = lane(s)
+    failed(s, ln, HANG, at=2.0)
+    assert isinstance(decide(s, ln, Policies(), 2.0), Sleep)  # the last tier spends what it has
+    for kw in ({"fallback_reserve": 0.0}, {"replay_timeouts": True}):
+        s = state(tgt("a"), tgt("b"), **kw)
+        ln = lane(s)
+        failed(s, ln, HANG, at=2.0)
+        assert isinstance(decide(s, ln, Policies(), 2.0), Sleep), kw
+
+
+def test_a_held_next_candidate_does_not_count_as_an_alternative() -> None:
+    p = Policies(holds={"b": Hold("b", 60.0, FailureKind.PROVIDER_OVERLOADED, "circuit open for 60.0s more")})
+    s = state(tgt("a"), tgt("b"))
+    ln = lane(s)
+    failed(s, ln, HANG, at=2.0)
+    assert isinstance(decide(s, ln, p, 2.0), Sleep)
+
+
+def test_a_replay_keeps_back_what_the_next_candidate_needs() -> None:
+    p = Policies(latency={"b": 1.2}, backoff_=Backoff(base=0.0, cap=0.0))
+    s = state(tgt("a"), tgt("b"), budget=5.0)
+    ln = lane(s)
+    failed(s, ln, OVERLOADED, at=1.0)
+    d = decide(s, ln, p, 1.0)
+    assert d == Go(until=pytest.approx(5.0 - 0.05 - 1.2), retry=True)
+    # late in the budget, the replay would eat into B's share: B goes instead
+    s2 = state(tgt("a"), tgt("b"), budget=5.0)
+    ln2 = lane(s2)
+    failed(s2, ln2, OVERLOADED, at=3.75)
+    d2 = decide(s2, ln2, p, 3.75)
+    assert isinstance(d2, Next) and "it would leave b less than the 1.250s kept back for it" in (d2.reason or "")
+    # an unknown latency is assumed, and a fixed reserve replaces the estimate
+    assert decide(s, ln, Policies(backoff_=Backoff(base=0.0, cap=0.0)), 1.0) == Go(
+        until=pytest.approx(5.0 - 0.05 - UNKNOWN_LATENCY), retry=True
+    )
+    s3 = state(tgt("a"), tgt("b"), fallback_reserve=0.5)
+    ln3 = lane(s3)
+    failed(s3, ln3, OVERLOADED, at=1.0)
+    assert decide(s3, ln3, p, 1.0) == Go(until=pytest.approx(4.5), retry=True)
+
+
+def test_a_hold_that_outlasts_the_wait_is_no_reason_to_sleep() -> None:
+    s = state(tgt("a"), tgt("b"))
+    ln = lane(s)
+    failed(s, ln, limited(1.0), at=0.1)
+    hold = Hold("a", 30.0, FailureKind.PROVIDER_OVERLOADED, "circuit open for 29.9s more (4/4 failed)")
+    d = decide(s, ln, Policies(holds={"a": hold}), 0.1)
+    assert d == Next("no replay: circuit open for 29.9s more (4/4 failed)", held=hold, temporary=True)
+    # a cool-down that ends with the wait is no obstacle
+    cool = Hold("a", 1.1, FailureKind.RATE_LIMITED, "cooling down")
+    assert decide(s, ln, Policies(holds={"a": cool}), 0.1) == Sleep(1.0, "retry_after", True)
+
+
+def test_added_latency_is_checked_for_the_moment_the_attempt_would_start() -> None:
+    s = state(tgt("a"), tgt("b"), env=Envelope(budget=10, max_added_latency=0.5))
+    ln = lane(s)
+    failed(s, ln, limited(1.0), at=0.2)
+    d = decide(s, ln, Policies(), 0.2)
+    assert isinstance(d, Next) and "retry_after 1.000s would exceed max_added_latency 0.500s" in (d.reason or "")
+    assert decide(s, lane(s, 1), Policies(), 0.2) == Go(until=10.0, retry=False)  # B now is fine
+
+
+def test_a_retry_after_beyond_the_deadline_is_no_replay_and_says_so() -> None:
+    s = state(tgt("a"), budget=2.0)
+    ln = lane(s)
+    failed(s, ln, limited(5.0), at=0.1)
+    d = decide(s, ln, Policies(), 0.1)
+    assert isinstance(d, Next) and d.reason == (
+        "no replay: retry_after 5.000s + 0.050s for an attempt exceeds the 1.900s left"
+    )
+    assert not d.short_of_time  # the deadline is not spent: the provider asked for more than it has
+
+
+def test_stop_and_repair_dispositions() -> None:
+    s = state(tgt("a"), tgt("b"))
+    ln = lane(s)
+    failed(s, ln, Failure(kind=FailureKind.INVALID_REQUEST, message="bad"), at=0.1)
+    assert decide(s, ln, Policies(), 0.1) == Stop(FailureKind.INVALID_REQUEST, "a: bad", stopped=True)
+    s = state(tgt("a"), tgt("b"))
+    ln = lane(s)
+    failed(s, ln, Failure(kind=FailureKind.TRUNCATED, message="cut"), at=0.1)
+    assert decide(s, ln, Policies(), 0.1) == Repair()
+    s.repair(ln, REQ)
+    d = decide(s, ln, Policies(), 0.1)
+    assert isinstance(d, Go) and d.retry  # the repair is an extra attempt on the same pool
+    s.pay(ln, "openai:m-a", True)
+    s.attempted(ln, Failure(kind=FailureKind.TRUNCATED, message="cut again"), 0.2)
+    assert decide(s, ln, Policies(), 0.2) == Next("truncated and no repair left")
+
+
+def test_conclude_names_the_deadline_the_holds_or_the_last_failure() -> None:
+    s = state(tgt("a"), budget=1.0)
+    assert conclude(s, [], [], 1.0, 1.0).kind is FailureKind.DEADLINE_EXHAUSTED
+    s = state(tgt("a"))
+    s.holds.append(Hold("a", 9.0, FailureKind.PROVIDER_OVERLOADED, "open"))
+    stop = conclude(s, [], [], 1.0, 5.0)
+    assert (stop.kind, stop.retryable) == (FailureKind.PROVIDER_OVERLOADED, True)
+    assert s.retry_after(1.0) == 9.0
+
+
+def test_the_retry_after_is_unknown_once_a_candidate_may_answer_at_any_moment() -> None:
+    s = state(tgt("a"), tgt("b"))
+    s.note_end(limited(4.0), 1.0)
+    assert s.retry_after(1.0) == 5.0
+    s.note_end(OVERLOADED, 1.0)  # a 503 with no hint: a retry might succeed now
+    assert s.retry_after(1.0) is None
+
+
+# -- composition: the engine driven over fault schedules -----------------------------------------
+
+Fault = str  # "ok", "503", "500", "429:<s>", "hang", "reset"
+
+
+@dataclass
+class Run:
+    result: str  # "ok:<target>" or the Stop kind
+    elapsed: float
+    calls: dict[str, int]
+    decisions: list[tuple[float, str, Decision]]
+
+
+def drive(
+    s: RunState, p: Policies, faults: Callable[[str, int], Fault], latency: dict[str, float], *, deposit: bool = True
+) -> Run:
+    """Carry the engine's decisions out on a simulated clock, as the router's loop does."""
+    now = s.t0
+    calls: dict[str, int] = {}
+    log: list[tuple[float, str, Decision]] = []
+    for i in range(len(s.candidates)):
+        ln = lane(s, i)
+        while True:
+            d = decide(s, ln, p, now)
+            log.append((now, ln.target.name, d))
+            if isinstance(d, Next):
+                s.leave(ln, d)
+                break
+            if isinstance(d, Stop):
+                return Run(d.kind.value, now - s.t0, calls, log)
+            if isinstance(d, Repair):
+                s.repair(ln, REQ)
+                continue
+            pool = p.pool(ln.target)
+            if not ln.paid:
+                if d.retry:
+                    assert p.budget.try_withdraw(now, pool), "the engine let a retry go that the budget refuses"
+                elif deposit:
+                    p.budget.record_request(now, pool)
+                s.pay(ln, pool, d.retry)
+            if isinstance(d, Sleep):
+                now += d.seconds
+                ln.waited = True
+                continue
+            name = ln.target.name
+            n = calls.get(name, 0)
+            calls[name] = n + 1
+            fault = faults(name, n)
+            took = latency.get(name, 0.01)
+            cap = min(ln.target.attempt_cap(), d.until - now)
+            f: Failure | None
+            if fault == "ok":
+                if took > cap:
+                    now, f = now + cap, HANG
+                else:
+                    now += took
+                    s.attempted(ln, None, now)
+                    return Run(f"ok:{name}", now - s.t0, calls, log)
+            elif fault == "hang":
+                now, f = now + cap, HANG
+            elif fault.startswith("429:"):
+                now, f = now + min(0.01, cap), limited(float(fault[4:]))
+            elif fault == "500":
+                now, f = now + min(0.01, cap), Failure(kind=FailureKind.PROVIDER_SERVER_ERROR, message="500")
+            elif fault == "reset":
+                now, f = now + min(0.01, cap), Failure(kind=FailureKind.TRANSPORT_TRANSIENT, message="reset")
+            else:
+                now, f = now + min(0.01, cap), OVERLOADED
+            s.attempted(ln, f, now)
+    stop = conclude(s, [], [], now, s.envelope.budget)
+    return Run(stop.kind.value, now - s.t0, calls, log)
+
+
+FAULTS = st.sampled_from(["503", "500", "429:0.3", "429:2", "429:30", "hang", "reset", "ok"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    schedule=st.lists(FAULTS, min_size=1, max_size=8),
+    attempts=st.integers(1, 6),
+    cap=st.floats(0.2, 3.0),
+    budget=st.floats(1.0, 12.0),
+    b_latency=st.floats(0.05, 1.5),
+    known=st.booleans(),
+    max_attempts=st.integers(2, 8),
+)
+def test_a_healthy_fallback_answers_whatever_the_primary_does(
+    schedule: list[Fault],
+    attempts: int,
+    cap: float,
+    budget: float,
+    b_latency: float,
+    known: bool,
+    max_attempts: int,
+) -> None:
+    """A fails on a random schedule; B is healthy. If B fits in what is left once A's first
+    attempt is over, the caller gets an answer (A's or B's) within the budget; no wait is
+    ever followed by a refusal; replays never end later than B's share of the deadline allows."""
+    a, b = tgt("a", attempts=attempts, cap=cap), tgt("b", attempts=1, cap=max(cap, b_latency + 0.01))
+    p = Policies(latency={"b": b_latency} if known else {})
+    s = state(a, b, budget=budget, env=Envelope(budget=budget, max_attempts=max_attempts))
+    need_b = b.timeouts.min_useful + (b_latency if known else UNKNOWN_LATENCY)
+    run = drive(s, p, lambda name, n: schedule[min(n, len(schedule) - 1)] if name == "a" else "ok", {"b": b_latency})
+    assert run.elapsed <= budget + 1e-9
+    # no wait slept before a refusal: after a Sleep, the same lane's next decision is an attempt
+    for (_, who, d), (_, nxt_who, nxt) in zip(run.decisions, run.decisions[1:], strict=False):
+        if isinstance(d, Sleep):
+            assert nxt_who == who and isinstance(nxt, Go), (d, nxt)
+    # a replay on A ends by the time B's share of the budget begins
+    for _, who, d in run.decisions:
+        if who == "a" and isinstance(d, Go) and d.retry:
+            assert d.until <= budget - need_b + 1e-9
+    first_a = min(cap, budget)  # the first attempt on A is never cut short for B
+    if budget - first_a >= need_b and b_latency <= need_b - b.timeouts.min_useful + 1e-9:
+        assert run.result in ("ok:a", "ok:b"), run
+    assert sum(run.calls.values()) <= max_attempts
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    fault=st.sampled_from(["503", "500", "429:0.1", "reset"]),
+    callers=st.integers(1, 300),
+    attempts=st.integers(2, 5),
+)
+def test_a_failing_upstream_receives_at_most_its_budget_and_the_fallback_serves_everyone(
+    fault: Fault, callers: int, attempts: int
+) -> None:
+    """Callers one after the other (each gets a fresh RunState) against A failing and a healthy
+    B: A receives at most callers x (1 + ratio) + floor requests, and every caller is answered."""
+    budget = RetryBudget(ratio=0.1, floor=10)
+    p = Policies(budget=budget, latency={"b": 0.2}, backoff_=Backoff(base=0.01, cap=0.05))
+    a_calls = 0
+    answered = 0
+    for i in range(callers):
+        s = RunState(
+            envelope=Envelope(budget=10),
+            t0=i * 0.001,
+            deadline_at=i * 0.001 + 10,
+            candidates=(
+                Candidate(target=tgt("a", attempts=attempts), phase=Phase.PRIMARY),
+                Candidate(target=tgt("b", attempts=1), phase=Phase.FALLBACK),
+            ),
+        )
+        run = drive(s, p, lambda name, n: fault if name == "a" else "ok", {"b": 0.2})
+        a_calls += run.calls.get("a", 0)
+        answered += run.result == "ok:b"
+    assert answered == callers
+    assert a_calls <= callers * 1.1 + 10
