@@ -152,7 +152,7 @@ def test_the_retry_budget_scope_and_the_fallback_reserve_are_set_in_yaml(tmp_pat
     loaded = load_config(cfg)
     route = loaded.routes["chat"]
     assert (route.fallback_reserve, route.replay_timeouts) == (1.5, None)
-    assert loaded.retry_budget.scope == "pool"
+    assert loaded.retry_budget.scope == "upstream"
     assert loaded.retry_budget.pool_of(loaded.targets["a"]) != loaded.retry_budget.pool_of(loaded.targets["b"])
     cfg.write_text(
         base + "routes: {chat: {primary: [a], fallbacks: [b], replay_timeouts: true}}\nretry_budget: {scope: global}\n"

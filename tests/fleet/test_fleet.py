@@ -70,7 +70,7 @@ def turned_away(resp: httpx.Response) -> None:
     """An open circuit is temporary: 503 with Retry-After up to the open period, the kind that opened it."""
     assert resp.status_code == 503, resp.text
     assert resp.json()["error"]["code"] == "provider_server_error", resp.text
-    assert resp.headers["x-should-retry"] == "true"
+    assert (resp.headers["x-should-retry"], resp.headers["x-failover-retryable"]) == ("false", "true")
     assert 1 <= int(resp.headers["retry-after"]) <= OPEN_SECONDS, resp.headers
     assert 0 < int(resp.headers["retry-after-ms"]) <= OPEN_SECONDS * 1000, resp.headers
 

@@ -46,7 +46,8 @@ async def test_a_request_turned_away_by_an_open_circuit_is_503_with_retry_after(
     assert exc.retryable and exc.retry_after_ms == 30_000
     err = unavailable_error(exc, Scrubber([]))
     assert status_for(exc) == err.status == 503
-    assert err.headers["retry-after"] == "30" and err.headers["x-should-retry"] == "true"
+    assert err.headers["retry-after"] == "30" and err.headers["x-should-retry"] == "false"
+    assert err.headers["x-failover-retryable"] == "true"
     assert err.code == exc.reason.value
     assert client_status_for(exc, "openai") == 503
     assert client_status_for(exc, "anthropic") == 503
@@ -82,7 +83,7 @@ async def test_the_gateway_answers_503_with_retry_after_on_both_endpoints() -> N
         r = await c.post("/v1/chat/completions", json=chat)
         assert r.status_code == 503 and r.headers["x-failover-attempts"] == "0", r.text
         assert r.json()["error"]["code"] == "provider_server_error" and "circuit open" in r.json()["error"]["message"]
-        assert 29 <= int(r.headers["retry-after"]) <= 30 and r.headers["x-should-retry"] == "true"
+        assert 29 <= int(r.headers["retry-after"]) <= 30 and r.headers["x-should-retry"] == "false"
         msg = {"model": "chat", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
         r = await c.post("/v1/messages", json=msg, headers={"anthropic-version": "2023-06-01"})
         assert r.status_code == 503, r.text

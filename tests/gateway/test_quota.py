@@ -38,7 +38,7 @@ async def test_rpm_refuses_with_429_and_retry_after() -> None:
         err = r.json()["error"]
         assert err["code"] == "rate_limit_exceeded" and err["type"] == "requests"
         assert 55 <= int(r.headers["retry-after"]) <= 60
-        assert r.headers["x-should-retry"] == "true"
+        assert (r.headers["x-should-retry"], r.headers["x-failover-retryable"]) == ("false", "true")
         # a refused request was never routed
         assert len(kit.net.calls) == 2
         # another request on a stream counts too

@@ -37,16 +37,23 @@ from failover.router._engine import (
 REQ = Request.simple("hi")
 
 
-def tgt(name: str, *, attempts: int = 3, cap: float = 2.0, key: str | None = None, min_useful: float = 0.05) -> Target:
+def tgt(
+    name: str, *, attempts: int = 3, cap: float = 2.0, upstream: str | None = None, min_useful: float = 0.05
+) -> Target:
+    """A target; ``upstream`` names another target whose endpoint and model it shares (another key)."""
     return Target(
         name=name,
         dialect=Dialect.OPENAI,
-        model=f"m-{name}",
-        base_url=f"http://{name}.test/v1",
+        model=f"m-{upstream or name}",
+        base_url=f"http://{upstream or name}.test/v1",
+        credential=f"KEY_{name.upper()}",
         timeouts=Timeouts(connect=cap, total=cap, min_useful=min_useful),
         max_attempts=attempts,
-        equivalence_key=key,
     )
+
+
+def pool(t: Target) -> str:
+    return RetryBudget().pool_of(t)
 
 
 @dataclass
@@ -97,9 +104,9 @@ def lane(s: RunState, i: int = 0) -> Lane:
     return Lane(target=c.target, phase=c.phase, request=REQ, after=i + 1)
 
 
-def failed(s: RunState, ln: Lane, f: Failure, at: float, pool: str | None = None) -> None:
+def failed(s: RunState, ln: Lane, f: Failure, at: float) -> None:
     """Book one paid, failed attempt on the lane (as the loop does)."""
-    s.pay(ln, pool or ln.target.key, bool(ln.tries) or (pool or ln.target.key) in s.pools)
+    s.pay(ln, pool(ln.target), pool(ln.target) in s.pools)
     s.attempted(ln, f, at)
 
 
@@ -127,7 +134,7 @@ def test_a_wait_that_the_envelope_would_refuse_is_not_slept_and_the_hint_is_kept
     failed(s, ln, limited(3.0), at=0.1)
     d = decide(s, ln, Policies(), 0.1)
     assert isinstance(d, Stop) and d.kind is FailureKind.RATE_LIMITED and "max_attempts 1 spent" in d.message
-    s.note_end(ln.failure, ln.failed_at)
+    s.note_end("a", ln.failure, ln.failed_at)
     assert s.retry_after(0.1) == pytest.approx(3.1)  # the provider's own Retry-After reaches the caller
 
 
@@ -138,19 +145,22 @@ def test_a_replay_the_budget_refuses_is_not_slept_and_the_fallback_may_still_go(
     failed(s, ln, OVERLOADED, at=0.01)
     d = decide(s, ln, p, 0.01)
     assert isinstance(d, Next) and d.budget_spent and d.temporary
-    assert d.reason == "no replay: the retry budget of openai:m-a is spent: it is failing for many requests"
+    assert d.reason == (
+        "no replay: the retry budget of a's upstream (http://a.test/v1|m-a) is spent: it is failing for many requests"
+    )
     # B's pool is its own: its first attempt deposits there, whatever A's pool has left
     assert decide(s, lane(s, 1), p, 0.01) == Go(until=5.0, retry=False)
 
 
-def test_an_equivalent_shares_the_pool_of_the_primary() -> None:
+def test_another_key_of_the_same_upstream_shares_its_pool_another_region_does_not() -> None:
     p = Policies(budget=RetryBudget(ratio=0.0, floor=0))
-    s = state(tgt("a", key="k"), tgt("a2", key="k"))
+    s = state(tgt("a"), tgt("a2", upstream="a"), tgt("eu"))
     ln = lane(s)
     failed(s, ln, OVERLOADED, at=0.01)
     s.leave(ln, Next())
     d = decide(s, lane(s, 1), p, 0.01)
-    assert isinstance(d, Next) and d.budget_spent and "the retry budget of k is spent" in (d.reason or "")
+    assert isinstance(d, Next) and d.budget_spent and "the retry budget of a2's upstream" in (d.reason or "")
+    assert decide(s, lane(s, 2), p, 0.01) == Go(until=5.0, retry=False)
 
 
 def test_a_client_retry_deposits_nowhere() -> None:
@@ -158,9 +168,8 @@ def test_a_client_retry_deposits_nowhere() -> None:
     s = state(tgt("a"), env=Envelope(budget=5, client_retry=True))
     d = decide(s, lane(s), p, 0.0)
     assert isinstance(d, Next) and d.budget_spent
-    p.budget.record_request(0.0, "openai:m-a")  # ten first attempts elsewhere make room for one retry
-    for _ in range(9):
-        p.budget.record_request(0.0, "openai:m-a")
+    for _ in range(10):  # ten first attempts of other requests make room for one retry
+        p.budget.record_request(0.0, pool(tgt("a")))
     assert decide(s, lane(s), p, 0.0) == Go(until=5.0, retry=True)
 
 
@@ -259,7 +268,7 @@ def test_stop_and_repair_dispositions() -> None:
     s.repair(ln, REQ)
     d = decide(s, ln, Policies(), 0.1)
     assert isinstance(d, Go) and d.retry  # the repair is an extra attempt on the same pool
-    s.pay(ln, "openai:m-a", True)
+    s.pay(ln, pool(ln.target), True)
     s.attempted(ln, Failure(kind=FailureKind.TRUNCATED, message="cut again"), 0.2)
     assert decide(s, ln, Policies(), 0.2) == Next("truncated and no repair left")
 
@@ -268,18 +277,24 @@ def test_conclude_names_the_deadline_the_holds_or_the_last_failure() -> None:
     s = state(tgt("a"), budget=1.0)
     assert conclude(s, [], [], 1.0, 1.0).kind is FailureKind.DEADLINE_EXHAUSTED
     s = state(tgt("a"))
-    s.holds.append(Hold("a", 9.0, FailureKind.PROVIDER_OVERLOADED, "open"))
+    s.held(Hold("a", 9.0, FailureKind.PROVIDER_OVERLOADED, "open"))
     stop = conclude(s, [], [], 1.0, 5.0)
     assert (stop.kind, stop.retryable) == (FailureKind.PROVIDER_OVERLOADED, True)
     assert s.retry_after(1.0) == 9.0
 
 
-def test_the_retry_after_is_unknown_once_a_candidate_may_answer_at_any_moment() -> None:
+def test_the_retry_after_is_per_target_the_later_of_its_hint_and_its_hold() -> None:
     s = state(tgt("a"), tgt("b"))
-    s.note_end(limited(4.0), 1.0)
+    s.note_end("a", limited(4.0), 1.0)
     assert s.retry_after(1.0) == 5.0
-    s.note_end(OVERLOADED, 1.0)  # a 503 with no hint: a retry might succeed now
+    s.held(Hold("a", 31.0, FailureKind.RATE_LIMITED, "key+model circuit open"))  # its breaker outlasts the hint
+    assert s.retry_after(1.0) == 31.0
+    s.held(Hold("b", 12.0, FailureKind.PROVIDER_OVERLOADED, "circuit open"))  # the earliest target wins
+    assert s.retry_after(1.0) == 12.0
+    s.note_end("c", OVERLOADED, 1.0)  # a 503 with no hint: a retry might succeed at any moment
     assert s.retry_after(1.0) is None
+    s.held(Hold("c", 20.0, FailureKind.PROVIDER_OVERLOADED, "circuit open"))  # unless its breaker opened
+    assert s.retry_after(1.0) == 12.0
 
 
 # -- composition: the engine driven over fault schedules -----------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -62,13 +63,42 @@ async def test_the_primary_can_still_win_the_race() -> None:
     assert b.calls[0].outcome is Outcome.CLIENT_DISCONNECTED
 
 
-async def test_hedges_draw_on_the_retry_budget() -> None:
-    a = FakeProvider("a", "openai", Script.always(Reply.ok("a", latency=1.0)))
-    b = FakeProvider("b", "openai", Script.always(Reply.ok("b", latency=0.1)))
-    router = make(a, b, budget=RetryBudget(ratio=0.0, floor=2, window=60))
+async def test_hedges_into_the_same_upstream_draw_on_its_retry_budget() -> None:
+    """Two keys of one upstream (same endpoint and model): a hedge adds load to the provider
+    the lead already loads, so it is an extra attempt on that upstream's retry budget."""
+    a = FakeProvider("a", "openai", Script.of(*[Reply.ok("lead", latency=1.0)] * 10, default=Reply.ok("hedge")))
+    lead = target(a, cap=5.0)
+    other_key = replace(lead, name="a-key2", credential="OTHER_KEY")
+    route = Route(name="r", primary=(lead, other_key), hedge_after=0.5)
+    router = Router(
+        [route],
+        transport=FakeNetwork(a),
+        retry_budget=RetryBudget(ratio=0.0, floor=2, window=60),
+        backoff=Backoff(base=0.0, cap=0.0),
+        breakers=NoBreakers(),
+    )
     results = await asyncio.gather(
         *(router.complete("r", Request.simple(f"{i}"), Envelope(budget=10)) for i in range(10))
     )
-    assert len(b.calls) == 2  # only the floor's two hedges
-    assert sum(r.text == "b" for r in results) == 2
-    assert sum(r.text == "a" for r in results) == 8
+    assert len(a.calls) == 12  # ten leads, and only the floor's two hedges
+    assert sum(r.text == "hedge" for r in results) == 2
+    assert sum(r.text == "lead" for r in results) == 8
+    refused = [e for r in results for e in r.record.excluded if r.record is not None]  # type: ignore[union-attr]
+    assert len(refused) == 8 and all("retry budget of a-key2's upstream" in e.reason for e in refused)
+
+
+async def test_a_hedge_into_another_upstream_is_its_first_attempt_there() -> None:
+    """A hedge to another region or provider does not multiply the load on either: it is the
+    other upstream's first attempt for this request (it deposits), not a retry."""
+    a = FakeProvider("a", "openai", Script.always(Reply.ok("a", latency=1.0)))
+    b = FakeProvider("b", "openai", Script.always(Reply.ok("b", latency=0.1)))
+    router = make(a, b, budget=RetryBudget(ratio=0.0, floor=0, window=60))
+    results = await asyncio.gather(
+        *(router.complete("r", Request.simple(f"{i}"), Envelope(budget=10)) for i in range(10))
+    )
+    assert (len(a.calls), len(b.calls)) == (10, 10)
+    assert all(r.text == "b" for r in results)
+    # the envelope's attempt limit still counts the hedge
+    one = await make(a, b).complete("r", Request.simple("x"), Envelope(budget=10, max_attempts=1))
+    assert one.text == "a" and len(b.calls) == 10
+    assert any(e.reason.startswith("no hedge: max_attempts 1 spent") for e in one.record.excluded)  # type: ignore[union-attr]

@@ -182,8 +182,12 @@ async def test_no_nested_retries_the_provider_sees_exactly_what_the_policy_allow
     r2 = router([target(a2, attempts=3)], [target(b2, attempts=2)], a2, b2)
     with pytest.raises(Unavailable) as ei:
         await r2.complete("r", Request.simple("hi"), Envelope(budget=60.0, max_attempts=2))
-    assert (len(a2.calls), len(b2.calls)) == (2, 0)
+    # A may not spend the envelope's last attempt on a replay while B could still take it
+    assert (len(a2.calls), len(b2.calls)) == (1, 1)
     assert "max_attempts 2 spent" in str(ei.value)
+    assert ("a", "no replay: the last of max_attempts 2 is kept for b") in [
+        (e.target, e.reason) for e in ei.value.record.excluded
+    ]
 
 
 async def test_a_content_filter_is_never_retried_or_routed_around() -> None:

@@ -141,7 +141,7 @@ class BudgetSpec(_Strict):
     ratio: float = Field(0.1, ge=0)
     floor: int = Field(10, ge=0)
     window: float = Field(10.0, gt=0)
-    scope: Literal["pool", "global"] = "pool"  # one budget per upstream pool, or one for everything
+    scope: Literal["upstream", "global"] = "upstream"  # one budget per endpoint + model, or one for all
 
 
 class BackoffSpec(_Strict):

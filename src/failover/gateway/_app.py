@@ -50,7 +50,7 @@ from ..model import Response as Answer
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
 from ..router import Router, RouteStream
-from ._envelope import envelope_from
+from ._envelope import RecentKeys, envelope_from
 from ._errors import ApiError, Scrubber, unavailable_error
 from ._logs import ACCESS_LOGGER
 from ._metrics import CONTENT_TYPE, GatewayMetrics
@@ -260,6 +260,7 @@ class Gateway:
         self._reload_task: asyncio.Task[None] | None = None
         self._retiring_done: dict[int, asyncio.Event] = {}
         self.metrics = GatewayMetrics(lambda: self.router, lambda: len(self.in_flight), lambda: self.draining)
+        self.recent_keys = RecentKeys()  # Idempotency-Keys seen: a repeat is a client's retry
 
     # -- in flight and drain ----------------------------------------------------------------------
 
@@ -526,7 +527,9 @@ def _shutting_down() -> ApiError:
         "the gateway is shutting down; retry (another instance will answer)",
         type="service_unavailable",
         code="shutting_down",
-        headers={"retry-after": "1", "x-should-retry": "true", "connection": "close"},
+        # another instance can take the request: Retry-After says so to a load balancer or a
+        # client's own retry policy, but the SDKs are still told not to retry on their own
+        headers={"retry-after": "1", "x-should-retry": "false", "connection": "close"},
     )
 
 
@@ -631,7 +634,14 @@ class Endpoint(Generic[_B]):
             body = self.parse(await gw.read_body(receive, headers))
             route = body.model
             _check_route(router, route, tenant)
-            envelope = envelope_from(headers, gw.settings.envelope, tenant=tenant.name if tenant is not None else None)
+            envelope = envelope_from(
+                headers,
+                gw.settings.envelope,
+                tenant=tenant.name if tenant is not None else None,
+                recent=gw.recent_keys,
+            )
+            if envelope.client_retry:  # charged to the retry budget: counted apart from new requests
+                gw.metrics.client_retries.labels(route).inc()
             req = self.to_request(body)
             quotas = gw.quotas  # last: a refused request takes nothing; shared quotas await the store
             max_cost = (

@@ -108,6 +108,13 @@ class GatewayMetrics(RouterCounters):
         self.tenant_refusals = Counter(
             "failover_gateway_tenant_refusals", "Requests refused by a tenant limit", ["tenant", "code"], registry=r
         )
+        self.client_retries = Counter(
+            "failover_gateway_client_retries",
+            "Requests that arrived as a client's own retry (x-stainless-retry-count > 0, a repeated "
+            "Idempotency-Key): their attempts are charged to the retry budget",
+            ["route"],
+            registry=r,
+        )
         r.register(_StateCollector(router, in_flight, draining))
 
     def observe(self, route: str | None, status: int, tenant: str | None, record: RouteRecord | None) -> None:

@@ -67,11 +67,15 @@ def period_bounds(period: Period, now: float) -> tuple[float, float]:
 
 
 def _retry_headers(wait: float, *, retry: bool) -> dict[str, str]:
+    """A tenant refusal: when the limit lets the tenant back in (``Retry-After``), whether a retry
+    can succeed at all (``x-failover-retryable``); the SDKs are told not to retry on their own,
+    as for every gateway failure (one layer owns retries)."""
     wait = max(0.0, wait)
     return {
         "retry-after": str(max(1, math.ceil(wait))),
         "retry-after-ms": str(max(1, math.ceil(wait * 1000))),
-        "x-should-retry": "true" if retry else "false",
+        "x-should-retry": "false",
+        "x-failover-retryable": "true" if retry else "false",
     }
 
 

@@ -8,7 +8,10 @@ silently clamped.
 
 Request headers: ``x-failover-deadline-ms``, ``x-failover-max-attempts``, ``x-failover-max-cost``,
 ``x-failover-allow-fallback``, ``x-failover-side-effects``, ``x-failover-request-id``,
-``x-failover-task-id``.
+``x-failover-task-id``. A request that says it is a client's retry (the official SDKs'
+``x-stainless-retry-count`` above 0, or an ``Idempotency-Key`` seen before) is marked
+``Envelope.client_retry``: its attempts are charged to the retry budget, not counted as new
+traffic.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..model import Envelope, RouteRecord, SideEffectMode
@@ -54,14 +57,37 @@ def _int(headers: Mapping[str, str], name: str, low: int, high: int, unit: str) 
     return value
 
 
+def client_retry(headers: Mapping[str, str], replayed: Callable[[str], bool] | None = None) -> bool:
+    """Is this request a client's retry? ``x-stainless-retry-count`` > 0 (the openai and anthropic
+    SDKs count their retries there), or an ``Idempotency-Key`` that ``replayed`` has seen before.
+    A malformed count is not our header to refuse: it is read as no retry."""
+    raw = headers.get("x-stainless-retry-count")
+    if raw is not None:
+        try:
+            if int(raw.strip()) > 0:
+                return True
+        except ValueError:
+            pass
+    key = headers.get("idempotency-key")
+    return key is not None and key != "" and replayed is not None and replayed(key)
+
+
 def envelope_with_headers(
-    base: Envelope, headers: Mapping[str, str], *, max_deadline_ms: int, max_attempts_limit: int
+    base: Envelope,
+    headers: Mapping[str, str],
+    *,
+    max_deadline_ms: int,
+    max_attempts_limit: int,
+    replayed: Callable[[str], bool] | None = None,
 ) -> Envelope:
     """``base`` changed by the caller's ``x-failover-*`` headers; ``headers`` must be case-insensitive.
 
-    ``max_deadline_ms`` / ``max_attempts_limit`` cap what a header may ask for.
+    ``max_deadline_ms`` / ``max_attempts_limit`` cap what a header may ask for; ``replayed``
+    says whether an ``Idempotency-Key`` was seen before (see :func:`client_retry`).
     """
     changes: dict[str, Any] = {}
+    if client_retry(headers, replayed):
+        changes["client_retry"] = True
     deadline_ms = _int(headers, "x-failover-deadline-ms", 1, max_deadline_ms, "milliseconds")
     if deadline_ms is not None:
         changes["budget"] = deadline_ms / 1000.0
@@ -119,4 +145,4 @@ def record_headers(request_id: str, record: RouteRecord | None) -> dict[str, str
     return h
 
 
-__all__ = ["envelope_with_headers", "record_headers"]
+__all__ = ["client_retry", "envelope_with_headers", "record_headers"]

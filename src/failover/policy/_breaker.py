@@ -378,13 +378,17 @@ def _rate(part: int, whole: int) -> float:
 class _Tally:
     """Successes and overloaded answers of one target in the last ``seconds`` (1-second buckets)."""
 
-    __slots__ = ("_buckets", "_seconds", "overloaded", "served")
+    __slots__ = ("_buckets", "_seconds", "overloaded", "refusal_latency", "served")
 
     def __init__(self, seconds: float) -> None:
         self._seconds = seconds
         self._buckets: deque[list[int]] = deque()  # [second, served, overloaded]
         self.served = 0
         self.overloaded = 0
+        self.refusal_latency = 0.0  # EWMA of how long an overloaded answer takes
+
+    def refusal(self, seconds: float) -> None:
+        self.refusal_latency += 0.2 * (max(0.0, seconds) - self.refusal_latency)
 
     def _expire(self, now: float) -> None:
         horizon = math.floor(now - self._seconds)
@@ -797,11 +801,12 @@ class BreakerBoard:
         A target that served before: graced while successes are at least ``overload_min_success``
         of its successes and overloads in the last ``overload_grace`` seconds. A target that has
         never served yet (a process that starts during an overload): graced only while, within
-        ``overload_grace`` of its first outcome, an attempt sent to it before this one is still
-        running, i.e. it is holding work that may yet succeed: fast 529s at the onset of an
-        overload arrive before the slower successes do. A target that answers every request at
-        once with 503/529 serves nothing and is not graced. Shared by the in-process and the
-        shared-store record paths.
+        ``overload_grace`` of its first outcome, it holds an earlier attempt for much longer than
+        it takes to refuse one (more than 3x its typical overloaded answer, plus 10 ms): it is
+        working on requests that may yet succeed, as a provider at capacity is, while its fast
+        529s arrive before the slower successes do. A target that refuses every request as fast
+        as it gets them serves nothing and is not graced, however many are in flight. Shared by
+        the in-process and the shared-store record paths.
         """
         scope = self._scope(target)
         oldest = self._ended(permits)
@@ -815,13 +820,16 @@ class BreakerBoard:
         if failure.kind is not FailureKind.PROVIDER_OVERLOADED or self.overload_grace <= 0:
             return False
         tally.add(now, success=False)
+        tally.refusal(now - started)
         served, overloaded = tally.counts(now)
         if served:
             return served / (served + overloaded) >= self.overload_min_success
         if scope in self._served:
             return False  # it served before, and nothing for overload_grace seconds: down
         first = self._first_seen.setdefault(scope, now)
-        return now - first <= self.overload_grace and oldest is not None and oldest < started
+        if oldest is None or now - first > self.overload_grace:
+            return False
+        return now - oldest > 3.0 * tally.refusal_latency + 0.01
 
     def hold(self, target: Target, now: float) -> BreakerHold | None:
         """Why the breakers of ``target`` turn it away now (the longer of the two), or None."""

@@ -2,18 +2,20 @@
 
 Like gRPC retry throttling and Finagle's RetryBudget, scoped the way Envoy scopes its retry
 budget (per cluster): every first attempt a request makes on a pool deposits, every further
-attempt on that pool (a replay, an equivalent failover, a repair, a hedge into the same
-pool) withdraws. Over a sliding window, extra attempts may be at most ``ratio`` of first
+attempt on that pool (a replay, a failover to another key of the same upstream, a repair, a
+hedge into the same pool) withdraws. Over a sliding window, extra attempts may be at most ``ratio`` of first
 attempts, plus a small ``floor`` so that a quiet service can still retry. With ratio 0.1,
 1,000 requests against a provider that answers 503 send it at most 1,000 + 100 + floor
 requests, not 1,000 x max_attempts.
 
-A pool is, by default (``scope="pool"``), the targets of one equivalence key
-(:attr:`Target.key`: the same model on one provider, its other regions and deployments).
-An outage of one provider therefore spends only its own budget: a cross-model fallback to
-another pool is that pool's first attempt, never refused because a different provider
-failed. ``scope="global"`` keeps one budget for everything (the money view: every extra
-attempt of the process counts against one ratio), at the price of exactly that starvation.
+A pool is, by default (``scope="upstream"``), one upstream: a provider endpoint and model
+(``base_url`` and ``model``: the same model behind another key draws on the same pool, the
+same model in another region or on another cloud is another upstream, as another model on the
+same endpoint is). An outage of one upstream therefore spends only its own budget: a failover
+or fallback elsewhere is that pool's first attempt, never refused because a different
+upstream failed. ``scope="global"`` keeps one budget for everything (the money view: every
+extra attempt of the process counts against one ratio), at the price of exactly that
+starvation.
 
 With ``store`` (``failover.state``) each pool's budget is shared by every process using the
 store: each request and each extra attempt is written there in the background, and every
@@ -34,7 +36,7 @@ from typing import Literal
 from ..model import Target
 from ..state import GuardedStore, StateUnavailable
 
-Scope = Literal["pool", "global"]
+Scope = Literal["upstream", "global"]
 GLOBAL = "default"  # the one pool of scope "global" (and of callers that name none)
 
 
@@ -63,7 +65,7 @@ class RetryBudget:
     ratio: float = 0.1
     floor: int = 10  # extra attempts always allowed per window, per pool
     window: float = 10.0  # seconds of loop time
-    scope: Scope = "pool"
+    scope: Scope = "upstream"
     store: GuardedStore | None = field(default=None, repr=False)
     name: str = "default"  # the shared budget's key: routers that share one use the same name
     _pools: dict[str, _Pool] = field(default_factory=dict, repr=False)
@@ -72,12 +74,12 @@ class RetryBudget:
     def __post_init__(self) -> None:
         if self.ratio < 0 or self.floor < 0 or self.window <= 0:
             raise ValueError("RetryBudget needs ratio >= 0, floor >= 0 and window > 0")
-        if self.scope not in ("pool", "global"):
-            raise ValueError(f"RetryBudget scope must be 'pool' or 'global', not {self.scope!r}")
+        if self.scope not in ("upstream", "global"):
+            raise ValueError(f"RetryBudget scope must be 'upstream' or 'global', not {self.scope!r}")
 
     def pool_of(self, target: Target) -> str:
-        """The pool whose budget attempts on ``target`` draw on."""
-        return target.key if self.scope == "pool" else GLOBAL
+        """The pool whose budget attempts on ``target`` draw on: its endpoint and model."""
+        return f"{target.base_url}|{target.model}" if self.scope == "upstream" else GLOBAL
 
     def _pool(self, pool: str) -> _Pool:
         p = self._pools.get(pool)
@@ -174,7 +176,7 @@ class RetryBudget:
 class Unlimited:
     """No retry budget (for comparisons and single-shot scripts)."""
 
-    scope: Scope = "global"
+    scope: Scope = "upstream"
 
     def pool_of(self, target: Target) -> str:
         return GLOBAL

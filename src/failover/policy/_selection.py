@@ -142,20 +142,24 @@ def plan(
 
 
 def hold_of(target: Target, now: float, health: HealthBoard, breakers: BreakerBoard | NoBreakers | None) -> Hold | None:
-    """What keeps ``target`` away for now: its key's cool-down after a 429, or an open breaker."""
+    """What keeps ``target`` away for now, the longer of: its key's cool-down after a 429, and an
+    open (or full half-open) breaker."""
+    held: Hold | None = None
     cooling = health.cooling(target, now)
     if cooling is not None:
         seconds, why = cooling
-        return Hold(
+        held = Hold(
             target.name, now + seconds, FailureKind.RATE_LIMITED, f"cooling down after {why} for another {seconds:.1f}s"
         )
     if breakers is None:
-        return None
+        return held
     reason = breakers.rejection(target, now)
     if reason is None:
-        return None
+        return held
     h = breakers.hold(target, now)
     wait = h.wait if h is not None else 0.0
+    if held is not None and held.until >= now + wait:
+        return held
     kind = (h.kind if h is not None else None) or FailureKind.PROVIDER_SERVER_ERROR
     return Hold(target.name, now + wait, kind, reason)
 

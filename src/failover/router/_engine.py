@@ -19,13 +19,13 @@ the upstream's retry budget) is answered for the moment the attempt would START,
 the wait: a wait that cannot end in an admitted attempt is never slept, and the provider's
 Retry-After is kept for the caller instead.
 
-**Retry budgets are per upstream pool.** A request's first attempt on a pool (the targets
-of one equivalence key: the same model on one provider, another region or deployment)
-deposits into that pool's budget; every further attempt on the same pool (a replay, an
-equivalent failover, a repair) withdraws. A cross-model fallback to another pool is that
-pool's first attempt, so an outage of one provider throttles its own replays and never a
-fallback elsewhere. A request that is a client's own retry (``Envelope.client_retry``)
-deposits nowhere: each of its attempts withdraws.
+**Retry budgets are per upstream.** A request's first attempt on a pool (by default one
+provider endpoint and model, :meth:`RetryBudget.pool_of`) deposits into that pool's budget;
+every further attempt on the same pool (a replay, a failover to another key of it, a repair)
+withdraws. A failover to another region or a cross-model fallback is another pool's first
+attempt, so an outage of one upstream throttles its own replays and never a fallback
+elsewhere. A request that is a client's own retry (``Envelope.client_retry``) deposits
+nowhere: each of its attempts withdraws.
 
 **Time for the next tier.** Before a replay (or a repair) on the same target, the engine
 keeps back what the next eligible candidate needs: the route's ``fallback_reserve``, or by
@@ -160,10 +160,12 @@ class RunState:
     repaired: bool = False  # the one repair of this request is used
     min_window: int = 0
     pools: set[str] = field(default_factory=set)  # pools this request has deposited into
-    # Why the request may come back later: holds (until, kind) and the providers' own Retry-After.
+    # Why the request may come back later: the holds that kept candidates away (until, kind), and
+    # per target the earliest moment it may answer again (its own Retry-After, its hold's end);
+    # ``anytime``: targets whose retryable failure gave no hint (they may answer at any moment).
     holds: list[Hold] = field(default_factory=list)
-    hints: list[float] = field(default_factory=list)  # loop times a provider said to come back
-    unknown_return: bool = False  # a retryable failure with no hint ended a candidate
+    back: dict[str, float] = field(default_factory=dict)
+    anytime: set[str] = field(default_factory=set)
     short_of_time: bool = False
     limited: bool = False  # a candidate was turned away by the client-side limiter
     budget_spent: bool = False
@@ -201,31 +203,40 @@ class RunState:
     def leave(self, lane: Lane, d: Next) -> None:
         """The engine left the lane's candidate: keep what that says about the request."""
         if lane.tries:
-            self.note_end(lane.failure, lane.failed_at)
+            self.note_end(lane.target.name, lane.failure, lane.failed_at)
         if d.min_window:
             self.min_window = max(self.min_window, d.min_window)
         self.short_of_time |= d.short_of_time
         self.budget_spent |= d.budget_spent
         if d.held is not None:
-            self.holds.append(d.held)
+            self.held(d.held)
 
-    def note_end(self, failure: Failure | None, at: float) -> None:
-        """A candidate's lane ended after ``failure``: remember when it says to come back."""
+    def held(self, hold: Hold) -> None:
+        """A candidate is kept away until ``hold.until`` (an open breaker, a cool-down, the limiter)."""
+        self.holds.append(hold)
+        self.back[hold.target] = max(self.back.get(hold.target, hold.until), hold.until)
+        self.anytime.discard(hold.target)
+
+    def note_end(self, target: str, failure: Failure | None, at: float) -> None:
+        """``target``'s lane ended after ``failure``: remember when it says to come back."""
         if failure is None:
             return
         if failure.retry_after is not None:
-            self.hints.append(at + max(0.0, failure.retry_after))
-        elif failure.disposition.retryable:
-            self.unknown_return = True
+            until = at + max(0.0, failure.retry_after)
+            self.back[target] = max(self.back.get(target, until), until)
+            self.anytime.discard(target)
+        elif failure.disposition.retryable and target not in self.back:
+            self.anytime.add(target)
 
     def retry_after(self, now: float) -> float | None:
-        """When the caller may come back with a chance (loop time), or None when that is unknown:
-        the earliest of the providers' own Retry-After and the holds' ends, unless a candidate
-        failed in a way that may pass at any moment (a 503 with no hint)."""
-        if self.unknown_return:
+        """When the caller may come back with a chance (loop time), or None when that is unknown.
+
+        Per target, the later of its own Retry-After and the end of what holds it (a breaker
+        that stays open past the provider's hint wins); over the targets, the earliest. None
+        when a target failed in a way that may pass at any moment (a 503 with no hint)."""
+        if self.anytime or not self.back:
             return None
-        times = [*self.hints, *(h.until for h in self.holds)]
-        return max(min(times), now + 0.001) if times else None
+        return max(min(self.back.values()), now + 0.001)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -357,7 +368,7 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
     retry = s.envelope.client_retry or pool in s.pools
     if retry and not (lane.paid and lane.paid_retry) and p.budget_left(pool, now) <= 0:
         return Next(
-            f"{prefix}the retry budget of {pool} is spent: it is failing for many requests",
+            f"{prefix}the retry budget of {t.name}'s upstream ({pool}) is spent: it is failing for many requests",
             temporary=True,
             budget_spent=True,
         )
@@ -427,6 +438,8 @@ def conclude(
         if s.holds:
             first = min(s.holds, key=lambda h: h.until)
             return Stop(first.kind, f"no candidate could be tried now ({why})", retryable=True)
+        if s.budget_spent:  # every upstream it could use is failing for many requests: come back later
+            return Stop(FailureKind.PROVIDER_OVERLOADED, f"no candidate could be tried now ({why})", retryable=True)
         # turned away by the client-side limiter: the target's own rate limit, retryable later
         kind = FailureKind.RATE_LIMITED if s.limited else FailureKind.CONTRACT_FAILURE
         return Stop(kind, f"no candidate could be tried ({why})")

@@ -58,6 +58,7 @@ from ..policy import (
     Backoff,
     BackoffDecision,
     BreakerBoard,
+    BreakerState,
     Candidate,
     Deadline,
     HealthBoard,
@@ -169,6 +170,9 @@ class Router:
         # Telemetry (failover.telemetry): every request's events; nothing is built when empty.
         self.hooks = Hooks(hooks)
         self.policies = _Policies(self)  # what the recovery engine asks, read at each decision
+        # Resolved (and replaced) whenever a breaker opens: a request waiting to replay a target
+        # wakes and asks again, instead of sleeping out a wait that now ends in a refusal.
+        self._opened: asyncio.Future[None] | None = None
         if isinstance(self.breakers, BreakerBoard):  # breaker state changes reach the hooks too
             self.breakers.hooks.append(self._breaker_changed)
         for r in self.routes.values():
@@ -259,8 +263,23 @@ class Router:
         return RouteStream(run, coalesce=coalesce)
 
     def _breaker_changed(self, event: BreakerEvent) -> None:
+        opened = self._opened
+        if event.new is BreakerState.OPEN and opened is not None:
+            self._opened = None
+            if not opened.done():
+                opened.set_result(None)
         if self.hooks:
             self.hooks(breaker_changed(event))
+
+    async def wait_unless_opened(self, seconds: float) -> bool:
+        """Sleep ``seconds``, or less if a breaker opens meanwhile (then True)."""
+        if self._opened is None:
+            self._opened = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._opened), seconds)
+        except TimeoutError:
+            return False
+        return True
 
     async def aclose(self) -> None:
         await self.transport.aclose()
@@ -418,6 +437,11 @@ class _Run:
     def unavailable(self, stop: Stop) -> Unavailable:
         now = self.loop.time()
         s = self.state
+        for t in self.route.targets:  # a breaker that opened since a target failed outlasts its hint
+            if t.name in s.back or t.name in s.anytime:
+                held = self.policies.hold(t, now)
+                if held is not None:
+                    s.held(held)
         self.rec.retry_budget_exhausted = s.budget_spent
         record = self.rec.freeze(now, used=None, outcome=stop.kind.value, stopped=stop.stopped)
         until = s.retry_after(now)
@@ -473,7 +497,8 @@ class _Run:
         self.rec.excluded.extend(p.excluded)
         if route.primary:
             self.rec.input_tokens = self.input_tokens(route.primary[0])
-        s.holds.extend(p.holds)  # left out only for now: the request may be retried when the first returns
+        for hold in p.holds:  # left out only for now: the request may be retried when the first returns
+            s.held(hold)
         s.candidates = p.candidates
         if not p.candidates:
             why = "; ".join(f"{e.target}: {e.reason}" for e in p.excluded) or "the route has no targets"
@@ -577,7 +602,7 @@ class _Run:
                     return None
                 if isinstance(d, Stop):
                     if lane.tries:
-                        s.note_end(lane.failure, lane.failed_at)
+                        s.note_end(target.name, lane.failure, lane.failed_at)
                     if hedge and not d.stopped and not lane.tries:  # no hedge: the lead carries on alone
                         self.rec.exclude(target.name, phase, f"no hedge: {d.message}")
                         return None
@@ -592,7 +617,11 @@ class _Run:
                     self.pay(lane, d.retry)
                 if isinstance(d, Sleep):
                     asked = loop.time()
-                    await asyncio.sleep(d.seconds)
+                    end = asked + d.seconds
+                    while (left := end - loop.time()) > 0 and await self.router.wait_unless_opened(left):
+                        held = self.policies.hold(target, loop.time())
+                        if held is not None and held.until > end:
+                            break  # its breaker opened meanwhile: the wait would end in a refusal
                     self.waited(target.name, asked, d.source)
                     lane.waited = True
                     continue
@@ -659,7 +688,7 @@ class _Run:
             except LimitWaitTooLong as exc:
                 s.limited = True
                 if math.isfinite(exc.wait_seconds):  # when the caller may come back (Retry-After)
-                    s.holds.append(Hold(target.name, loop.time() + exc.wait_seconds, FailureKind.RATE_LIMITED))
+                    s.held(Hold(target.name, loop.time() + exc.wait_seconds, FailureKind.RATE_LIMITED))
                 return f"client-side rate limit: {exc}"
             if reservation.waited > 0:
                 self.waited(target.name, asked, "rate_limit")
@@ -673,7 +702,7 @@ class _Run:
                 reservation.release(sent=False)
             held = hold_of(target, start, router.health, breakers)
             if held is not None:
-                s.holds.append(held)
+                s.held(held)
             return rejected
         if router.hooks:
             router.hooks(

@@ -32,6 +32,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from email.utils import formatdate
 from typing import Any
 
 from ..model import Dialect
@@ -87,10 +88,13 @@ class Exchange:
     request_id: str
     response_id: str
     sse: bool = False  # Gemini stream with alt=sse
+    plain: bool = False  # answer with the JSON body even if a stream was asked for (Reply.plain)
     _input_tokens: int | None = field(default=None, repr=False)
 
     @property
     def stream(self) -> bool:
+        if self.plain:
+            return False
         if self.dialect is Dialect.GEMINI:
             return self.endpoint.stream_path
         return self.body.get("stream") is True
@@ -228,6 +232,8 @@ def render(reply: Reply, ex: Exchange) -> Rendered:
         reply = Reply.overloaded(message=reply.message)
         kind = reply.kind
     if reply.has_ok_body:
+        if reply.plain and ex.stream:
+            ex = replace(ex, plain=True)
         answer = _answer(reply, ex)
         if ex.dialect is Dialect.OPENAI:
             rendered = _openai_ok(answer, ex)
@@ -546,12 +552,20 @@ def _retry_headers(reply: Reply) -> tuple[tuple[str, str], ...]:
         out.append(("retry-after", _num(reply.retry_after)))
     if reply.retry_after_ms is not None:
         out.append(("retry-after-ms", _num(reply.retry_after_ms)))
+    if reply.retry_after_date is not None:
+        # an absolute time, read against the response's own date (RFC 9110 10.2.3): both whole
+        # seconds of the same wall clock, so the wait survives clock skew and virtual time
+        now = math.floor(time.time())
+        out.append(("date", formatdate(now, usegmt=True)))
+        out.append(("retry-after", formatdate(now + math.ceil(reply.retry_after_date), usegmt=True)))
     return tuple(out)
 
 
 def _wait_hint(reply: Reply) -> float | None:
     if reply.retry_after_ms is not None:
         return reply.retry_after_ms / 1000
+    if reply.retry_after is None and reply.retry_after_date is not None:
+        return reply.retry_after_date
     return reply.retry_after
 
 

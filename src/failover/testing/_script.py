@@ -182,6 +182,7 @@ class Reply:
     usage: tuple[int, int] | None = None  # (input_tokens, output_tokens); default: estimated
     retry_after: float | None = None  # rate_limit / overloaded: seconds header (Gemini: RetryInfo)
     retry_after_ms: float | None = None  # rate_limit / overloaded: milliseconds header
+    retry_after_date: float | None = None  # rate_limit / overloaded: seconds from now, as an HTTP-date
     message: str | None = None  # errors: replace the provider's default message
     prompt_tokens: int | None = None  # context_overflow: the N in "N tokens > M maximum"
     limit: int | None = None  # context_overflow: the M (the model's window)
@@ -190,12 +191,21 @@ class Reply:
     chunk_interval: float = 0.0  # streams: seconds between two events
     heartbeat_interval: float | None = None  # streams: a keep-alive after this many seconds of silence
     split_bytes: int | None = None  # streams: write each event in pieces of this many bytes
+    plain: bool = False  # ok / delay: a JSON body even to a stream request (as some servers do)
 
     def __post_init__(self) -> None:
         kind: object = self.kind
         if not isinstance(kind, ReplyKind):
             object.__setattr__(self, "kind", ReplyKind(str(kind)))
-        for name in ("latency", "seconds", "retry_after", "retry_after_ms", "chunk_interval", "heartbeat_interval"):
+        for name in (
+            "latency",
+            "seconds",
+            "retry_after",
+            "retry_after_ms",
+            "retry_after_date",
+            "chunk_interval",
+            "heartbeat_interval",
+        ):
             value = getattr(self, name)
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0
@@ -234,6 +244,7 @@ class Reply:
         heartbeat_interval: float | None = None,
         split_bytes: int | None = None,
         latency: float = 0.0,
+        plain: bool = False,
     ) -> Reply:
         """A 200. Default text: ``"ok from <provider>"``; for a structured-output request, an
         object built from the requested schema; for a request that forces a tool, a call to it.
@@ -241,7 +252,9 @@ class Reply:
 
         Streamed, the text goes a word per delta and tool arguments in 8-character fragments;
         ``chunk_interval`` spaces the events on the loop clock, ``heartbeat_interval`` adds a
-        keep-alive in every silence that long, ``split_bytes`` writes each event in pieces."""
+        keep-alive in every silence that long, ``split_bytes`` writes each event in pieces.
+        ``plain=True`` answers a stream request with the plain JSON body instead, as some
+        OpenAI-compatible servers do when they ignore ``stream: true``."""
         return cls(
             kind=ReplyKind.OK,
             text=text,
@@ -252,6 +265,7 @@ class Reply:
             heartbeat_interval=heartbeat_interval,
             split_bytes=split_bytes,
             latency=latency,
+            plain=plain,
         )
 
     @classmethod
@@ -267,6 +281,7 @@ class Reply:
         heartbeat_interval: float | None = None,
         split_bytes: int | None = None,
         latency: float = 0.0,
+        plain: bool = False,
     ) -> Reply:
         """Wait ``seconds`` (on the loop clock), then answer like :meth:`ok`."""
         return cls(
@@ -280,6 +295,7 @@ class Reply:
             heartbeat_interval=heartbeat_interval,
             split_bytes=split_bytes,
             latency=latency,
+            plain=plain,
         )
 
     @classmethod
@@ -293,15 +309,19 @@ class Reply:
         retry_after: float | None = None,
         *,
         retry_after_ms: float | None = None,
+        retry_after_date: float | None = None,
         message: str | None = None,
         latency: float = 0.0,
     ) -> Reply:
-        """429. ``retry_after`` becomes ``retry-after`` (Gemini: ``RetryInfo.retryDelay``),
-        ``retry_after_ms`` becomes ``retry-after-ms``. Neither given: no hint at all."""
+        """429. ``retry_after`` becomes ``retry-after`` in seconds (Gemini: ``RetryInfo.retryDelay``),
+        ``retry_after_ms`` becomes ``retry-after-ms``, ``retry_after_date`` (seconds from now)
+        becomes ``retry-after`` as an HTTP-date beside the response's ``date``. None given: no
+        hint at all."""
         return cls(
             kind=ReplyKind.RATE_LIMIT,
             retry_after=retry_after,
             retry_after_ms=retry_after_ms,
+            retry_after_date=retry_after_date,
             message=message,
             latency=latency,
         )
@@ -318,15 +338,17 @@ class Reply:
         retry_after: float | None = None,
         *,
         retry_after_ms: float | None = None,
+        retry_after_date: float | None = None,
         message: str | None = None,
         latency: float = 0.0,
     ) -> Reply:
         """Anthropic 529 ``overloaded_error``; OpenAI 503 ``server_is_overloaded``; Gemini 503
-        ``UNAVAILABLE``."""
+        ``UNAVAILABLE``. The wait hints as for :meth:`rate_limit`."""
         return cls(
             kind=ReplyKind.OVERLOADED,
             retry_after=retry_after,
             retry_after_ms=retry_after_ms,
+            retry_after_date=retry_after_date,
             message=message,
             latency=latency,
         )
@@ -759,7 +781,7 @@ class Reply:
                 if value:
                     parts.append(f"tool_calls={[{'name': t.name, 'args': dict(t.args)} for t in value]!r}")
                 continue
-            if value is None or (name in ("latency", "chunk_interval") and value == 0.0):
+            if value is None or value is False or (name in ("latency", "chunk_interval") and value == 0.0):
                 continue
             parts.append(f"{name}={_plain(value)!r}")
         return f"{self.kind.value}({', '.join(parts)})" if parts else self.kind.value
@@ -847,12 +869,12 @@ _POSITIONAL: dict[ReplyKind, tuple[str, ...]] = {
 _TIMING = ("chunk_interval", "heartbeat_interval", "split_bytes", "latency")
 _CONTENT = ("text", "tool_calls", "json", "usage")
 _KEYWORDS: dict[ReplyKind, tuple[str, ...]] = {
-    ReplyKind.OK: (*_CONTENT, *_TIMING),
-    ReplyKind.DELAY: (*_CONTENT, *_TIMING),
+    ReplyKind.OK: (*_CONTENT, *_TIMING, "plain"),
+    ReplyKind.DELAY: (*_CONTENT, *_TIMING, "plain"),
     ReplyKind.HANG: ("latency",),
-    ReplyKind.RATE_LIMIT: ("retry_after", "retry_after_ms", "message", "latency"),
+    ReplyKind.RATE_LIMIT: ("retry_after", "retry_after_ms", "retry_after_date", "message", "latency"),
     ReplyKind.QUOTA: ("message", "latency"),
-    ReplyKind.OVERLOADED: ("retry_after", "retry_after_ms", "message", "latency"),
+    ReplyKind.OVERLOADED: ("retry_after", "retry_after_ms", "retry_after_date", "message", "latency"),
     ReplyKind.SERVER_ERROR: ("message", "latency"),
     ReplyKind.UNAUTHORIZED: ("message", "latency"),
     ReplyKind.NOT_FOUND: ("message", "latency"),

@@ -159,7 +159,10 @@ class FakeServer:
         if self._server is not None:
             return self
         self._closing = False
-        self._server = await asyncio.start_server(self._on_connection, self.host, self._port)
+        # A deep accept queue: a load test opens hundreds of connections at once, and a connect
+        # beyond asyncio's default backlog (100) waits for a TCP retransmission, a second of real
+        # time that virtual time cannot skip (its request would time out for no fault of its own).
+        self._server = await asyncio.start_server(self._on_connection, self.host, self._port, backlog=4096)
         self._port = self._server.sockets[0].getsockname()[1]
         return self
 
