@@ -22,7 +22,7 @@ from failover.testing import Reply, Script
 
 from ._recovery import BUDGET, call, gateway, make_router, metric, record_of, upstreams
 
-pytestmark = [pytest.mark.looptime, pytest.mark.e2e]
+pytestmark = [pytest.mark.looptime(noop_cycles=200), pytest.mark.e2e]
 
 
 def now() -> float:
@@ -149,7 +149,11 @@ async def test_through_the_gateway_a_deadline_is_a_deadline_with_the_sdks_defaul
             assert ei.value.status_code == 504
             assert ei.value.response.headers["x-should-retry"] == "false"
             assert "retry-after" not in ei.value.response.headers
-            assert now() - t0 <= BUDGET + 0.05  # once: the SDK did not retry it
+            # once: the SDK did not retry it (a retry would be a whole second deadline). The margin
+            # is for the client's own reading over real sockets on virtual time, where a busy
+            # machine can let the clock step to the next timer while bytes are in flight; the
+            # gateway's record is exact (checked in test_recovery_matrix).
+            assert now() - t0 <= BUDGET + 0.5
             assert up.calls("a") == 3  # A's own three tries, no more (replays of a timeout: A is alone)
             await client.close()
         await router.aclose()

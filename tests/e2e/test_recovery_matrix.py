@@ -37,7 +37,7 @@ from failover.transport import Http1Transport
 
 from ._recovery import BUDGET, FAULTS, RECOVERED_BY_A, SHAPES, dialect_of, gateway, upstreams
 
-pytestmark = [pytest.mark.looptime, pytest.mark.e2e]
+pytestmark = [pytest.mark.looptime(noop_cycles=200), pytest.mark.e2e]
 
 ENVELOPES = {"budget": Envelope(budget=BUDGET), "max_attempts=2": Envelope(budget=BUDGET, max_attempts=2)}
 FLOOR = 10  # RetryBudget()'s floor
@@ -162,10 +162,14 @@ async def test_recovery_invariants(fault: str, shape: str, envelope: str, load: 
         # 2. no upstream receives more than its share: first attempts plus the retry budget
         if fault not in RECOVERED_BY_A:
             assert up.request_calls("a") <= 1.1 * callers + FLOOR, up.request_calls("a")
-        # 3. within the budget, as the caller measured it (no retries nested on top)
-        assert max(a.elapsed for a in answers) <= BUDGET + 0.05
+        # 3. within the budget, as the caller measured it (no retries nested on top: an SDK retry
+        # would be a whole second deadline). Through real sockets the client's reading gets a
+        # margin: on virtual time a busy machine can let the clock step to the next timer while
+        # bytes are in flight. The router's own record of each request is held to 50 ms below.
+        margin = 0.05 if client == "library" else 0.5
+        assert max(a.elapsed for a in answers) <= BUDGET + margin
         if load == "concurrent":
-            assert total <= BUDGET + 0.05
+            assert total <= BUDGET + margin
         # 4 and 5, from the records the router kept
         assert len(records.records) == callers
         for rec in records.records:

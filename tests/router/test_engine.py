@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from unittest.mock import ANY
 
 import pytest
 from hypothesis import given, settings
@@ -124,7 +125,7 @@ def limited(seconds: float) -> Failure:
 def test_a_fresh_lane_goes_with_the_whole_deadline_and_deposits() -> None:
     s = state(tgt("a"), tgt("b"))
     d = decide(s, lane(s), Policies(), 0.0)
-    assert d == Go(until=5.0, retry=False)
+    assert d == Go(pool=ANY, until=5.0, retry=False)
 
 
 def test_a_wait_that_the_envelope_would_refuse_is_not_slept_and_the_hint_is_kept() -> None:
@@ -149,7 +150,7 @@ def test_a_replay_the_budget_refuses_is_not_slept_and_the_fallback_may_still_go(
         "no replay: the retry budget of a's upstream (http://a.test/v1|m-a) is spent: it is failing for many requests"
     )
     # B's pool is its own: its first attempt deposits there, whatever A's pool has left
-    assert decide(s, lane(s, 1), p, 0.01) == Go(until=5.0, retry=False)
+    assert decide(s, lane(s, 1), p, 0.01) == Go(pool=ANY, until=5.0, retry=False)
 
 
 def test_another_key_of_the_same_upstream_shares_its_pool_another_region_does_not() -> None:
@@ -160,7 +161,7 @@ def test_another_key_of_the_same_upstream_shares_its_pool_another_region_does_no
     s.leave(ln, Next())
     d = decide(s, lane(s, 1), p, 0.01)
     assert isinstance(d, Next) and d.budget_spent and "the retry budget of a2's upstream" in (d.reason or "")
-    assert decide(s, lane(s, 2), p, 0.01) == Go(until=5.0, retry=False)
+    assert decide(s, lane(s, 2), p, 0.01) == Go(pool=ANY, until=5.0, retry=False)
 
 
 def test_a_client_retry_deposits_nowhere() -> None:
@@ -170,7 +171,7 @@ def test_a_client_retry_deposits_nowhere() -> None:
     assert isinstance(d, Next) and d.budget_spent
     for _ in range(10):  # ten first attempts of other requests make room for one retry
         p.budget.record_request(0.0, pool(tgt("a")))
-    assert decide(s, lane(s), p, 0.0) == Go(until=5.0, retry=True)
+    assert decide(s, lane(s), p, 0.0) == Go(pool=ANY, until=5.0, retry=True)
 
 
 def test_a_timeout_moves_to_the_next_eligible_candidate_at_once() -> None:
@@ -207,7 +208,7 @@ def test_a_replay_keeps_back_what_the_next_candidate_needs() -> None:
     ln = lane(s)
     failed(s, ln, OVERLOADED, at=1.0)
     d = decide(s, ln, p, 1.0)
-    assert d == Go(until=pytest.approx(5.0 - 0.05 - 1.2), retry=True)
+    assert d == Go(pool=ANY, until=pytest.approx(5.0 - 0.05 - 1.2), retry=True)
     # late in the budget, the replay would eat into B's share: B goes instead
     s2 = state(tgt("a"), tgt("b"), budget=5.0)
     ln2 = lane(s2)
@@ -216,12 +217,12 @@ def test_a_replay_keeps_back_what_the_next_candidate_needs() -> None:
     assert isinstance(d2, Next) and "it would leave b less than the 1.250s kept back for it" in (d2.reason or "")
     # an unknown latency is assumed, and a fixed reserve replaces the estimate
     assert decide(s, ln, Policies(backoff_=Backoff(base=0.0, cap=0.0)), 1.0) == Go(
-        until=pytest.approx(5.0 - 0.05 - UNKNOWN_LATENCY), retry=True
+        until=pytest.approx(5.0 - 0.05 - UNKNOWN_LATENCY), retry=True, pool=ANY
     )
     s3 = state(tgt("a"), tgt("b"), fallback_reserve=0.5)
     ln3 = lane(s3)
     failed(s3, ln3, OVERLOADED, at=1.0)
-    assert decide(s3, ln3, p, 1.0) == Go(until=pytest.approx(4.5), retry=True)
+    assert decide(s3, ln3, p, 1.0) == Go(pool=ANY, until=pytest.approx(4.5), retry=True)
 
 
 def test_a_hold_that_outlasts_the_wait_is_no_reason_to_sleep() -> None:
@@ -233,7 +234,7 @@ def test_a_hold_that_outlasts_the_wait_is_no_reason_to_sleep() -> None:
     assert d == Next("no replay: circuit open for 29.9s more (4/4 failed)", held=hold, temporary=True)
     # a cool-down that ends with the wait is no obstacle
     cool = Hold("a", 1.1, FailureKind.RATE_LIMITED, "cooling down")
-    assert decide(s, ln, Policies(holds={"a": cool}), 0.1) == Sleep(1.0, "retry_after", True)
+    assert decide(s, ln, Policies(holds={"a": cool}), 0.1) == Sleep(1.0, "retry_after", True, pool(tgt("a")))
 
 
 def test_added_latency_is_checked_for_the_moment_the_attempt_would_start() -> None:
@@ -242,7 +243,7 @@ def test_added_latency_is_checked_for_the_moment_the_attempt_would_start() -> No
     failed(s, ln, limited(1.0), at=0.2)
     d = decide(s, ln, Policies(), 0.2)
     assert isinstance(d, Next) and "retry_after 1.000s would exceed max_added_latency 0.500s" in (d.reason or "")
-    assert decide(s, lane(s, 1), Policies(), 0.2) == Go(until=10.0, retry=False)  # B now is fine
+    assert decide(s, lane(s, 1), Policies(), 0.2) == Go(pool=ANY, until=10.0, retry=False)  # B now is fine
 
 
 def test_a_retry_after_beyond_the_deadline_is_no_replay_and_says_so() -> None:

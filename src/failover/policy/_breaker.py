@@ -375,43 +375,43 @@ def _rate(part: int, whole: int) -> float:
     return part / whole if whole else 0.0
 
 
-class _Tally:
-    """Successes and overloaded answers of one target in the last ``seconds`` (1-second buckets)."""
+class _Grace:
+    """What the overload grace knows of one target: its recent successes and overloaded answers
+    (1-second buckets over ``seconds``), how long it takes to refuse, and its attempts in flight."""
 
-    __slots__ = ("_buckets", "_seconds", "overloaded", "refusal_latency", "served")
+    __slots__ = ("_buckets", "_last", "ever", "first_seen", "flights", "overloaded", "refusal", "seconds", "served")
 
     def __init__(self, seconds: float) -> None:
-        self._seconds = seconds
+        self.seconds = seconds
         self._buckets: deque[list[int]] = deque()  # [second, served, overloaded]
+        self._last: list[int] | None = None
         self.served = 0
         self.overloaded = 0
-        self.refusal_latency = 0.0  # EWMA of how long an overloaded answer takes
+        self.ever = False  # has it ever answered successfully?
+        self.first_seen: float | None = None
+        self.refusal = 0.0  # EWMA of how long an overloaded answer takes
+        self.flights: dict[int, float] = {}  # id(permit) -> start: insertion order is start order
 
-    def refusal(self, seconds: float) -> None:
-        self.refusal_latency += 0.2 * (max(0.0, seconds) - self.refusal_latency)
-
-    def _expire(self, now: float) -> None:
-        horizon = math.floor(now - self._seconds)
-        while self._buckets and self._buckets[0][0] <= horizon:
-            _, ok, over = self._buckets.popleft()
+    def _bucket(self, now: float) -> list[int]:
+        second = int(now)  # loop time is never negative
+        b = self._last
+        if b is not None and b[0] == second:
+            return b
+        horizon = second - self.seconds
+        buckets = self._buckets
+        while buckets and buckets[0][0] <= horizon:
+            _, ok, over = buckets.popleft()
             self.served -= ok
             self.overloaded -= over
+        b = self._last = [second, 0, 0]
+        buckets.append(b)
+        return b
 
-    def add(self, now: float, *, success: bool) -> None:
-        self._expire(now)
-        second = math.floor(now)
-        if not self._buckets or self._buckets[-1][0] < second:
-            self._buckets.append([second, 0, 0])
-        b = self._buckets[-1]
-        if success:
-            b[1] += 1
-            self.served += 1
-        else:
-            b[2] += 1
-            self.overloaded += 1
-
-    def counts(self, now: float) -> tuple[int, int]:
-        self._expire(now)
+    def overload(self, now: float, took: float) -> tuple[int, int]:
+        """Note an overloaded answer that took ``took`` seconds; the window's (served, overloaded)."""
+        self._bucket(now)[2] += 1  # a new second's bucket first expires what left the window
+        self.overloaded += 1
+        self.refusal += 0.2 * (max(0.0, took) - self.refusal)
         return self.served, self.overloaded
 
 
@@ -450,6 +450,7 @@ class CircuitBreaker:
         self._open_count = 0
         self._probes = 0  # probes in flight (half-open)
         self._probe_successes = 0
+        self.grace: _Grace | None = None  # the board's overload grace for this target (target layer)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -695,10 +696,7 @@ class BreakerBoard:
         # successes. A target that answers nothing but 503/529 is down, and counts at once.
         self.overload_grace = overload_grace
         self.overload_min_success = overload_min_success
-        self._tallies: dict[str, _Tally] = {}  # target scope -> recent successes and overloads
-        self._served: set[str] = set()  # scopes that have answered successfully at least once
-        self._first_seen: dict[str, float] = {}
-        self._in_flight: dict[str, dict[int, float]] = {}  # scope -> {id(target permit): start}
+
         # Shared state (failover.state): None keeps every breaker in this process, as before.
         # With a store the router calls `await admit_shared(...)` (`local` tells it which), and
         # record/discard/rejection/snapshots are swapped for their shared versions here, so the
@@ -727,6 +725,7 @@ class BreakerBoard:
         b = self._target.get(s)
         if b is None:
             b = self._target[s] = CircuitBreaker(self.config, s, self._fan_out, layer="target")
+            b.grace = _Grace(self.overload_grace)
         return b
 
     def key_breaker(self, target: Target) -> CircuitBreaker:
@@ -760,24 +759,18 @@ class BreakerBoard:
                 self.discard(permits, now)
                 return [], b.rejection(now) or f"{b.scope}: rejected"
             permits.append(p)
-        self._started(permits[0], now)
+        permits[0]._breaker.grace.flights[id(permits[0])] = now  # type: ignore[union-attr]  # for the grace
         return permits, None
 
     def _started(self, permit: Permit, now: float) -> None:
-        flights = self._in_flight.get(permit.scope)
-        if flights is None:
-            flights = self._in_flight[permit.scope] = {}
-        flights[id(permit)] = now
+        """An attempt is sent under ``permit`` (its target breaker's): the grace keeps its flight."""
+        g = permit._breaker.grace
+        if g is not None:
+            g.flights[id(permit)] = now
 
-    def _ended(self, permits: Sequence[Permit]) -> float | None:
-        """Forget an attempt's flight; the start of the oldest other attempt still in flight, if any."""
-        if not permits:
-            return None
-        flights = self._in_flight.get(permits[0].scope)
-        if not flights:
-            return None
-        flights.pop(id(permits[0]), None)
-        return next(iter(flights.values()), None)  # insertion order: the oldest first
+    def _ended(self, permits: Sequence[Permit]) -> None:
+        if permits and (g := permits[0]._breaker.grace) is not None:
+            g.flights.pop(id(permits[0]), None)
 
     def record(
         self, target: Target, permits: Sequence[Permit], failure: Failure | None, duration: float, now: float
@@ -808,28 +801,32 @@ class BreakerBoard:
         as it gets them serves nothing and is not graced, however many are in flight. Shared by
         the in-process and the shared-store record paths.
         """
-        scope = self._scope(target)
-        oldest = self._ended(permits)
-        tally = self._tallies.get(scope)
-        if tally is None:
-            tally = self._tallies[scope] = _Tally(self.overload_grace)
-        if failure is None:
-            tally.add(now, success=True)
-            self._served.add(scope)
+        g = permits[0]._breaker.grace if permits else None
+        if g is None:
+            return False
+        flights = g.flights
+        flights.pop(id(permits[0]), None)
+        if failure is None:  # the hot path: note the success in this second's bucket
+            g.ever = True
+            last = g._last
+            if last is None or last[0] != int(now):
+                last = g._bucket(now)
+            last[1] += 1
+            g.served += 1
             return False
         if failure.kind is not FailureKind.PROVIDER_OVERLOADED or self.overload_grace <= 0:
             return False
-        tally.add(now, success=False)
-        tally.refusal(now - started)
-        served, overloaded = tally.counts(now)
+        oldest = next(iter(flights.values()), None) if flights else None  # insertion order: oldest first
+        served, overloaded = g.overload(now, now - started)
         if served:
             return served / (served + overloaded) >= self.overload_min_success
-        if scope in self._served:
+        if g.ever:
             return False  # it served before, and nothing for overload_grace seconds: down
-        first = self._first_seen.setdefault(scope, now)
-        if oldest is None or now - first > self.overload_grace:
+        if g.first_seen is None:
+            g.first_seen = now
+        if oldest is None or now - g.first_seen > self.overload_grace:
             return False
-        return now - oldest > 3.0 * tally.refusal_latency + 0.01
+        return now - oldest > 3.0 * g.refusal + 0.01
 
     def hold(self, target: Target, now: float) -> BreakerHold | None:
         """Why the breakers of ``target`` turn it away now (the longer of the two), or None."""

@@ -110,8 +110,8 @@ def plan(
                 if est > envelope.max_cost:
                     reason = f"estimated cost ${est:.6f} exceeds max_cost ${envelope.max_cost:.6f}"
             held = None
-            if reason is None:
-                held = hold_of(t, now, health, breakers)
+            if reason is None and (health.cooling(t, now) is not None or (breakers and breakers.rejection(t, now))):
+                held = hold_of(t, now, health, breakers)  # the rare case: build the hold only then
                 if held is not None:
                     reason = held.reason
                     holds.append(held)

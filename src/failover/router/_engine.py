@@ -66,6 +66,7 @@ class Go:
 
     until: float
     retry: bool  # charged to the pool's retry budget (else it deposits: the pool's first attempt)
+    pool: str = ""  # the retry-budget pool it draws on
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,7 @@ class Sleep:
     seconds: float
     source: str
     retry: bool
+    pool: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +178,7 @@ class RunState:
     def pay(self, lane: Lane, pool: str, retry: bool) -> None:
         """The lane takes an attempt slot (and, for a pool's first attempt, joins the pool)."""
         self.launched += 1
-        lane.paid, lane.paid_retry = True, retry
+        lane.paid, lane.paid_retry, lane.fresh = True, retry, False
         if not retry:
             self.pools.add(pool)
 
@@ -247,7 +249,11 @@ class Lane:
     phase: Phase
     request: Request
     after: int  # index in RunState.candidates of the first candidate after this lane's group
+    pool: str = ""  # the target's retry-budget pool (Policies.pool)
     hedge: bool = False
+    # Its holds were just asked by the selection, with nothing awaited since (the first lane of
+    # a request): the first decision need not ask them again.
+    fresh: bool = False
     tries: int = 0  # attempts made on this target
     failure: Failure | None = None  # the last attempt's failure (None: none made yet)
     failed_at: float = 0.0
@@ -273,6 +279,19 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
     t = lane.target
     f = lane.failure
     env = s.envelope
+    if (
+        lane.fresh
+        and f is None
+        and s.launched == 0
+        and env.max_cost is None
+        and not env.client_retry
+        and env.max_attempts > 0
+        and s.deadline_at - now >= t.timeouts.min_useful
+        and t.context_window >= s.min_window
+    ):
+        # The request's first attempt, its holds just asked by the selection: the checks below
+        # would all pass (nothing is spent, nothing waits, the pool is new to this request).
+        return Go(s.deadline_at, False, lane.pool or p.pool(t))
     wait, source = 0.0, ""
     again = f is not None  # another attempt on the same target (a replay or the repair)
     if f is not None:
@@ -351,20 +370,21 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
             )
 
     # Health: a breaker or cool-down that still holds the target when the wait ends.
-    held = p.hold(t, now)
-    if held is not None and held.until > at + _EPS:
-        return Next(f"{prefix}{held.reason}", held=held, temporary=True)
-    block = p.limiter_block(t, now)
-    if block > 0 and now + block + need > until:
-        until_free = now + block
-        return Next(
-            f"{prefix}client-side rate limit: blocked for {block:.3f}s after a 429, past the time this attempt has",
-            held=Hold(t.name, until_free, FailureKind.RATE_LIMITED),
-            temporary=True,
-        )
+    if again or not lane.fresh:
+        held = p.hold(t, now)
+        if held is not None and held.until > at + _EPS:
+            return Next(f"{prefix}{held.reason}", held=held, temporary=True)
+    if wait > 0:  # with no wait, the limiter's own acquire refuses at once what cannot fit
+        block = p.limiter_block(t, now)
+        if block > 0 and now + block + need > until:
+            return Next(
+                f"{prefix}client-side rate limit: blocked for {block:.3f}s after a 429, past the time this attempt has",
+                held=Hold(t.name, now + block, FailureKind.RATE_LIMITED),
+                temporary=True,
+            )
 
     # The upstream's retry budget.
-    pool = p.pool(t)
+    pool = lane.pool or p.pool(t)
     retry = s.envelope.client_retry or pool in s.pools
     if retry and not (lane.paid and lane.paid_retry) and p.budget_left(pool, now) <= 0:
         return Next(
@@ -373,8 +393,8 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
             budget_spent=True,
         )
     if wait > 0:
-        return Sleep(wait, source, retry)
-    return Go(until, retry)
+        return Sleep(wait, source, retry, pool)
+    return Go(until, retry, pool)
 
 
 def next_eligible(s: RunState, lane: Lane, p: Policies, now: float, at: float) -> Target | None:

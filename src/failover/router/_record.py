@@ -9,14 +9,12 @@ window, the envelope) is not a failure of anything: passing it over is no recove
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ..model import (
     Attempt,
     Exclusion,
     Phase,
+    Route,
     RouteRecord,
-    Target,
     Validation,
     Wait,
     Workflow,
@@ -37,7 +35,7 @@ class Recorder:
         "attempts",
         "excluded",
         "input_tokens",
-        "order",
+        "listing",
         "request_id",
         "retry_budget_exhausted",
         "route",
@@ -46,11 +44,11 @@ class Recorder:
         "waits",
     )
 
-    def __init__(self, request_id: str, route: str, t0: float, *, order: Sequence[Target] = ()) -> None:
+    def __init__(self, request_id: str, route: str, t0: float, *, listing: Route | None = None) -> None:
         self.request_id = request_id
         self.route = route
         self.t0 = t0
-        self.order = {t.name: i for i, t in enumerate(order)}  # the route's own listing
+        self.listing = listing  # the route, for the order it lists its targets in
         self.attempts: list[Attempt] = []
         self.waits: list[Wait] = []
         self.excluded: list[Exclusion] = []
@@ -72,12 +70,16 @@ class Recorder:
         return used.phase
 
     def _rank(self, target: str) -> int:
-        return self.order.get(target, len(self.order))
+        order = self.listing.targets if self.listing is not None else ()
+        return next((i for i, t in enumerate(order) if t.name == target), len(order))
 
     def _passed_over(self, used: Attempt) -> Exclusion | None:
         """The first candidate the route lists before the one that answered, held away only for now."""
+        held = [e for e in self.excluded if e.temporary and e.target != used.target]
+        if not held:  # the common case: nothing was held away
+            return None
         rank = self._rank(used.target)
-        held = [e for e in self.excluded if e.temporary and e.target != used.target and self._rank(e.target) < rank]
+        held = [e for e in held if self._rank(e.target) < rank]
         return min(held, key=lambda e: self._rank(e.target)) if held else None
 
     def _workflow(self, used: Attempt | None, stopped: bool, recovered: bool) -> Workflow:
@@ -87,7 +89,7 @@ class Recorder:
             if any(a.phase is Phase.FALLBACK for a in self.attempts):
                 return Workflow.FALLBACK
             return Workflow.RETRY_FAILOVER if self.attempts else Workflow.STOP
-        tier = self._tier(used)
+        tier = used.phase if used is self.attempts[0] else self._tier(used)
         if tier is Phase.FALLBACK:
             return Workflow.FALLBACK
         if tier is Phase.PRIMARY and not recovered and len(self.attempts) == 1:
@@ -105,9 +107,9 @@ class Recorder:
     ) -> RouteRecord:
         elapsed = now - self.t0
         reason = None
-        if used is not None:
+        if used is not None and (len(self.attempts) > 1 or self.excluded):  # else: a direct answer
             failed = next((a for a in self.attempts if a.failure is not None), None)
-            held = self._passed_over(used)
+            held = self._passed_over(used) if self.excluded else None
             how = _HOW[used.phase]
             if held is not None and (failed is None or self._rank(held.target) <= self._rank(failed.target)):
                 reason = f"{held.target} held ({held.reason}); recovered by {how} to {used.target}"

@@ -90,7 +90,7 @@ from ..tokens import (
 )
 from ..transport import Http1Transport, Transport, TransportError
 from ..validation import check_contract, checks_anything, repair_request, validate
-from ._engine import Lane, Next, Repair, RunState, Sleep, Stop, conclude, decide
+from ._engine import Decision, Go, Lane, Next, Repair, RunState, Sleep, Stop, conclude, decide
 from ._hooks import DegradeHandler, QualityGate, degraded
 from ._record import Recorder
 from ._stream import Output, RouteStream, _Partial, stream_exchange
@@ -351,7 +351,7 @@ class _Run:
         self.loop = asyncio.get_running_loop()
         self.t0 = self.loop.time()
         self.deadline = Deadline.after(now=self.t0, budget=envelope.budget)
-        self.rec = Recorder(envelope.request_id, route.name, self.t0, order=route.targets)
+        self.rec = Recorder(envelope.request_id, route.name, self.t0, listing=route)
         self.state = RunState(
             envelope=envelope,
             t0=self.t0,
@@ -520,7 +520,7 @@ class _Run:
                 return resp
             start = 2
         for i in range(start, len(cands)):
-            resp = await self.try_candidate(cands[i], after=i + 1)
+            resp = await self.try_candidate(cands[i], after=i + 1, fresh=i == 0)
             if resp is not None:
                 return resp
         raise self.unavailable(conclude(s, self.rec.attempts, self.rec.excluded, self.loop.time(), env.budget))
@@ -533,7 +533,7 @@ class _Run:
         draws on the attempt limit like a retry, and on its pool's retry budget when that is
         the lead's pool.
         """
-        lead: asyncio.Future[Response | None] = asyncio.ensure_future(self.try_candidate(first, after=2))
+        lead: asyncio.Future[Response | None] = asyncio.ensure_future(self.try_candidate(first, after=2, fresh=True))
         started, _ = await asyncio.wait({lead}, timeout=delay)
         if started:
             resp = lead.result()
@@ -582,7 +582,9 @@ class _Run:
                 Stop(FailureKind.SIDE_EFFECT_UNCERTAIN, f"{what} refused: {decision.reason}", stopped=True)
             )
 
-    async def try_candidate(self, cand: Candidate, *, after: int, hedge: bool = False) -> Response | None:
+    async def try_candidate(
+        self, cand: Candidate, *, after: int, hedge: bool = False, fresh: bool = False
+    ) -> Response | None:
         """Carry out the engine's decisions for one candidate until it answers or is left."""
         target, phase = cand.target, cand.phase
         if phase is Phase.FALLBACK:  # reached only when a fallback is needed: canary shares apply here
@@ -591,49 +593,31 @@ class _Run:
                 self.rec.exclude(target.name, phase, why)
                 return None
         s, loop = self.state, self.loop
-        lane = Lane(target=target, phase=phase, request=self.request, after=after, hedge=hedge)
+        pool = self.router.retry_budget.pool_of(target)
+        lane = Lane(target=target, phase=phase, request=self.request, after=after, pool=pool, hedge=hedge, fresh=fresh)
         try:
             while True:
-                d = decide(s, lane, self.policies, loop.time())
-                if isinstance(d, Next):
-                    s.leave(lane, d)
-                    if d.reason is not None:
-                        self.rec.exclude(target.name, lane.phase, d.reason, d.temporary)
-                    return None
-                if isinstance(d, Stop):
-                    if lane.tries:
-                        s.note_end(target.name, lane.failure, lane.failed_at)
-                    if hedge and not d.stopped and not lane.tries:  # no hedge: the lead carries on alone
-                        self.rec.exclude(target.name, phase, f"no hedge: {d.message}")
-                        return None
-                    raise self.unavailable(d)
-                if isinstance(d, Repair):
-                    assert lane.failure is not None
-                    s.repair(lane, repair_request(lane.request, lane.failure, target, self.input_tokens(target)))
-                    continue
+                now = loop.time()
+                d = decide(s, lane, self.policies, now)
+                if type(d) is not Go and not await self.carry_out(lane, d, now):
+                    return None  # left (Next, or no hedge)
+                if type(d) is not Go:
+                    continue  # slept, or built the repair: ask again
                 if s.launched:  # workflow 3: an attempt after the first needs the ledger's leave
                     await self.side_effects_allow(f"{lane.phase.value} attempt on {target.name}")
                 if not lane.paid:
-                    self.pay(lane, d.retry)
-                if isinstance(d, Sleep):
-                    asked = loop.time()
-                    end = asked + d.seconds
-                    while (left := end - loop.time()) > 0 and await self.router.wait_unless_opened(left):
-                        held = self.policies.hold(target, loop.time())
-                        if held is not None and held.until > end:
-                            break  # its breaker opened meanwhile: the wait would end in a refusal
-                    self.waited(target.name, asked, d.source)
-                    lane.waited = True
-                    continue
+                    self.pay(lane, d.retry, now)
                 outcome = await self.attempt(lane, d.until)
-                if isinstance(outcome, str):  # turned away by its limiter or breaker
+                if type(outcome) is str:  # turned away by its limiter or breaker
                     self.refund(lane)
                     why = outcome if not lane.tries else f"no replay: {outcome}"
                     self.rec.exclude(target.name, lane.phase, why, temporary=True)
                     return None
-                s.attempted(lane, outcome if isinstance(outcome, Failure) else None, loop.time())
-                if isinstance(outcome, Response):
+                if type(outcome) is Response:
+                    lane.tries, lane.paid = lane.tries + 1, False
                     return outcome
+                assert isinstance(outcome, Failure)
+                s.attempted(lane, outcome, loop.time())
                 if self.output.started:  # the commit point: output reached the caller
                     if not self.restart_ok:
                         raise self.partial(outcome)
@@ -642,20 +626,51 @@ class _Run:
             if lane.paid:  # paid for an attempt that was never made (a refusal after a wait)
                 self.refund(lane)
 
-    def pay(self, lane: Lane, retry: bool) -> None:
-        """Take the attempt's slot and its retry-budget share before anything is waited for."""
-        budget, now = self.router.retry_budget, self.loop.time()
-        pool = budget.pool_of(lane.target)
+    async def carry_out(self, lane: Lane, d: Decision, now: float) -> bool:
+        """Every decision but Go: False when the lane is left, True to ask the engine again."""
+        s, target = self.state, lane.target
+        if isinstance(d, Next):
+            s.leave(lane, d)
+            if d.reason is not None:
+                self.rec.exclude(target.name, lane.phase, d.reason, d.temporary)
+            return False
+        if isinstance(d, Stop):
+            if lane.tries:
+                s.note_end(target.name, lane.failure, lane.failed_at)
+            if lane.hedge and not d.stopped and not lane.tries:  # no hedge: the lead carries on alone
+                self.rec.exclude(target.name, lane.phase, f"no hedge: {d.message}")
+                return False
+            raise self.unavailable(d)
+        if isinstance(d, Repair):
+            assert lane.failure is not None
+            s.repair(lane, repair_request(lane.request, lane.failure, target, self.input_tokens(target)))
+            return True
+        assert isinstance(d, Sleep)
+        if s.launched:  # the ledger is asked before a wait too: a refusal then costs no sleep
+            await self.side_effects_allow(f"{lane.phase.value} attempt on {target.name}")
+        if not lane.paid:  # the slot and the budget's share are taken before the wait
+            self.pay(lane, d.retry, now)
+        loop = self.loop
+        end = now + d.seconds
+        while (left := end - loop.time()) > 0 and await self.router.wait_unless_opened(left):
+            held = self.policies.hold(target, loop.time())
+            if held is not None and held.until > end:
+                break  # its breaker opened meanwhile: the wait would end in a refusal
+        self.waited(target.name, now, d.source)
+        lane.waited = True
+        return True
+
+    def pay(self, lane: Lane, retry: bool, now: float) -> None:
+        """Take the attempt's slot and its share of the pool's retry budget."""
         if retry:
-            budget.try_withdraw(now, pool)  # the engine saw room; a lost race only overspends by one
+            self.router.retry_budget.try_withdraw(now, lane.pool)  # the engine saw room
         else:
-            budget.record_request(now, pool)
-        self.state.pay(lane, pool, retry)
+            self.router.retry_budget.record_request(now, lane.pool)
+        self.state.pay(lane, lane.pool, retry)
 
     def refund(self, lane: Lane) -> None:
         if lane.paid_retry:
-            budget = self.router.retry_budget
-            budget.refund(self.loop.time(), budget.pool_of(lane.target))
+            self.router.retry_budget.refund(self.loop.time(), lane.pool)
         self.state.refund(lane)
 
     def streams(self, target: Target, request: Request) -> bool:
