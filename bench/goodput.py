@@ -3,6 +3,7 @@
     .bench-venv/bin/python bench/goodput.py                   # table + plots in docs/goodput/
     .venv/bin/python bench/goodput.py --no-plots              # table only (no matplotlib there)
     .bench-venv/bin/python bench/goodput.py --investigate     # also the variants behind the findings
+    .venv/bin/python bench/goodput.py --outage                # primary hard down, fallback healthy
 
 One fake provider of capacity C requests/s receives Poisson arrivals at 3x C for 60 s (the
 overload), then at 0.5x C for another 60 s (the provider has "healed": the spike is over).
@@ -541,7 +542,20 @@ def main() -> None:
     parser.add_argument("--sweep", default="", help="comma-separated slowdowns k for a goodput table, e.g. 0,0.05")
     parser.add_argument("--no-plots", dest="plots", action="store_false", help="print the table only")
     parser.add_argument("--out", type=Path, default=DOCS, help="where the plots go (default docs/goodput/)")
+    parser.add_argument(
+        "--outage", action="store_true", help="instead: primary hard down, fallback healthy (goodput_support/outage.py)"
+    )
+    parser.add_argument("--outage-rate", type=float, default=20.0, help="--outage: callers per second (default 20)")
+    parser.add_argument("--outage-burst", type=int, default=0, help="--outage: N callers at once instead")
     opts = parser.parse_args()
+    if opts.outage:
+        from goodput_support.outage import OutageParams, report_outage, run_outage
+
+        t0 = time.perf_counter()
+        op = OutageParams(rate=opts.outage_rate, burst=opts.outage_burst, seed=opts.seed)
+        report_outage(run_outage(op), op)
+        print(f"\n{time.perf_counter() - t0:.1f} s of wall time in all")
+        return
     p = Params(
         capacity=opts.capacity,
         slowdown=opts.slowdown,
