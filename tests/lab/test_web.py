@@ -257,6 +257,14 @@ def test_page_in_system_chromium(lab_url: str) -> None:
         opts = SeedOptions(scenario="timeout", capability="vision", a_extra_retries=2, budget=2.5)
         _check_page(page, opts)
         assert page.get_attribute("#summary", "aria-live") == "polite"
+        assert "c is tried at once" in page.inner_text("#excluded")  # automatic: C after A's timeout
+
+        # Nothing kept for the next tier: A's retries spend the time C needed
+        page.select_option("#fallback_reserve", "0")
+        runs = _wait_render(page, runs + 1)
+        opts = SeedOptions(scenario="timeout", capability="vision", a_extra_retries=2, budget=2.5, fallback_reserve=0.0)
+        _check_page(page, opts)
+        assert _virtual(opts).record.target_used is None
 
         out = ROOT / "test-artifacts" / "lab.png"
         out.parent.mkdir(exist_ok=True)

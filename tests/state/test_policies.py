@@ -230,3 +230,50 @@ async def test_breakers_fail_open_while_the_store_is_down() -> None:
     resp = await router.complete("r", Request.simple("x"), Envelope(budget=5))
     assert resp.text == "a"
     assert store.fallbacks >= 1
+
+
+async def test_retry_budgets_are_per_upstream_and_fleet_wide() -> None:
+    """Two processes share each upstream's budget; A's spent budget never refuses B's pool."""
+    store = GuardedStore(MemoryStore())
+    one, two = (RetryBudget(ratio=0.0, floor=2, window=10.0, store=store) for _ in range(2))
+    a, b = "http://a.fake/v1|m-a", "http://b.fake/v1|m-b"
+    one.record_request(0.0, a)
+    two.record_request(0.0, b)
+    await one.drain()
+    await two.drain()
+    assert [one.try_withdraw(0.0, a) for _ in range(3)] == [True, True, False]  # A's floor, fleet-wide
+    await one.drain()
+    two.record_request(0.0, a)  # two learns A's pool from the store: spent by one
+    await two.drain()
+    assert not two.try_withdraw(0.0, a)
+    assert [two.try_withdraw(0.0, b) for _ in range(3)] == [True, True, False]  # B's own floor
+
+
+class Laggy(MemoryStore):
+    """Applies a budget request at once but answers it late: a spend sent after it is answered
+    first, and the request's answer, older, arrives after it."""
+
+    async def budget_request(self, name: str, *, ratio: float, floor: int, window: float) -> int:
+        left = await super().budget_request(name, ratio=ratio, floor=floor, window=window)
+        await asyncio.sleep(0.01)
+        return left
+
+
+async def test_a_late_answer_does_not_undo_the_spends_still_on_their_way() -> None:
+    """The shared budget once let a late answer overwrite the local count, and overspent ~2.3x
+    the allowed extra attempts under load; the spends sent after a write stay taken."""
+    store = GuardedStore(Laggy())
+    budget = RetryBudget(ratio=0.1, floor=0, window=60.0, store=store)
+    pool = "http://a.fake/v1|m"
+    for _ in range(100):  # 100 first attempts: 10 extra attempts allowed, fleet-wide
+        budget.record_request(0.0, pool)
+    await budget.drain()
+    granted = 0
+    for _ in range(40):  # a request arrives (its answer comes back late) and a retry is asked
+        budget.record_request(0.0, pool)
+        granted += budget.try_withdraw(0.0, pool)
+        await asyncio.sleep(0.002)
+    await budget.drain()
+    # 140 requests x 0.1 = 14 allowed; an answer that overwrote the local count granted 23 here.
+    # The count is conservative by the deposits still on their way: never over, at most one under.
+    assert 13 <= granted <= 14

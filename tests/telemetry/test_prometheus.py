@@ -71,6 +71,21 @@ async def test_a_replay_then_fallback_is_counted_exactly() -> None:
     assert secrets and not any(s in text for s in secrets)
 
 
+async def test_a_fallback_after_the_primary_was_held_away_counts_as_a_recovery() -> None:
+    """A cool-down keeps the primary away after its 429: every answer is the fallback's, and the
+    hook counts each as a fallback recovery, as the record says (the gateway counts the same)."""
+    hook, reg = metrics()
+    a = FakeProvider("a", "openai", Script.always(Reply.rate_limit(retry_after=60)))
+    b = FakeProvider("b", "anthropic", Script.always(Reply.ok("from b")))
+    r = router([target(a)], [target(b)], a, b)
+    r.hooks = Hooks([hook])
+    for _ in range(5):
+        resp = await r.complete("r", Request.simple("hi"), Envelope(budget=5.0))
+        assert resp.record is not None and resp.record.workflow.value == "fallback" and resp.record.recovered
+    assert len(a.calls) == 1  # then its key cools down for 60 s
+    assert value(reg, "failover_recoveries_total", workflow="fallback") == 5
+
+
 async def test_deadline_exhausted_and_no_eligible_candidate() -> None:
     hook, reg = metrics()
     a = FakeProvider("a", "openai", Script.always(Reply.parse("hang")))
