@@ -284,6 +284,20 @@ def test_conclude_names_the_deadline_the_holds_or_the_last_failure() -> None:
     assert s.retry_after(1.0) == 9.0
 
 
+def test_conclude_says_why_the_last_failure_was_not_tried_again() -> None:
+    from failover.model import Attempt, Exclusion
+
+    s = state(tgt("a"), budget=5.0)
+    a = Attempt(
+        index=0, target="a", model="m-a", phase=Phase.PRIMARY, start=0.0, end=0.1, connect_timeout=2.0,
+        total_timeout=2.0, outcome="rate_limited", failure=limited(30.0),
+    )  # fmt: skip
+    why = "no replay: retry_after 30.000s + 0.050s for an attempt exceeds the 4.900s left"
+    stop = conclude(s, [a], [Exclusion(target="a", phase=Phase.PRIMARY, reason=why)], 0.1, 5.0)
+    assert stop.kind is FailureKind.RATE_LIMITED
+    assert stop.message == f"every candidate failed (tried a); last failure on a: rate_limited: 429; {why}"
+
+
 def test_the_retry_after_is_per_target_the_later_of_its_hint_and_its_hold() -> None:
     s = state(tgt("a"), tgt("b"))
     s.note_end("a", limited(4.0), 1.0)

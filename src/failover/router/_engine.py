@@ -467,6 +467,9 @@ def conclude(
     last = failed[-1]
     assert last.failure is not None
     detail = f"last failure on {attempts[-1].target}: {last.failure.label}: {last.failure.message}"
+    why_not = next((e.reason for e in reversed(excluded) if e.target == last.target and "no replay" in e.reason), None)
+    if why_not is not None:  # why it was not tried again, e.g. a Retry-After beyond the deadline
+        detail += f"; {why_not}"
     if last.failure.kind in _CONTRACT_KINDS:  # answers came back, but none met the contract
         return Stop(FailureKind.CONTRACT_FAILURE, f"no answer met the contract (tried {tried}); {detail}")
     return Stop(last.failure.kind, f"every candidate failed (tried {tried}); {detail}")
