@@ -30,12 +30,11 @@ from typing import Any
 import openai
 import pytest
 
-from failover import Envelope, Request, Route, Router, RouteRecord, Unavailable, Workflow
-from failover.policy import Backoff, BreakerBoard, RetryBudget, StatsBoard
+from failover import Envelope, Router, RouteRecord, Unavailable, Workflow
+from failover.policy import StatsBoard
 from failover.testing import Script
-from failover.transport import Http1Transport
 
-from ._recovery import BUDGET, FAULTS, RECOVERED_BY_A, SHAPES, dialect_of, gateway, upstreams
+from ._recovery import BUDGET, FAULTS, RECOVERED_BY_A, SHAPES, call, dialect_of, gateway, make_router, upstreams
 
 pytestmark = [pytest.mark.looptime(noop_cycles=200), pytest.mark.e2e]
 
@@ -64,33 +63,11 @@ class Answer:
     headers: dict[str, str]
 
 
-def router_for(route: Route, records: Records) -> Router:
-    return Router(
-        [route],
-        transport=Http1Transport(),
-        retry_budget=RetryBudget(),
-        breakers=BreakerBoard(),
-        backoff=Backoff(),
-        stats=records,
-    )
-
-
 async def library_call(router: Router, env: Envelope, stream: bool) -> Answer:
     loop = asyncio.get_running_loop()
     t0 = loop.time()
-    try:
-        if stream:
-            async with router.stream("r", Request.simple("hi"), env) as s:
-                async for _ in s:
-                    pass
-            result = s.result
-            resp = getattr(result, "response", None)
-            target = resp.record.target_used if resp is not None and resp.record is not None else None
-        else:
-            resp = await router.complete("r", Request.simple("hi"), env)
-            target = resp.record.target_used if resp.record is not None else None
-    except Unavailable:
-        target = None
+    outcome = await call(router, env, stream=stream)
+    target = None if isinstance(outcome, Unavailable) else outcome.target_used
     return Answer(target, loop.time() - t0, {})
 
 
@@ -143,7 +120,7 @@ async def test_recovery_invariants(fault: str, shape: str, envelope: str, load: 
     stream = fault == "json to a stream"
     records = Records()
     async with upstreams(Script.always(FAULTS[fault]), dialect=dialect_of(fault)) as up:
-        router = router_for(up.route(shape), records)
+        router = make_router(up.route(shape), stats=records)
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         async with caller(router, client) as one:
