@@ -78,7 +78,7 @@ class Policies:
         h = self.holds.get(target.name)
         return h if h is not None and h.until > now else None
 
-    def limiter_block(self, target: Target, now: float) -> float:
+    def limiter_wait(self, target: Target, input_tokens: int, max_output_tokens: int, now: float) -> float:
         return self.block.get(target.name, 0.0)
 
     def expected_latency(self, target: Target) -> float | None:
@@ -235,6 +235,16 @@ def test_a_hold_that_outlasts_the_wait_is_no_reason_to_sleep() -> None:
     # a cool-down that ends with the wait is no obstacle
     cool = Hold("a", 1.1, FailureKind.RATE_LIMITED, "cooling down")
     assert decide(s, ln, Policies(holds={"a": cool}), 0.1) == Sleep(1.0, "retry_after", True, pool(tgt("a")))
+
+
+def test_a_limiter_without_room_for_the_replay_is_no_reason_to_sleep() -> None:
+    s = state(tgt("a"), tgt("b"), budget=5.0)
+    ln = lane(s)
+    failed(s, ln, limited(1.0), at=0.1)
+    d = decide(s, ln, Policies(block={"a": 10.0}), 0.1)  # its buckets have room only in 10 s
+    assert isinstance(d, Next) and d.limited and d.held is not None and d.held.until == pytest.approx(10.1)
+    assert "client-side rate limit: no room for 10.000s" in (d.reason or "")
+    assert isinstance(decide(s, ln, Policies(block={"a": 0.5}), 0.1), Sleep)  # room before the wait ends
 
 
 def test_added_latency_is_checked_for_the_moment_the_attempt_would_start() -> None:

@@ -79,3 +79,29 @@ async def test_a_heavy_tenant_gets_no_more_than_its_share_when_capacity_is_short
     served = Counter(await asyncio.gather(*jobs))
     assert served["light"] == 10
     assert served["heavy"] == 54 + 44
+
+
+async def test_a_replay_the_limiter_has_no_room_for_goes_to_the_fallback_without_sleeping() -> None:
+    """A's 429 asks for 0.5 s, but A's own rpm bucket has no room for a minute: the backoff is
+    not slept, B answers at once, and the record says why A was not tried again."""
+    a = FakeProvider("a", "openai", Script.always(Reply.rate_limit(retry_after=0.5, latency=0.05)))
+    b = FakeProvider("b", "anthropic", Script.always(Reply.ok("from b", latency=0.1)))
+    ta = target(a, cap=5.0, attempts=3)
+    ta = type(ta)(**{**{f: getattr(ta, f) for f in ta.__dataclass_fields__}, "limits": Limits(rpm=1)})
+    router = Router(
+        [Route(name="r", primary=(ta,), fallbacks=(target(b, cap=5.0),))],
+        transport=FakeNetwork(a, b),
+        retry_budget=Unlimited(),
+        backoff=Backoff(base=0.1, cap=0.1),
+        rng=random.Random(0),
+        breakers=NoBreakers(),
+    )
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    resp = await router.complete("r", Request.simple("hi", max_tokens=50), Envelope(budget=10))
+    assert resp.text == "from b"
+    assert loop.time() - t0 == pytest.approx(0.15)  # A's 429, then B: no 0.5 s wait in between
+    assert resp.record is not None and resp.record.waits == ()
+    assert len(a.calls) == 1
+    (why,) = [e.reason for e in resp.record.excluded if e.target == "a"]
+    assert why.startswith("no replay: client-side rate limit: no room for")

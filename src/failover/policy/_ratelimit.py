@@ -699,6 +699,17 @@ class TargetLimiter:
         """Seconds this limiter still refuses everything after a 429 (:meth:`penalize`); 0 if none."""
         return max(0.0, self._blocked_until - now)
 
+    def room_in(self, input_tokens: int, max_output_tokens: int, now: float) -> float:
+        """A lower bound on the seconds until this request could be granted (a read: nothing
+        is taken or queued): a 429 block, and the local buckets' room for its amounts, not
+        counting the requests queued ahead. With a shared store only the block counts (the
+        local buckets are the fallback share, not the fleet's view). Infinite: it never fits."""
+        if self._store is not None or not self._buckets:
+            return self.blocked_for(now)
+        in_part, out_part = self._parts(max(0, input_tokens), max(0, max_output_tokens))
+        amounts = {d: in_part.get(d, 0.0) + out_part.get(d, 0.0) for d in self._buckets}
+        return self._wait(amounts, now)[0]
+
     async def acquire(
         self,
         *,
@@ -1075,16 +1086,7 @@ class TargetLimiter:
         """One request's amounts and fair-queue cost; checked here for both the local and the shared path."""
         if input_tokens < 0 or max_output < 0:
             raise ValueError("token counts must be >= 0")
-        in_part: dict[str, float] = {}
-        out_part: dict[str, float] = {}
-        if "rpm" in self._buckets:
-            in_part["rpm"] = 1.0
-        if "input_tpm" in self._buckets:
-            in_part["input_tpm"] = float(input_tokens)
-            if self.combined_tpm:
-                out_part["input_tpm"] = float(max_output)
-        if "output_tpm" in self._buckets:
-            out_part["output_tpm"] = float(max_output)
+        in_part, out_part = self._parts(input_tokens, max_output)
         amounts = {d: in_part.get(d, 0.0) + out_part.get(d, 0.0) for d in self._buckets}
         # The fair-queuing cost is the request's dominant share of the capacity.
         cost = max((a / self._buckets[d].capacity for d, a in amounts.items()), default=1.0)
@@ -1101,6 +1103,20 @@ class TargetLimiter:
             seq=self._seq,
             cost=max(cost, 1e-9),
         )
+
+    def _parts(self, input_tokens: int, max_output: int) -> tuple[dict[str, float], dict[str, float]]:
+        """A request's amounts per bucket: what it sends (settled as sent) and what it may get."""
+        in_part: dict[str, float] = {}
+        out_part: dict[str, float] = {}
+        if "rpm" in self._buckets:
+            in_part["rpm"] = 1.0
+        if "input_tpm" in self._buckets:
+            in_part["input_tpm"] = float(input_tokens)
+            if self.combined_tpm:
+                out_part["input_tpm"] = float(max_output)
+        if "output_tpm" in self._buckets:
+            out_part["output_tpm"] = float(max_output)
+        return in_part, out_part
 
     def _slot_free(self) -> bool:
         return self._concurrency is None or self._in_flight < self._concurrency

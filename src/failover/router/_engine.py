@@ -40,6 +40,7 @@ replays may spend the whole deadline and every attempt, and the next tier may ne
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -97,6 +98,7 @@ class Next:
     temporary: bool = False  # the reason is a temporary one (held, or the retry budget)
     short_of_time: bool = False  # left because too little of the deadline remains
     budget_spent: bool = False
+    limited: bool = False  # turned away by the client-side rate limiter
     min_window: int = 0  # after a context overflow: only a larger window may help
 
 
@@ -132,8 +134,9 @@ class Policies(Protocol):
         breaker's state moves on the time it is shown), with the loop time it ends."""
         ...
 
-    def limiter_block(self, target: Target, now: float) -> float:
-        """Seconds the target's client-side limiter refuses everything (after a 429); 0 if none."""
+    def limiter_wait(self, target: Target, input_tokens: int, max_output_tokens: int, now: float) -> float:
+        """At least how long the target's client-side limiter would make this request wait (a
+        429 block, its buckets' room); 0 if nothing holds it."""
         ...
 
     def expected_latency(self, target: Target) -> float | None:
@@ -210,6 +213,7 @@ class RunState:
             self.min_window = max(self.min_window, d.min_window)
         self.short_of_time |= d.short_of_time
         self.budget_spent |= d.budget_spent
+        self.limited |= d.limited
         if d.held is not None:
             self.held(d.held)
 
@@ -375,12 +379,13 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
         if held is not None and held.until > at + _EPS:
             return Next(f"{prefix}{held.reason}", held=held, temporary=True)
     if wait > 0:  # with no wait, the limiter's own acquire refuses at once what cannot fit
-        block = p.limiter_block(t, now)
-        if block > 0 and now + block + need > until:
+        room = p.limiter_wait(t, s.input_tokens(t), lane.request.max_tokens or t.max_output_tokens, now)
+        if room > 0 and now + room + need > until:
             return Next(
-                f"{prefix}client-side rate limit: blocked for {block:.3f}s after a 429, past the time this attempt has",
-                held=Hold(t.name, now + block, FailureKind.RATE_LIMITED),
+                f"{prefix}client-side rate limit: no room for {room:.3f}s, past the time this attempt has",
+                held=Hold(t.name, now + room, FailureKind.RATE_LIMITED) if math.isfinite(room) else None,
                 temporary=True,
+                limited=True,
             )
 
     # The upstream's retry budget.

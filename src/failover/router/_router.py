@@ -273,8 +273,9 @@ class Router:
 
     async def wait_unless_opened(self, seconds: float) -> bool:
         """Sleep ``seconds``, or less if a breaker opens meanwhile (then True)."""
-        if self._opened is None:
-            self._opened = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        if self._opened is None or self._opened.get_loop() is not loop:  # a router may outlive a loop
+            self._opened = loop.create_future()
         try:
             await asyncio.wait_for(asyncio.shield(self._opened), seconds)
         except TimeoutError:
@@ -311,10 +312,10 @@ class _Policies:
         r = self.router
         return hold_of(target, now, r.health, r.breakers)
 
-    def limiter_block(self, target: Target, now: float) -> float:
+    def limiter_wait(self, target: Target, input_tokens: int, max_output_tokens: int, now: float) -> float:
         limiters = self.router.limiters
         limiter = limiters.existing(target) if limiters is not None else None
-        return 0.0 if limiter is None else limiter.blocked_for(now)
+        return 0.0 if limiter is None else limiter.room_in(input_tokens, max_output_tokens, now)
 
     def expected_latency(self, target: Target) -> float | None:
         return self.router.health.latency(target)
