@@ -181,7 +181,10 @@ async def test_a_restart_under_load_switches_down_once_and_up_once(live_redis: R
     """
     pfx = prefix()
     p = FakeProvider("a", "openai", Script.always(Reply.ok("ok", latency=0.01)))
-    router = redis_router(live_redis.url, pfx, [target(p)], [], [p])  # probe back-off 0.5 s, at most 10 s
+    # probe back-off 0.5 s, at most 10 s. A stale connection fails at once (ConnectionError), which
+    # is what this test is about; the 2 s call timeout keeps a busy CI machine's slow first reply
+    # after the restart (a TimeoutError at 0.5 s) from counting as a flap.
+    router = redis_router(live_redis.url, pfx, [target(p)], [], [p], timeout=2.0)
     store = shared_store(router)
 
     async def load(seconds: float) -> None:

@@ -21,6 +21,26 @@ def fake(dialect: Dialect, reply: Reply | str, **kw: object) -> FakeProvider:
 # -- 200s ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("dialect", [OA, AN, GE])
+async def test_a_plain_reply_answers_a_stream_request_with_the_json_body(dialect: Dialect) -> None:
+    resp = await send(fake(dialect, Reply.ok("whole", plain=True)), stream=True)
+    assert resp.status == 200
+    assert "json" in (resp.header("content-type") or "") and "event-stream" not in (resp.header("content-type") or "")
+    assert "whole" in json.dumps(as_json(resp))
+    streamed = await send(fake(dialect, Reply.ok("whole")), stream=True)  # without it: a stream, as asked
+    assert dialect is GE or "event-stream" in (streamed.header("content-type") or "")
+
+
+async def test_retry_after_as_an_http_date_beside_the_response_date() -> None:
+    from failover.providers._headers import parse_retry_after
+
+    resp = await send(fake(OA, Reply.rate_limit(retry_after_date=3)))
+    assert resp.status == 429
+    date, when = resp.header("date"), resp.header("retry-after")
+    assert date and when and when.endswith("GMT") and date.endswith("GMT")
+    assert parse_retry_after(resp.headers) == 3.0  # read against the response's own date
+
+
 async def test_openai_ok_is_a_chat_completion() -> None:
     resp = await send(fake(OA, "ok"))
     assert resp.status == 200

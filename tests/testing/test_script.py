@@ -78,6 +78,9 @@ def test_mapping_forms_parse(spec: object) -> None:
         Reply.malformed_tool_args(),
         Reply.schema_invalid({"wrong": 1}),
         Reply.connect_error(latency=3),
+        Reply.ok("whole", plain=True),
+        Reply.rate_limit(retry_after_date=3),
+        Reply.overloaded(retry_after_date=1.5),
     ],
 )
 def test_to_string_round_trips(reply: Reply) -> None:
