@@ -138,7 +138,12 @@ async def test_half_open_probes_are_limited_across_the_fleet(fleet: Fleet) -> No
         answers = await asyncio.gather(*burst)
     probes = len(provider.calls) - before
     served = [r for r in answers if r.status_code == 200]
-    assert 1 <= probes <= PROBES, f"{probes} probes reached the provider, {PROBES} allowed fleet-wide"
+    # a gateway whose store call timed out admits from its local breakers (fail open, by design):
+    # say so if that is what let an extra probe through
+    local = [gw.log.read_text(errors="replace").count("state backend redis unreachable") for gw in fleet.gateways]
+    assert 1 <= probes <= PROBES, (
+        f"{probes} probes reached the provider, {PROBES} allowed fleet-wide; went local: {local}"
+    )
     assert len(served) == probes
     for r in answers:
         if r.status_code != 200:

@@ -70,6 +70,9 @@ def test_series_add_up_to_the_summary() -> None:
         assert len(s["sent"][name]) == n and len(s["breaker"][name]) == n
         assert sum(s["sent"][name]) <= summary["provider_requests"][name]
     assert all(share is None or 0 <= share <= 1 for share in s["ok_share"])
+    # the headroom is A's upstream's: its first attempts deposit above the floor (10), its
+    # replays while it is down draw it back towards it
+    assert max(s["retry_headroom"]) > 10 and min(s["retry_headroom"]) < max(s["retry_headroom"])
 
 
 def test_no_faults_no_retries_no_fallbacks() -> None:

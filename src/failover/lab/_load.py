@@ -350,8 +350,10 @@ def run_load(opts: LoadOptions) -> LoadResult:
         return call
 
     def setup(loop: asyncio.AbstractEventLoop) -> None:
+        pool_a = budget.pool_of(targets["a"])  # the retries are A's: its upstream's budget
+
         def sample(s: int) -> None:
-            headroom[s] = budget.available(loop.time())
+            headroom[s] = budget.available(loop.time(), pool_a)
 
         for s in range(seconds):
             loop.call_at(s + 1.0 - 1e-6, sample, s)  # the budget's headroom as each second ends

@@ -388,7 +388,7 @@ function renderLoad(data) {
       lines: [
         { key: "retries_granted", label: "retries granted", values: s.retries_granted, color: "#0969da" },
         { key: "retries_refused", label: "retries refused (budget spent)", values: s.retries_refused, color: "#b42318" },
-        { key: "retry_headroom", label: "headroom (retries still allowed)", values: s.retry_headroom, color: "#59636e", dash: "4 3" },
+        { key: "retry_headroom", label: "A's headroom (retries still allowed on A's upstream)", values: s.retry_headroom, color: "#59636e", dash: "4 3" },
       ],
     }),
   );
