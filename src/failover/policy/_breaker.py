@@ -759,7 +759,8 @@ class BreakerBoard:
                 self.discard(permits, now)
                 return [], b.rejection(now) or f"{b.scope}: rejected"
             permits.append(p)
-        permits[0]._breaker.grace.flights[id(permits[0])] = now  # type: ignore[union-attr]  # for the grace
+        if (g := permits[0]._breaker.grace) is not None:  # the overload grace keeps the flight
+            g.flights[id(permits[0])] = now
         return permits, None
 
     def _started(self, permit: Permit, now: float) -> None:
