@@ -15,12 +15,12 @@ of anything shaped like an API key before it leaves the gateway.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..inbound import WireError
+from ..inbound._headers import retry_headers
 from ..model import FailureKind, Unavailable
 
 
@@ -131,23 +131,4 @@ def unavailable_error(exc: Unavailable, scrub: Scrubber) -> ApiError:
     else:
         message = f"{exc.reason.value}: {_PRIVATE_MESSAGE.get(exc.reason, 'upstream failure')}"
     message += f" (request id {exc.request_id})"
-    return ApiError(m.status, message, type=m.type, code=exc.reason.value, headers=retry_headers(exc, m.status))
-
-
-def retry_headers(exc: Unavailable, status: int) -> dict[str, str]:
-    """One layer owns retries: the gateway already retried, failed over and fell back within the
-    deadline, so it tells every client not to retry (``x-should-retry: false``, which the
-    official SDKs obey even at their default ``max_retries``). ``Retry-After`` is sent only when
-    a retry later really can succeed: the provider's own hint, or the end of a hold (an open
-    breaker, a cool-down) that turned every candidate away. Never on a spent deadline: the time
-    was the caller's, and coming back sooner or later changes nothing the gateway knows of."""
-    headers = {"x-should-retry": "false", "x-failover-retryable": "true" if exc.retryable else "false"}
-    if (
-        status == 503
-        and exc.retry_after_ms is not None
-        and exc.retryable
-        and exc.reason is not FailureKind.DEADLINE_EXHAUSTED
-    ):
-        headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_ms / 1000)))
-        headers["retry-after-ms"] = str(exc.retry_after_ms)
-    return headers
+    return ApiError(m.status, message, type=m.type, code=exc.reason.value, headers=retry_headers(exc))

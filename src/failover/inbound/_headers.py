@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..model import Envelope, RouteRecord, SideEffectMode
+from ..model import Envelope, FailureKind, RouteRecord, SideEffectMode, Unavailable
 from ._wire import WireError
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
@@ -131,6 +131,23 @@ def envelope_with_headers(
     return dataclasses.replace(base, **changes) if changes else base
 
 
+def retry_headers(exc: Unavailable) -> dict[str, str]:
+    """What a server tells the client of a failure about retrying it.
+
+    One layer owns retries: the router already retried, failed over and fell back within the
+    deadline, so every client is told not to retry (``x-should-retry: false``, which the
+    official SDKs obey even at their default ``max_retries``); ``x-failover-retryable`` says
+    whether asking again later can succeed. ``Retry-After`` is sent only when a retry later
+    really can succeed: the provider's own hint, or the end of a hold (an open breaker, a
+    cool-down) that turned the candidates away. Never on a spent deadline: the time was the
+    caller's, and coming back sooner or later changes nothing the router knows of."""
+    headers = {"x-should-retry": "false", "x-failover-retryable": "true" if exc.retryable else "false"}
+    if exc.retry_after_ms is not None and exc.retryable and exc.reason is not FailureKind.DEADLINE_EXHAUSTED:
+        headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_ms / 1000)))
+        headers["retry-after-ms"] = str(exc.retry_after_ms)
+    return headers
+
+
 def record_headers(request_id: str, record: RouteRecord | None) -> dict[str, str]:
     """The ``x-failover-*`` summary of a RouteRecord (``x-request-id`` too, which the SDKs read)."""
     h = {"x-failover-request-id": request_id, "x-request-id": request_id}
@@ -145,4 +162,4 @@ def record_headers(request_id: str, record: RouteRecord | None) -> dict[str, str
     return h
 
 
-__all__ = ["client_retry", "envelope_with_headers", "record_headers"]
+__all__ = ["client_retry", "envelope_with_headers", "record_headers", "retry_headers"]

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast, overloa
 from ..inbound import WireError
 from ..inbound import anthropic as ant
 from ..inbound import openai as oai
-from ..inbound._headers import envelope_with_headers, record_headers
+from ..inbound._headers import envelope_with_headers, record_headers, retry_headers
 from ..model import (
     Completed,
     Envelope,
@@ -415,11 +415,7 @@ class _Core:
     def _unavailable(self, wire: _Wire, exc: Unavailable) -> _Plain:
         status = status_for(exc, wire.name)
         message = self.scrub(f"{exc.reason.value}: {exc.message}") + f" (request id {exc.request_id})"
-        headers = record_headers(exc.request_id, exc.record)
-        headers["x-failover-retryable"] = "true" if exc.retryable else "false"
-        if exc.retry_after_ms is not None:
-            headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_ms / 1000)))
-            headers["retry-after-ms"] = str(exc.retry_after_ms)
+        headers = {**record_headers(exc.request_id, exc.record), **retry_headers(exc)}
         return self._error(wire, status, message, code=exc.reason.value, headers=headers)
 
     def _done(self, record: RouteRecord | None) -> None:

@@ -759,8 +759,7 @@ class BreakerBoard:
                 self.discard(permits, now)
                 return [], b.rejection(now) or f"{b.scope}: rejected"
             permits.append(p)
-        if (g := permits[0]._breaker.grace) is not None:  # the overload grace keeps the flight
-            g.flights[id(permits[0])] = now
+        self._started(permits[0], now)
         return permits, None
 
     def _started(self, permit: Permit, now: float) -> None:

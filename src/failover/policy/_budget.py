@@ -69,7 +69,6 @@ class RetryBudget:
     store: GuardedStore | None = field(default=None, repr=False)
     name: str = "default"  # the shared budget's key: routers that share one use the same name
     _pools: dict[str, _Pool] = field(default_factory=dict, repr=False)
-    _names: dict[int, tuple[Target, str]] = field(default_factory=dict, repr=False)  # id(target) -> its pool
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
@@ -80,16 +79,7 @@ class RetryBudget:
 
     def pool_of(self, target: Target) -> str:
         """The pool whose budget attempts on ``target`` draw on: its endpoint and model."""
-        if self.scope != "upstream":
-            return GLOBAL
-        known = self._names.get(id(target))
-        if known is not None and known[0] is target:  # asked on every attempt: named once per target
-            return known[1]
-        if len(self._names) > 4096:  # targets of routers long reloaded
-            self._names.clear()
-        name = f"{target.base_url}|{target.model}"
-        self._names[id(target)] = (target, name)
-        return name
+        return f"{target.base_url}|{target.model}" if self.scope == "upstream" else GLOBAL
 
     def _pool(self, pool: str) -> _Pool:
         p = self._pools.get(pool)
@@ -99,7 +89,7 @@ class RetryBudget:
 
     def record_request(self, now: float, pool: str = GLOBAL) -> None:
         """A request's first attempt on ``pool``: it deposits ``ratio`` of an extra attempt."""
-        p = self._pools.get(pool) or self._pool(pool)
+        p = self._pool(pool)
         if self.store is not None:
             self._spawn(pool, p, "request")
         q = p.requests

@@ -89,7 +89,7 @@ class Recorder:
             if any(a.phase is Phase.FALLBACK for a in self.attempts):
                 return Workflow.FALLBACK
             return Workflow.RETRY_FAILOVER if self.attempts else Workflow.STOP
-        tier = used.phase if used is self.attempts[0] else self._tier(used)
+        tier = self._tier(used)
         if tier is Phase.FALLBACK:
             return Workflow.FALLBACK
         if tier is Phase.PRIMARY and not recovered and len(self.attempts) == 1:
@@ -109,7 +109,7 @@ class Recorder:
         reason = None
         if used is not None and (len(self.attempts) > 1 or self.excluded):  # else: a direct answer
             failed = next((a for a in self.attempts if a.failure is not None), None)
-            held = self._passed_over(used) if self.excluded else None
+            held = self._passed_over(used)
             how = _HOW[used.phase]
             if held is not None and (failed is None or self._rank(held.target) <= self._rank(failed.target)):
                 reason = f"{held.target} held ({held.reason}); recovered by {how} to {used.target}"

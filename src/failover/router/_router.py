@@ -600,25 +600,23 @@ class _Run:
             while True:
                 now = loop.time()
                 d = decide(s, lane, self.policies, now)
-                if type(d) is not Go and not await self.carry_out(lane, d, now):
+                if not isinstance(d, Go):
+                    if await self.carry_out(lane, d, now):
+                        continue  # slept, or built the repair: ask again
                     return None  # left (Next, or no hedge)
-                if type(d) is not Go:
-                    continue  # slept, or built the repair: ask again
                 if s.launched:  # workflow 3: an attempt after the first needs the ledger's leave
                     await self.side_effects_allow(f"{lane.phase.value} attempt on {target.name}")
                 if not lane.paid:
                     self.pay(lane, d.retry, now)
                 outcome = await self.attempt(lane, d.until)
-                if type(outcome) is str:  # turned away by its limiter or breaker
+                if isinstance(outcome, str):  # turned away by its limiter or breaker
                     self.refund(lane)
                     why = outcome if not lane.tries else f"no replay: {outcome}"
                     self.rec.exclude(target.name, lane.phase, why, temporary=True)
                     return None
-                if type(outcome) is Response:
-                    lane.tries, lane.paid = lane.tries + 1, False
+                s.attempted(lane, outcome if isinstance(outcome, Failure) else None, loop.time())
+                if isinstance(outcome, Response):
                     return outcome
-                assert isinstance(outcome, Failure)
-                s.attempted(lane, outcome, loop.time())
                 if self.output.started:  # the commit point: output reached the caller
                     if not self.restart_ok:
                         raise self.partial(outcome)
