@@ -270,6 +270,9 @@ async def test_deadline_is_a_504_and_takes_the_deadline(kit: Kit) -> None:
             await client.chat.completions.create(model="m", messages=HELLO)
         assert exc.value.status_code == 504
         assert loop.time() - t0 == pytest.approx(3, abs=0.1)  # the client's deadline, not the SDK's 600 s
+        # the gateway's retry headers (one function for both): never retry on your own, no Retry-After
+        assert exc.value.response.headers["x-should-retry"] == "false"
+        assert "retry-after" not in exc.value.response.headers
     async with claude(router, route="zolo", deadline=2) as ac:
         with pytest.raises(anthropic.GatewayTimeoutError):
             await ac.messages.create(model="m", max_tokens=10, messages=HELLO)
