@@ -386,3 +386,21 @@ def test_scrubber_removes_configured_secrets_and_key_shapes() -> None:
     out = scrub("x hunter2-provider-secret y sk-proj-abcdef123 z AIzaSyA1234567890abcdef Bearer abcdefghijk ?key=zzz")
     assert "hunter2" not in out and "sk-proj" not in out and "AIza" not in out and "abcdefghijk" not in out
     assert "zzz" not in out
+
+
+async def test_no_answer_of_the_gateway_invites_a_clients_own_retry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDKs retry a 408, 409 or 5xx by themselves unless told not to: every error says so,
+    a bad body, an unknown path and the gateway's own bug alike."""
+    kit = Kit()
+
+    async def broken(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("a bug")
+
+    async with kit.client() as c:
+        bad = await c.post("/v1/chat/completions", content=b"not json", headers={"content-type": "application/json"})
+        missing = await c.get("/v1/nothing-here")
+        monkeypatch.setattr(kit.router, "complete", broken)
+        bug = await c.post("/v1/chat/completions", json=chat_body("solo"))
+    assert (bad.status_code, missing.status_code, bug.status_code) == (400, 404, 500)
+    for r in (bad, missing, bug):
+        assert r.headers["x-should-retry"] == "false", r

@@ -1244,7 +1244,8 @@ def create_app(
         message = f"{request.method} {request.url.path}: " + (
             exc.detail if isinstance(exc, HTTPException) else "internal gateway error"
         )
-        return _json_response(status, ApiError(status, message, code=code).body())
+        err = ApiError(status, message, code=code)
+        return _json_response(status, err.body(), err.headers)
 
     middleware = []
     if s.cors_origins:

@@ -43,7 +43,9 @@ class ApiError(Exception):
         self.type = type
         self.code = code
         self.param = param
-        self.headers = dict(headers or {})
+        # One layer owns retries: no answer of the gateway invites a client's own retry (the
+        # SDKs would otherwise retry a 408, 409 or 5xx by themselves)
+        self.headers = {"x-should-retry": "false", **(headers or {})}
 
     def body(self) -> dict[str, object]:
         return {"error": {"message": self.message, "type": self.type, "code": self.code, "param": self.param}}
