@@ -1,0 +1,166 @@
+"""A real ``failover serve`` in its own process, watched while a hostile case runs.
+
+- :meth:`Served.watchdog`: a thread sends ``GET /healthz`` every 20 ms on a connection of
+  its own and records how long each answer took. One tenant's hostile request must not freeze
+  the event loop for everyone else: the worst probe must answer within the limit (100 ms by
+  default, a wide margin over the ~1 ms a probe takes on an idle loop).
+- :meth:`Served.rss_mib`: the gateway process's resident memory, read from ``/proc``. A
+  hostile case may use memory while it runs; once it is over the process must come back near
+  its baseline (memory that stays is memory the next attacker adds to).
+
+The gateway runs with one worker, so the process that ``serve`` starts is the one that serves.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+PROBE_EVERY_S = 0.02
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Watch:
+    """What the watchdog saw: every probe's time to answer, worst first on request."""
+
+    times: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def worst(self) -> float:
+        return max(self.times, default=0.0)
+
+
+@dataclass
+class Served:
+    base: str
+    proc: subprocess.Popen[str]
+    lines: collections.deque[str]
+
+    @property
+    def port(self) -> int:
+        return int(self.base.rsplit(":", 1)[1])
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def rss_mib(self) -> float:
+        """Resident memory of the gateway process now, in MiB."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise AssertionError("no VmRSS in /proc/<pid>/status")
+
+    def settled_rss_mib(self, *, wait_s: float = 3.0) -> float:
+        """The lowest RSS seen over ``wait_s``: memory a finished case still holds, once the
+        connections it opened are closed and its tasks have ended."""
+        low = self.rss_mib()
+        until = time.monotonic() + wait_s
+        while time.monotonic() < until:
+            time.sleep(0.1)
+            low = min(low, self.rss_mib())
+        return low
+
+    @contextmanager
+    def watchdog(self, limit_s: float = 0.1) -> Iterator[Watch]:
+        """Probe ``/healthz`` every 20 ms while the block runs; fail if any probe took longer
+        than ``limit_s`` or failed. The probe's own connection is opened before the block, so
+        a full accept queue is not what is measured."""
+        watch = Watch()
+        stop = threading.Event()
+        client = httpx.Client(base_url=self.base, timeout=60.0)
+        client.get("/healthz").raise_for_status()
+
+        def probe() -> None:
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                try:
+                    r = client.get("/healthz")
+                    if r.status_code != 200:
+                        watch.failures.append(f"/healthz answered {r.status_code}")
+                except httpx.HTTPError as exc:
+                    watch.failures.append(f"/healthz failed: {exc!r}")
+                watch.times.append(time.perf_counter() - t0)
+                stop.wait(PROBE_EVERY_S)
+
+        thread = threading.Thread(target=probe, name="healthz-watchdog", daemon=True)
+        thread.start()
+        try:
+            yield watch
+        finally:
+            stop.set()
+            thread.join(timeout=90)
+            client.close()
+        assert not watch.failures, watch.failures[:3]
+        assert watch.times, "the watchdog sent no probe"
+        assert watch.worst <= limit_s, (
+            f"/healthz took {watch.worst * 1000:.0f} ms (limit {limit_s * 1000:.0f} ms) "
+            f"over {len(watch.times)} probes: the hostile case stalled the event loop"
+        )
+
+
+@contextmanager
+def serve(config: Path | None = None, *, env: dict[str, str] | None = None) -> Iterator[Served]:
+    """``failover serve`` (the embedded default without ``config``) on a free loopback port."""
+    port = free_port()
+    args = [sys.executable, "-m", "failover.cli", "serve", "--port", str(port)]
+    if config is not None:
+        args += ["--config", str(config)]
+    proc = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    lines: collections.deque[str] = collections.deque(maxlen=2000)
+
+    def drain() -> None:  # a full pipe would block the gateway's log writes
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+
+    threading.Thread(target=drain, name="serve-output", daemon=True).start()
+    served = Served(f"http://127.0.0.1:{port}", proc, lines)
+    try:
+        until = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                time.sleep(0.2)
+                raise AssertionError(f"serve exited with {proc.returncode}:\n{served.output}")
+            try:
+                if httpx.get(f"{served.base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > until:
+                raise AssertionError(f"serve did not come up in 30 s:\n{served.output}")
+            time.sleep(0.1)
+        yield served
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
