@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -26,13 +27,15 @@ from typing import Any
 
 import pytest
 import uvicorn
+from starlette.types import Message
 
 from failover.gateway import GatewaySettings
+from failover.gateway._app import CONNECTION_LOST
 from failover.gateway._logs import ACCESS_LOGGER
 from failover.gateway._protocol import HeadTimeoutProtocol
 from failover.gateway._serve import http_protocol
 from failover.testing import Outcome, Reply
-from tests.gateway._kit import ACME_KEY, Kit, ServerThread, chat_body
+from tests.gateway._kit import ACME_KEY, Kit, ServerThread, chat_body, chat_scope
 
 pytestmark = pytest.mark.e2e
 
@@ -499,3 +502,38 @@ def test_every_405_says_allow() -> None:
             allow = next(h for h in head.split(b"\r\n") if h.lower().startswith(b"allow:"))
             assert allowed in allow.decode(), allow
             assert json.loads(payload)["error"]["code"] == "method_not_allowed"
+
+
+async def test_a_stream_whose_client_left_while_its_last_events_were_sent_is_a_499_not_a_200(
+    finished: tuple[Kit, _Finished],
+) -> None:
+    """Once the connection is lost the server's send() returns at once without a word (uvicorn's
+    does), so the pump may run through the rest of a short stream before it notices: it must
+    still log the client's leaving, not a 200."""
+    kit, f = finished
+    kit.providers["a"].load([Reply.ok("one two three")])  # the whole stream at once
+    lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    scope = {**chat_scope(), "extensions": {CONNECTION_LOST: lost}}
+    body = json.dumps(chat_body(stream=True)).encode()
+    sent: list[Message] = []
+    requested = False
+
+    async def receive() -> Message:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def send(message: Message) -> None:
+        if lost.done():
+            return  # the connection is gone: nothing is written, nothing is said
+        sent.append(message)
+        if message["type"] == "http.response.body" and message.get("body"):
+            lost.set_result(None)  # the client leaves after the first chunk
+
+    await kit.app(scope, receive, send)
+    (done,) = f.calls
+    assert done["status"] == 499, done
+    assert "client disconnected" in done["note"]
