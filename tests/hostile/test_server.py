@@ -34,6 +34,8 @@ from failover.gateway._app import CONNECTION_LOST
 from failover.gateway._logs import ACCESS_LOGGER
 from failover.gateway._protocol import HeadTimeoutProtocol
 from failover.gateway._serve import http_protocol
+from failover.gateway._settings import settings_from_dict
+from failover.model import ConfigError
 from failover.testing import Outcome, Reply
 from tests.gateway._kit import ACME_KEY, Kit, ServerThread, chat_body, chat_scope
 
@@ -537,3 +539,32 @@ async def test_a_stream_whose_client_left_while_its_last_events_were_sent_is_a_4
     (done,) = f.calls
     assert done["status"] == 499, done
     assert "client disconnected" in done["note"]
+
+
+def test_a_request_ending_inside_the_cap_then_the_next_head_in_the_same_write_is_served() -> None:
+    kit = Kit()
+    settings = GatewaySettings(max_head_bytes=4096)
+    first = b"GET /healthz HTTP/1.1\r\nhost: gateway\r\nx-pad: " + b"p" * 3000 + b"\r\n\r\n"
+    second = b"GET /healthz HTTP/1.1\r\nhost: gateway\r\nx-pad: " + b"q" * 3000 + b"\r\n\r\n"
+    with Server(kit.app, settings) as server, _connect(server.port) as sock:
+        sock.sendall(first + second)  # 6 KB in one write: two heads, each under 4 KiB
+        sock.settimeout(10)
+        data = b""
+        while data.count(b'{"status":"ok"}') < 2:
+            chunk = sock.recv(65536)
+            assert chunk, data[-300:]
+            data += chunk
+    assert data.count(b"HTTP/1.1 200 OK\r\n") == 2
+
+
+def test_the_connection_limits_are_read_from_the_settings_and_validated() -> None:
+    s = settings_from_dict(
+        {"limits": {"max_head_bytes": 8192, "max_headers": 50, "keep_alive_s": 5, "write_timeout_s": 2.5}}
+    )
+    assert (s.max_head_bytes, s.max_headers, s.keep_alive_s, s.write_timeout_s) == (8192, 50, 5.0, 2.5)
+    d = GatewaySettings()
+    assert (d.max_head_bytes, d.max_headers, d.keep_alive_s, d.write_timeout_s) == (65536, 100, 30.0, 30.0)
+    for bad in ({"max_head_bytes": 10}, {"max_headers": 0}, {"keep_alive_s": 0}, {"write_timeout_s": -1}):
+        with pytest.raises(ConfigError) as err:
+            settings_from_dict({"limits": bad})
+        assert f"gateway.limits.{next(iter(bad))}" in str(err.value)

@@ -77,6 +77,7 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
     _in_head = True  # the next bytes belong to a request head (or to the gap before one)
     _head_seen = 0  # bytes of the current head (and the gap before it) fed to the parser
     _refused = False  # a head over a limit: answered 431, the connection closing
+    _heads = 0  # request heads completed on this connection
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -93,24 +94,37 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         # Unlike uvicorn's, no byte cancels the keep-alive timer here: the start of a request
         # line does (on_message_begin). Bytes of a head are counted before the parser sees them.
-        view = memoryview(data)
-        while self._in_head:
+        if self._in_head:
+            seen = self._head_seen + len(data)
+            if seen > self.max_head_bytes:
+                self._capped(memoryview(data))
+                return
+            self._head_seen = seen
+        self._feed(data)
+
+    def _capped(self, view: memoryview) -> None:
+        """More bytes than the head may still take: feed only what it may; what follows the
+        end of the head (its body, the next request) is counted again as it must be."""
+        while True:
             room = self.max_head_bytes - self._head_seen
             if len(view) <= room:
                 self._head_seen += len(view)
                 break
+            heads = self._heads
             if not self._feed(view[:room]):
                 return
-            if self._head_open():  # max_head_bytes fed and the head is not over
+            if self._heads == heads:  # max_head_bytes fed and the head is not over
                 self._refuse(f"the request head (request line and headers) exceeds {self.max_head_bytes} bytes")
                 return
             view = view[room:]  # the head ended inside: the rest is its body (or the next request)
+            if not self._head_open():
+                break
         self._feed(view)
 
     def _head_open(self) -> bool:
         return self._in_head  # (the parser's callbacks change it while feeding)
 
-    def _feed(self, data: memoryview) -> bool:
+    def _feed(self, data: bytes | memoryview) -> bool:
         """Parse ``data``; False when the connection is being closed (a bad or refused head)."""
         try:
             self.parser.feed_data(data)
@@ -126,7 +140,7 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
                 self.handle_websocket_upgrade()
             else:
                 self._unsupported_upgrade_warning()
-        return not self.transport.is_closing()
+        return True
 
     def _refuse(self, message: str) -> None:
         """A head over a limit: 431 (unless an answer of ours is under way) and close."""
@@ -160,6 +174,7 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
         self._unset_keepalive_if_required()  # (a head that began before the last answer ended)
         self._in_head = False
         self._head_seen = 0
+        self._heads += 1
         super().on_headers_complete()
         cycle = self.cycle
         if cycle is not None and cycle.transport is self.transport:  # a new cycle (not an upgrade)
