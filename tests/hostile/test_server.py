@@ -159,6 +159,7 @@ def test_a_multi_mib_head_is_refused_with_431_quickly_while_healthz_keeps_answer
         sender.join(timeout=20)
         refused_after = time.monotonic() - t0
         probe.close()
+    print(f"\n{flood_bytes >> 20} MiB head: answered after {refused_after:.3f} s; worst /healthz {worst * 1000:.1f} ms")
     assert answer and answer[0].startswith(b"HTTP/1.1 431 "), answer[:1]
     payload = json.loads(answer[0].partition(b"\r\n\r\n")[2].partition(b"<closed>")[0])
     assert payload["error"]["code"] == "headers_too_large"
@@ -382,6 +383,7 @@ def test_a_stream_client_that_stops_reading_pauses_the_upstream_and_is_dropped_a
         assert _closed_within(sock, 10.0) is not None, "the connection was not closed"
         sock.close()
     (call,) = a.calls
+    print(f"\npulled {call.events_sent} of {words} events; dropped after {dropped_after:.2f} s")
     assert call.outcome is Outcome.CLIENT_DISCONNECTED  # the upstream stream was closed
     assert call.events_sent < words // 4, f"the gateway pulled {call.events_sent} of {words} events"
     assert 0.9 <= dropped_after < 8.0
