@@ -153,6 +153,7 @@ class _Interrupted:
 
 
 CONNECTION_LOST = "failover.connection_lost"  # the scope extension failover serve's protocol adds
+WRITE_TIMED_OUT = "failover.write_timed_out"  # set (True) by that protocol when it dropped a client that did not read
 
 
 class _Disconnect:
@@ -621,7 +622,7 @@ class Endpoint(Generic[_B]):
         router = gw.router  # a reload swaps gw.router; this request finishes on the one it started with
         started = time.perf_counter()
         if scope["method"] != "POST":
-            err = ApiError(405, f"use POST for {self.path}", code="method_not_allowed")
+            err = ApiError(405, f"use POST for {self.path}", code="method_not_allowed", headers={"allow": "POST"})
             await self.error_response(err)(scope, receive, send)
             return
         headers = _header_map(scope)
@@ -877,13 +878,14 @@ class _StreamReply:
         self.started = started
         self.sent_headers = False
         self.wire = wire
+        self.gone: asyncio.Future[None] | None = None  # resolves when the client is gone
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         rs = self.router.stream(self.route, self.request, self.envelope)
         await rs.__aenter__()
-        pump = asyncio.ensure_future(self._pump(rs, scope, receive, send))
         gone = _Disconnect(scope, receive)
-        watch = gone.future
+        watch = self.gone = gone.future
+        pump = asyncio.ensure_future(self._pump(rs, scope, receive, send))
         try:
             waiters: set[asyncio.Future[Any]] = {pump, watch, self.stop}
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
@@ -905,10 +907,10 @@ class _StreamReply:
                     route=self.route,
                     tenant=self.tenant,
                     request_id=self.envelope.request_id,
-                    record=None,
+                    record=rs.record,  # outcome "cancelled": the stream was cut when the client left
                     started=self.started,
                     stream=True,
-                    note="client disconnected; upstream stream closed",
+                    note=_gone_note(scope),
                 )
 
     async def _cut(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -1022,8 +1024,12 @@ class _StreamReply:
             log.error("internal error on stream %s: %s", self.envelope.request_id, type(exc).__name__)
             body += wire.failure("internal_error", f"internal gateway error (request id {self.envelope.request_id})")
         await send({"type": "http.response.body", "body": body, "more_body": False})
+        status = 200
+        gone = self.gone
+        if gone is not None and gone.done():  # the sends since the client left went nowhere
+            status, status_note = 499, _gone_note(scope)
         gw.finish(
-            status=200,
+            status=status,
             route=self.route,
             tenant=self.tenant,
             request_id=self.envelope.request_id,
@@ -1032,6 +1038,13 @@ class _StreamReply:
             stream=True,
             note=status_note,
         )
+
+
+def _gone_note(scope: Scope) -> str:
+    ext = scope.get("extensions")
+    if ext and ext.get(WRITE_TIMED_OUT):
+        return "client stopped reading (limits.write_timeout_s); connection dropped, upstream stream closed"
+    return "client disconnected; upstream stream closed"
 
 
 def _endpoint(fn: Callable[[HttpRequest], Awaitable[Response]]) -> Callable[[HttpRequest], Awaitable[Response]]:
@@ -1245,7 +1258,10 @@ def create_app(
             exc.detail if isinstance(exc, HTTPException) else "internal gateway error"
         )
         err = ApiError(status, message, code=code)
-        return _json_response(status, err.body(), err.headers)
+        headers = dict(err.headers)
+        if isinstance(exc, HTTPException) and exc.headers:  # a 405's Allow
+            headers.update(exc.headers)
+        return _json_response(status, err.body(), headers)
 
     middleware = []
     if s.cors_origins:
@@ -1294,6 +1310,9 @@ def create_app(
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )
+    # No redirect from /path/ to /path: Starlette would build it from the Host header (any
+    # host a client names); a path with a trailing slash is a 404 like any unknown path.
+    app.router.redirect_slashes = False
     app.state.gateway = gw
     return app
 

@@ -24,8 +24,6 @@ from ._settings import GatewaySettings, load_gateway_config
 log = logging.getLogger("failover.gateway")
 
 _CONFIG_ENV = "FAILOVER_GATEWAY_CONFIG"  # how worker processes find the config file
-KEEP_ALIVE_S = 30  # an idle keep-alive connection is closed after this many seconds
-MAX_HEAD_BYTES = 64 * 1024  # request line + headers; httptools caps them at 80 KiB by itself
 GC_THRESHOLDS = (50_000, 20, 100)  # see tune_gc
 
 
@@ -96,14 +94,20 @@ def app_factory() -> Starlette:
 
 
 def http_protocol(settings: GatewaySettings) -> type[asyncio.Protocol] | str:
-    """httptools with a deadline on the request head (:mod:`._protocol`), or h11 without it
-    where httptools is not installed."""
+    """httptools with the connection limits of the settings (:mod:`._protocol`), or h11
+    where httptools is not installed (only its head-size cap and uvicorn's keep-alive)."""
     if find_spec("httptools") is None:
-        log.warning("httptools is not installed: serving with h11, without limits.header_timeout_s")
+        log.warning(
+            "httptools is not installed: serving with h11, without limits.header_timeout_s, max_headers"
+            " and write_timeout_s"
+        )
         return "h11"
     from ._protocol import HeadTimeoutProtocol
 
     HeadTimeoutProtocol.head_timeout_s = settings.header_timeout_s
+    HeadTimeoutProtocol.max_head_bytes = settings.max_head_bytes
+    HeadTimeoutProtocol.max_headers = settings.max_headers
+    HeadTimeoutProtocol.write_timeout_s = settings.write_timeout_s
     return HeadTimeoutProtocol
 
 
@@ -155,8 +159,8 @@ def serve(opts: ServeOptions) -> None:
         "date_header": False,  # one formatted date per response saved; clients do not need it
         "access_log": False,  # the gateway logs one access line per chat request itself
         "proxy_headers": False,  # an open gateway reads X-Forwarded-For itself (_app._is_loopback)
-        "timeout_keep_alive": KEEP_ALIVE_S,  # an idle connection is closed after this
-        "h11_max_incomplete_event_size": MAX_HEAD_BYTES,  # request line + headers (h11 fallback)
+        "timeout_keep_alive": settings.keep_alive_s,  # an idle connection is closed after this
+        "h11_max_incomplete_event_size": settings.max_head_bytes,  # request line + headers (h11 fallback)
         "timeout_graceful_shutdown": int(drain) + 5,  # after our own drain: a last resort
     }
     if opts.workers > 1:

@@ -14,7 +14,8 @@ parses with its own pydantic model (the routes loader never sees it)::
         deadline_ms: 30000
         max_attempts: 6
         allow_fallback: true
-      limits: {max_body_bytes: 10485760, max_json_depth: 64, body_timeout_s: 30, header_timeout_s: 10}
+      limits: {max_body_bytes: 10485760, max_json_depth: 64, body_timeout_s: 30, header_timeout_s: 10,
+               max_head_bytes: 65536, max_headers: 100, keep_alive_s: 30, write_timeout_s: 30}
       cors: {allow_origins: ["https://app.example.com"]}
 
 Keys are never stored in clear: the file holds their SHA-256, and a key read from the
@@ -109,6 +110,11 @@ class LimitsSpec(_Strict):
     max_json_depth: int = Field(64, ge=4, le=1000)
     body_timeout_s: float = Field(30.0, gt=0, le=3600)  # the whole body must arrive within this
     header_timeout_s: float = Field(10.0, gt=0, le=3600)  # request line + headers (failover serve)
+    # failover serve's connections: the request head's size, idle keep-alive, a client that stops reading
+    max_head_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)  # request line + headers: else 431
+    max_headers: int = Field(100, ge=8, le=10_000)  # header lines in one request: else 431
+    keep_alive_s: float = Field(30.0, gt=0, le=3600)  # an idle kept-alive connection is closed after this
+    write_timeout_s: float = Field(30.0, gt=0, le=3600)  # a client that accepts no bytes this long is dropped
 
 
 class CorsSpec(_Strict):
@@ -191,6 +197,10 @@ class GatewaySettings:
     max_json_depth: int = 64
     body_timeout_s: float = 30.0  # a slower body gets a 408 and its connection closed
     header_timeout_s: float = 10.0  # failover serve: a slower request head gets a 408, connection closed
+    max_head_bytes: int = 64 * 1024  # failover serve: a longer request line + headers gets a 431, connection closed
+    max_headers: int = 100  # failover serve: more header lines get a 431, connection closed
+    keep_alive_s: float = 30.0  # failover serve: an idle kept-alive connection is closed after this
+    write_timeout_s: float = 30.0  # failover serve: a client whose send buffer stays full this long is dropped
     cors_origins: tuple[str, ...] = ()
     cors_headers: tuple[str, ...] = ("authorization", "content-type", *REQUEST_HEADERS)
     metrics_enabled: bool = True
@@ -289,6 +299,10 @@ def settings_from_dict(
         max_json_depth=spec.limits.max_json_depth,
         body_timeout_s=spec.limits.body_timeout_s,
         header_timeout_s=spec.limits.header_timeout_s,
+        max_head_bytes=spec.limits.max_head_bytes,
+        max_headers=spec.limits.max_headers,
+        keep_alive_s=spec.limits.keep_alive_s,
+        write_timeout_s=spec.limits.write_timeout_s,
         cors_origins=tuple(spec.cors.allow_origins),
         cors_headers=tuple(spec.cors.allow_headers),
         metrics_enabled=spec.metrics.enabled,

@@ -57,10 +57,12 @@ _CONTENT = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallDone)
 class Output:
     """What the caller has been shown of the current response (for PartialOutput)."""
 
-    __slots__ = ("calls", "held", "response_id", "sink", "started", "text")
+    __slots__ = ("calls", "held", "pause", "response_id", "sink", "started", "text")
 
     def __init__(self, sink: Callable[[StreamEvent], None] | None) -> None:
         self.sink = sink
+        # the caller's backpressure: None while it keeps up, else a future resolved when it has read
+        self.pause: Callable[[], asyncio.Future[None] | None] | None = None
         self.started = False
         self.held: list[StreamEvent] = []
         self.text: list[str] = []
@@ -148,6 +150,11 @@ async def stream_exchange(
                             if first_at is None:
                                 first_at = loop.time()
                             out.deliver(parser.feed(item))
+                        if out.pause is not None and (behind := out.pause()) is not None:
+                            # the caller is not reading: stop reading upstream (its socket fills
+                            # and the provider waits) until it has; only the total cap runs meanwhile
+                            timer.reschedule(total_at)
+                            await behind
                         if first_at is not None:  # any event or heartbeat after the first resets idle
                             timer.reschedule(min(loop.time() + idle, total_at))
                     for item in decoder.flush():
@@ -204,6 +211,8 @@ def _odd_status(status: int) -> Failure:
 
 
 _END = object()
+BUFFERED_EVENTS = 64  # events a RouteStream holds for a caller that does not read; then upstream waits
+_RESUME_AT = BUFFERED_EVENTS // 4  # the upstream reader resumes once the caller is down to this
 
 
 class RouteStream:
@@ -213,6 +222,12 @@ class RouteStream:
     ``PartialOutput``). A failure before any output raises ``Unavailable``. Leaving the
     ``async with`` block (or ``aclose()``) at any point cancels the request: the upstream
     HTTP stream is closed at once.
+
+    The events between the upstream and the caller are bounded: once about
+    ``BUFFERED_EVENTS`` wait for a caller that does not iterate, the upstream stream is no
+    longer read (the provider's writes wait on its socket) until the caller catches up.
+    ``record``: the request's RouteRecord once it ended, also when it was cancelled
+    (outcome ``cancelled``).
     """
 
     def __init__(self, run: _Run, *, coalesce: float | None = None) -> None:
@@ -222,8 +237,29 @@ class RouteStream:
         self._task: asyncio.Task[None] | None = None
         self._held: object = _END
         self._finished = False
+        self._room: asyncio.Future[None] | None = None  # the upstream reader waits on it
         self.result: Terminal | None = None
+        self.record: RouteRecord | None = None
         run.output.sink = self._queue.put_nowait
+        run.output.pause = self._pause
+
+    def _pause(self) -> asyncio.Future[None] | None:
+        """For the upstream reader after each chunk: None while the caller keeps up, else a
+        future it awaits, resolved when the caller has read the backlog down."""
+        if self._queue.qsize() < BUFFERED_EVENTS:
+            return None
+        room = self._room
+        if room is None or room.done():
+            room = self._room = self._run.loop.create_future()
+        return room
+
+    def _took(self) -> None:
+        """The caller took an event: let a waiting upstream reader go on once there is room."""
+        room = self._room
+        if room is not None and self._queue.qsize() <= _RESUME_AT:
+            self._room = None
+            if not room.done():
+                room.set_result(None)
 
     @property
     def response_id(self) -> str:
@@ -244,6 +280,8 @@ class RouteStream:
             run.router.stats.observe(record := p.event.record)
             self._queue.put_nowait(p.event)
         except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):  # the caller left (or closed the stream)
+                record = run.rec.freeze(run.loop.time(), used=None, outcome="cancelled", stopped=True)
             self._queue.put_nowait(exc)
             raise
         else:
@@ -251,6 +289,7 @@ class RouteStream:
                 run.router.stats.observe(record)
             self._queue.put_nowait(Completed(response=response))
         finally:
+            self.record = record
             if run.router.hooks:
                 run.ended(record)
 
@@ -277,7 +316,10 @@ class RouteStream:
         if self._held is not _END:
             item, self._held = self._held, _END
             return item
-        return await self._queue.get()
+        item = await self._queue.get()
+        if self._room is not None:
+            self._took()
+        return item
 
     async def __anext__(self) -> StreamEvent | Terminal:
         if self._finished:
@@ -307,6 +349,8 @@ class RouteStream:
                 nxt = self._queue.get_nowait() if left <= 0 else await asyncio.wait_for(self._queue.get(), left)
             except (TimeoutError, asyncio.QueueEmpty):
                 break
+            if self._room is not None:
+                self._took()
             if isinstance(nxt, TextDelta):
                 parts.append(nxt.text)
                 continue

@@ -54,7 +54,7 @@ try:
 except Exception:  # pragma: no cover - an uninstalled checkout
     _USER_AGENT = "failover"
 
-_HIGH_WATER = 4 * 1024 * 1024  # a streamed body buffered beyond this pauses reading from the socket
+_HIGH_WATER = 256 * 1024  # a streamed body buffered beyond this (its reader is behind) pauses reading the socket
 
 
 @functools.lru_cache(maxsize=512)
