@@ -936,6 +936,8 @@ def _transport_failure(exc: TransportError, total: float, left: float, target: T
         return Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.CONNECT, message=str(exc))
     if exc.phase == "total":
         return Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message=_total_msg(total, left, target))
+    if exc.phase == "too_large":  # an answer over the transport's limits: the upstream's fault
+        return Failure(kind=FailureKind.PROVIDER_SERVER_ERROR, message=str(exc))
     return Failure(kind=FailureKind.TRANSPORT_TRANSIENT, message=str(exc))
 
 
