@@ -203,6 +203,8 @@ class Router:
             store = board.store if isinstance(board, BreakerBoard) else None
             shared["breakers"] = cfg.breakers.board(store=store)
         kw = {"retry_budget": cfg.retry_budget, **shared, **kw}
+        if transport is None and cfg.upstream is not None:  # the file's `upstream:` limits and pool
+            transport = cfg.upstream.transport()
         return cls(cfg.routes, transport=transport, backoff=cfg.backoff, **kw)
 
     def dialect(self, target: Target) -> DialectAdapter:

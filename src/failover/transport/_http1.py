@@ -718,6 +718,8 @@ class _Http1Stream:
                 yield conn.take_body()
                 continue
             if conn.error is not None:
+                if conn.error.phase == "too_large":
+                    raise conn.error
                 raise TransportError("read", f"connection broke mid-stream: {conn.error}")
             if conn.complete:
                 self.done = True
