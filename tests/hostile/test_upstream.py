@@ -552,3 +552,66 @@ def test_leaks_finds_a_straddling_key() -> None:
     body = "a" * 190 + KEY
     assert leaks(body[:200].replace(KEY, "[REDACTED]"))  # cut, then redact: 10 characters left
     assert not leaks(body.replace(KEY, "[REDACTED]")[:200])
+
+
+# -- the limits themselves --------------------------------------------------------------------------
+
+
+def test_the_event_decoder_holds_one_event_up_to_its_limit_and_no_more() -> None:
+    from failover.providers._sse import EventTooLarge, SSEDecoder
+
+    d = SSEDecoder(max_event=100)
+    (ev,) = d.feed(b"data: " + b"x" * 90 + b"\n\n")  # 96 characters with the field name
+    assert ev.data == "x" * 90
+    with pytest.raises(EventTooLarge, match=r"max_response_bytes \(100 bytes\)"):
+        SSEDecoder(max_event=100).feed(b"data: " + b"x" * 60 + b"\ndata: " + b"y" * 60 + b"\n")  # one event, two lines
+    d = SSEDecoder(max_event=100)
+    d.feed(b"data: " + b"z" * 50)
+    with pytest.raises(EventTooLarge):
+        d.feed(b"z" * 60)  # a line that never ends, fed in pieces
+    d = SSEDecoder(max_event=100)
+    for _ in range(50):  # many events, each small: no limit on the stream as a whole
+        assert len(d.feed(b"data: " + b"w" * 80 + b"\n\n")) == 1
+
+
+def test_the_bounded_decoder_inflates_no_more_than_the_room_left() -> None:
+    from failover.transport import TransportError
+    from failover.transport._limits import BoundedDecoder
+
+    text = b'{"a": "' + b"hello world " * 50_000 + b'"}'  # 600 KB that compresses ~100x+
+    z = zlib.compress(text)
+    d = BoundedDecoder("gzip", cap=10 * MiB, ratio=1000)  # zlib-wrapped under "gzip": decoded by the header
+    assert b"".join([d.feed(z[i : i + 1000]) for i in range(0, len(z), 1000)]) + d.flush() == text
+    d = BoundedDecoder("deflate", cap=100_000, ratio=1000)
+    with pytest.raises(TransportError, match="max_response_bytes") as ei:
+        d.feed(z)
+    assert ei.value.phase == "too_large" and d.decoded == 100_001  # one byte past the room, no more
+    raw = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    deflated = raw.compress(text) + raw.flush()
+    assert BoundedDecoder("deflate", cap=None, ratio=1000).feed(deflated) == text  # raw deflate, as some send
+    with pytest.raises(TransportError, match="max_decoded_ratio"):
+        BoundedDecoder("gzip", cap=None, ratio=2).feed(zlib.compress(bytes(4 * MiB)))
+
+
+def test_the_upstream_section_builds_the_default_transport() -> None:
+    from failover.config import config_from_dict
+
+    data = {
+        "targets": {"a": {"dialect": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}},
+        "routes": {"r": {"primary": ["a"]}},
+        "upstream": {"max_response_bytes": 65536, "max_decoded_ratio": 20, "keepalive_s": 5},
+    }
+    cfg = config_from_dict(data, env={})
+    router = Router.from_config(cfg)
+    t = router.transport
+    assert isinstance(t, Http1Transport)
+    assert (t.max_response_bytes, t._ratio, t._keepalive) == (65536, 20, 5.0)
+    assert isinstance(
+        Router.from_config(config_from_dict({**data, "upstream": None}, env={})).transport, Http1Transport
+    )
+    mine = HttpxTransport(max_response_bytes=1234)
+    assert Router.from_config(cfg, transport=mine).transport is mine  # a transport passed in wins
+    from failover.model import ConfigError
+
+    with pytest.raises(ConfigError, match=r"upstream\.max_response_bytes"):
+        config_from_dict({**data, "upstream": {"max_response_bytes": 0}}, env={})

@@ -7,11 +7,12 @@ header objects), and on a one-core gateway that is a sixth of the CPU of every r
 (docs/benchmarks.md, "Upstream HTTP client"). This one does only what an attempt needs:
 
 * a connection pool per origin (scheme, host, port), last in first out, with a limit on open
-  connections shared by all origins; idle connections are dropped after ``keepalive_s`` or as
-  soon as the server closes them;
+  connections shared by all origins; idle connections are closed after ``keepalive_s`` (one
+  timer for the pool) or as soon as the server closes them;
 * the request head and body written in one call; responses parsed by ``httptools`` (the
   llhttp parser uvicorn uses): Content-Length, chunked, or read to the end of the connection;
-  gzip and deflate decoded;
+  gzip and deflate decoded in bounded steps; an answer over ``max_response_bytes`` (or
+  inflating past ``max_decoded_ratio``) stops the reading and closes the connection;
 * TLS with the system's trust store (``ssl.create_default_context()``, as aiohttp) or a
   context of the caller's;
 * the connect bounded by ``connect_timeout`` and the whole exchange, waiting for a pool slot
