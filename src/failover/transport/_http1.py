@@ -134,6 +134,7 @@ class _Connection(asyncio.Protocol):
         self.counted = False  # holds one of the pool's slots
         self.generation = 0  # the pool's event loop it belongs to (Http1Transport._bind)
         self.streaming = False
+        self.max_body = pool._max_body  # max_response_bytes (a plain body)
         self._reset()
 
     def _reset(self) -> None:
@@ -196,18 +197,14 @@ class _Connection(asyncio.Protocol):
         self.status = status
         h = self.headers
         self.framed = "content-length" in h or "chunked" in h.get("transfer-encoding", "").lower()
-        pool = self._pool
         enc = h.get("content-encoding")
         if enc is not None:
-            self.decoder = decoder_for(enc, None if self.streaming else pool._max_body, pool._ratio)
+            self.decoder = decoder_for(enc, None if self.streaming else self.max_body, self._pool._ratio)
         self.headers_done = True
         if not self.streaming and "content-length" in h:
-            try:
-                declared = int(h["content-length"])
-            except ValueError:
-                declared = 0  # the parser refuses a malformed length itself
-            if declared > pool._max_body:  # refused before a byte of it is read
-                self._fail(too_large(f"body ({declared} bytes declared)", pool._max_body))
+            declared = h["content-length"]  # (a malformed one the parser refuses itself)
+            if declared.isdigit() and int(declared) > self.max_body:  # refused before a byte of it is read
+                self._fail(too_large(f"body ({declared} bytes declared)", self.max_body))
                 return
         w = self.headers_waiter
         if w is not None and not w.done():
@@ -229,8 +226,8 @@ class _Connection(asyncio.Protocol):
             self.body.append(body)
             self.buffered += len(body)
             if not self.streaming:
-                if self.buffered > self._pool._max_body:
-                    self._fail(too_large("body", self._pool._max_body))
+                if self.buffered > self.max_body:
+                    self._fail(too_large("body", self.max_body))
             else:
                 if self.buffered > _HIGH_WATER and not self.paused and self.transport is not None:
                     self.paused = True
