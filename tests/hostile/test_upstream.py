@@ -24,6 +24,7 @@ import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from failover import (
@@ -39,9 +40,10 @@ from failover import (
     Timeouts,
     Unavailable,
 )
+from failover.gateway import GatewaySettings, create_app
 from failover.gateway._errors import Scrubber, unavailable_error
 from failover.model import TextDelta
-from failover.policy import Backoff, Unlimited
+from failover.policy import Backoff, NoBreakers, Unlimited
 from failover.providers._common import DETAIL_LIMIT
 from failover.testing import FakeProvider, FakeServer, Reply, Script
 from failover.transport import (
@@ -516,35 +518,46 @@ async def test_no_part_of_the_key_survives_the_cut_of_an_error_body(
         tokenizer="estimate",
     )
     caplog.set_level(logging.DEBUG)
-    for start in range(cut - len(KEY) - 2, cut + 3):
-        if shape == "html":
-            body, ctype = non_json(start), "text/html"
-        elif shape == "json":
-            # the label ("openai 500: ") comes before the message and is not counted by the cut
-            body, ctype = json_message(dialect, start), "application/json"
-        else:
-            body, ctype = ("x" * start + KEY + "y" * 3000).encode(), "text/plain"
-        assert KEY in body.decode()
-        router = Router([Route(name="r", primary=(target,))], transport=OneBody(500, body, ctype))
-        with pytest.raises(Unavailable) as ei:
-            await router.complete("r", Request.simple("hi"), Envelope(budget=5.0))
-        exc = ei.value
-        (attempt,) = exc.record.attempts
-        assert attempt.failure is not None
-        seen = {
-            "failure.message": attempt.failure.message,
-            "failure.detail": attempt.failure.detail or "",
-            "unavailable": str(exc) + exc.message,
-            "record": repr(exc.record),
-            "gateway": unavailable_error(exc, Scrubber([])).message,  # no secrets known: our redaction only
-            "log": caplog.text,
-        }
-        for where, text in seen.items():
-            assert not leaks(text), f"{where}, key at {start}: {leaks(text)} in {text[:80]!r}..."
-        if start + len("[REDACTED]") <= cut and shape != "detail":
-            assert "[REDACTED]" in attempt.failure.message
-        await router.aclose()
-        caplog.clear()
+    upstream = OneBody(500, b"", "text/plain")
+    # one router and one gateway for every offset: no breaker, so each request reaches the upstream
+    router = Router([Route(name="r", primary=(target,))], transport=upstream, breakers=NoBreakers())
+    app = create_app(router, GatewaySettings())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as gateway:
+        for start in range(cut - len(KEY) - 2, cut + 3):
+            if shape == "html":
+                upstream.body, upstream.ctype = non_json(start), "text/html"
+            elif shape == "json":
+                # the label ("openai 500: ") comes before the message and is not counted by the cut
+                upstream.body, upstream.ctype = json_message(dialect, start), "application/json"
+            else:
+                upstream.body, upstream.ctype = ("x" * start + KEY + "y" * 3000).encode(), "text/plain"
+            assert KEY in upstream.body.decode()
+            with pytest.raises(Unavailable) as ei:
+                await router.complete("r", Request.simple("hi"), Envelope(budget=5.0))
+            exc = ei.value
+            (attempt,) = exc.record.attempts
+            assert attempt.failure is not None
+            seen = {
+                "failure.message": attempt.failure.message,
+                "failure.detail": attempt.failure.detail or "",
+                "unavailable": str(exc) + exc.message,
+                "record": repr(exc.record),
+                "gateway error": unavailable_error(exc, Scrubber([])).message,  # no secrets known: ours only
+            }
+            assert "500" in seen["gateway error"]  # the provider's words are shown: the check means something
+            # the gateway itself: it scrubs the whole keys it knows, but a part of one it cannot
+            r = await gateway.post(
+                "/v1/chat/completions", json={"model": "r", "messages": [{"role": "user", "content": "hi"}]}
+            )
+            assert r.status_code >= 500 and "500" in r.text, r.text
+            seen["gateway answer"] = r.text
+            seen["log"] = caplog.text
+            for where, text in seen.items():
+                assert not leaks(text), f"{where}, key at {start}: {leaks(text)} in {text[:80]!r}..."
+            if start + len("[REDACTED]") <= cut and shape != "detail":
+                assert "[REDACTED]" in attempt.failure.message
+            caplog.clear()
+    await router.aclose()
 
 
 def test_leaks_finds_a_straddling_key() -> None:
