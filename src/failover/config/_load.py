@@ -48,6 +48,8 @@ from ..model import (
 )
 from ..policy import Backoff, BreakerConfig, BreakerSettings, RetryBudget
 from ..state import StateConfig, StateSpec, state_config
+from ..transport import Http1Transport
+from ..transport._limits import DEFAULT_MAX_DECODED_RATIO, DEFAULT_MAX_RESPONSE_BYTES
 from ..validation import check_contract
 
 
@@ -176,6 +178,33 @@ class BreakerSpec(KeyBreakerSpec):
     key_model: KeyBreakerSpec | None = None  # None: the same settings as the target breakers
 
 
+class UpstreamSpec(_Strict):
+    """``upstream:``: the default transport's pool and the limits on what one answer may take."""
+
+    max_response_bytes: int = Field(DEFAULT_MAX_RESPONSE_BYTES, ge=1024)
+    max_decoded_ratio: int = Field(DEFAULT_MAX_DECODED_RATIO, ge=1)
+    keepalive_s: float = Field(15.0, gt=0)
+    max_connections: int = Field(200, ge=1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpstreamSettings:
+    """The ``upstream:`` section: builds the Router's ``Http1Transport`` when none is passed."""
+
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    max_decoded_ratio: int = DEFAULT_MAX_DECODED_RATIO
+    keepalive_s: float = 15.0
+    max_connections: int = 200
+
+    def transport(self) -> Http1Transport:
+        return Http1Transport(
+            max_connections=self.max_connections,
+            keepalive_s=self.keepalive_s,
+            max_response_bytes=self.max_response_bytes,
+            max_decoded_ratio=self.max_decoded_ratio,
+        )
+
+
 class ConfigSpec(_Strict):
     targets: dict[str, TargetSpec] = Field(min_length=1)
     routes: dict[str, RouteSpec] = Field(min_length=1)
@@ -183,6 +212,7 @@ class ConfigSpec(_Strict):
     backoff: BackoffSpec = BackoffSpec()
     state: StateSpec = StateSpec()  # where breakers, buckets and the retry budget live (failover.state)
     breakers: BreakerSpec | None = None  # None: BreakerConfig() defaults
+    upstream: UpstreamSpec | None = None  # None: Http1Transport() defaults
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,6 +225,7 @@ class Config:
     backoff: Backoff
     state: StateConfig = field(default_factory=StateConfig)  # memory unless the file has a `state:` section
     breakers: BreakerSettings | None = None  # the file's `breakers:` tuning (None: the defaults)
+    upstream: UpstreamSettings | None = None  # the file's `upstream:` section (None: the defaults)
 
 
 def _fix_for(err_type: str, loc: str) -> str:
@@ -390,6 +421,7 @@ def config_from_dict(data: Any, *, env: Mapping[str, str] | None = None) -> Conf
         retry_budget=RetryBudget(**spec.retry_budget.model_dump()),
         backoff=Backoff(**spec.backoff.model_dump()),
         state=state_config(spec.state, env),
+        upstream=None if spec.upstream is None else UpstreamSettings(**spec.upstream.model_dump()),
     )
 
 

@@ -94,9 +94,15 @@ def body_detail(body: bytes, target: Target) -> str | None:
     return text if len(text) <= DETAIL_LIMIT else text[:DETAIL_LIMIT] + "…"
 
 
-def snippet(body: bytes, limit: int = 200) -> str:
-    """A one-line excerpt of a non-JSON body (an HTML error page from a proxy)."""
-    text = " ".join(body.decode("utf-8", errors="replace").split())
+def snippet(body: bytes, limit: int = 200, target: Target | None = None) -> str:
+    """A one-line excerpt of a non-JSON body (an HTML error page from a proxy).
+
+    With ``target``, its key is redacted in the whole body *before* the cut: cut first, a key
+    straddling the limit would survive in part, where nothing matches it any more."""
+    text = body.decode("utf-8", errors="replace")
+    if target is not None:
+        text = redact(text, target)
+    text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit] + "…"
 
 
@@ -149,10 +155,9 @@ def error_failure(
     retry_after: float | None = None,
 ) -> Failure:
     """A Failure for an error response; ``message`` is the provider's own words when known."""
-    text = message.strip() if message else ""
+    text = redact(message.strip(), target) if message else ""  # redacted whole, then cut
     if not text:
-        text = snippet(response.body) if response.body else "empty body"
-    text = redact(text, target)
+        text = snippet(response.body, target=target) if response.body else "empty body"
     if len(text) > _MESSAGE_LIMIT:
         text = text[:_MESSAGE_LIMIT] + "…"
     label = f"{provider} {response.status}" + (f" {code}" if code else "")

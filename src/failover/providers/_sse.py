@@ -47,9 +47,21 @@ from typing import cast
 
 from ._base import SSEComment, SSEEvent
 
-__all__ = ["SSEDecoder"]
+__all__ = ["EventTooLarge", "SSEDecoder"]
 
 _BOM = "\ufeff"
+MAX_EVENT_CHARS = 8 * 1024 * 1024  # the transports' default max_response_bytes
+
+
+class EventTooLarge(ValueError):
+    """One event (its data lines, or a line without its end) is longer than the decoder's limit."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"one event of the upstream's stream is larger than max_response_bytes ({limit} bytes): "
+            "reading stopped and the connection was closed"
+        )
+        self.limit = limit
 
 
 class SSEDecoder:
@@ -60,9 +72,26 @@ class SSEDecoder:
     [SSEEvent(event='ping', data='{}', id=None, retry=None), SSEComment(text='keep-alive')]
     """
 
-    __slots__ = ("_data", "_decoder", "_event", "_last_id", "_retry", "_skip_lf", "_start", "_tail")
+    __slots__ = (
+        "_data",
+        "_data_len",
+        "_decoder",
+        "_event",
+        "_last_id",
+        "_max",
+        "_retry",
+        "_skip_lf",
+        "_start",
+        "_tail",
+        "_tail_len",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, max_event: int = MAX_EVENT_CHARS) -> None:
+        """``max_event``: the longest event (data lines together) or line, in characters;
+        beyond it :meth:`feed` raises :class:`EventTooLarge` instead of buffering more."""
+        self._max = max_event
+        self._tail_len = 0  # characters in _tail
+        self._data_len = 0  # characters in _data
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._tail: list[str] = []  # the current line so far (no line end seen yet)
         self._skip_lf = False  # the last text ended with CR: an LF right after it is the same line end
@@ -82,6 +111,7 @@ class SSEDecoder:
         if self._tail:
             line = "".join(self._tail)
             self._tail = []
+            self._tail_len = 0
             self._lines([line], out)
         if self._data:
             self._lines([""], out)
@@ -113,23 +143,34 @@ class SSEDecoder:
             text = text.replace("\r\n", "\n").replace("\r", "\n")
         elif "\n" not in text:
             self._tail.append(text)
+            self._tail_len += len(text)
+            if self._tail_len > self._max:
+                raise EventTooLarge(self._max)
             return out
         lines = text.split("\n")
         if self._tail:
             self._tail.append(lines[0])
             lines[0] = "".join(self._tail)
             self._tail = []
+            self._tail_len = 0
         last = lines.pop()  # the text after the last line end: the start of the next line
         if last:
+            if len(last) > self._max:
+                raise EventTooLarge(self._max)
             self._tail.append(last)
+            self._tail_len = len(last)
         self._lines(lines, out)
         return out
 
     def _lines(self, lines: list[str], out: list[SSEEvent | SSEComment]) -> None:
         data = self._data
+        size = self._data_len
         for line in lines:
             if line.startswith("data:"):  # the common case first
                 data.append(line[6:] if line.startswith(" ", 5) else line[5:])
+                size += len(line)
+                if size > self._max:
+                    raise EventTooLarge(self._max)
             elif not line:
                 if data:
                     out.append(
@@ -141,6 +182,7 @@ class SSEDecoder:
                         )
                     )
                     data.clear()
+                    size = 0
                 if self._event:
                     self._event = ""
                 if self._retry is not None:
@@ -155,12 +197,14 @@ class SSEDecoder:
                     self._event = value
                 elif name == "data":  # "data" without a colon
                     data.append(value)
+                    size += len(value)
                 elif name == "id":
                     if "\0" not in value:
                         self._last_id = value
                 elif name == "retry" and value.isascii() and value.isdigit():
                     self._retry = int(value)
                 # any other field is ignored
+        self._data_len = size
 
 
 def _make_event(event: str, data: str, last_id: str | None, retry: int | None) -> SSEEvent:

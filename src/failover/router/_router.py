@@ -203,6 +203,8 @@ class Router:
             store = board.store if isinstance(board, BreakerBoard) else None
             shared["breakers"] = cfg.breakers.board(store=store)
         kw = {"retry_budget": cfg.retry_budget, **shared, **kw}
+        if transport is None and cfg.upstream is not None:  # the file's `upstream:` limits and pool
+            transport = cfg.upstream.transport()
         return cls(cfg.routes, transport=transport, backoff=cfg.backoff, **kw)
 
     def dialect(self, target: Target) -> DialectAdapter:
@@ -936,6 +938,8 @@ def _transport_failure(exc: TransportError, total: float, left: float, target: T
         return Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.CONNECT, message=str(exc))
     if exc.phase == "total":
         return Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message=_total_msg(total, left, target))
+    if exc.phase == "too_large":  # an answer over the transport's limits: the upstream's fault
+        return Failure(kind=FailureKind.PROVIDER_SERVER_ERROR, message=str(exc))
     return Failure(kind=FailureKind.TRANSPORT_TRANSIENT, message=str(exc))
 
 

@@ -44,7 +44,7 @@ from ..model import (
 from ..model import Stop as ModelStop
 from ..model._ids import new_id
 from ..providers._base import SSEComment, StreamFailed
-from ..providers._sse import SSEDecoder
+from ..providers._sse import MAX_EVENT_CHARS, EventTooLarge, SSEDecoder
 from ..transport import HttpResponse, StreamingTransport, TransportError
 from ._hooks import degraded
 
@@ -139,7 +139,7 @@ async def stream_exchange(
                         out.deliver(response_events(outcome))
                 else:
                     parser = dialect.stream_parser(target, request, resp.headers)
-                    decoder = SSEDecoder()
+                    decoder = SSEDecoder(getattr(transport, "max_response_bytes", MAX_EVENT_CHARS))
                     async for chunk in resp.aiter_bytes():
                         items = decoder.feed(chunk)
                         if not items:
@@ -173,9 +173,13 @@ async def stream_exchange(
         outcome = Failure(kind=FailureKind.TIMEOUT, phase=phase, message=f"no {phase.value} event within {cap:.3f}s")
     except StreamFailed as exc:
         outcome = exc.failure
+    except EventTooLarge as exc:  # leaving the stream's block has closed the connection
+        outcome = Failure(kind=FailureKind.PROVIDER_SERVER_ERROR, status=status, message=str(exc))
     except TransportError as exc:
         if exc.phase == "connect_timeout":
             outcome = Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.CONNECT, message=str(exc))
+        elif exc.phase == "too_large":
+            outcome = Failure(kind=FailureKind.PROVIDER_SERVER_ERROR, status=status, message=str(exc))
         else:
             outcome = Failure(kind=FailureKind.TRANSPORT_TRANSIENT, message=str(exc))
     if isinstance(outcome, Failure) and not out.started:

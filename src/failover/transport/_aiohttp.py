@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import functools
 import math
+import zlib
 from collections.abc import AsyncIterator, Mapping
 
 import aiohttp
@@ -17,6 +18,14 @@ from aiohttp.connector import Connection
 from aiohttp.tracing import Trace
 
 from ..model._record import mark_connected
+from ._limits import (
+    DEFAULT_MAX_DECODED_RATIO,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    BoundedDecoder,
+    check_limits,
+    decoder_for,
+    too_large,
+)
 from ._types import HttpRequest, HttpResponse, StreamingResponse, TransportError
 
 
@@ -68,20 +77,42 @@ class AiohttpTransport:
     timeout on the event loop's clock. When the total expires, or the caller is cancelled
     (the request's deadline), the response is closed, not released: that connection is
     dropped, so the server sees it go away instead of generating for nobody.
+
+    Bodies are read undecoded (``auto_decompress=False`` per request) and decoded here within
+    ``max_response_bytes`` and ``max_decoded_ratio`` (as ``Http1Transport``;
+    transport/_limits.py). ``keepalive_s`` (an owned session only) is the connector's
+    keep-alive timeout: aiohttp closes idle connections on a timer after it.
     """
 
     enforces_total = True  # send() is bounded by asyncio.timeout(total) below
 
-    def __init__(self, session: aiohttp.ClientSession | None = None, *, max_connections: int = 200) -> None:
+    def __init__(
+        self,
+        session: aiohttp.ClientSession | None = None,
+        *,
+        max_connections: int = 200,
+        keepalive_s: float = 15.0,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_decoded_ratio: int = DEFAULT_MAX_DECODED_RATIO,
+    ) -> None:
         self._own = session is None
         self._session = session
         self._max_connections = max_connections
+        self._keepalive = keepalive_s
+        self._max_body, self._ratio = check_limits(max_response_bytes, max_decoded_ratio)
+
+    @property
+    def max_response_bytes(self) -> int:
+        """The most one answer may take: a plain body, an error body, one stream event."""
+        return self._max_body
 
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=_ReportingConnector(limit=max(self._max_connections, 1), limit_per_host=0),
+                connector=_ReportingConnector(
+                    limit=max(self._max_connections, 1), limit_per_host=0, keepalive_timeout=self._keepalive
+                ),
                 timeout=_timeout(None),
                 auto_decompress=True,
                 trust_env=False,  # base URLs come only from config, not from ambient proxies
@@ -100,6 +131,7 @@ class AiohttpTransport:
         headers = dict(request.headers)
         if request.json is not None:
             headers.setdefault("content-type", "application/json")
+        headers.setdefault("accept-encoding", "gzip, deflate")  # what BoundedDecoder decodes
         session = self.session
         try:
             async with asyncio.timeout(cap):
@@ -110,9 +142,10 @@ class AiohttpTransport:
                     headers=headers,
                     timeout=timeout,
                     allow_redirects=False,  # a provider must not redirect our credentials elsewhere
+                    auto_decompress=False,  # decoded below, within the limits
                 )
                 try:
-                    content = await resp.read()
+                    content = await _read(resp, self._max_body, self._ratio)
                 except BaseException:
                     resp.close()  # drop the connection (cancelled, timed out or broken): never pool it
                     raise
@@ -137,6 +170,7 @@ class AiohttpTransport:
         headers = dict(request.headers)
         if request.json is not None:
             headers.setdefault("content-type", "application/json")
+        headers.setdefault("accept-encoding", "gzip, deflate")  # what BoundedDecoder decodes
         headers.setdefault("accept", "text/event-stream")
         try:
             resp = await self.session.request(
@@ -146,6 +180,7 @@ class AiohttpTransport:
                 headers=headers,
                 timeout=_timeout(connect_timeout),
                 allow_redirects=False,
+                auto_decompress=False,  # decoded by the stream, within the ratio
             )
         except aiohttp.ServerTimeoutError as exc:
             raise TransportError("connect_timeout", f"connect timed out after {connect_timeout:.3f}s") from exc
@@ -153,7 +188,7 @@ class AiohttpTransport:
             raise TransportError("connect", f"could not connect: {exc}") from exc
         except aiohttp.ClientError as exc:
             raise TransportError("read", f"{type(exc).__name__}: {exc}") from exc
-        stream = _AiohttpStream(resp)
+        stream = _AiohttpStream(resp, self._max_body, self._ratio)
         try:
             yield stream
         finally:
@@ -168,26 +203,63 @@ class AiohttpTransport:
             self._session = None
 
 
-class _AiohttpStream:
-    __slots__ = ("_resp", "done", "headers", "status")
+def _decoder(resp: aiohttp.ClientResponse, cap: int | None, ratio: int) -> BoundedDecoder | None:
+    enc = resp.headers.get("content-encoding")
+    return None if enc is None else decoder_for(enc, cap, ratio)
 
-    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+
+async def _read(resp: aiohttp.ClientResponse, cap: int, ratio: int) -> bytes:
+    """The whole body, decoded, at most ``cap`` bytes (raises ``TransportError("too_large")``)."""
+    declared = resp.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap:
+        raise too_large(f"body ({declared} bytes declared)", cap)
+    decoder = _decoder(resp, cap, ratio)
+    parts: list[bytes] = []
+    size = 0
+    try:
+        async for raw in resp.content.iter_any():
+            chunk = raw if decoder is None else decoder.feed(raw)
+            size += len(chunk)
+            if size > cap:
+                raise too_large("body", cap)
+            parts.append(chunk)
+        if decoder is not None:
+            parts.append(decoder.flush())
+    except zlib.error as exc:
+        raise TransportError("read", f"the body does not decode as declared: {exc}") from None
+    return b"".join(parts)
+
+
+class _AiohttpStream:
+    __slots__ = ("_decoder", "_max_body", "_ratio", "_resp", "done", "headers", "status")
+
+    def __init__(self, resp: aiohttp.ClientResponse, max_body: int, ratio: int) -> None:
         self._resp = resp
+        self._max_body = max_body
+        self._ratio = ratio
+        self._decoder = _decoder(resp, None, ratio)
         self.done = False
         self.status: int = resp.status
         self.headers: Mapping[str, str] = _headers(resp.headers)
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        decoder = self._decoder
         try:
-            async for chunk in self._resp.content.iter_any():  # content-decoded (gzip)
-                yield chunk
+            async for raw in self._resp.content.iter_any():  # decoded here, within the ratio
+                chunk = raw if decoder is None else decoder.feed(raw)
+                if chunk:
+                    yield chunk
+            if decoder is not None and (tail := decoder.flush()):
+                yield tail
+        except zlib.error as exc:
+            raise TransportError("read", f"the stream does not decode as declared: {exc}") from None
         except aiohttp.ClientError as exc:
             raise TransportError("read", f"connection broke mid-stream: {type(exc).__name__}: {exc}") from exc
         self.done = True
 
     async def aread(self) -> bytes:
         try:
-            body = await self._resp.read()
+            body = await _read(self._resp, self._max_body, self._ratio)
         except aiohttp.ClientError as exc:
             raise TransportError("read", f"{type(exc).__name__}: {exc}") from exc
         self.done = True

@@ -7,11 +7,12 @@ header objects), and on a one-core gateway that is a sixth of the CPU of every r
 (docs/benchmarks.md, "Upstream HTTP client"). This one does only what an attempt needs:
 
 * a connection pool per origin (scheme, host, port), last in first out, with a limit on open
-  connections shared by all origins; idle connections are dropped after ``keepalive_s`` or as
-  soon as the server closes them;
+  connections shared by all origins; idle connections are closed after ``keepalive_s`` (one
+  timer for the pool) or as soon as the server closes them;
 * the request head and body written in one call; responses parsed by ``httptools`` (the
   llhttp parser uvicorn uses): Content-Length, chunked, or read to the end of the connection;
-  gzip and deflate decoded;
+  gzip and deflate decoded in bounded steps; an answer over ``max_response_bytes`` (or
+  inflating past ``max_decoded_ratio``) stops the reading and closes the connection;
 * TLS with the system's trust store (``ssl.create_default_context()``, as aiohttp) or a
   context of the caller's;
 * the connect bounded by ``connect_timeout`` and the whole exchange, waiting for a pool slot
@@ -45,6 +46,14 @@ from urllib.parse import urlsplit
 import httptools
 
 from ..model._record import mark_connected
+from ._limits import (
+    DEFAULT_MAX_DECODED_RATIO,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    BoundedDecoder,
+    check_limits,
+    decoder_for,
+    too_large,
+)
 from ._types import HttpRequest, HttpResponse, StreamingResponse, TransportError
 
 try:
@@ -111,29 +120,6 @@ def _head(
     return b"".join(lines)
 
 
-class _Decoder:
-    """gzip / deflate (zlib-wrapped or raw) content decoding, chunk by chunk."""
-
-    __slots__ = ("_d", "_raw")
-
-    def __init__(self, encoding: str) -> None:
-        self._raw = encoding == "deflate"
-        self._d = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib, by the header
-
-    def feed(self, data: bytes) -> bytes:
-        try:
-            return self._d.decompress(data)
-        except zlib.error:
-            if not self._raw:
-                raise
-            self._raw = False  # "deflate" sent as a raw stream, as some servers do
-            self._d = zlib.decompressobj(-zlib.MAX_WBITS)
-            return self._d.decompress(data)
-
-    def flush(self) -> bytes:
-        return self._d.flush()
-
-
 class _Connection(asyncio.Protocol):
     """One keep-alive connection and the state of the exchange on it (one at a time)."""
 
@@ -148,6 +134,7 @@ class _Connection(asyncio.Protocol):
         self.counted = False  # holds one of the pool's slots
         self.generation = 0  # the pool's event loop it belongs to (Http1Transport._bind)
         self.streaming = False
+        self.max_body = pool._max_body  # max_response_bytes (a plain body)
         self._reset()
 
     def _reset(self) -> None:
@@ -164,7 +151,7 @@ class _Connection(asyncio.Protocol):
         self.headers_waiter: asyncio.Future[None] | None = None
         self.informational = False
         self.paused = False
-        self.decoder: _Decoder | None = None
+        self.decoder: BoundedDecoder | None = None
         self.answered = False  # any byte of a response arrived
 
     # -- asyncio.Protocol --------------------------------------------------------------------
@@ -210,15 +197,21 @@ class _Connection(asyncio.Protocol):
         self.status = status
         h = self.headers
         self.framed = "content-length" in h or "chunked" in h.get("transfer-encoding", "").lower()
-        enc = h.get("content-encoding", "").strip().lower()
-        self.decoder = _Decoder(enc) if enc in ("gzip", "deflate", "x-gzip") else None
+        enc = h.get("content-encoding")
+        if enc is not None:
+            self.decoder = decoder_for(enc, None if self.streaming else self.max_body, self._pool._ratio)
         self.headers_done = True
+        if not self.streaming and "content-length" in h:
+            declared = h["content-length"]  # (a malformed one the parser refuses itself)
+            if declared.isdigit() and int(declared) > self.max_body:  # refused before a byte of it is read
+                self._fail(too_large(f"body ({declared} bytes declared)", self.max_body))
+                return
         w = self.headers_waiter
         if w is not None and not w.done():
             w.set_result(None)
 
     def on_body(self, body: bytes) -> None:
-        if self.informational:
+        if self.informational or self.error is not None:
             return
         if self.decoder is not None:
             try:
@@ -226,10 +219,16 @@ class _Connection(asyncio.Protocol):
             except zlib.error as exc:
                 self._fail(TransportError("read", f"the body does not decode as declared: {exc}"))
                 return
+            except TransportError as exc:
+                self._fail(exc)
+                return
         if body:
             self.body.append(body)
             self.buffered += len(body)
-            if self.streaming:
+            if not self.streaming:
+                if self.buffered > self.max_body:
+                    self._fail(too_large("body", self.max_body))
+            else:
                 if self.buffered > _HIGH_WATER and not self.paused and self.transport is not None:
                     self.paused = True
                     self.transport.pause_reading()
@@ -239,8 +238,14 @@ class _Connection(asyncio.Protocol):
         if self.informational:
             self.informational = False
             return
+        if self.error is not None:
+            return
         if self.decoder is not None:
-            tail = self.decoder.flush()
+            try:
+                tail = self.decoder.flush()
+            except TransportError as exc:
+                self._fail(exc)
+                return
             if tail:
                 self.body.append(tail)
         self.keep_alive = self.parser.should_keep_alive()
@@ -308,7 +313,11 @@ class Http1Transport:
 
     ``max_connections`` bounds the connections open at once, over all providers (a request
     beyond it waits for one, within its total timeout); ``keepalive_s`` is how long an idle
-    connection is kept for reuse; ``ssl_context`` replaces the system trust store for https.
+    connection is kept for reuse (then it is closed); ``ssl_context`` replaces the system trust
+    store for https. ``max_response_bytes`` and ``max_decoded_ratio`` bound what one answer may
+    take (transport/_limits.py): a plain body, an error body or one stream event over
+    ``max_response_bytes`` decoded, or a compressed body inflating past the ratio, fails the
+    attempt (``TransportError("too_large")``) and closes its connection.
     """
 
     enforces_total = True  # send() is bounded by asyncio.timeout(total) below
@@ -319,9 +328,13 @@ class Http1Transport:
         max_connections: int = 200,
         keepalive_s: float = 15.0,
         ssl_context: ssl.SSLContext | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_decoded_ratio: int = DEFAULT_MAX_DECODED_RATIO,
     ) -> None:
         self._limit = max(max_connections, 1)
         self._keepalive = keepalive_s
+        self._max_body, self._ratio = check_limits(max_response_bytes, max_decoded_ratio)
+        self._sweeper: asyncio.TimerHandle | None = None  # closes idle connections at keepalive_s
         self._ssl = ssl_context
         self._idle: dict[tuple[str, str, int], collections.deque[_Connection]] = {}
         self._open = 0  # connections open or being opened
@@ -329,6 +342,11 @@ class Http1Transport:
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._generation = 0
+
+    @property
+    def max_response_bytes(self) -> int:
+        """The most one answer may take: a plain body, an error body, one stream event."""
+        return self._max_body
 
     # -- the pool ----------------------------------------------------------------------------
 
@@ -388,6 +406,9 @@ class Http1Transport:
     def _bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """First use, or use from another event loop (a new ``asyncio.run``): connections of
         the old loop cannot be used from this one, so the pool starts empty."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         if self._loop is not None:
             self._idle.clear()
             self._slot_waiters.clear()
@@ -433,7 +454,31 @@ class Http1Transport:
         conn.waiter = conn.headers_waiter = None
         conn.idle_since = loop.time()
         self._idle.setdefault(conn.origin, collections.deque()).append(conn)
+        if self._sweeper is None:
+            self._sweeper = loop.call_at(conn.idle_since + self._keepalive, self._sweep)
         self._wake_one()
+
+    def _sweep(self) -> None:
+        """Close every connection idle for ``keepalive_s``; run again when the next one is due.
+
+        One timer for the whole pool, armed only while a connection is idle: a busy pool pays
+        nothing per exchange. Each origin's queue is oldest first (connections go back on the
+        right), so a sweep looks at the expired ones and one more per origin."""
+        self._sweeper = None
+        loop = self._loop
+        if loop is None or self._closed:
+            return
+        due = loop.time() - self._keepalive
+        soonest = math.inf
+        for q in self._idle.values():
+            while q and (q[0].closed or q[0].idle_since <= due + 1e-9):
+                conn = q.popleft()
+                conn.abort()  # the socket is closed now, not just left out of reuse
+                self._uncount(conn)
+            if q and q[0].idle_since < soonest:
+                soonest = q[0].idle_since
+        if soonest != math.inf:
+            self._sweeper = loop.call_at(soonest + self._keepalive, self._sweep)
 
     def _uncount(self, conn: _Connection) -> None:
         if conn.counted and conn.generation == self._generation:
@@ -530,7 +575,7 @@ class Http1Transport:
             if fresh or not conn.stale() or not _replayable(request):
                 raise conn.error
             fresh = True  # a kept-alive connection the server had closed: once more, on a new one
-        resp = _Http1Stream(conn, loop)
+        resp = _Http1Stream(conn, loop, self._max_body)
         try:
             yield resp
         finally:
@@ -543,6 +588,9 @@ class Http1Transport:
         """Close the idle connections; exchanges in flight finish and then close theirs, and
         requests waiting for a connection are refused."""
         self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for q in self._idle.values():
             while q:
                 q.pop().abort()
@@ -651,11 +699,12 @@ def _replayable(request: HttpRequest) -> bool:
 
 
 class _Http1Stream:
-    __slots__ = ("_conn", "_loop", "done", "headers", "status")
+    __slots__ = ("_conn", "_loop", "_max_body", "done", "headers", "status")
 
-    def __init__(self, conn: _Connection, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, conn: _Connection, loop: asyncio.AbstractEventLoop, max_body: int) -> None:
         self._conn = conn
         self._loop = loop
+        self._max_body = max_body
         self.done = False
         self.status: int = conn.status
         self.headers: Mapping[str, str] = conn.headers
@@ -667,6 +716,8 @@ class _Http1Stream:
                 yield conn.take_body()
                 continue
             if conn.error is not None:
+                if conn.error.phase == "too_large":
+                    raise conn.error
                 raise TransportError("read", f"connection broke mid-stream: {conn.error}")
             if conn.complete:
                 self.done = True
@@ -675,5 +726,13 @@ class _Http1Stream:
             await conn.waiter
 
     async def aread(self) -> bytes:
-        parts = [chunk async for chunk in self.aiter_bytes()]
+        """The rest of the body, at most ``max_response_bytes`` of it (an error body, a plain answer)."""
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in self.aiter_bytes():
+            size += len(chunk)
+            if size > self._max_body:
+                self._conn.abort()
+                raise too_large("body", self._max_body)
+            parts.append(chunk)
         return b"".join(parts)

@@ -5,12 +5,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import zlib
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
 
 from ..model._record import mark_connected
+from ._limits import (
+    DEFAULT_MAX_DECODED_RATIO,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    BoundedDecoder,
+    check_limits,
+    decoder_for,
+    too_large,
+)
 from ._types import HttpRequest, HttpResponse, StreamingResponse, TransportError
 
 
@@ -34,17 +43,40 @@ class HttpxTransport:
 
     httpx's own read/write/pool timeouts are set to the total too: the loop-clock bound is
     the one that decides, they only stop a wedged socket from outliving it.
+
+    Bodies are read undecoded and decoded here within ``max_response_bytes`` and
+    ``max_decoded_ratio`` (as ``Http1Transport``; transport/_limits.py), so only gzip and
+    deflate are asked for. ``keepalive_s`` (an owned client only) is httpx's keep-alive expiry:
+    httpx closes an expired idle connection on the pool's next use, not on a timer.
     """
 
     enforces_total = True  # send() is bounded by asyncio.timeout(total) below
 
-    def __init__(self, client: httpx.AsyncClient | None = None, *, max_connections: int = 200) -> None:
+    def __init__(
+        self,
+        client: httpx.AsyncClient | None = None,
+        *,
+        max_connections: int = 200,
+        keepalive_s: float = 15.0,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_decoded_ratio: int = DEFAULT_MAX_DECODED_RATIO,
+    ) -> None:
         self._own = client is None
+        self._max_body, self._ratio = check_limits(max_response_bytes, max_decoded_ratio)
         self._client = client or httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections // 2),
+            limits=httpx.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=max_connections // 2,
+                keepalive_expiry=keepalive_s,
+            ),
             follow_redirects=False,  # a provider must not redirect our credentials elsewhere
             trust_env=False,  # base URLs come only from config, not from ambient proxies
         )
+
+    @property
+    def max_response_bytes(self) -> int:
+        """The most one answer may take: a plain body, an error body, one stream event."""
+        return self._max_body
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -59,16 +91,17 @@ class HttpxTransport:
         headers = dict(request.headers)
         if request.json is not None:
             headers.setdefault("content-type", "application/json")
+        headers.setdefault("accept-encoding", _ACCEPT_ENCODING)
+        req = self._client.build_request(
+            request.method, request.url, content=body or None, headers=headers, timeout=timeout, extensions=_TRACE
+        )
         try:
             async with asyncio.timeout(cap):
-                resp = await self._client.request(
-                    request.method,
-                    request.url,
-                    content=body or None,
-                    headers=headers,
-                    timeout=timeout,
-                    extensions=_TRACE,
-                )
+                resp = await self._client.send(req, stream=True)
+                try:
+                    content = await _read(resp, self._max_body, self._ratio)
+                finally:
+                    await resp.aclose()  # before the end of the body: httpcore closes that connection
         except TimeoutError as exc:
             raise TransportError("total", f"no complete response within {total_timeout:.3f}s") from exc
         except httpx.ConnectTimeout as exc:
@@ -84,7 +117,7 @@ class HttpxTransport:
         return HttpResponse(
             status=resp.status_code,
             headers={k.lower(): v for k, v in resp.headers.items()},
-            body=resp.content,
+            body=content,
         )
 
     @contextlib.asynccontextmanager
@@ -99,6 +132,7 @@ class HttpxTransport:
         if request.json is not None:
             headers.setdefault("content-type", "application/json")
         headers.setdefault("accept", "text/event-stream")
+        headers.setdefault("accept-encoding", _ACCEPT_ENCODING)
         req = self._client.build_request(
             request.method,
             request.url,
@@ -116,7 +150,7 @@ class HttpxTransport:
         except httpx.HTTPError as exc:
             raise TransportError("read", f"{type(exc).__name__}: {exc}") from exc
         try:
-            yield _HttpxStream(resp)
+            yield _HttpxStream(resp, self._max_body, self._ratio)
         finally:
             await resp.aclose()
 
@@ -125,18 +159,58 @@ class HttpxTransport:
             await self._client.aclose()
 
 
-class _HttpxStream:
-    __slots__ = ("_resp", "headers", "status")
+_ACCEPT_ENCODING = "gzip, deflate"  # what BoundedDecoder decodes (httpx would add br / zstd when installed)
 
-    def __init__(self, resp: httpx.Response) -> None:
+
+def _decoder(resp: httpx.Response, cap: int | None, ratio: int) -> BoundedDecoder | None:
+    enc = resp.headers.get("content-encoding")
+    return None if enc is None else decoder_for(enc, cap, ratio)
+
+
+async def _read(resp: httpx.Response, cap: int, ratio: int) -> bytes:
+    """The whole body, decoded, at most ``cap`` bytes (raises ``TransportError("too_large")``)."""
+    declared = resp.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap:
+        raise too_large(f"body ({declared} bytes declared)", cap)
+    decoder = _decoder(resp, cap, ratio)
+    parts: list[bytes] = []
+    size = 0
+    try:
+        async for raw in resp.aiter_raw():
+            chunk = raw if decoder is None else decoder.feed(raw)
+            size += len(chunk)
+            if size > cap:
+                raise too_large("body", cap)
+            parts.append(chunk)
+        if decoder is not None:
+            parts.append(decoder.flush())
+    except zlib.error as exc:
+        raise TransportError("read", f"the body does not decode as declared: {exc}") from None
+    return b"".join(parts)
+
+
+class _HttpxStream:
+    __slots__ = ("_decoder", "_max_body", "_ratio", "_resp", "headers", "status")
+
+    def __init__(self, resp: httpx.Response, max_body: int, ratio: int) -> None:
         self._resp = resp
+        self._max_body = max_body
+        self._ratio = ratio
+        self._decoder = _decoder(resp, None, ratio)
         self.status: int = resp.status_code
         self.headers: Mapping[str, str] = {k.lower(): v for k, v in resp.headers.items()}
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        decoder = self._decoder
         try:
-            async for chunk in self._resp.aiter_bytes():  # content-decoded (gzip)
-                yield chunk
+            async for raw in self._resp.aiter_raw():  # decoded here, within the ratio
+                chunk = raw if decoder is None else decoder.feed(raw)
+                if chunk:
+                    yield chunk
+            if decoder is not None and (tail := decoder.flush()):
+                yield tail
+        except zlib.error as exc:
+            raise TransportError("read", f"the stream does not decode as declared: {exc}") from None
         except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
             raise TransportError("read", f"connection broke mid-stream: {type(exc).__name__}: {exc}") from exc
         except httpx.HTTPError as exc:
@@ -144,6 +218,6 @@ class _HttpxStream:
 
     async def aread(self) -> bytes:
         try:
-            return await self._resp.aread()
+            return await _read(self._resp, self._max_body, self._ratio)
         except httpx.HTTPError as exc:
             raise TransportError("read", f"{type(exc).__name__}: {exc}") from exc

@@ -40,7 +40,9 @@ class TransportError(Exception):
 
     ``phase`` is "connect" (refused, reset or DNS: the request never reached the server),
     "connect_timeout" (no connection within the connect timeout), "total" (the per-attempt
-    cap fired and the connection was closed) or "read" (the connection broke mid-response).
+    cap fired and the connection was closed), "read" (the connection broke mid-response) or
+    "too_large" (the answer went past ``max_response_bytes`` or ``max_decoded_ratio``: reading
+    stopped and the connection was closed).
     """
 
     def __init__(self, phase: str, message: str) -> None:
