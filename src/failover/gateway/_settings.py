@@ -15,6 +15,8 @@ parses with its own pydantic model (the routes loader never sees it)::
         max_attempts: 6
         allow_fallback: true
       limits: {max_body_bytes: 10485760, max_json_depth: 64, body_timeout_s: 30, header_timeout_s: 10}
+      # client JSON Schemas also have limits: max_schema_bytes, max_schema_depth, max_schema_nodes,
+      # max_schema_pattern_chars (see docs/contracts.md)
       cors: {allow_origins: ["https://app.example.com"]}
 
 Keys are never stored in clear: the file holds their SHA-256, and a key read from the
@@ -36,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..config import Config, config_from_dict, read_yaml
 from ..model import ConfigError, SideEffectMode
+from ..validation import DEFAULT_LIMITS, SchemaLimits
 from ._ledger import LedgerSpec, ledger_spec_from
 from ._spec import validate_section
 
@@ -109,6 +112,11 @@ class LimitsSpec(_Strict):
     max_json_depth: int = Field(64, ge=4, le=1000)
     body_timeout_s: float = Field(30.0, gt=0, le=3600)  # the whole body must arrive within this
     header_timeout_s: float = Field(10.0, gt=0, le=3600)  # request line + headers (failover serve)
+    # client JSON Schemas (response_format, tool parameters): checked before anything is compiled
+    max_schema_bytes: int = Field(DEFAULT_LIMITS.max_bytes, ge=1024, le=64 * 1024 * 1024)
+    max_schema_depth: int = Field(DEFAULT_LIMITS.max_depth, ge=2, le=1000)
+    max_schema_nodes: int = Field(DEFAULT_LIMITS.max_nodes, ge=10, le=10_000_000)
+    max_schema_pattern_chars: int = Field(DEFAULT_LIMITS.max_pattern_chars, ge=1, le=100_000)
 
 
 class CorsSpec(_Strict):
@@ -191,6 +199,7 @@ class GatewaySettings:
     max_json_depth: int = 64
     body_timeout_s: float = 30.0  # a slower body gets a 408 and its connection closed
     header_timeout_s: float = 10.0  # failover serve: a slower request head gets a 408, connection closed
+    schema_limits: SchemaLimits = DEFAULT_LIMITS  # client JSON Schemas: size, depth, values, pattern length
     cors_origins: tuple[str, ...] = ()
     cors_headers: tuple[str, ...] = ("authorization", "content-type", *REQUEST_HEADERS)
     metrics_enabled: bool = True
@@ -289,6 +298,12 @@ def settings_from_dict(
         max_json_depth=spec.limits.max_json_depth,
         body_timeout_s=spec.limits.body_timeout_s,
         header_timeout_s=spec.limits.header_timeout_s,
+        schema_limits=SchemaLimits(
+            max_bytes=spec.limits.max_schema_bytes,
+            max_depth=spec.limits.max_schema_depth,
+            max_nodes=spec.limits.max_schema_nodes,
+            max_pattern_chars=spec.limits.max_schema_pattern_chars,
+        ),
         cors_origins=tuple(spec.cors.allow_origins),
         cors_headers=tuple(spec.cors.allow_headers),
         metrics_enabled=spec.metrics.enabled,
