@@ -248,6 +248,7 @@ class Gateway:
     tenant quotas, metrics, and the requests in flight (for a graceful drain)."""
 
     def __init__(self, router: Router, settings: GatewaySettings) -> None:
+        router.schema_limits = settings.schema_limits  # the router re-checks what the gateway admitted
         self.router = router
         self.settings = settings
         secrets = [t.api_key.reveal() for r in router.routes.values() for t in r.targets if t.api_key]
@@ -309,6 +310,7 @@ class Gateway:
         the old router, which is closed once the last of them is done (the returned task).
         Tenant quota state carries over for tenants whose limits did not change."""
         old = self.router
+        router.schema_limits = settings.schema_limits
         secrets = [t.api_key.reveal() for r in router.routes.values() for t in r.targets if t.api_key]
         quotas = TenantQuotas(settings.tenants, clock=self.quotas.clock, wall=self.quotas.wall, store=store_of(router))
         quotas.carry_over(self.quotas)
@@ -605,8 +607,8 @@ class Endpoint(Generic[_B]):
 
     def to_request(self, body: _B) -> Request:
         """The body as the router's Request; an ApiError if it cannot be translated. Its JSON
-        Schemas get only the cheap limit checks here (before the tenant is admitted); they
-        are compiled by :meth:`Gateway.check_schemas` once it is."""
+        Schemas are not looked at here (before the tenant is admitted): :meth:`Gateway.check_schemas`
+        checks their limits and compiles them once it is."""
         raise NotImplementedError
 
     def schema_fields(self, body: _B) -> list[SchemaField]:

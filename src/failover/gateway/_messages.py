@@ -116,7 +116,7 @@ class Messages(Endpoint[anthropic.MessagesBody]):
 
     def to_request(self, body: anthropic.MessagesBody) -> Request:
         try:
-            return anthropic.to_request(body, limits=self.gw.settings.schema_limits, compile=False)
+            return anthropic.to_request(body, limits=self.gw.settings.schema_limits, schemas=False)
         except WireError as exc:
             raise from_wire(exc) from None
 
@@ -159,7 +159,7 @@ def count_tokens(gw: Gateway) -> Callable[[HttpRequest], Awaitable[Response]]:
                 data = {**data, "max_tokens": 1, "stream": False}  # not part of a count request
             try:
                 body = anthropic.parse_body(data)
-                req = anthropic.to_request(body, limits=gw.settings.schema_limits, compile=False)
+                req = anthropic.to_request(body, limits=gw.settings.schema_limits, schemas=False)
             except WireError as exc:
                 raise from_wire(exc) from None
             route = gw.router.routes.get(body.model)

@@ -26,10 +26,10 @@ def parse_body(data: Any) -> ChatCompletionBody:
 
 
 def to_request(body: ChatCompletionBody, *, limits: SchemaLimits = DEFAULT_LIMITS) -> Request:
-    """:func:`failover.inbound.openai.to_request` with only the cheap schema limit checks (the
-    gateway compiles schemas after admission); a refusal is an ApiError (400 naming the field)."""
+    """:func:`failover.inbound.openai.to_request` without the schema checks (the gateway runs
+    them after admission, off the loop); a refusal is an ApiError (400 naming the field)."""
     try:
-        return _wire.to_request(body, limits=limits, compile=False)
+        return _wire.to_request(body, limits=limits, schemas=False)
     except WireError as exc:
         raise from_wire(exc) from None
 

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..model import Response
-from ..validation import DEFAULT_LIMITS, InvalidSchema, SchemaLimits, check_limits, check_schema
+from ..validation import DEFAULT_LIMITS, InvalidSchema, SchemaLimits, check_schema
 
 SchemaField = tuple[str, Mapping[str, Any]]  # (the field's dotted path, the client's JSON Schema)
 
@@ -93,18 +93,9 @@ def schema_refused(exc: InvalidSchema, param: str) -> WireError:
     return WireError(400, str(full), param=full.field, code=code)
 
 
-def check_schema_limits(fields: Sequence[SchemaField], limits: SchemaLimits = DEFAULT_LIMITS) -> None:
-    """The cheap, linear part of the schema checks (size, depth, values, pattern length, local
-    ``$ref`` only): safe to run before a request is admitted. A WireError names the field."""
-    for param, schema in fields:
-        try:
-            check_limits(schema, limits)
-        except InvalidSchema as exc:
-            raise schema_refused(exc, param) from None
-
-
 def check_schemas(fields: Sequence[SchemaField], limits: SchemaLimits = DEFAULT_LIMITS) -> None:
-    """Every client schema meta-validated and compiled (cached): a broken one is a 400 here,
+    """Every client schema within ``limits`` (checked first, by one linear walk), then
+    meta-validated and compiled (cached): a broken one is a 400 here,
     before any upstream call, never a failure after the answer was paid for. Can take tens
     of milliseconds for a large new schema: a server runs it off its event loop."""
     for param, schema in fields:
@@ -136,7 +127,6 @@ def record_summary(resp: Response, request_id: str | None = None) -> dict[str, A
 __all__ = [
     "SchemaField",
     "WireError",
-    "check_schema_limits",
     "check_schemas",
     "field_path",
     "record_summary",

@@ -66,7 +66,7 @@ from ..model import (
 )
 from ..model._request import ReasoningEffort
 from ..validation import DEFAULT_LIMITS, SchemaLimits
-from ._wire import SchemaField, WireError, check_schema_limits, check_schemas, record_summary, validation_error
+from ._wire import SchemaField, WireError, check_schemas, record_summary, validation_error
 
 Event = tuple[str, dict[str, Any]]
 
@@ -471,15 +471,15 @@ def schema_fields(body: MessagesBody) -> list[SchemaField]:
     return out
 
 
-def to_request(body: MessagesBody, *, limits: SchemaLimits = DEFAULT_LIMITS, compile: bool = True) -> Request:
+def to_request(body: MessagesBody, *, limits: SchemaLimits = DEFAULT_LIMITS, schemas: bool = True) -> Request:
     """The provider-neutral Request for a validated body.
 
-    Its JSON Schemas are checked against ``limits`` (cheap) and, with ``compile`` (the
-    default), meta-validated and compiled too, so a broken one is a 400 before any upstream
-    call; a server that admits the request first passes ``compile=False`` and calls
-    :func:`~failover.inbound.check_schemas` on :func:`schema_fields` afterwards."""
-    fields = schema_fields(body)
-    (check_schemas if compile else check_schema_limits)(fields, limits)
+    Its JSON Schemas are checked (``limits``, meta-validation, compilation; see
+    :func:`~failover.inbound.check_schemas`) unless ``schemas=False``: a server that admits
+    the request first does that, then checks :func:`schema_fields` itself, off its event loop,
+    before any upstream call."""
+    if schemas:
+        check_schemas(schema_fields(body), limits)
     tools = tuple(
         Tool(name=t.name, description=t.description, parameters=t.input_schema, strict=bool(t.strict))
         for t in body.tools or ()

@@ -40,7 +40,7 @@ from ..model import (
     Usage,
 )
 from ..validation import DEFAULT_LIMITS, SchemaLimits
-from ._wire import SchemaField, WireError, check_schema_limits, check_schemas, record_summary, validation_error
+from ._wire import SchemaField, WireError, check_schemas, record_summary, validation_error
 
 
 class _Edge(BaseModel):
@@ -309,15 +309,15 @@ def _tools(defs: list[ToolDef]) -> tuple[Tool, ...]:
     return tuple(tools.values())
 
 
-def to_request(body: ChatCompletionBody, *, limits: SchemaLimits = DEFAULT_LIMITS, compile: bool = True) -> Request:
+def to_request(body: ChatCompletionBody, *, limits: SchemaLimits = DEFAULT_LIMITS, schemas: bool = True) -> Request:
     """The provider-neutral Request for a validated body.
 
-    Its JSON Schemas are checked against ``limits`` (cheap) and, with ``compile`` (the
-    default), meta-validated and compiled too; a server that admits the request first passes
-    ``compile=False`` and calls :func:`~failover.inbound.check_schemas` on
-    :func:`schema_fields` afterwards, off its event loop."""
-    fields = schema_fields(body)
-    (check_schemas if compile else check_schema_limits)(fields, limits)
+    Its JSON Schemas are checked (``limits``, meta-validation, compilation; see
+    :func:`~failover.inbound.check_schemas`) unless ``schemas=False``: a server that admits
+    the request first does that, then checks :func:`schema_fields` itself, off its event loop,
+    before any upstream call."""
+    if schemas:
+        check_schemas(schema_fields(body), limits)
     messages = [_message(m, f"messages[{i}]") for i, m in enumerate(body.messages)]
     tools = _tools(body.tools or [])
     choice: ToolChoice | None = None

@@ -19,6 +19,7 @@ from ._schema import (
     InvalidSchema,
     SchemaLimits,
     check_limits,
+    check_request_schemas,
     check_schema,
     fast_validator_name,
     schema_errors,
@@ -41,6 +42,7 @@ __all__ = [
     "CACHE_BYTES",
     "check_limits",
     "check_schema",
+    "check_request_schemas",
     # repair
     "repair_request",
     "REPAIR_PROMPT",

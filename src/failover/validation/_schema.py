@@ -50,7 +50,7 @@ from jsonschema.validators import extend
 from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource, Unresolvable
 
-from ..model import FailoverError
+from ..model import FailoverError, Request
 
 __all__ = [
     "CACHE_BYTES",
@@ -58,6 +58,7 @@ __all__ = [
     "InvalidSchema",
     "SchemaLimits",
     "check_limits",
+    "check_request_schemas",
     "check_schema",
     "fast_validator_name",
     "schema_errors",
@@ -126,70 +127,95 @@ def fast_validator_name() -> str:
 _DATA = frozenset({"const", "enum", "default", "examples"})  # values, not schemas: no $ref in them counts
 
 
+_Chain = tuple[Any, str | int] | None  # (parent chain, key): a path built only when it is shown
+
+
 def _path(parts: Sequence[str | int]) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
 
 
-def _too(what: str, limit: str, value: int, parts: Sequence[str | int], fix: str) -> InvalidSchema:
-    return InvalidSchema(_path(parts), f"the schema is too large: {what} exceeds {limit}={value}; {fix}", limit=limit)
+def _unchain(chain: _Chain) -> list[str | int]:
+    parts: list[str | int] = []
+    while chain is not None:
+        chain, key = chain
+        parts.append(key)
+    return parts[::-1]
+
+
+def _too(what: str, limit: str, value: int, chain: _Chain, fix: str) -> InvalidSchema:
+    return InvalidSchema(
+        _path(_unchain(chain)), f"the schema is too large: {what} exceeds {limit}={value}; {fix}", limit=limit
+    )
 
 
 def check_limits(schema: Mapping[str, Any], limits: SchemaLimits = DEFAULT_LIMITS) -> int:
     """Walk ``schema`` once (stopping at the first excess): its approximate JSON size in bytes,
     or :class:`InvalidSchema` for a limit exceeded, a ``$ref`` that is not local or a
-    ``$dynamicRef``. Linear in the schema and bounded by ``limits.max_nodes``: cheap enough to
-    run before a request is admitted."""
+    ``$dynamicRef``. Linear in the schema and bounded by ``limits.max_nodes`` (about a
+    microsecond a value): cheap enough to run before a request is admitted."""
     size = 0
     nodes = 0
-    stack: list[tuple[Any, tuple[str | int, ...], bool]] = [(schema, (), False)]
+    max_nodes, max_bytes, max_depth = limits.max_nodes, limits.max_bytes, limits.max_depth
+    # (value, depth, chain, inside a data value such as const/enum/default/examples)
+    stack: list[tuple[Any, int, _Chain, bool]] = [(schema, 0, None, False)]
     while stack:
-        node, parts, data = stack.pop()
-        if len(parts) > limits.max_depth:
-            raise _too("its nesting", "max_schema_depth", limits.max_depth, parts, "flatten it or use $defs")
-        if isinstance(node, Mapping):
-            items: Iterator[tuple[str | int, Any]] = iter(node.items())
-            is_map = True
-        elif isinstance(node, list | tuple):
-            items = iter(enumerate(node))
-            is_map = False
-        else:
-            size += len(node) + 2 if isinstance(node, str) else 6
-            continue
-        size += 2
-        for key, value in items:
-            nodes += 1
-            if nodes > limits.max_nodes:
-                raise _too("its number of values", "max_schema_nodes", limits.max_nodes, parts, "send a smaller schema")
-            here = (*parts, key)
-            if is_map:
-                assert isinstance(key, str)
+        node, depth, chain, data = stack.pop()
+        if isinstance(node, dict | Mapping):
+            if depth >= max_depth and node:
+                raise _too("its nesting", "max_schema_depth", max_depth, chain, "flatten it or use $defs")
+            nodes += len(node)
+            if nodes > max_nodes:
+                raise _too("its number of values", "max_schema_nodes", max_nodes, chain, "send a smaller schema")
+            size += 2
+            for key, value in node.items():
+                if not isinstance(key, str):
+                    raise InvalidSchema(_path(_unchain(chain)), f"the key {key!r} is not a string")
                 size += len(key) + 4
-                if not data:
-                    _check_keyword(key, value, here, limits)
-            if size > limits.max_bytes:
-                raise _too("its size", "max_schema_bytes", limits.max_bytes, here, "send a smaller schema")
-            stack.append((value, here, data or (is_map and key in _DATA)))
-    if size > limits.max_bytes:
-        raise _too("its size", "max_schema_bytes", limits.max_bytes, (), "send a smaller schema")
+                if not data and (key[:1] == "$" or key[:7] == "pattern"):
+                    _check_keyword(key, value, (chain, key), limits)
+                if isinstance(value, str):
+                    size += len(value) + 2
+                elif isinstance(value, dict | list | tuple | Mapping):
+                    stack.append((value, depth + 1, (chain, key), data or key in _DATA))
+                else:
+                    size += 6
+        elif isinstance(node, list | tuple):
+            if depth >= max_depth and node:
+                raise _too("its nesting", "max_schema_depth", max_depth, chain, "flatten it or use $defs")
+            nodes += len(node)
+            if nodes > max_nodes:
+                raise _too("its number of values", "max_schema_nodes", max_nodes, chain, "send a smaller schema")
+            size += 2
+            for i, value in enumerate(node):
+                if isinstance(value, str):
+                    size += len(value) + 2
+                elif isinstance(value, dict | list | tuple | Mapping):
+                    stack.append((value, depth + 1, (chain, i), data))
+                else:
+                    size += 6
+        if size > max_bytes:
+            raise _too("its size", "max_schema_bytes", max_bytes, chain, "send a smaller schema")
     return size
 
 
-def _check_keyword(key: str, value: Any, here: tuple[str | int, ...], limits: SchemaLimits) -> None:
+def _check_keyword(key: str, value: Any, chain: _Chain, limits: SchemaLimits) -> None:
     if key == "$ref" and isinstance(value, str) and not value.startswith("#"):
         raise InvalidSchema(
-            _path(here),
+            _path(_unchain(chain)),
             f"$ref {value[:200]!r} is not a local reference: remote references are never fetched and files are"
             " never read; put the definition under $defs and refer to it as '#/$defs/<name>'",
         )
     if key in ("$dynamicRef", "$recursiveRef") and isinstance(value, str):
-        raise InvalidSchema(_path(here), f"{key} is not supported; refer to a definition with $ref '#/$defs/<name>'")
+        raise InvalidSchema(
+            _path(_unchain(chain)), f"{key} is not supported; refer to a definition with $ref '#/$defs/<name>'"
+        )
     if key == "pattern" and isinstance(value, str) and len(value) > limits.max_pattern_chars:
-        raise _too("the pattern", "max_schema_pattern_chars", limits.max_pattern_chars, here, "use a shorter pattern")
+        raise _too("the pattern", "max_schema_pattern_chars", limits.max_pattern_chars, chain, "use a shorter pattern")
     if key == "patternProperties" and isinstance(value, Mapping):
         for p in value:
             if isinstance(p, str) and len(p) > limits.max_pattern_chars:
                 raise _too(
-                    "the pattern", "max_schema_pattern_chars", limits.max_pattern_chars, (*here, p), "use a shorter one"
+                    "the pattern", "max_schema_pattern_chars", limits.max_pattern_chars, (chain, p), "use a shorter one"
                 )
 
 
@@ -205,13 +231,13 @@ def _rx(pattern: str) -> Any:
     return re2.compile(pattern, options=_RE2_OPTIONS)
 
 
-def _pattern(validator: Validator, patrn: str, instance: Any, schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+def _pattern(validator: Any, patrn: str, instance: Any, schema: Mapping[str, Any]) -> Iterator[ValidationError]:
     if validator.is_type(instance, "string") and not _rx(patrn).search(instance):
         yield ValidationError(f"{instance!r} does not match {patrn!r}")
 
 
 def _pattern_properties(
-    validator: Validator, patterns: Mapping[str, Any], instance: Any, schema: Mapping[str, Any]
+    validator: Any, patterns: Mapping[str, Any], instance: Any, schema: Mapping[str, Any]
 ) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "object"):
         return
@@ -223,7 +249,7 @@ def _pattern_properties(
 
 
 def _additional_properties(
-    validator: Validator, ap: Any, instance: Any, schema: Mapping[str, Any]
+    validator: Any, ap: Any, instance: Any, schema: Mapping[str, Any]
 ) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "object"):
         return
@@ -246,14 +272,14 @@ def _additional_properties(
             )
 
 
-_Linear = extend(
+_Linear = extend(  # type: ignore[no-untyped-call]
     Draft202012Validator,
     {"pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties},
 )
 
 
 def _refuse(uri: str) -> Resource[Any]:
-    raise NoSuchResource(ref=uri)  # never fetched, never read: only what the schema holds
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # never fetched, never read: only what the schema holds
 
 
 _OFFLINE: Registry[Any] = Registry(retrieve=_refuse)  # type: ignore[call-arg]
@@ -339,8 +365,9 @@ def _where(parts: Sequence[str | int]) -> str:
 
 
 def _build(schema: Mapping[str, Any], key: str) -> _Compiled:
+    doc: dict[str, Any] = json.loads(key)  # plain JSON values (the Rust side takes nothing else)
     try:
-        _rs.meta.validate(schema)
+        _rs.meta.validate(doc)
     except _rs.ValidationError as exc:  # the caller's schema is broken: not the model's fault
         raise InvalidSchema(
             _where(exc.instance_path), f"not a valid JSON Schema (draft 2020-12): {exc.message}"
@@ -349,7 +376,7 @@ def _build(schema: Mapping[str, Any], key: str) -> _Compiled:
         raise InvalidSchema("", f"not a valid JSON Schema (draft 2020-12): {exc}") from None
     try:
         fast = _rs.Draft202012Validator(
-            schema,
+            doc,
             offline=True,
             pattern_options=_rs.RegexOptions(size_limit=_REGEX_BYTES, dfa_size_limit=_REGEX_BYTES),
         )
@@ -357,7 +384,7 @@ def _build(schema: Mapping[str, Any], key: str) -> _Compiled:
         raise _compile_error(exc) from None
     except (_rs.ReferencingError, ValueError) as exc:
         raise InvalidSchema("", f"the schema cannot be compiled: {str(exc).splitlines()[0]}") from None
-    slow = _Linear(schema, registry=_OFFLINE) if _python_is_linear(schema) else None
+    slow = _Linear(doc, registry=_OFFLINE) if _python_is_linear(doc) else None
     return _Compiled(fast=fast, slow=slow)
 
 
@@ -380,7 +407,13 @@ def _compile_error(exc: _rs.ValidationError) -> InvalidSchema:
 
 
 def _canonical(schema: Mapping[str, Any]) -> str:
-    return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_as_json)
+
+
+def _as_json(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise InvalidSchema("", f"a {type(value).__name__} is not a JSON value; a schema holds JSON values only")
 
 
 def _compiled(schema: Mapping[str, Any], limits: SchemaLimits = DEFAULT_LIMITS) -> _Compiled:
@@ -410,6 +443,24 @@ def check_schema(schema: Mapping[str, Any], limits: SchemaLimits = DEFAULT_LIMIT
     Compiles and caches it: the first call for a large schema can take tens of milliseconds,
     so a server runs it off its event loop."""
     _compiled(schema, limits)
+
+
+def check_request_schemas(request: Request, limits: SchemaLimits = DEFAULT_LIMITS) -> None:
+    """Every JSON Schema of ``request`` (tool parameters, response format) through
+    :func:`check_schema`; :class:`InvalidSchema` names the field (``tools[0].parameters``,
+    ``response_format.schema``). The router calls it before the first attempt, so a broken
+    schema never fails an answer that was already paid for."""
+    fields: list[tuple[str, Mapping[str, Any]]] = [
+        (f"tools[{i}].parameters", t.parameters) for i, t in enumerate(request.tools)
+    ]
+    fmt = request.response_format
+    if fmt is not None and fmt.kind == "json_schema" and fmt.schema is not None:
+        fields.append(("response_format.schema", fmt.schema))
+    for param, schema in fields:
+        try:
+            check_schema(schema, limits)
+        except InvalidSchema as exc:
+            raise exc.at(param) from None
 
 
 # -- validating -----------------------------------------------------------------------------------
