@@ -302,7 +302,9 @@ async def test_a_large_schema_within_the_limits_compiles_off_the_event_loop() ->
     kit = big_kit()
     # ~9k values, under max_schema_nodes, and broken on purpose: checking it once took 1.4 s on
     # the loop; now its meta-validation and compilation run in a thread after admission
-    schema = wide(3_000, pattern="^[a-z]+$")
+    schema = wide(3_000)
+    for i in range(100):
+        schema["properties"][f"p{i}"]["pattern"] = "^[a-z]+$"
     schema["properties"]["p0"] = {"type": "strin"}
     raw = encoded(chat_body(response_format=fmt(schema)))
     async with watchdog() as worst, kit.client() as c:
@@ -330,8 +332,12 @@ async def test_schemas_are_compiled_after_the_tenant_is_admitted() -> None:
 def test_the_schema_limits_are_settings() -> None:
     from failover.gateway._settings import settings_from_dict
 
-    s = settings_from_dict({"limits": {"max_schema_nodes": 500, "max_schema_pattern_chars": 10}})
-    assert s.schema_limits == dataclasses.replace(DEFAULT_LIMITS, max_nodes=500, max_pattern_chars=10)
+    limits = {"max_schema_nodes": 500, "max_schema_pattern_chars": 10, "max_schema_patterns": 3, "max_schema_depth": 8}
+    s = settings_from_dict({"limits": {**limits, "max_schema_bytes": 4096}})
+    assert s.schema_limits == SchemaLimits(
+        max_bytes=4096, max_depth=8, max_nodes=500, max_pattern_chars=10, max_patterns=3
+    )
+    assert settings_from_dict(None).schema_limits == DEFAULT_LIMITS
 
 
 @pytest.mark.parametrize(
@@ -341,16 +347,33 @@ def test_the_schema_limits_are_settings() -> None:
         ({"type": "string", "description": "x" * 5000}, "max_schema_bytes"),
         ({"type": "string", "pattern": "a" * 101}, "max_schema_pattern_chars"),
         ({"type": "object", "patternProperties": {"b" * 101: {}}}, "max_schema_pattern_chars"),
+        ({"properties": {f"p{i}": {"pattern": f"^{i}$"} for i in range(11)}}, "max_schema_patterns"),
         (json.loads('{"items":' * 20 + "{}" + "}" * 20), "max_schema_depth"),
     ],
 )
 def test_each_limit_names_itself(schema: dict[str, Any], limit: str) -> None:
     limits = SchemaLimits(
-        max_bytes=4096 if limit == "max_schema_bytes" else 10**6, max_depth=16, max_nodes=1000, max_pattern_chars=100
+        max_bytes=4096 if limit == "max_schema_bytes" else 10**6,
+        max_depth=16,
+        max_nodes=1000,
+        max_pattern_chars=100,
+        max_patterns=10,
     )
     with pytest.raises(InvalidSchema) as caught:
         check_schema(schema, limits)
     assert caught.value.limit == limit and limit in str(caught.value)
+
+
+def test_many_heavy_patterns_are_bounded_in_memory() -> None:
+    # 200 distinct ".{1,1000}"-style patterns once compiled to over 200 MiB
+    heavy = {"properties": {f"p{i}": {"pattern": f"^.{{1,1000}}x{i}$"} for i in range(3)}}
+    with pytest.raises(InvalidSchema, match="256 KiB") as caught:
+        check_schema(heavy)
+    assert caught.value.field.endswith(".pattern")
+    many = {"properties": {f"p{i}": {"pattern": f"^x{i}$"} for i in range(DEFAULT_LIMITS.max_patterns + 1)}}
+    with pytest.raises(InvalidSchema) as caught:
+        check_schema(many)
+    assert caught.value.limit == "max_schema_patterns"
 
 
 # -- 3. patterns run in linear time ----------------------------------------------------------------

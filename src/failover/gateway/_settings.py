@@ -16,7 +16,7 @@ parses with its own pydantic model (the routes loader never sees it)::
         allow_fallback: true
       limits: {max_body_bytes: 10485760, max_json_depth: 64, body_timeout_s: 30, header_timeout_s: 10}
       # client JSON Schemas also have limits: max_schema_bytes, max_schema_depth, max_schema_nodes,
-      # max_schema_pattern_chars (see docs/contracts.md)
+      # max_schema_pattern_chars, max_schema_patterns (see docs/contracts.md)
       cors: {allow_origins: ["https://app.example.com"]}
 
 Keys are never stored in clear: the file holds their SHA-256, and a key read from the
@@ -117,6 +117,7 @@ class LimitsSpec(_Strict):
     max_schema_depth: int = Field(DEFAULT_LIMITS.max_depth, ge=2, le=1000)
     max_schema_nodes: int = Field(DEFAULT_LIMITS.max_nodes, ge=10, le=10_000_000)
     max_schema_pattern_chars: int = Field(DEFAULT_LIMITS.max_pattern_chars, ge=1, le=100_000)
+    max_schema_patterns: int = Field(DEFAULT_LIMITS.max_patterns, ge=0, le=100_000)
 
 
 class CorsSpec(_Strict):
@@ -303,6 +304,7 @@ def settings_from_dict(
             max_depth=spec.limits.max_schema_depth,
             max_nodes=spec.limits.max_schema_nodes,
             max_pattern_chars=spec.limits.max_schema_pattern_chars,
+            max_patterns=spec.limits.max_schema_patterns,
         ),
         cors_origins=tuple(spec.cors.allow_origins),
         cors_headers=tuple(spec.cors.allow_headers),

@@ -74,13 +74,15 @@ class SchemaLimits:
     ``max_bytes``: its size as compact JSON (characters of keys and strings, plus a few per
     value); ``max_depth``: how deeply objects and arrays nest inside it; ``max_nodes``: how many
     values it holds in all (every key and every array item counts one); ``max_pattern_chars``:
-    the longest ``pattern`` or ``patternProperties`` key.
+    the longest ``pattern`` or ``patternProperties`` key; ``max_patterns``: how many of those
+    it holds (each may compile to up to 256 KiB).
     """
 
     max_bytes: int = 1024 * 1024
     max_depth: int = 32
     max_nodes: int = 50_000
     max_pattern_chars: int = 1000
+    max_patterns: int = 200
 
 
 DEFAULT_LIMITS = SchemaLimits()
@@ -88,7 +90,8 @@ DEFAULT_LIMITS = SchemaLimits()
 CACHE_BYTES = 64 * 1024 * 1024  # compiled validators kept, by estimated memory
 CACHE_ENTRIES = 256
 _FOOTPRINT = 24  # measured: a compiled schema (both validators and its dict) holds ~22x its JSON length
-_REGEX_BYTES = 1024 * 1024  # compiled program size per pattern, in both engines
+_REGEX_BYTES = 256 * 1024  # compiled program size per pattern, in both engines
+_PATTERN_FOOTPRINT = 64 * 1024  # a cached pattern's share of the estimate (most are far smaller than the cap)
 
 
 class InvalidSchema(FailoverError, ValueError):
@@ -155,6 +158,7 @@ def check_limits(schema: Mapping[str, Any], limits: SchemaLimits = DEFAULT_LIMIT
     microsecond a value): cheap enough to run before a request is admitted."""
     size = 0
     nodes = 0
+    patterns = [0]
     max_nodes, max_bytes, max_depth = limits.max_nodes, limits.max_bytes, limits.max_depth
     # (value, depth, chain, inside a data value such as const/enum/default/examples)
     stack: list[tuple[Any, int, _Chain, bool]] = [(schema, 0, None, False)]
@@ -172,7 +176,7 @@ def check_limits(schema: Mapping[str, Any], limits: SchemaLimits = DEFAULT_LIMIT
                     raise InvalidSchema(_path(_unchain(chain)), f"the key {key!r} is not a string")
                 size += len(key) + 4
                 if not data and (key[:1] == "$" or key[:7] == "pattern"):
-                    _check_keyword(key, value, (chain, key), limits)
+                    _check_keyword(key, value, (chain, key), limits, patterns)
                 if isinstance(value, str):
                     size += len(value) + 2
                 elif isinstance(value, dict | list | tuple | Mapping):
@@ -198,7 +202,7 @@ def check_limits(schema: Mapping[str, Any], limits: SchemaLimits = DEFAULT_LIMIT
     return size
 
 
-def _check_keyword(key: str, value: Any, chain: _Chain, limits: SchemaLimits) -> None:
+def _check_keyword(key: str, value: Any, chain: _Chain, limits: SchemaLimits, patterns: list[int]) -> None:
     if key == "$ref" and isinstance(value, str) and not value.startswith("#"):
         raise InvalidSchema(
             _path(_unchain(chain)),
@@ -209,14 +213,19 @@ def _check_keyword(key: str, value: Any, chain: _Chain, limits: SchemaLimits) ->
         raise InvalidSchema(
             _path(_unchain(chain)), f"{key} is not supported; refer to a definition with $ref '#/$defs/<name>'"
         )
-    if key == "pattern" and isinstance(value, str) and len(value) > limits.max_pattern_chars:
-        raise _too("the pattern", "max_schema_pattern_chars", limits.max_pattern_chars, chain, "use a shorter pattern")
+    if key == "pattern" and isinstance(value, str):
+        patterns[0] += 1
+        if len(value) > limits.max_pattern_chars:
+            raise _too("the pattern", "max_schema_pattern_chars", limits.max_pattern_chars, chain, "use a shorter one")
     if key == "patternProperties" and isinstance(value, Mapping):
+        patterns[0] += len(value)
         for p in value:
             if isinstance(p, str) and len(p) > limits.max_pattern_chars:
                 raise _too(
                     "the pattern", "max_schema_pattern_chars", limits.max_pattern_chars, (chain, p), "use a shorter one"
                 )
+    if patterns[0] > limits.max_patterns:
+        raise _too("its number of patterns", "max_schema_patterns", limits.max_patterns, chain, "use fewer patterns")
 
 
 # -- linear-time patterns for the Python validator ------------------------------------------------
@@ -226,7 +235,7 @@ _RE2_OPTIONS.log_errors = False
 _RE2_OPTIONS.max_mem = _REGEX_BYTES
 
 
-@lru_cache(maxsize=512)  # keys are patterns of at most max_pattern_chars: bounded by count
+@lru_cache(maxsize=256)  # at most max_pattern_chars each, compiled to at most _REGEX_BYTES: 64 MiB at worst
 def _rx(pattern: str) -> Any:
     return re2.compile(pattern, options=_RE2_OPTIONS)
 
@@ -394,8 +403,9 @@ def _compile_error(exc: _rs.ValidationError) -> InvalidSchema:
     if 'is not a "regex"' in first:
         return InvalidSchema(
             where,
-            f"{first}: patterns run on a linear-time engine, which has no lookaround or backreferences;"
-            " rewrite the pattern without them",
+            f"{first}: patterns run on a linear-time engine, which has no lookaround or backreferences"
+            " and compiles a pattern to at most 256 KiB; rewrite it without them, and bound lengths with"
+            " minLength/maxLength rather than large repetition counts",
         )
     if "does not exist" in first or "retrieving it failed" in first or "Unresolvable" in first:
         return InvalidSchema(
@@ -432,7 +442,7 @@ def _compiled(schema: Mapping[str, Any], limits: SchemaLimits = DEFAULT_LIMITS) 
             _BY_ID.put(id(schema), (schema, key), len(key) * 8)
             return c
     c = _build(schema, key)
-    _COMPILED.put(key, c, len(key) * _FOOTPRINT)
+    _COMPILED.put(key, c, len(key) * _FOOTPRINT + key.count('"pattern') * _PATTERN_FOOTPRINT)
     _BY_ID.put(id(schema), (schema, key), len(key) * 8)
     return c
 
