@@ -171,6 +171,20 @@ async def test_a_remote_ref_sends_nothing_anywhere_and_is_a_400_naming_the_field
     no_upstream(kit)
 
 
+async def test_a_remote_meta_schema_is_never_fetched() -> None:
+    kit = Kit()
+    with Listener() as listener:
+        schema = {"$schema": f"http://127.0.0.1:{listener.port}/meta", "type": "object"}
+        async with kit.client() as c:
+            r = await c.post("/v1/chat/completions", json=chat_body(response_format=fmt(schema)))
+        with pytest.raises(InvalidSchema, match="never"):
+            check_schema({"properties": {"a": {"$schema": f"http://127.0.0.1:{listener.port}/m2"}}})
+    assert listener.received == []
+    assert r.status_code == 400 and r.json()["error"]["param"] == "response_format.json_schema.schema.$schema"
+    check_schema({"$schema": "http://json-schema.org/draft-07/schema#", "type": "string"})  # a known draft is fine
+    no_upstream(kit)
+
+
 async def test_the_python_validator_fetches_nothing_even_under_a_remote_id() -> None:
     # "#..." refs under an $id that names the listener resolve inside the schema, in memory
     with Listener() as listener:

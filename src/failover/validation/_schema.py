@@ -128,6 +128,19 @@ def fast_validator_name() -> str:
 # -- limits, before anything is compiled ----------------------------------------------------------
 
 _DATA = frozenset({"const", "enum", "default", "examples"})  # values, not schemas: no $ref in them counts
+# The meta-schemas both validators have built in; any other $schema would be fetched to be read.
+_DRAFTS = frozenset(
+    f"{scheme}://json-schema.org/{path}{end}"
+    for scheme in ("http", "https")
+    for path in (
+        "draft/2020-12/schema",
+        "draft/2019-09/schema",
+        "draft-07/schema",
+        "draft-06/schema",
+        "draft-04/schema",
+    )
+    for end in ("", "#")
+)
 
 
 _Chain = tuple[Any, str | int] | None  # (parent chain, key): a path built only when it is shown
@@ -208,6 +221,12 @@ def _check_keyword(key: str, value: Any, chain: _Chain, limits: SchemaLimits, pa
             _path(_unchain(chain)),
             f"$ref {value[:200]!r} is not a local reference: remote references are never fetched and files are"
             " never read; put the definition under $defs and refer to it as '#/$defs/<name>'",
+        )
+    if key == "$schema" and value not in _DRAFTS:
+        raise InvalidSchema(
+            _path(_unchain(chain)),
+            f"$schema {str(value)[:200]!r} is not a JSON Schema draft failover knows (meta-schemas are never"
+            " fetched); give 'https://json-schema.org/draft/2020-12/schema' or leave $schema out",
         )
     if key in ("$dynamicRef", "$recursiveRef") and isinstance(value, str):
         raise InvalidSchema(
