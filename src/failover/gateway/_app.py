@@ -35,9 +35,11 @@ from starlette.routing import Mount
 from starlette.routing import Route as HttpRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..inbound import SchemaField, WireError, check_schemas
 from ..inbound._headers import record_headers  # shared with failover.httpx_client
 from ..inbound.openai import ChunkRenderer
 from ..inbound.openai import error_body as openai_error_body
+from ..inbound.openai import schema_fields as openai_schema_fields
 from ..model import (
     Completed,
     Envelope,
@@ -51,7 +53,7 @@ from ..model._ids import new_id
 from ..model._json import dumps as _dumps
 from ..router import Router, RouteStream
 from ._envelope import RecentKeys, envelope_from
-from ._errors import ApiError, Scrubber, unavailable_error
+from ._errors import ApiError, Scrubber, from_wire, unavailable_error
 from ._logs import ACCESS_LOGGER
 from ._metrics import CONTENT_TYPE, GatewayMetrics
 from ._openai import ChatCompletionBody, completion_body, parse_body, to_request
@@ -247,6 +249,7 @@ class Gateway:
     tenant quotas, metrics, and the requests in flight (for a graceful drain)."""
 
     def __init__(self, router: Router, settings: GatewaySettings) -> None:
+        router.schema_limits = settings.schema_limits  # the router re-checks what the gateway admitted
         self.router = router
         self.settings = settings
         secrets = [t.api_key.reveal() for r in router.routes.values() for t in r.targets if t.api_key]
@@ -308,6 +311,7 @@ class Gateway:
         the old router, which is closed once the last of them is done (the returned task).
         Tenant quota state carries over for tenants whose limits did not change."""
         old = self.router
+        router.schema_limits = settings.schema_limits
         secrets = [t.api_key.reveal() for r in router.routes.values() for t in r.targets if t.api_key]
         quotas = TenantQuotas(settings.tenants, clock=self.quotas.clock, wall=self.quotas.wall, store=store_of(router))
         quotas.carry_over(self.quotas)
@@ -440,6 +444,17 @@ class Gateway:
         except ClientGone:
             raise ClientDisconnect() from None
         return self.decode_json(raw)
+
+    async def check_schemas(self, fields: list[SchemaField]) -> None:
+        """Meta-validate and compile the request's client schemas (cached) off the event loop:
+        a large new schema takes tens of milliseconds, and none of it may stall other tenants.
+        A refused one is a 400 naming the field."""
+        if not fields:
+            return
+        try:
+            await asyncio.to_thread(check_schemas, fields, self.settings.schema_limits)
+        except WireError as exc:
+            raise from_wire(exc) from None
 
     def chat_body(self, raw: bytes) -> ChatCompletionBody:
         """Decode and validate a chat body in one pass (pydantic's JSON parser) when the body
@@ -592,7 +607,13 @@ class Endpoint(Generic[_B]):
         raise NotImplementedError
 
     def to_request(self, body: _B) -> Request:
-        """The body as the router's Request; an ApiError if it cannot be translated."""
+        """The body as the router's Request; an ApiError if it cannot be translated. Its JSON
+        Schemas are not looked at here (before the tenant is admitted): :meth:`Gateway.check_schemas`
+        checks their limits and compiles them once it is."""
+        raise NotImplementedError
+
+    def schema_fields(self, body: _B) -> list[SchemaField]:
+        """The client JSON Schemas in ``body``, each with its field path."""
         raise NotImplementedError
 
     def wire(self, body: _B, route: str, envelope: Envelope) -> SseWire:
@@ -652,6 +673,8 @@ class Endpoint(Generic[_B]):
             )
             if max_cost != envelope.max_cost:
                 envelope = dataclasses.replace(envelope, max_cost=max_cost)
+            # after admission (the tenant pays for the work), before any upstream call
+            await gw.check_schemas(self.schema_fields(body))
         except ClientGone:
             gw.finish(
                 status=499,
@@ -773,7 +796,10 @@ class ChatCompletions(Endpoint[ChatCompletionBody]):
         return self.gw.chat_body(raw)
 
     def to_request(self, body: ChatCompletionBody) -> Request:
-        return to_request(body)
+        return to_request(body, limits=self.gw.settings.schema_limits)
+
+    def schema_fields(self, body: ChatCompletionBody) -> list[SchemaField]:
+        return openai_schema_fields(body)
 
     def wire(self, body: ChatCompletionBody, route: str, envelope: Envelope) -> SseWire:
         include_usage = body.stream_options is not None and body.stream_options.include_usage

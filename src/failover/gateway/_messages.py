@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
-from ..inbound import WireError, anthropic
+from ..inbound import SchemaField, WireError, anthropic
 from ..model import Completed, Envelope, Request, RouteRecord
 from ..model import Response as Answer
 from ..model._ids import new_id
@@ -116,9 +116,12 @@ class Messages(Endpoint[anthropic.MessagesBody]):
 
     def to_request(self, body: anthropic.MessagesBody) -> Request:
         try:
-            return anthropic.to_request(body)
+            return anthropic.to_request(body, limits=self.gw.settings.schema_limits, schemas=False)
         except WireError as exc:
             raise from_wire(exc) from None
+
+    def schema_fields(self, body: anthropic.MessagesBody) -> list[SchemaField]:
+        return anthropic.schema_fields(body)
 
     def wire(self, body: anthropic.MessagesBody, route: str, envelope: Envelope) -> SseWire:
         renderer = anthropic.EventRenderer(_new_message_id(), route, request_id=envelope.request_id)
@@ -156,7 +159,7 @@ def count_tokens(gw: Gateway) -> Callable[[HttpRequest], Awaitable[Response]]:
                 data = {**data, "max_tokens": 1, "stream": False}  # not part of a count request
             try:
                 body = anthropic.parse_body(data)
-                req = anthropic.to_request(body)
+                req = anthropic.to_request(body, limits=gw.settings.schema_limits, schemas=False)
             except WireError as exc:
                 raise from_wire(exc) from None
             route = gw.router.routes.get(body.model)

@@ -13,6 +13,7 @@ from ..inbound import WireError
 from ..inbound import openai as _wire
 from ..inbound.openai import ChatCompletionBody, completion_body
 from ..model import Request
+from ..validation import DEFAULT_LIMITS, SchemaLimits
 from ._errors import from_wire
 
 
@@ -24,10 +25,11 @@ def parse_body(data: Any) -> ChatCompletionBody:
         raise from_wire(exc) from None
 
 
-def to_request(body: ChatCompletionBody) -> Request:
-    """:func:`failover.inbound.openai.to_request`; a refusal is an ApiError (400 naming the field)."""
+def to_request(body: ChatCompletionBody, *, limits: SchemaLimits = DEFAULT_LIMITS) -> Request:
+    """:func:`failover.inbound.openai.to_request` without the schema checks (the gateway runs
+    them after admission, off the loop); a refusal is an ApiError (400 naming the field)."""
     try:
-        return _wire.to_request(body)
+        return _wire.to_request(body, limits=limits, schemas=False)
     except WireError as exc:
         raise from_wire(exc) from None
 

@@ -16,6 +16,8 @@ parses with its own pydantic model (the routes loader never sees it)::
         allow_fallback: true
       limits: {max_body_bytes: 10485760, max_json_depth: 64, body_timeout_s: 30, header_timeout_s: 10,
                max_head_bytes: 65536, max_headers: 100, keep_alive_s: 30, write_timeout_s: 30}
+      # client JSON Schemas also have limits: max_schema_bytes, max_schema_depth, max_schema_nodes,
+      # max_schema_pattern_chars, max_schema_patterns (see docs/contracts.md)
       cors: {allow_origins: ["https://app.example.com"]}
 
 Keys are never stored in clear: the file holds their SHA-256, and a key read from the
@@ -37,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..config import Config, config_from_dict, read_yaml
 from ..model import ConfigError, SideEffectMode
+from ..validation import DEFAULT_LIMITS, SchemaLimits
 from ._ledger import LedgerSpec, ledger_spec_from
 from ._spec import validate_section
 
@@ -115,6 +118,12 @@ class LimitsSpec(_Strict):
     max_headers: int = Field(100, ge=8, le=10_000)  # header lines in one request: else 431
     keep_alive_s: float = Field(30.0, gt=0, le=3600)  # an idle kept-alive connection is closed after this
     write_timeout_s: float = Field(30.0, gt=0, le=3600)  # a client that accepts no bytes this long is dropped
+    # client JSON Schemas (response_format, tool parameters): checked before anything is compiled
+    max_schema_bytes: int = Field(DEFAULT_LIMITS.max_bytes, ge=1024, le=64 * 1024 * 1024)
+    max_schema_depth: int = Field(DEFAULT_LIMITS.max_depth, ge=2, le=1000)
+    max_schema_nodes: int = Field(DEFAULT_LIMITS.max_nodes, ge=10, le=10_000_000)
+    max_schema_pattern_chars: int = Field(DEFAULT_LIMITS.max_pattern_chars, ge=1, le=100_000)
+    max_schema_patterns: int = Field(DEFAULT_LIMITS.max_patterns, ge=0, le=100_000)
 
 
 class CorsSpec(_Strict):
@@ -201,6 +210,7 @@ class GatewaySettings:
     max_headers: int = 100  # failover serve: more header lines get a 431, connection closed
     keep_alive_s: float = 30.0  # failover serve: an idle kept-alive connection is closed after this
     write_timeout_s: float = 30.0  # failover serve: a client whose send buffer stays full this long is dropped
+    schema_limits: SchemaLimits = DEFAULT_LIMITS  # client JSON Schemas: size, depth, values, pattern length
     cors_origins: tuple[str, ...] = ()
     cors_headers: tuple[str, ...] = ("authorization", "content-type", *REQUEST_HEADERS)
     metrics_enabled: bool = True
@@ -303,6 +313,13 @@ def settings_from_dict(
         max_headers=spec.limits.max_headers,
         keep_alive_s=spec.limits.keep_alive_s,
         write_timeout_s=spec.limits.write_timeout_s,
+        schema_limits=SchemaLimits(
+            max_bytes=spec.limits.max_schema_bytes,
+            max_depth=spec.limits.max_schema_depth,
+            max_nodes=spec.limits.max_schema_nodes,
+            max_pattern_chars=spec.limits.max_schema_pattern_chars,
+            max_patterns=spec.limits.max_schema_patterns,
+        ),
         cors_origins=tuple(spec.cors.allow_origins),
         cors_headers=tuple(spec.cors.allow_headers),
         metrics_enabled=spec.metrics.enabled,

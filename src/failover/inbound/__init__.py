@@ -16,6 +16,6 @@ Error tree::
 """
 
 from . import anthropic, openai
-from ._wire import WireError
+from ._wire import SchemaField, WireError, check_schemas
 
-__all__ = ["WireError", "anthropic", "openai"]
+__all__ = ["SchemaField", "WireError", "anthropic", "check_schemas", "openai"]

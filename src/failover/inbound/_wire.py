@@ -8,12 +8,15 @@ error answer.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..model import Response
+from ..validation import DEFAULT_LIMITS, InvalidSchema, SchemaLimits, check_schema
+
+SchemaField = tuple[str, Mapping[str, Any]]  # (the field's dotted path, the client's JSON Schema)
 
 
 class WireError(Exception):
@@ -83,6 +86,25 @@ def validation_error(
     return WireError(400, f"invalid request body: {where}{message}{more}", param=param)
 
 
+def schema_refused(exc: InvalidSchema, param: str) -> WireError:
+    """The 400 for a client schema refused at ``param`` (its field path and what to change)."""
+    full = exc.at(param)
+    code = "schema_too_large" if exc.limit is not None else "invalid_schema"
+    return WireError(400, str(full), param=full.field, code=code)
+
+
+def check_schemas(fields: Sequence[SchemaField], limits: SchemaLimits = DEFAULT_LIMITS) -> None:
+    """Every client schema within ``limits`` (checked first, by one linear walk), then
+    meta-validated and compiled (cached): a broken one is a 400 here,
+    before any upstream call, never a failure after the answer was paid for. Can take tens
+    of milliseconds for a large new schema: a server runs it off its event loop."""
+    for param, schema in fields:
+        try:
+            check_schema(schema, limits)
+        except InvalidSchema as exc:
+            raise schema_refused(exc, param) from None
+
+
 def record_summary(resp: Response, request_id: str | None = None) -> dict[str, Any]:
     """The ``x_failover`` object on a stream's last event: which target answered, and how.
 
@@ -102,4 +124,12 @@ def record_summary(resp: Response, request_id: str | None = None) -> dict[str, A
     return summary
 
 
-__all__ = ["WireError", "field_path", "record_summary", "validation_error"]
+__all__ = [
+    "SchemaField",
+    "WireError",
+    "check_schemas",
+    "field_path",
+    "record_summary",
+    "schema_refused",
+    "validation_error",
+]

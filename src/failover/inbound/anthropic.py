@@ -65,7 +65,8 @@ from ..model import (
     UsageUpdate,
 )
 from ..model._request import ReasoningEffort
-from ._wire import WireError, record_summary, validation_error
+from ..validation import DEFAULT_LIMITS, SchemaLimits
+from ._wire import SchemaField, WireError, check_schemas, record_summary, validation_error
 
 Event = tuple[str, dict[str, Any]]
 
@@ -459,8 +460,26 @@ def _format(body: MessagesBody) -> ResponseFormat | None:
     return None if fmt is None else ResponseFormat(kind="json_schema", schema=fmt.schema_, strict=True)
 
 
-def to_request(body: MessagesBody) -> Request:
-    """The provider-neutral Request for a validated body."""
+def schema_fields(body: MessagesBody) -> list[SchemaField]:
+    """Every client JSON Schema in ``body`` with its field path (tool input schemas, output format)."""
+    out: list[SchemaField] = [(f"tools[{i}].input_schema", t.input_schema) for i, t in enumerate(body.tools or ())]
+    config = body.output_config.format if body.output_config is not None else None
+    if config is not None:
+        out.append(("output_config.format.schema", config.schema_))
+    if body.output_format is not None:
+        out.append(("output_format.schema", body.output_format.schema_))
+    return out
+
+
+def to_request(body: MessagesBody, *, limits: SchemaLimits = DEFAULT_LIMITS, schemas: bool = True) -> Request:
+    """The provider-neutral Request for a validated body.
+
+    Its JSON Schemas are checked (``limits``, meta-validation, compilation; see
+    :func:`~failover.inbound.check_schemas`) unless ``schemas=False``: a server that admits
+    the request first does that, then checks :func:`schema_fields` itself, off its event loop,
+    before any upstream call."""
+    if schemas:
+        check_schemas(schema_fields(body), limits)
     tools = tuple(
         Tool(name=t.name, description=t.description, parameters=t.input_schema, strict=bool(t.strict))
         for t in body.tools or ()

@@ -16,11 +16,8 @@ in its own way.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from typing import Annotated, Any, Literal
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..model import (
@@ -42,7 +39,8 @@ from ..model import (
     ToolChoice,
     Usage,
 )
-from ._wire import WireError, record_summary, validation_error
+from ..validation import DEFAULT_LIMITS, SchemaLimits
+from ._wire import SchemaField, WireError, check_schemas, record_summary, validation_error
 
 
 class _Edge(BaseModel):
@@ -256,23 +254,17 @@ def _parsed_args(arguments: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-@lru_cache(maxsize=256)
-def _schema_problem(schema_json: str) -> tuple[str, str] | None:
-    """Where (a field path suffix) and why a JSON Schema is invalid; cached, a route's schema repeats."""
-    try:
-        Draft202012Validator.check_schema(json.loads(schema_json))
-    except SchemaError as exc:
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.absolute_path)
-        return where, exc.message
-    return None
-
-
-def _check_schema(schema: dict[str, Any], param: str) -> None:
-    """Refuse a broken schema here, naming it: later it would fail the answer after it was paid for."""
-    problem = _schema_problem(json.dumps(schema, sort_keys=True))
-    if problem is not None:
-        where, why = problem
-        raise WireError(400, f"{param}{where}: not a valid JSON Schema (draft 2020-12): {why}", param=param + where)
+def schema_fields(body: ChatCompletionBody) -> list[SchemaField]:
+    """Every client JSON Schema in ``body`` with its field path (tool parameters, response format)."""
+    out: list[SchemaField] = [
+        (f"tools[{i}].function.parameters", t.function.parameters)
+        for i, t in enumerate(body.tools or ())
+        if t.function.parameters is not None
+    ]
+    rf = body.response_format
+    if isinstance(rf, JsonSchemaFormat) and rf.json_schema.schema_ is not None:
+        out.append(("response_format.json_schema.schema", rf.json_schema.schema_))
+    return out
 
 
 def _call(c: ToolCallIn) -> ToolCall:
@@ -308,8 +300,6 @@ def _tools(defs: list[ToolDef]) -> tuple[Tool, ...]:
         if fn.name in tools:
             at = f"tools[{i}].function.name"
             raise WireError(400, f"{at}: tool {fn.name!r} is defined twice; give each tool once", param=at)
-        if fn.parameters is not None:
-            _check_schema(fn.parameters, f"tools[{i}].function.parameters")
         tools[fn.name] = Tool(
             name=fn.name,
             description=fn.description,
@@ -319,8 +309,15 @@ def _tools(defs: list[ToolDef]) -> tuple[Tool, ...]:
     return tuple(tools.values())
 
 
-def to_request(body: ChatCompletionBody) -> Request:
-    """The provider-neutral Request for a validated body."""
+def to_request(body: ChatCompletionBody, *, limits: SchemaLimits = DEFAULT_LIMITS, schemas: bool = True) -> Request:
+    """The provider-neutral Request for a validated body.
+
+    Its JSON Schemas are checked (``limits``, meta-validation, compilation; see
+    :func:`~failover.inbound.check_schemas`) unless ``schemas=False``: a server that admits
+    the request first does that, then checks :func:`schema_fields` itself, off its event loop,
+    before any upstream call."""
+    if schemas:
+        check_schemas(schema_fields(body), limits)
     messages = [_message(m, f"messages[{i}]") for i, m in enumerate(body.messages)]
     tools = _tools(body.tools or [])
     choice: ToolChoice | None = None
@@ -342,7 +339,6 @@ def to_request(body: ChatCompletionBody) -> Request:
                 "response_format.json_schema.schema is required: give the JSON Schema the answer must match",
                 param="response_format.json_schema.schema",
             )
-        _check_schema(rf.json_schema.schema_, "response_format.json_schema.schema")
         fmt = ResponseFormat(
             kind="json_schema",
             schema=rf.json_schema.schema_,

@@ -89,7 +89,15 @@ from ..tokens import (
     reserved_output,
 )
 from ..transport import Http1Transport, Transport, TransportError
-from ..validation import check_contract, checks_anything, repair_request, validate
+from ..validation import (
+    DEFAULT_LIMITS,
+    SchemaLimits,
+    check_contract,
+    check_request_schemas,
+    checks_anything,
+    repair_request,
+    validate,
+)
 from ._engine import Decision, Go, Lane, Next, Repair, RunState, Sleep, Stop, conclude, decide
 from ._hooks import DegradeHandler, QualityGate, degraded
 from ._record import Recorder
@@ -112,7 +120,12 @@ class Router:
 
     One Router holds the shared state of a process: the HTTP pool, the retry budget and
     the health board. Create one, use it for every request, ``await router.aclose()``.
+
+    ``schema_limits`` bounds the JSON Schemas a request may carry (see
+    :class:`~failover.validation.SchemaLimits`); assign another to change them.
     """
+
+    schema_limits: SchemaLimits = DEFAULT_LIMITS
 
     def __init__(
         self,
@@ -220,8 +233,13 @@ class Router:
             raise UnknownRoute(name, list(self.routes)) from None
 
     async def complete(self, route: str | Route, request: Request, envelope: Envelope | None = None) -> Response:
-        """An acceptable Response (with ``.record``), or :class:`Unavailable`. Never both."""
+        """An acceptable Response (with ``.record``), or :class:`Unavailable`. Never both.
+
+        :class:`~failover.validation.InvalidSchema` (a ValueError) before any call when a
+        JSON Schema of ``request`` is refused (too large, a remote ``$ref``, a pattern the
+        linear-time engine cannot run, not valid draft 2020-12)."""
         r = self.route(route)
+        check_request_schemas(request, self.schema_limits)
         run = _Run(self, r, request, envelope or Envelope())
         record: RouteRecord | None = None
         try:
@@ -260,6 +278,7 @@ class Router:
         followed by ``Restarted`` and a new response. ``coalesce`` merges text deltas
         arriving within that many seconds, for slow consumers.
         """
+        check_request_schemas(request, self.schema_limits)  # InvalidSchema here, as in complete()
         env = envelope or Envelope()
         run = _Run(self, self.route(route), request, env, stream=True, restart_on_partial=restart_on_partial)
         return RouteStream(run, coalesce=coalesce)

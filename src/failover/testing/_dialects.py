@@ -460,16 +460,27 @@ def _max_tokens(dialect: Dialect, body: Mapping[str, Any]) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-def _example(schema: Any, root: Any, text: str, depth: int = 0) -> Any:
-    """A small value that satisfies ``schema`` (JSON Schema, or Gemini's OpenAPI subset)."""
-    if depth > 12 or not isinstance(schema, Mapping):
+EXAMPLE_MAX_DEPTH = 12  # nesting (and $ref hops) followed before a plain string stands in
+EXAMPLE_MAX_ITEMS = 100  # minItems / minProperties / minLength honoured up to this
+EXAMPLE_MAX_VALUES = 2000  # values in one example in all: a hostile schema cannot make it large
+
+
+def _example(schema: Any, root: Any, text: str, depth: int = 0, budget: list[int] | None = None) -> Any:
+    """A small value that satisfies ``schema`` (JSON Schema, or Gemini's OpenAPI subset).
+
+    Bounded whatever the schema asks: at most :data:`EXAMPLE_MAX_VALUES` values, nesting
+    :data:`EXAMPLE_MAX_DEPTH`, and ``minItems`` / ``minProperties`` / ``minLength`` honoured up to
+    :data:`EXAMPLE_MAX_ITEMS` (beyond that the example is too short: still an answer)."""
+    left = budget if budget is not None else [EXAMPLE_MAX_VALUES]
+    left[0] -= 1
+    if depth > EXAMPLE_MAX_DEPTH or left[0] <= 0 or not isinstance(schema, Mapping):
         return text
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/"):
         target: Any = root
         for part in ref[2:].split("/"):
             target = target.get(part) if isinstance(target, Mapping) else None
-        return _example(target, root, text, depth + 1)
+        return _example(target, root, text, depth + 1, left)
     if "const" in schema:
         return schema["const"]
     enum = schema.get("enum")
@@ -479,20 +490,31 @@ def _example(schema: Any, root: Any, text: str, depth: int = 0) -> Any:
         options = schema.get(key)
         if isinstance(options, list) and options:
             chosen = next((o for o in options if not (isinstance(o, Mapping) and o.get("type") == "null")), options[0])
-            return _example(chosen, root, text, depth + 1)
+            return _example(chosen, root, text, depth + 1, left)
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
     kind = kind.lower() if isinstance(kind, str) else ("object" if "properties" in schema else "string")
     if kind == "object":
         props = schema.get("properties")
-        if not isinstance(props, Mapping):
-            return {}
-        return {k: _example(v, root, text, depth + 1) for k, v in props.items()}
+        out: dict[str, Any] = {}
+        for k, v in props.items() if isinstance(props, Mapping) else ():
+            if left[0] <= 0:
+                break
+            out[k] = _example(v, root, text, depth + 1, left)
+        extra = min(_count(schema.get("minProperties")), EXAMPLE_MAX_ITEMS)
+        i = 0
+        while len(out) < extra and left[0] > 0:
+            left[0] -= 1
+            out.setdefault(f"p{i}", text)
+            i += 1
+        return out
     if kind == "array":
-        count = schema.get("minItems", 0)
-        count = count if isinstance(count, int) and count > 0 else 0
-        return [_example(schema.get("items"), root, text, depth + 1) for _ in range(count)]
+        count = min(_count(schema.get("minItems")), EXAMPLE_MAX_ITEMS)
+        items: list[Any] = []
+        while len(items) < count and left[0] > 0:
+            items.append(_example(schema.get("items"), root, text, depth + 1, left))
+        return items
     if kind in ("integer", "number"):
         low = schema.get("minimum", schema.get("exclusiveMinimum", 0))
         low = low if isinstance(low, int | float) and not isinstance(low, bool) else 0
@@ -502,7 +524,15 @@ def _example(schema: Any, root: Any, text: str, depth: int = 0) -> Any:
         return False
     if kind == "null":
         return None
-    return text
+    short = min(_count(schema.get("minLength")), EXAMPLE_MAX_ITEMS)
+    return text if len(text) >= short else text + "." * (short - len(text))
+
+
+def _count(value: Any) -> int:
+    """A schema's minimum count (minItems, ...) as a non-negative int (JSON may say 1e8)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return 0
+    return int(min(max(value, 0), 1 << 30))
 
 
 def _input_chars(dialect: Dialect, body: Mapping[str, Any]) -> int:

@@ -13,7 +13,17 @@ from ._contract import Check, check_contract, checks_anything, failed_checks, va
 from ._gates import JUDGE_SCHEMA, GateVerdict, Judge, QualityGate, all_of, judge_gate, rule_gate
 from ._language import check_language
 from ._repair import REPAIR_PROMPT, repair_request
-from ._schema import fast_validator_name, schema_errors
+from ._schema import (
+    CACHE_BYTES,
+    DEFAULT_LIMITS,
+    InvalidSchema,
+    SchemaLimits,
+    check_limits,
+    check_request_schemas,
+    check_schema,
+    fast_validator_name,
+    schema_errors,
+)
 
 __all__ = [
     # contract level
@@ -25,6 +35,14 @@ __all__ = [
     "schema_errors",
     "check_language",
     "fast_validator_name",
+    # client schemas
+    "InvalidSchema",
+    "SchemaLimits",
+    "DEFAULT_LIMITS",
+    "CACHE_BYTES",
+    "check_limits",
+    "check_schema",
+    "check_request_schemas",
     # repair
     "repair_request",
     "REPAIR_PROMPT",
