@@ -112,16 +112,18 @@ class RetryBudget:
     def try_withdraw(self, now: float, pool: str = GLOBAL) -> bool:
         """Take one extra attempt from ``pool``'s budget; False when it is spent."""
         p = self._pool(pool)
-        if self.store is not None and self.store.up and p.shared_left is not None:
+        shared = self.store is not None and self.store.up
+        if shared and p.shared_left is not None:
             if p.shared_left <= 0:
                 return False
             p.shared_left -= 1
-            p.retries.append(now)
-            self._spawn(pool, p, "spend")
-            return True
-        if self.available(now, pool) <= 0:
+        elif self.available(now, pool) <= 0:
             return False
         p.retries.append(now)
+        if shared:
+            # Also before the store's first answer (the local window decided): the fleet's
+            # count must hold every extra attempt made, or the others spend it a second time.
+            self._spawn(pool, p, "spend")
         return True
 
     def refund(self, now: float, pool: str = GLOBAL) -> None:
@@ -151,8 +153,9 @@ class RetryBudget:
         try:
             if op == "request":
                 left = await guard.call(store.budget_request, key, ratio=ratio, floor=floor, window=window)
-            else:
-                left = (await guard.call(store.budget_spend, key, ratio=ratio, floor=floor, window=window)).available
+            else:  # forced: the attempt is already made, the store counts it even if none was left
+                answer = await guard.call(store.budget_spend, key, ratio=ratio, floor=floor, window=window, force=True)
+                left = answer.available
         except StateUnavailable:
             if op == "spend" and seq in p.spends:
                 p.spends.remove(seq)
@@ -163,9 +166,12 @@ class RetryBudget:
         if seq <= p.applied:
             return  # a newer answer is already applied: this one knows less
         p.applied = seq
-        # The store's count includes every write up to this one; the spends sent after it are
-        # still on their way, and were already taken from the local count: keep them taken.
-        p.shared_left = left - sum(1 for s in p.spends if s > seq)
+        # The spends still unanswered were already taken from the local count: keep them taken.
+        # All of them, not only those sent after this write: the store runs writes that travel
+        # on different connections in any order, so an older spend may not be in this answer
+        # yet. (One that is counts twice until the next answer: a short underspend, never an
+        # overspend.)
+        p.shared_left = left - len(p.spends)
 
     async def drain(self) -> None:
         """Wait until every write made in the background has reached the store."""
