@@ -38,6 +38,7 @@ from ..model import (
     Envelope,
     Failure,
     FailureKind,
+    InvalidRequest,
     PartialOutput,
     Phase,
     Request,
@@ -54,6 +55,7 @@ from ..model import (
     disposition,
 )
 from ..model._record import watch_connect
+from ..model._text import LONE_SURROGATE, LONE_SURROGATE_FIX, lone_surrogate
 from ..policy import (
     Backoff,
     BackoffDecision,
@@ -100,6 +102,13 @@ if TYPE_CHECKING:
     from ..providers import DialectAdapter
 
 log = logging.getLogger("failover.router")
+
+
+def check_text(request: Request) -> None:
+    """InvalidRequest for text no provider can be sent (a lone surrogate), before any attempt."""
+    where = lone_surrogate(request)
+    if where is not None:
+        raise InvalidRequest(where, LONE_SURROGATE, LONE_SURROGATE_FIX)
 
 
 class Router:
@@ -220,6 +229,7 @@ class Router:
     async def complete(self, route: str | Route, request: Request, envelope: Envelope | None = None) -> Response:
         """An acceptable Response (with ``.record``), or :class:`Unavailable`. Never both."""
         r = self.route(route)
+        check_text(request)
         run = _Run(self, r, request, envelope or Envelope())
         record: RouteRecord | None = None
         try:
@@ -259,6 +269,7 @@ class Router:
         arriving within that many seconds, for slow consumers.
         """
         env = envelope or Envelope()
+        check_text(request)
         run = _Run(self, self.route(route), request, env, stream=True, restart_on_partial=restart_on_partial)
         return RouteStream(run, coalesce=coalesce)
 
