@@ -30,7 +30,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config, load_config
-from ..ledger import Ledger
+from ..ledger import Ledger, tenant_task_id
 from ..model import (
     Attempt,
     Capability,
@@ -577,7 +577,9 @@ class _Run:
         if ledger is None or env.task_id is None or env.side_effects is SideEffectMode.NONE:
             return
         try:
-            decision = await ledger.side_effects(env.task_id, env.side_effects, resumed_from=env.resumed_from)
+            # Under the tenant's own namespace: another tenant's task of the same id is never read.
+            task = tenant_task_id(env.tenant, env.task_id)
+            decision = await ledger.side_effects(task, env.side_effects, resumed_from=env.resumed_from)
         except Exception as exc:  # the store is down or slow: fail closed, never replay blindly
             log.warning("request %s: the ledger could not be read: %r", self.rec.request_id, exc)
             raise self.unavailable(
