@@ -20,9 +20,14 @@ starvation.
 With ``store`` (``failover.state``) each pool's budget is shared by every process using the
 store: each request and each extra attempt is written there in the background, and every
 answer brings back how many extra attempts the fleet has left; :meth:`try_withdraw` decides
-on that number minus the withdrawals still on their way, so it stays a synchronous call
-(it may overspend by the withdrawals other processes make within one round trip). While the
-store is unavailable the local window decides, as without a store.
+on that number minus ALL of this process's withdrawals still unanswered (the store runs
+writes sent on different connections in any order), so it stays a synchronous call. Every
+withdrawal is counted in the store, forced: also one the local window granted before the
+store's first answer, and one the store would have refused (the attempt is already made), so
+an overdraft is paid back by later refusals instead of being spent again by the others. The
+fleet may overspend only by what the other processes withdraw within one round trip (the
+bound is in docs/health.md). While the store is unavailable the local window decides, as
+without a store, and those withdrawals stay local.
 """
 
 from __future__ import annotations
