@@ -23,11 +23,15 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from failover import Envelope, InvalidRequest, Request, Route, Router
+from failover import Envelope, InvalidRequest, Message, Request, Route, Router, Tool, ToolCall
 from failover.gateway import EnvelopeDefaults, GatewaySettings, Tenant, create_app, hash_key
 from failover.ledger import Ledger, MaybeExecuted, MemoryStore, tenant_task_id
+from failover.model._text import lone_surrogate, request_surrogate
 from failover.policy import Backoff, NoBreakers, RetryBudget
+from failover.router._router import check_text
 from failover.state import GuardedStore, RedisStore
 from failover.testing import FakeNetwork, FakeProvider, Reply, Script
 from tests._services import RedisServer
@@ -254,3 +258,30 @@ async def test_two_routers_sharing_one_redis_stay_within_the_budget(redis_server
             await s.aclose()
     assert all(s.up for s in stores)  # the fleet's count decided, not the local fallback
     _assert_within_bound(primary, STALE)
+
+
+_TEXTS = st.lists(st.sampled_from(["a", "é", "\U0001f600", "\ud800", "\udfff", " "]), max_size=4).map("".join)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(user=_TEXTS, system=_TEXTS, tool_desc=_TEXTS, schema_text=_TEXTS, args=_TEXTS, stop=_TEXTS, call_name=_TEXTS)
+def test_the_routers_fast_check_agrees_with_the_full_walk(
+    user: str, system: str, tool_desc: str, schema_text: str, args: str, stop: str, call_name: str
+) -> None:
+    """The Router's per-request check (a few encodes, no walk) finds exactly what the full
+    walk finds, in every text field of a Request."""
+    request = Request(
+        messages=(
+            Message.system(system or "s"),
+            Message.user(user),
+            Message(role="assistant", tool_calls=(ToolCall(id="c1", name=call_name or "f", arguments=args),)),
+        ),
+        tools=(Tool(name="f", description=tool_desc, parameters={"type": "object", "description": schema_text}),),
+        stop=(stop,) if stop else (),
+    )
+    fast, full = request_surrogate(request), lone_surrogate(request)
+    assert fast == full
+    if full is not None:
+        with pytest.raises(InvalidRequest) as ei:
+            check_text(request)
+        assert ei.value.field == full

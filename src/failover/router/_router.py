@@ -55,7 +55,7 @@ from ..model import (
     disposition,
 )
 from ..model._record import watch_connect
-from ..model._text import LONE_SURROGATE, LONE_SURROGATE_FIX, lone_surrogate
+from ..model._text import LONE_SURROGATE, LONE_SURROGATE_FIX, request_surrogate
 from ..policy import (
     Backoff,
     BackoffDecision,
@@ -106,7 +106,7 @@ log = logging.getLogger("failover.router")
 
 def check_text(request: Request) -> None:
     """InvalidRequest for text no provider can be sent (a lone surrogate), before any attempt."""
-    where = lone_surrogate(request)
+    where = request_surrogate(request)
     if where is not None:
         raise InvalidRequest(where, LONE_SURROGATE, LONE_SURROGATE_FIX)
 
