@@ -239,6 +239,7 @@ def _assert_within_bound(primary_attempts: int, stale: int = 0) -> None:
     plus, on a shared store, what the other processes spent within one round trip."""
     extra = primary_attempts - REQUESTS  # every request's first attempt is on the primary
     allowed = FLOOR + int(RATIO * REQUESTS)
+    print(f"{primary_attempts / REQUESTS:.4f} attempts per request: {extra} extra, {allowed} allowed (+{stale})")
     assert extra <= allowed + stale, f"{extra} extra attempts, the budget allows {allowed} (+{stale})"
     assert extra >= 0.85 * allowed, f"only {extra} of {allowed} allowed extra attempts were made"
 
