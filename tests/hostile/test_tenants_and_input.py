@@ -286,3 +286,19 @@ def test_the_routers_fast_check_agrees_with_the_full_walk(
         with pytest.raises(InvalidRequest) as ei:
             check_text(request)
         assert ei.value.field == full
+
+
+async def test_the_drop_in_client_answers_a_lone_surrogate_with_a_400_too() -> None:
+    import failover
+
+    a = FakeProvider("a", "openai", Script.always(Reply.ok("a")))
+    router = Router([Route(name="r", primary=(target(a),))], transport=FakeNetwork(a))
+    async with failover.httpx_client(router, route="r") as http:
+        r = await http.post(
+            "https://api.openai.com/v1/chat/completions",
+            content=httpx_json({"model": "r", "messages": [{"role": "user", "content": LONE}]}),
+            headers={"content-type": "application/json"},
+        )
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == "messages[0].content[0].text" and "surrogate" in r.text
+    assert a.calls == []
