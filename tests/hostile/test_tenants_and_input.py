@@ -212,7 +212,7 @@ async def _load(budgets: list[RetryBudget]) -> tuple[int, int]:
     b = FakeProvider("b", "anthropic", Script.always(Reply.ok("b", latency=0.005)))
     fleet = [
         Router(
-            [Route(name="r", primary=(target(a, attempts=3),), fallbacks=(target(b),))],
+            [Route(name="r", primary=(target(a, attempts=3, cap=60.0),), fallbacks=(target(b, cap=60.0),))],
             transport=FakeNetwork(a, b),
             retry_budget=budget,
             backoff=Backoff(base=0.0, cap=0.0),
@@ -225,7 +225,7 @@ async def _load(budgets: list[RetryBudget]) -> tuple[int, int]:
 
     async def one(i: int) -> None:
         async with gate:
-            resp = await fleet[i % len(fleet)].complete("r", Request.simple(f"q{i}"), Envelope(budget=30))
+            resp = await fleet[i % len(fleet)].complete("r", Request.simple(f"q{i}"), Envelope(budget=120))
             assert resp.text in ("a", "b")
 
     await asyncio.gather(*(one(i) for i in range(REQUESTS)))
@@ -251,7 +251,7 @@ async def test_the_retry_budget_is_exact_in_memory() -> None:
 
 async def test_two_routers_sharing_one_redis_stay_within_the_budget(redis_server: RedisServer) -> None:
     prefix = f"h{uuid.uuid4().hex[:8]}:"
-    stores = [GuardedStore(RedisStore(redis_server.url, prefix=prefix, timeout=2.0), timeout=2.0) for _ in range(2)]
+    stores = [GuardedStore(RedisStore(redis_server.url, prefix=prefix, timeout=10.0), timeout=10.0) for _ in range(2)]
     try:
         primary, _ = await _load([RetryBudget(ratio=RATIO, floor=FLOOR, store=s) for s in stores])
     finally:
