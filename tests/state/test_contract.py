@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import uuid
+from typing import Any
 
 import pytest
 
@@ -189,6 +190,21 @@ async def test_retry_budget_is_shared(make_store: StoreFactory) -> None:
     answers = await asyncio.gather(*(s.budget_spend("rb", **kw) for s in (one, two) * 3))  # type: ignore[arg-type]
     assert sum(a.allowed for a in answers) == 3
     assert answers[-1].available == 0
+
+
+async def test_a_forced_spend_is_counted_even_when_none_is_left(make_store: StoreFactory) -> None:
+    """A process that already made the attempt (it decided on its last answer) charges it anyway:
+    the overdraft is paid back by later refusals, never spent again by another process."""
+    one, two = make_store(), make_store()
+    kw: dict[str, Any] = {"ratio": 1.0, "floor": 1, "window": 10.0}
+    await one.budget_request("rb", **kw)  # floor 1 + 1 x 1 = 2 allowed
+    assert (await one.budget_spend("rb", **kw)).allowed
+    assert (await two.budget_spend("rb", **kw)).allowed
+    forced = await one.budget_spend("rb", force=True, **kw)
+    assert not forced.allowed and forced.available == 0
+    assert not (await two.budget_spend("rb", **kw)).allowed  # a refusal is not counted
+    assert await two.budget_request("rb", **kw) == 0  # 3 allowed, 3 spent: the overdraft is paid back
+    assert await one.budget_request("rb", **kw) == 1  # 4 allowed: one more
 
 
 async def test_every_key_has_a_ttl(make_store: StoreFactory, request: pytest.FixtureRequest) -> None:

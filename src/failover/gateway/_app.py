@@ -51,6 +51,7 @@ from ..model import (
 from ..model import Response as Answer
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
+from ..model._text import LONE_SURROGATE, LONE_SURROGATE_FIX, lone_surrogate, may_hold_surrogates
 from ..router import Router, RouteStream
 from ._envelope import RecentKeys, envelope_from
 from ._errors import ApiError, Scrubber, from_wire, unavailable_error
@@ -435,6 +436,13 @@ class Gateway:
             raise ApiError(400, f"request body is not valid JSON: {exc}", code="invalid_json") from None
         if isinstance(data, dict | list) and _too_deep(data, depth):
             raise deep
+        if may_hold_surrogates(raw) and (where := lone_surrogate(data)) is not None:
+            raise ApiError(
+                400,
+                f"{where}: {LONE_SURROGATE}. Fix: {LONE_SURROGATE_FIX}",
+                code="invalid_unicode",
+                param=where,
+            )
         return data
 
     async def read_json(self, request: HttpRequest) -> Any:

@@ -59,6 +59,7 @@ from ..model import (
     Completed,
     Envelope,
     FailureKind,
+    InvalidRequest,
     PartialOutput,
     Request,
     Response,
@@ -493,6 +494,8 @@ class _Core:
             if call.stream:
                 return await self._stream(wire, call, route, env)
             return await self._complete(wire, call, route, env)
+        except InvalidRequest as exc:  # the Router refused the text before any attempt
+            return self._error(wire, 400, str(exc), code="invalid_unicode", param=exc.field)
         except Exception as exc:
             # A bug of ours, not a network problem: raised from the transport it would become
             # the SDK's APIConnectionError, which the SDK retries. A 500 it does not retry.

@@ -48,6 +48,7 @@ from ._record import (
     canonical_json,
     default_key,
     operation_id,
+    tenant_task_id,
 )
 from ._sqlite import SQLiteStore
 from ._store import LedgerStore, TransactionalStore
@@ -66,6 +67,7 @@ __all__ = [
     "Reconcile",
     "Confirm",
     "operation_id",
+    "tenant_task_id",
     # records
     "State",
     "Execution",

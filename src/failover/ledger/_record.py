@@ -68,6 +68,22 @@ def default_key(tool: str, args_hash: str) -> str:
     return f"{tool}:{args_hash[:32]}"
 
 
+def tenant_task_id(tenant: str | None, task_id: str) -> str:
+    """The operation id under which the ledger holds ``task_id`` of ``tenant``: ``<tenant>/<task_id>``.
+
+    A Router (and so the gateway) reads a request's task under this id, so one tenant can
+    never see, block or complete another's task, even with the same ``x-failover-task-id``
+    (a task id cannot hold ``/``, so no tenant can name another's namespace). Without a
+    tenant (an open gateway, a Router called without ``Envelope.tenant``) it is the bare task
+    id. Agents of a tenant record their tool calls under the same id::
+
+        await ledger.run(tenant_task_id("alpha", task), "create_order", args, create_order)
+    """
+    if not task_id:
+        raise ValueError("tenant_task_id needs a non-empty task id")
+    return task_id if tenant is None else f"{tenant}/{task_id}"
+
+
 def operation_id(*parts: str) -> str:
     """A stable operation id from what identifies the user's action (user, conversation, turn).
 

@@ -4,6 +4,7 @@ FailoverError
  +-- Unavailable        no acceptable result within the envelope; carries the RouteRecord
  +-- ConfigError        a bad routes/targets file or object; names the field and the fix
  +-- UnknownRoute       complete() was called with a route name that is not configured
+ +-- InvalidRequest     a Request no provider can be sent (text that is not valid Unicode)
 """
 
 from __future__ import annotations
@@ -60,6 +61,17 @@ class Unavailable(FailoverError):
 
 class ConfigError(FailoverError, ValueError):
     """A configuration problem. ``field`` is a dotted path such as ``routes.triage.primary``."""
+
+    def __init__(self, field: str, problem: str, fix: str) -> None:
+        super().__init__(f"{field}: {problem}. Fix: {fix}")
+        self.field = field
+        self.problem = problem
+        self.fix = fix
+
+
+class InvalidRequest(FailoverError, ValueError):
+    """A Request that cannot be sent to any provider. ``field`` is its path, such as
+    ``messages[0].content[0].text``; nothing was sent and nothing was charged."""
 
     def __init__(self, field: str, problem: str, fix: str) -> None:
         super().__init__(f"{field}: {problem}. Fix: {fix}")

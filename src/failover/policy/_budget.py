@@ -20,9 +20,14 @@ starvation.
 With ``store`` (``failover.state``) each pool's budget is shared by every process using the
 store: each request and each extra attempt is written there in the background, and every
 answer brings back how many extra attempts the fleet has left; :meth:`try_withdraw` decides
-on that number minus the withdrawals still on their way, so it stays a synchronous call
-(it may overspend by the withdrawals other processes make within one round trip). While the
-store is unavailable the local window decides, as without a store.
+on that number minus ALL of this process's withdrawals still unanswered (the store runs
+writes sent on different connections in any order), so it stays a synchronous call. Every
+withdrawal is counted in the store, forced: also one the local window granted before the
+store's first answer, and one the store would have refused (the attempt is already made), so
+an overdraft is paid back by later refusals instead of being spent again by the others. The
+fleet may overspend only by what the other processes withdraw within one round trip (the
+bound is in docs/health.md). While the store is unavailable the local window decides, as
+without a store, and those withdrawals stay local.
 """
 
 from __future__ import annotations
@@ -112,16 +117,18 @@ class RetryBudget:
     def try_withdraw(self, now: float, pool: str = GLOBAL) -> bool:
         """Take one extra attempt from ``pool``'s budget; False when it is spent."""
         p = self._pool(pool)
-        if self.store is not None and self.store.up and p.shared_left is not None:
+        shared = self.store is not None and self.store.up
+        if shared and p.shared_left is not None:
             if p.shared_left <= 0:
                 return False
             p.shared_left -= 1
-            p.retries.append(now)
-            self._spawn(pool, p, "spend")
-            return True
-        if self.available(now, pool) <= 0:
+        elif self.available(now, pool) <= 0:
             return False
         p.retries.append(now)
+        if shared:
+            # Also before the store's first answer (the local window decided): the fleet's
+            # count must hold every extra attempt made, or the others spend it a second time.
+            self._spawn(pool, p, "spend")
         return True
 
     def refund(self, now: float, pool: str = GLOBAL) -> None:
@@ -151,8 +158,9 @@ class RetryBudget:
         try:
             if op == "request":
                 left = await guard.call(store.budget_request, key, ratio=ratio, floor=floor, window=window)
-            else:
-                left = (await guard.call(store.budget_spend, key, ratio=ratio, floor=floor, window=window)).available
+            else:  # forced: the attempt is already made, the store counts it even if none was left
+                answer = await guard.call(store.budget_spend, key, ratio=ratio, floor=floor, window=window, force=True)
+                left = answer.available
         except StateUnavailable:
             if op == "spend" and seq in p.spends:
                 p.spends.remove(seq)
@@ -163,9 +171,12 @@ class RetryBudget:
         if seq <= p.applied:
             return  # a newer answer is already applied: this one knows less
         p.applied = seq
-        # The store's count includes every write up to this one; the spends sent after it are
-        # still on their way, and were already taken from the local count: keep them taken.
-        p.shared_left = left - sum(1 for s in p.spends if s > seq)
+        # The spends still unanswered were already taken from the local count: keep them taken.
+        # All of them, not only those sent after this write: the store runs writes that travel
+        # on different connections in any order, so an older spend may not be in this answer
+        # yet. (One that is counts twice until the next answer: a short underspend, never an
+        # overspend.)
+        p.shared_left = left - len(p.spends)
 
     async def drain(self) -> None:
         """Wait until every write made in the background has reached the store."""

@@ -30,7 +30,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config, load_config
-from ..ledger import Ledger
+from ..ledger import Ledger, tenant_task_id
 from ..model import (
     Attempt,
     Capability,
@@ -38,6 +38,7 @@ from ..model import (
     Envelope,
     Failure,
     FailureKind,
+    InvalidRequest,
     PartialOutput,
     Phase,
     Request,
@@ -54,6 +55,7 @@ from ..model import (
     disposition,
 )
 from ..model._record import watch_connect
+from ..model._text import LONE_SURROGATE, LONE_SURROGATE_FIX, request_surrogate
 from ..policy import (
     Backoff,
     BackoffDecision,
@@ -108,6 +110,13 @@ if TYPE_CHECKING:
     from ..providers import DialectAdapter
 
 log = logging.getLogger("failover.router")
+
+
+def check_text(request: Request) -> None:
+    """InvalidRequest for text no provider can be sent (a lone surrogate), before any attempt."""
+    where = request_surrogate(request)
+    if where is not None:
+        raise InvalidRequest(where, LONE_SURROGATE, LONE_SURROGATE_FIX)
 
 
 class Router:
@@ -239,6 +248,7 @@ class Router:
         JSON Schema of ``request`` is refused (too large, a remote ``$ref``, a pattern the
         linear-time engine cannot run, not valid draft 2020-12)."""
         r = self.route(route)
+        check_text(request)
         check_request_schemas(request, self.schema_limits)
         run = _Run(self, r, request, envelope or Envelope())
         record: RouteRecord | None = None
@@ -278,7 +288,8 @@ class Router:
         followed by ``Restarted`` and a new response. ``coalesce`` merges text deltas
         arriving within that many seconds, for slow consumers.
         """
-        check_request_schemas(request, self.schema_limits)  # InvalidSchema here, as in complete()
+        check_text(request)  # InvalidRequest and InvalidSchema here, as in complete()
+        check_request_schemas(request, self.schema_limits)
         env = envelope or Envelope()
         run = _Run(self, self.route(route), request, env, stream=True, restart_on_partial=restart_on_partial)
         return RouteStream(run, coalesce=coalesce)
@@ -587,7 +598,9 @@ class _Run:
         if ledger is None or env.task_id is None or env.side_effects is SideEffectMode.NONE:
             return
         try:
-            decision = await ledger.side_effects(env.task_id, env.side_effects, resumed_from=env.resumed_from)
+            # Under the tenant's own namespace: another tenant's task of the same id is never read.
+            task = tenant_task_id(env.tenant, env.task_id)
+            decision = await ledger.side_effects(task, env.side_effects, resumed_from=env.resumed_from)
         except Exception as exc:  # the store is down or slow: fail closed, never replay blindly
             log.warning("request %s: the ledger could not be read: %r", self.rec.request_id, exc)
             raise self.unavailable(

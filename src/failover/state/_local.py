@@ -227,9 +227,11 @@ class _LogicStore:
 
         return await self._apply([self.key("rb", name)], lambda s, n: window + 60.0, step)
 
-    async def budget_spend(self, name: str, *, ratio: float, floor: int, window: float) -> BudgetAnswer:
+    async def budget_spend(
+        self, name: str, *, ratio: float, floor: int, window: float, force: bool = False
+    ) -> BudgetAnswer:
         def step(states: list[L.State], now: float) -> BudgetAnswer:
-            ok, left = L.budget_spend(states[0], ratio=ratio, floor=floor, window=window, now=now)
+            ok, left = L.budget_spend(states[0], ratio=ratio, floor=floor, window=window, now=now, force=force)
             return BudgetAnswer(allowed=ok, available=left)
 
         return await self._apply([self.key("rb", name)], lambda s, n: window + 60.0, step)

@@ -343,13 +343,16 @@ def budget_request(s: State, *, ratio: float, floor: int, window: float, now: fl
     return budget_available(s, ratio=ratio, floor=floor, window=window, now=now)
 
 
-def budget_spend(s: State, *, ratio: float, floor: int, window: float, now: float) -> tuple[bool, int]:
+def budget_spend(
+    s: State, *, ratio: float, floor: int, window: float, now: float, force: bool = False
+) -> tuple[bool, int]:
+    """Take one extra attempt if any is left; ``force``: count it anyway (it was already made)."""
     left = budget_available(s, ratio=ratio, floor=floor, window=window, now=now)
-    if left <= 0:
+    if left <= 0 and not force:
         return False, 0
     sec = str(math.floor(now))
     s["r"][sec] = s["r"].get(sec, 0) + 1
-    return True, left - 1
+    return left > 0, max(0, left - 1)
 
 
 # -- time to live ----------------------------------------------------------------------------------

@@ -421,11 +421,13 @@ end
 return v
 """
 
-# KEYS: the budget key. ARGV: ratio, floor, window, op ('request' | 'spend')
+# KEYS: the budget key. ARGV: ratio, floor, window, op ('request' | 'spend'), force ('1': count the
+# spend even when none is left: it was already made)
 BUDGET = (
     _PRELUDE
     + r"""
 local ratio, floor_, window, op = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local force = ARGV[5] == '1'
 local s = load(KEYS[1], function() return {q = {}, r = {}} end)
 local horizon = now - window
 local function trim(part)
@@ -445,11 +447,10 @@ if op == 'request' then s.q[sec] = (s.q[sec] or 0) + 1 end
 local left = math.max(0, floor_ + math.floor(ratio * total('q')) - total('r'))
 local ok = 1
 if op == 'spend' then
-  if left <= 0 then
-    ok = 0
-  else
+  if left <= 0 then ok = 0 end
+  if ok == 1 or force then
     s.r[sec] = (s.r[sec] or 0) + 1
-    left = left - 1
+    left = math.max(0, left - 1)
   end
 end
 redis.call('SET', KEYS[1], cjson.encode(s), 'PX', math.ceil((window + 60) * 1000))

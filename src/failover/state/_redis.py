@@ -319,8 +319,11 @@ class RedisStore:
         raw = await self._eval("budget", [self.key("rb", name)], [_num(ratio), str(floor), _num(window), "request"])
         return int(raw[1])
 
-    async def budget_spend(self, name: str, *, ratio: float, floor: int, window: float) -> BudgetAnswer:
-        raw = await self._eval("budget", [self.key("rb", name)], [_num(ratio), str(floor), _num(window), "spend"])
+    async def budget_spend(
+        self, name: str, *, ratio: float, floor: int, window: float, force: bool = False
+    ) -> BudgetAnswer:
+        args = [_num(ratio), str(floor), _num(window), "spend", "1" if force else "0"]
+        raw = await self._eval("budget", [self.key("rb", name)], args)
         return BudgetAnswer(allowed=int(raw[0]) == 1, available=int(raw[1]))
 
     # -- counters ------------------------------------------------------------------------------

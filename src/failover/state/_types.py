@@ -252,8 +252,15 @@ class StateStore(Protocol):
         """Count one first attempt; return the extra attempts now available fleet-wide."""
         ...
 
-    async def budget_spend(self, name: str, *, ratio: float, floor: int, window: float) -> BudgetAnswer:
-        """Take one extra attempt from the shared budget if any is left."""
+    async def budget_spend(
+        self, name: str, *, ratio: float, floor: int, window: float, force: bool = False
+    ) -> BudgetAnswer:
+        """Take one extra attempt from the shared budget if any is left (``allowed``).
+
+        ``force``: count it even when none is left, because the caller already made it (the
+        policy decides synchronously on its last answer): the fleet's count then holds every
+        extra attempt actually made, and an overdraft is paid back by the next refusals.
+        """
         ...
 
     async def counter(self, name: str, amount: float, *, ttl: float) -> float:
