@@ -277,6 +277,7 @@ class Router:
         *,
         coalesce: float | None = None,
         restart_on_partial: bool = False,
+        keep_text: bool = True,
     ) -> RouteStream:
         """Stream a response: ``async with router.stream(...) as s: async for event in s:``.
 
@@ -286,12 +287,15 @@ class Router:
         or falls back like in :meth:`complete`; after it, nothing is ever spliced on. With
         ``restart_on_partial=True`` AND ``envelope.allow_after_partial``, a cut stream is
         followed by ``Restarted`` and a new response. ``coalesce`` merges text deltas
-        arriving within that many seconds, for slow consumers.
+        arriving within that many seconds, for slow consumers. ``keep_text=False`` is for a relay
+        that has already passed every delta on (the gateway): the text is not kept a second
+        time, and ``PartialOutput.text`` is empty.
         """
         check_text(request)  # InvalidRequest and InvalidSchema here, as in complete()
         check_request_schemas(request, self.schema_limits)
         env = envelope or Envelope()
         run = _Run(self, self.route(route), request, env, stream=True, restart_on_partial=restart_on_partial)
+        run.output.keep_text = keep_text
         return RouteStream(run, coalesce=coalesce)
 
     def _breaker_changed(self, event: BreakerEvent) -> None:

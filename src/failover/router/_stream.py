@@ -57,7 +57,7 @@ _CONTENT = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallDone)
 class Output:
     """What the caller has been shown of the current response (for PartialOutput)."""
 
-    __slots__ = ("calls", "held", "pause", "response_id", "sink", "started", "text")
+    __slots__ = ("calls", "held", "keep_text", "pause", "response_id", "sink", "started", "text")
 
     def __init__(self, sink: Callable[[StreamEvent], None] | None) -> None:
         self.sink = sink
@@ -66,6 +66,7 @@ class Output:
         self.started = False
         self.held: list[StreamEvent] = []
         self.text: list[str] = []
+        self.keep_text = True  # False: a relay that passed every delta on needs no second copy
         self.calls: list[ToolCall] = []
         self.response_id = new_id("resp_")
 
@@ -83,7 +84,8 @@ class Output:
                     sink(h)
                 self.held.clear()
             if isinstance(ev, TextDelta):
-                self.text.append(ev.text)
+                if self.keep_text:
+                    self.text.append(ev.text)
             elif isinstance(ev, ToolCallDone):
                 self.calls.append(ev.call)
             sink(ev)
