@@ -15,6 +15,7 @@ import contextlib
 import ctypes
 import dataclasses
 import functools
+import gc
 import ipaddress
 import json
 import json.scanner
@@ -108,7 +109,7 @@ def _python_json_decoder() -> json.JSONDecoder:
 
 
 _PY_JSON = _python_json_decoder()
-TRIM_AFTER_S = 1.0
+RECLAIM_AFTER_S = 1.0
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -298,7 +299,7 @@ class Gateway:
         self.draining = False
         self._idle: asyncio.Event | None = None
         self._drain_task: asyncio.Task[None] | None = None
-        self._trim: asyncio.Task[None] | None = None  # see trim_memory_soon
+        self._reclaim: asyncio.Task[None] | None = None  # see reclaim_soon
         self._retiring: asyncio.Task[None] | None = None
         self._reload_task: asyncio.Task[None] | None = None
         self._retiring_done: dict[int, asyncio.Event] = {}
@@ -462,20 +463,29 @@ class Gateway:
             raise _body_timeout(self.settings.body_timeout_s) from None
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    def trim_memory_soon(self) -> None:
-        """Give the allocator's free pages back to the system a moment after a heavy body: its
-        hundreds of thousands of small objects leave holes that glibc keeps (measured: +20 MiB
-        that stays after two 7 MiB bodies; malloc_trim returns it). One pending trim at a time."""
-        if self._trim is None and _MALLOC_TRIM is not None:
-            self._trim = asyncio.get_running_loop().create_task(self._trim_later())
+    def reclaim_soon(self) -> None:
+        """Reclaim, a moment from now, what a hostile or cut request left behind; one pending
+        reclaim at a time.
 
-    async def _trim_later(self) -> None:
+        - A stream whose client left ends in a cancellation, and a failed attempt in an
+          exception, whose traceback holds the frames that held its buffers in a reference
+          cycle. ``failover serve`` tunes the collector so that full collections are rare (see
+          tune_gc), so those cycles stayed: measured, five slow readers that left kept +21 MiB,
+          round after round. A full collection here is cheap (the long-lived objects are
+          frozen out of its sight).
+        - A heavy body's hundreds of thousands of small objects leave holes that glibc keeps
+          (+20 MiB after two 7 MiB bodies); ``malloc_trim`` gives them back."""
+        if self._reclaim is None:
+            self._reclaim = asyncio.get_running_loop().create_task(self._reclaim_later())
+
+    async def _reclaim_later(self) -> None:
         try:
-            await asyncio.sleep(TRIM_AFTER_S)  # the request that caused it has usually ended by then
+            await asyncio.sleep(RECLAIM_AFTER_S)  # the request that caused it has usually ended by then
+            gc.collect()
             if _MALLOC_TRIM is not None:
                 await asyncio.to_thread(_MALLOC_TRIM, 0)
         finally:
-            self._trim = None
+            self._reclaim = None
 
     def decode_json(self, raw: bytes) -> Any:
         """Decode a body: a 400 for invalid JSON or nesting deeper than ``max_json_depth``."""
@@ -551,6 +561,8 @@ class Gateway:
     ) -> None:
         """The end of one chat request: charge the tenant, count it, log one access line."""
         tenant_name = tenant.name if tenant is not None else None
+        if status >= 499:  # a client that left, an upstream that failed: their exceptions hold cycles
+            self.reclaim_soon()
         try:
             self.quotas.charge(tenant, record)
             self.metrics.observe(route, status, tenant_name, record)
@@ -719,8 +731,10 @@ class Endpoint(Generic[_B]):
             # (7 MiB of small objects: ~0.3 s): it is decoded off the loop by the pure-Python
             # scanner instead, which lets every other request run between its steps.
             if heavy_json(raw):
-                gw.trim_memory_soon()
-                body = await asyncio.to_thread(self.parse, raw)
+                try:
+                    body = await asyncio.to_thread(self.parse, raw)
+                finally:  # once decoded: what it leaves is reclaimed a moment after the request ends
+                    gw.reclaim_soon()
             else:
                 body = self.parse(raw)
             route = body.model

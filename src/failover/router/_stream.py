@@ -143,22 +143,26 @@ async def stream_exchange(
                     parser = dialect.stream_parser(target, request, resp.headers)
                     decoder = SSEDecoder(getattr(transport, "max_response_bytes", MAX_EVENT_CHARS))
                     async for chunk in resp.aiter_bytes():
-                        items = decoder.feed(chunk)
-                        if not items:
-                            continue
-                        for item in items:
-                            if isinstance(item, SSEComment):
+                        # A big read (a provider far ahead of a slow caller) is fed in slices, so
+                        # the caller's backpressure holds it back every slice: at most a slice's
+                        # events are decoded ahead of the bounded buffer, not a whole read's.
+                        for at in range(0, len(chunk), FEED_SLICE):
+                            items = decoder.feed(chunk if len(chunk) <= FEED_SLICE else chunk[at : at + FEED_SLICE])
+                            if not items:
                                 continue
-                            if first_at is None:
-                                first_at = loop.time()
-                            out.deliver(parser.feed(item))
-                        if out.pause is not None and (behind := out.pause()) is not None:
-                            # the caller is not reading: stop reading upstream (its socket fills
-                            # and the provider waits) until it has; only the total cap runs meanwhile
-                            timer.reschedule(total_at)
-                            await behind
-                        if first_at is not None:  # any event or heartbeat after the first resets idle
-                            timer.reschedule(min(loop.time() + idle, total_at))
+                            for item in items:
+                                if isinstance(item, SSEComment):
+                                    continue
+                                if first_at is None:
+                                    first_at = loop.time()
+                                out.deliver(parser.feed(item))
+                            if out.pause is not None and (behind := out.pause()) is not None:
+                                # the caller is not reading: stop reading upstream (its socket fills
+                                # and the provider waits) until it has; only the total cap runs meanwhile
+                                timer.reschedule(total_at)
+                                await behind
+                            if first_at is not None:  # any event or heartbeat after the first resets idle
+                                timer.reschedule(min(loop.time() + idle, total_at))
                     for item in decoder.flush():
                         if not isinstance(item, SSEComment):
                             first_at = first_at or loop.time()
@@ -219,6 +223,7 @@ def _odd_status(status: int) -> Failure:
 _END = object()
 BUFFERED_EVENTS = 64  # events a RouteStream holds for a caller that does not read; then upstream waits
 _RESUME_AT = BUFFERED_EVENTS // 4  # the upstream reader resumes once the caller is down to this
+FEED_SLICE = 16 * 1024  # bytes of one upstream read decoded before the caller's backpressure is asked
 
 
 class RouteStream:
