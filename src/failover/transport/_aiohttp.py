@@ -24,7 +24,7 @@ from ._limits import (
     BoundedDecoder,
     check_limits,
     decoder_for,
-    too_large,
+    read_bounded,
 )
 from ._types import HttpRequest, HttpResponse, StreamingResponse, TransportError
 
@@ -210,24 +210,7 @@ def _decoder(resp: aiohttp.ClientResponse, cap: int | None, ratio: int) -> Bound
 
 async def _read(resp: aiohttp.ClientResponse, cap: int, ratio: int) -> bytes:
     """The whole body, decoded, at most ``cap`` bytes (raises ``TransportError("too_large")``)."""
-    declared = resp.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > cap:
-        raise too_large(f"body ({declared} bytes declared)", cap)
-    decoder = _decoder(resp, cap, ratio)
-    parts: list[bytes] = []
-    size = 0
-    try:
-        async for raw in resp.content.iter_any():
-            chunk = raw if decoder is None else decoder.feed(raw)
-            size += len(chunk)
-            if size > cap:
-                raise too_large("body", cap)
-            parts.append(chunk)
-        if decoder is not None:
-            parts.append(decoder.flush())
-    except zlib.error as exc:
-        raise TransportError("read", f"the body does not decode as declared: {exc}") from None
-    return b"".join(parts)
+    return await read_bounded(resp.content.iter_any(), resp.headers, cap, ratio)
 
 
 class _AiohttpStream:

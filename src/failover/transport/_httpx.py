@@ -18,7 +18,7 @@ from ._limits import (
     BoundedDecoder,
     check_limits,
     decoder_for,
-    too_large,
+    read_bounded,
 )
 from ._types import HttpRequest, HttpResponse, StreamingResponse, TransportError
 
@@ -169,24 +169,7 @@ def _decoder(resp: httpx.Response, cap: int | None, ratio: int) -> BoundedDecode
 
 async def _read(resp: httpx.Response, cap: int, ratio: int) -> bytes:
     """The whole body, decoded, at most ``cap`` bytes (raises ``TransportError("too_large")``)."""
-    declared = resp.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > cap:
-        raise too_large(f"body ({declared} bytes declared)", cap)
-    decoder = _decoder(resp, cap, ratio)
-    parts: list[bytes] = []
-    size = 0
-    try:
-        async for raw in resp.aiter_raw():
-            chunk = raw if decoder is None else decoder.feed(raw)
-            size += len(chunk)
-            if size > cap:
-                raise too_large("body", cap)
-            parts.append(chunk)
-        if decoder is not None:
-            parts.append(decoder.flush())
-    except zlib.error as exc:
-        raise TransportError("read", f"the body does not decode as declared: {exc}") from None
-    return b"".join(parts)
+    return await read_bounded(resp.aiter_raw(), resp.headers, cap, ratio)
 
 
 class _HttpxStream:

@@ -18,6 +18,7 @@ connection is closed (never pooled again); the router reads it as ``provider_ser
 from __future__ import annotations
 
 import zlib
+from collections.abc import AsyncIterator, Mapping
 
 from ._types import TransportError
 
@@ -109,3 +110,27 @@ def decoder_for(encoding: str, cap: int | None, ratio: int) -> BoundedDecoder | 
     """A decoder for a ``content-encoding`` this client asked for, else None (passed as is)."""
     enc = encoding.strip().lower()
     return BoundedDecoder(enc, cap, ratio) if enc in DECODED_ENCODINGS else None
+
+
+async def read_bounded(chunks: AsyncIterator[bytes], headers: Mapping[str, str], cap: int, ratio: int) -> bytes:
+    """A whole body from its undecoded ``chunks``, decoded, at most ``cap`` bytes (else
+    ``TransportError("too_large")``; a declared ``content-length`` over it is refused unread)."""
+    declared = headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap:
+        raise too_large(f"body ({declared} bytes declared)", cap)
+    enc = headers.get("content-encoding")
+    decoder = None if enc is None else decoder_for(enc, cap, ratio)
+    parts: list[bytes] = []
+    size = 0
+    try:
+        async for raw in chunks:
+            chunk = raw if decoder is None else decoder.feed(raw)
+            size += len(chunk)
+            if size > cap:
+                raise too_large("body", cap)
+            parts.append(chunk)
+        if decoder is not None:
+            parts.append(decoder.flush())
+    except zlib.error as exc:
+        raise TransportError("read", f"the body does not decode as declared: {exc}") from None
+    return b"".join(parts)
