@@ -38,7 +38,7 @@ from starlette.routing import Mount
 from starlette.routing import Route as HttpRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..inbound import SchemaField, WireError, check_schemas
+from ..inbound import SchemaField, WireError, check_schema_limits, check_schemas
 from ..inbound._headers import record_headers  # shared with failover.httpx_client
 from ..inbound.openai import ChunkRenderer
 from ..inbound.openai import error_body as openai_error_body
@@ -679,6 +679,17 @@ class Endpoint(Generic[_B]):
         """The body decoded and validated; an ApiError (400 naming the field) if it is not."""
         raise NotImplementedError
 
+    def parse_heavy(self, raw: bytes) -> _B:
+        """:meth:`parse` for a body of many values, in a worker thread: its schemas' limits are
+        walked there too, so an oversized one is refused before the loop spends any time on it
+        (translating it, counting its tokens). Meta-validation still waits for admission."""
+        body = self.parse(raw)
+        try:
+            check_schema_limits(self.schema_fields(body), self.gw.settings.schema_limits)
+        except WireError as exc:
+            raise from_wire(exc) from None
+        return body
+
     def to_request(self, body: _B) -> Request:
         """The body as the router's Request; an ApiError if it cannot be translated. Its JSON
         Schemas are not looked at here (before the tenant is admitted): :meth:`Gateway.check_schemas`
@@ -732,7 +743,7 @@ class Endpoint(Generic[_B]):
             # scanner instead, which lets every other request run between its steps.
             if heavy_json(raw):
                 try:
-                    body = await asyncio.to_thread(self.parse, raw)
+                    body = await asyncio.to_thread(self.parse_heavy, raw)
                 finally:  # once decoded: what it leaves is reclaimed a moment after the request ends
                     gw.reclaim_soon()
             else:

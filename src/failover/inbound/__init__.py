@@ -16,6 +16,6 @@ Error tree::
 """
 
 from . import anthropic, openai
-from ._wire import SchemaField, WireError, check_schemas
+from ._wire import SchemaField, WireError, check_schema_limits, check_schemas
 
-__all__ = ["SchemaField", "WireError", "anthropic", "check_schemas", "openai"]
+__all__ = ["SchemaField", "WireError", "anthropic", "check_schema_limits", "check_schemas", "openai"]

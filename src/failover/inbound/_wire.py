@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..model import Response
-from ..validation import DEFAULT_LIMITS, InvalidSchema, SchemaLimits, check_schema
+from ..validation import DEFAULT_LIMITS, InvalidSchema, SchemaLimits, check_limits, check_schema
 
 SchemaField = tuple[str, Mapping[str, Any]]  # (the field's dotted path, the client's JSON Schema)
 
@@ -101,6 +101,16 @@ def check_schemas(fields: Sequence[SchemaField], limits: SchemaLimits = DEFAULT_
     for param, schema in fields:
         try:
             check_schema(schema, limits)
+        except InvalidSchema as exc:
+            raise schema_refused(exc, param) from None
+
+
+def check_schema_limits(fields: Sequence[SchemaField], limits: SchemaLimits = DEFAULT_LIMITS) -> None:
+    """Only the linear walk of :func:`check_schemas` (size, depth, values, patterns, refs): no
+    meta-validation, no compilation. Pure Python, so a thread running it shares the GIL."""
+    for param, schema in fields:
+        try:
+            check_limits(schema, limits)
         except InvalidSchema as exc:
             raise schema_refused(exc, param) from None
 
