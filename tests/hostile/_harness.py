@@ -1,9 +1,9 @@
 """A real ``failover serve`` in its own process, watched while a hostile case runs.
 
-- :meth:`Served.watchdog`: a thread sends ``GET /healthz`` every 20 ms on a connection of
-  its own and records how long each answer took. One tenant's hostile request must not freeze
-  the event loop for everyone else: the worst probe must answer within the limit (100 ms by
-  default, a wide margin over the ~1 ms a probe takes on an idle loop).
+- :meth:`Served.watchdog`: a process of its own sends ``GET /healthz`` every 20 ms on a
+  connection of its own and records how long each answer took. One tenant's hostile request
+  must not freeze the event loop for everyone else: the worst probe must answer within the
+  limit (100 ms by default, a wide margin over the ~1 ms a probe takes on an idle loop).
 - :meth:`Served.rss_mib`: the gateway process's resident memory, read from ``/proc``. A
   hostile case may use memory while it runs; once it is over the process must come back near
   its baseline (memory that stays is memory the next attacker adds to).
@@ -84,39 +84,60 @@ class Served:
     @contextmanager
     def watchdog(self, limit_s: float = 0.1) -> Iterator[Watch]:
         """Probe ``/healthz`` every 20 ms while the block runs; fail if any probe took longer
-        than ``limit_s`` or failed. The probe's own connection is opened before the block, so
-        a full accept queue is not what is measured."""
+        than ``limit_s`` or failed. The probe runs in a process of its own (a thread of the
+        test would share the test's GIL: building a hostile body would be measured as the
+        gateway's stall), on a connection it opens before the block."""
         watch = Watch()
-        stop = threading.Event()
-        client = httpx.Client(base_url=self.base, timeout=60.0)
-        client.get("/healthz").raise_for_status()
-
-        def probe() -> None:
-            while not stop.is_set():
-                t0 = time.perf_counter()
-                try:
-                    r = client.get("/healthz")
-                    if r.status_code != 200:
-                        watch.failures.append(f"/healthz answered {r.status_code}")
-                except httpx.HTTPError as exc:
-                    watch.failures.append(f"/healthz failed: {exc!r}")
-                watch.times.append(time.perf_counter() - t0)
-                stop.wait(PROBE_EVERY_S)
-
-        thread = threading.Thread(target=probe, name="healthz-watchdog", daemon=True)
-        thread.start()
+        probe = subprocess.Popen(
+            [sys.executable, "-c", _PROBE, str(self.port), str(PROBE_EVERY_S)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert probe.stdout is not None and probe.stdin is not None
+        assert probe.stdout.readline().strip() == "ready", "the watchdog did not start"
         try:
             yield watch
         finally:
-            stop.set()
-            thread.join(timeout=90)
-            client.close()
+            out, _ = probe.communicate("stop\n", timeout=90)
+            for line in out.splitlines():
+                kind, _, value = line.partition(" ")
+                if kind == "t":
+                    watch.times.append(float(value))
+                elif kind == "f":
+                    watch.failures.append(value)
         assert not watch.failures, watch.failures[:3]
         assert watch.times, "the watchdog sent no probe"
         assert watch.worst <= limit_s, (
             f"/healthz took {watch.worst * 1000:.0f} ms (limit {limit_s * 1000:.0f} ms) "
             f"over {len(watch.times)} probes: the hostile case stalled the event loop"
         )
+
+
+# The watchdog's process: keep-alive GET /healthz until stdin says stop, one line per probe.
+_PROBE = r"""
+import http.client, sys, threading, time
+port, every = int(sys.argv[1]), float(sys.argv[2])
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+conn.request("GET", "/healthz"); conn.getresponse().read()
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+print("ready", flush=True)
+out = []
+while not stop.is_set():
+    t0 = time.perf_counter()
+    try:
+        conn.request("GET", "/healthz")
+        r = conn.getresponse(); r.read()
+        if r.status != 200:
+            out.append(f"f /healthz answered {r.status}")
+    except Exception as exc:
+        out.append(f"f /healthz failed: {exc!r}")
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    out.append(f"t {time.perf_counter() - t0}")
+    stop.wait(every)
+print("\n".join(out), flush=True)
+"""
 
 
 @contextmanager

@@ -385,8 +385,8 @@ def baseline(world: World) -> float:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_hostile_case_neither_stalls_the_loop_nor_keeps_memory(world: World, baseline: float, case: str) -> None:
-    with world.gw.watchdog(limit_s=0.1):
+    with world.gw.watchdog(limit_s=0.1) as watch:
         CASES[case](world)
     after = world.gw.settled_rss_mib()
-    print(f"{case}: RSS {baseline:.1f} -> {after:.1f} MiB")
+    print(f"{case}: worst /healthz {watch.worst * 1000:.0f} ms; RSS {baseline:.1f} -> {after:.1f} MiB")
     assert after - baseline <= MEMORY_SLACK_MIB, f"RSS {baseline:.0f} -> {after:.0f} MiB after {case}"
