@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,20 +16,14 @@ import httpx
 import pytest
 
 from failover.cli import main
+from tests.hostile._harness import free_port
 
 pytestmark = pytest.mark.e2e
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @contextmanager
 def _serving(*args: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "failover.cli", "serve", "--port", str(port), *args],
         stdout=subprocess.PIPE,

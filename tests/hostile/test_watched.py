@@ -153,6 +153,10 @@ def _chat(route: str = "chat", **extra: Any) -> dict[str, Any]:
     return {"model": route, "messages": [{"role": "user", "content": "hi"}], **extra}
 
 
+def _messages(**extra: Any) -> dict[str, Any]:
+    return {"model": "messages", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}], **extra}
+
+
 def _schema_format(schema: Any) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": "out", "schema": schema, "strict": True}}
 
@@ -184,23 +188,25 @@ def case_ref_to_a_file(w: World) -> None:
         r = c.post("/v1/chat/completions", json=_chat(response_format=_schema_format(ref)))
         _assert_client_error(r, "response_format")
         assert SECRET not in r.text
-        r = c.post(
-            "/v1/messages",
-            json={
-                "model": "messages",
-                "max_tokens": 64,
-                "messages": [{"role": "user", "content": "hi"}],
-                "tools": [{"name": "f", "input_schema": ref}],
-            },
-        )
+        r = c.post("/v1/messages", json=_messages(tools=[{"name": "f", "input_schema": ref}]))
         _assert_client_error(r, "tools[0]")
         assert SECRET not in r.text
 
 
+# Built once, before any watchdog runs: serialising it takes the test process's CPU, not the gateway's.
+_PROPERTIES_250K = json.dumps(
+    _chat(
+        response_format=_schema_format(
+            {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(250_000)}}
+        )
+    )
+).encode()
+
+
 def case_a_schema_of_250k_properties(w: World) -> None:
-    schema = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(250_000)}}
+    """The measured 7 MiB body: decoded off the loop, its schema refused by the limit walk."""
     with _client(w) as c:
-        r = c.post("/v1/chat/completions", json=_chat(response_format=_schema_format(schema)))
+        r = c.post("/v1/chat/completions", content=_PROPERTIES_250K, headers={"content-type": "application/json"})
     _assert_client_error(r, "response_format")
 
 
@@ -266,15 +272,7 @@ def case_broken_schemas_before_any_upstream_call(w: World) -> None:
         r = c.post("/v1/chat/completions", json=_chat(response_format=_schema_format({"$ref": "#/nope"})))
         _assert_client_error(r, "response_format")
         for bad in ({"type": 12}, {"$ref": "#/nope"}, {"$dynamicRef": "#meta"}):
-            r = c.post(
-                "/v1/messages",
-                json={
-                    "model": "messages",
-                    "max_tokens": 64,
-                    "messages": [{"role": "user", "content": "hi"}],
-                    "tools": [{"name": "f", "input_schema": bad}],
-                },
-            )
+            r = c.post("/v1/messages", json=_messages(tools=[{"name": "f", "input_schema": bad}]))
             _assert_client_error(r, "tools[0]")
     assert w.calls("ok") + w.calls("claude") == before
 

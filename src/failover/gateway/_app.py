@@ -687,8 +687,11 @@ class Endpoint(Generic[_B]):
         try:
             check_schema_limits(self.schema_fields(body), self.gw.settings.schema_limits)
         except WireError as exc:
-            raise from_wire(exc) from None
-        return body
+            problem = exc
+        else:
+            return body
+        del body  # its hundreds of thousands of objects are freed here, not by the loop (~30 ms)
+        raise from_wire(problem) from None
 
     def to_request(self, body: _B) -> Request:
         """The body as the router's Request; an ApiError if it cannot be translated. Its JSON
