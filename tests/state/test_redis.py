@@ -93,7 +93,9 @@ async def test_breaker_state_and_probes_are_shared_through_redis(redis_server: R
 async def test_round_trips_per_request_are_a_small_constant(redis_server: RedisServer) -> None:
     pfx = prefix()
     p = FakeProvider("a", "openai", Script.always(Reply.ok("ok")))
-    router = redis_router(redis_server.url, pfx, [limited(p, Limits(rpm=10_000, input_tpm=1_000_000))], [], [p])
+    # a slow reply on a busy CI machine must not send the store local: the count is the point
+    limits = Limits(rpm=10_000, input_tpm=1_000_000)
+    router = redis_router(redis_server.url, pfx, [limited(p, limits)], [], [p], timeout=2.0)
     client = aioredis.Redis.from_url(redis_server.url)
     store = shared_store(router)
     try:
