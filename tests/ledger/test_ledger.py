@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from pathlib import Path
 from typing import Any
 
@@ -288,6 +289,26 @@ async def test_the_lease_is_renewed_while_the_body_runs(store: LedgerStore) -> N
     second = await ledger.run("op1", "create_order", ARGS, shop.create_order)  # waits, renewed lease seen
     assert second == await first
     assert shop.calls == 1 and shop.reconciled == []
+
+
+async def test_a_run_always_stops_its_heartbeat(store: LedgerStore) -> None:
+    """Hundreds of short runs whose lease heartbeat fires while the store is answering: every
+    run ends, and no heartbeat outlives its run. (redis-py can swallow a cancellation that lands
+    mid-command; a heartbeat cancelled that way renewed forever and its run never ended.)"""
+    rnd = random.Random(7)
+    for i in range(150):
+        ledger = Ledger(store, lease=rnd.choice([0.003, 0.006, 0.012]))
+
+        async def body(run: Run, pause: float = rnd.random() * 0.01) -> Any:
+            await asyncio.sleep(pause)
+            return {"n": run.arguments["n"]}
+
+        task = asyncio.create_task(ledger.run(f"op{i}", "create_order", {"n": i}, body))
+        done, _ = await asyncio.wait({task}, timeout=5)  # wait() never cancels: a lost cancel shows as a hang
+        assert task in done, f"run {i} did not end: its lease heartbeat ignored the cancellation"
+        assert task.result() == {"n": i}
+    beats = [t for t in asyncio.all_tasks() if "_keep_lease" in repr(t.get_coro())]
+    assert beats == []
 
 
 async def test_misuse_is_reported_and_recorded_as_unknown(store: LedgerStore) -> None:

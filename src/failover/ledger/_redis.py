@@ -13,14 +13,36 @@ Cluster is not supported.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 
 from ._errors import CheckpointConflict
 from ._record import Checkpoint, Claim, ClaimKind, Execution, Intent, Json, Outcome, State, canonical_json
+
+T = TypeVar("T")
+
+
+async def _answer(aw: Awaitable[T]) -> T:
+    """Await one Redis round trip without losing a cancellation.
+
+    redis-py (seen with 8.1) sometimes swallows a ``CancelledError`` that lands while a command
+    is in flight: the command returns its reply as if nothing had been asked. A ledger's lease
+    heartbeat cancelled that way renews forever, and the run that cancelled it waits forever
+    (a real Redis lost 15 % of cancellations in a loop of short commands). A cancellation asked
+    for during the call is raised here once the reply is in: the command did happen, exactly
+    as if the cancellation had arrived just after it.
+    """
+    task = asyncio.current_task()
+    asked = task.cancelling() if task is not None else 0
+    result = await aw
+    if task is not None and task.cancelling() > asked:
+        raise asyncio.CancelledError
+    return result
+
 
 _PRELUDE = """
 local ttl = tonumber(ARGV[1])
@@ -300,56 +322,62 @@ class RedisStore:
     # -- LedgerStore -----------------------------------------------------------------
 
     async def plan(self, intent: Intent, *, now: float) -> Execution:
-        out = await self._plan(
-            keys=self._keys(intent.operation_id, intent.key), args=[*self._head(now), *_intent_args(intent)]
+        out = await _answer(
+            self._plan(keys=self._keys(intent.operation_id, intent.key), args=[*self._head(now), *_intent_args(intent)])
         )
         return _execution(out)
 
     async def claim(self, intent: Intent, *, owner: str, now: float, lease: float) -> Claim:
-        kind, flat = await self._claim(
-            keys=self._keys(intent.operation_id, intent.key),
-            args=[*self._head(now), *_intent_args(intent), owner, repr(now + lease)],
+        kind, flat = await _answer(
+            self._claim(
+                keys=self._keys(intent.operation_id, intent.key),
+                args=[*self._head(now), *_intent_args(intent), owner, repr(now + lease)],
+            )
         )
         return Claim(kind=ClaimKind(_s(kind)), record=_execution(flat))
 
     async def renew(self, operation_id: str, key: str, *, owner: str, attempt: int, now: float, lease: float) -> bool:
-        out = await self._renew(
-            keys=self._keys(operation_id, key), args=[*self._head(now), owner, str(attempt), repr(now + lease)]
+        out = await _answer(
+            self._renew(
+                keys=self._keys(operation_id, key), args=[*self._head(now), owner, str(attempt), repr(now + lease)]
+            )
         )
         return bool(out)
 
     async def finish(
         self, operation_id: str, key: str, *, attempt: int, outcome: Outcome, now: float
     ) -> Execution | None:
-        out = await self._finish(
-            keys=self._keys(operation_id, key), args=[*self._head(now), str(attempt), *_outcome_args(outcome)]
+        out = await _answer(
+            self._finish(
+                keys=self._keys(operation_id, key), args=[*self._head(now), str(attempt), *_outcome_args(outcome)]
+            )
         )
         return None if out is None else _execution(out)
 
     async def resolve(
         self, operation_id: str, key: str, *, owner: str, outcome: Outcome, now: float
     ) -> Execution | None:
-        out = await self._resolve(
-            keys=self._keys(operation_id, key), args=[*self._head(now), owner, *_outcome_args(outcome)]
+        out = await _answer(
+            self._resolve(keys=self._keys(operation_id, key), args=[*self._head(now), owner, *_outcome_args(outcome)])
         )
         return None if out is None else _execution(out)
 
     async def expire(self, *, now: float) -> list[Execution]:
-        out = await self._expire(keys=[f"{self.prefix}:started"], args=self._head(now))
+        out = await _answer(self._expire(keys=[f"{self.prefix}:started"], args=self._head(now)))
         return [_execution(flat) for flat in out]
 
     async def get(self, operation_id: str, key: str) -> Execution | None:
-        flat = await self.client.hgetall(self.record_key(operation_id, key))
+        flat = await _answer(self.client.hgetall(self.record_key(operation_id, key)))
         return _execution(flat) if flat else None
 
     async def records(self, operation_id: str) -> list[Execution]:
-        keys = sorted(_s(k) for k in await self.client.smembers(f"{self.prefix}:o:{operation_id}"))
+        keys = sorted(_s(k) for k in await _answer(self.client.smembers(f"{self.prefix}:o:{operation_id}")))
         if not keys:
             return []
         async with self.client.pipeline(transaction=False) as pipe:
             for k in keys:
                 pipe.hgetall(self.record_key(operation_id, k))
-            rows: list[Any] = await pipe.execute()
+            rows: list[Any] = await _answer(pipe.execute())
         found = [_execution(r) for r in rows if r]
         return sorted(found, key=lambda r: (r.created_at, r.key))
 
@@ -357,15 +385,17 @@ class RedisStore:
         self, task_id: str, state: Json, *, now: float, expected_version: int | None = None
     ) -> Checkpoint:
         expected = "" if expected_version is None else str(expected_version)
-        status, version = await self._checkpoint(
-            keys=[f"{self.prefix}:c:{task_id}"], args=[*self._head(now), canonical_json(state), expected]
+        status, version = await _answer(
+            self._checkpoint(
+                keys=[f"{self.prefix}:c:{task_id}"], args=[*self._head(now), canonical_json(state), expected]
+            )
         )
         if _s(status) == "conflict":
             raise CheckpointConflict(task_id, expected_version or 0, int(_s(version)))
         return Checkpoint(task_id=task_id, state=state, version=int(_s(version)), saved_at=now)
 
     async def load_checkpoint(self, task_id: str) -> Checkpoint | None:
-        flat = await self.client.hgetall(f"{self.prefix}:c:{task_id}")
+        flat = await _answer(self.client.hgetall(f"{self.prefix}:c:{task_id}"))
         if not flat:
             return None
         d = _fields(flat)
