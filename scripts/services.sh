@@ -40,10 +40,24 @@ if [ "$(id -u)" != "0" ]; then
   exit 1
 fi
 
+# apt may be busy (a boot-time upgrade, another install): wait for its locks, and retry a step
+# that failed meanwhile, for up to 15 minutes, instead of failing the run.
+apt_get() {
+  local try
+  for try in $(seq 1 30); do
+    if apt-get -o DPkg::Lock::Timeout=30 "$@"; then
+      return 0
+    fi
+    echo "services.sh: apt-get $1 failed (apt busy?); try $try of 30, again in 10 s" >&2
+    sleep 10
+  done
+  return 1
+}
+
 echo "== services: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+apt_get update -qq
+apt_get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # The packages' own services stay off (policy-rc.d or no init): the tests run their own.
 command -v redis-server >/dev/null 2>&1 || [ -n "${FAILOVER_TEST_REDIS_URL:-}" ] || {
   echo "services.sh: redis-server is still missing after apt-get install" >&2
