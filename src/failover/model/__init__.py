@@ -12,6 +12,7 @@ from ._failure import (
     TimeoutPhase,
     disposition,
 )
+from ._reasoning import Reasoning, readable_by
 from ._record import Attempt, Exclusion, Phase, RouteRecord, Validation, Wait, Workflow
 from ._request import (
     ImagePart,
@@ -30,6 +31,8 @@ from ._route import Contract, Envelope, Ranking, Route, SideEffectMode
 from ._stream import (
     Completed,
     PartialOutput,
+    ReasoningDelta,
+    ReasoningDone,
     Restarted,
     Stop,
     StreamEvent,
@@ -68,6 +71,9 @@ __all__ = [
     "Price",
     "Ranking",
     "RateLimitInfo",
+    "Reasoning",
+    "ReasoningDelta",
+    "ReasoningDone",
     "Request",
     "Response",
     "ResponseFormat",
@@ -100,4 +106,5 @@ __all__ = [
     "Wait",
     "Workflow",
     "disposition",
+    "readable_by",
 ]

@@ -53,6 +53,9 @@ class Attempt:
     hedge: bool = False  # started as a hedge while an earlier attempt was still running
     streamed: bool = False  # the exchange with the provider was a stream (the caller's or failover's choice)
     contract_ok: bool | None = None  # the result parsed and met the contract (None: no result)
+    # reasoning blocks of the history left out of this attempt: another provider's or another
+    # model's, which this target cannot read (see failover.model.Reasoning)
+    reasoning_stripped: int = 0
     task_ok: bool | None = None  # the route's quality gate passed (None: no gate or no result)
 
     @property

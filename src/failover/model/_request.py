@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._reasoning import Reasoning
+
 Role = Literal["system", "user", "assistant", "tool"]
 ReasoningEffort = Literal["minimal", "low", "medium", "high"]
 # Lower steps, for a repair after truncation that thinking used up.
@@ -68,6 +70,9 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None  # role == "tool": which call this answers
     name: str | None = None
+    # role == "assistant": the reasoning that came with this turn, in order. Sent back only to
+    # a target that can read it (see failover.model.Reasoning); providers need it in tool loops.
+    reasoning: tuple[Reasoning, ...] = ()
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -78,9 +83,11 @@ class Message:
         return cls(role="user", content=_parts(parts))
 
     @classmethod
-    def assistant(cls, text: str = "", *, tool_calls: tuple[ToolCall, ...] = ()) -> Message:
+    def assistant(
+        cls, text: str = "", *, tool_calls: tuple[ToolCall, ...] = (), reasoning: tuple[Reasoning, ...] = ()
+    ) -> Message:
         content: tuple[Part, ...] = (TextPart(text=text),) if text else ()
-        return cls(role="assistant", content=content, tool_calls=tool_calls)
+        return cls(role="assistant", content=content, tool_calls=tool_calls, reasoning=reasoning)
 
     @classmethod
     def tool(cls, tool_call_id: str, text: str) -> Message:

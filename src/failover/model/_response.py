@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from ._request import ToolCall
+from ._reasoning import Reasoning
+from ._request import Message, ToolCall
 
 if TYPE_CHECKING:
     from ._failure import RateLimitInfo
@@ -53,6 +54,7 @@ class Response:
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
+    reasoning: tuple[Reasoning, ...] = ()  # what the model thought first, in order (see Reasoning)
     parsed: Any = None
     usage: Usage = Usage()
     stop_reason: StopReason = StopReason.END_TURN
@@ -63,6 +65,17 @@ class Response:
     response_id: str | None = None
     rate_limits: RateLimitInfo | None = None  # what the provider's rate-limit headers said
     record: RouteRecord | None = None
+
+    @property
+    def reasoning_text(self) -> str:
+        """The readable reasoning of every block, joined (empty when the model sent none)."""
+        return "".join(r.text for r in self.reasoning)
+
+    def message(self) -> Message:
+        """This answer as the assistant turn of the next request's history (with its reasoning,
+        which a provider needs back in a tool loop, and which failover only sends to a target
+        that can read it)."""
+        return Message.assistant(self.text, tool_calls=self.tool_calls, reasoning=self.reasoning)
 
     @property
     def degraded(self) -> bool:

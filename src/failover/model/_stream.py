@@ -4,6 +4,7 @@
 ...     async for event in s:
 ...         match event:
 ...             case TextDelta(text=t): print(t, end="")
+...             case ReasoningDelta(text=t): show_thinking(t)
 ...             case ToolCallDone(call=c): run(c)
 ...             case PartialOutput(failure=f): warn(f.kind)   # stream cut after output began
 ...             case Completed(response=r): print(r.record.target_used)
@@ -19,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._failure import Failure
+from ._reasoning import Reasoning
 from ._record import RouteRecord
 from ._request import ToolCall
 from ._response import Response, StopReason, Usage
@@ -27,6 +29,29 @@ from ._response import Response, StopReason, Usage
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextDelta:
     text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReasoningDelta:
+    """A piece of the model's readable reasoning (thinking, or its summary).
+
+    ``index`` numbers the reasoning blocks of this response (0, 1, ...): deltas of one block
+    share it. Reasoning is not the answer: until the answer's first text or tool call, these
+    events are held back with the rest of the attempt (a failure while the model thinks is an
+    ordinary attempt failure), unless the stream was opened with ``live_reasoning=True``.
+    """
+
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReasoningDone:
+    """A reasoning block is complete: ``block`` holds its whole text and, where the provider
+    sent them, its signature or redacted data (what the model needs back in a tool loop)."""
+
+    index: int
+    block: Reasoning
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,6 +105,7 @@ class PartialOutput:
     tool_calls: tuple[ToolCall, ...]  # calls that were completed before the cut
     failure: Failure  # why it stopped
     record: RouteRecord
+    reasoning: tuple[Reasoning, ...] = ()  # reasoning blocks delivered before the cut (the last may be partial)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,5 +115,15 @@ class Completed:
     response: Response
 
 
-StreamEvent = TextDelta | ToolCallStart | ToolCallDelta | ToolCallDone | UsageUpdate | Stop | Restarted
+StreamEvent = (
+    TextDelta
+    | ReasoningDelta
+    | ReasoningDone
+    | ToolCallStart
+    | ToolCallDelta
+    | ToolCallDone
+    | UsageUpdate
+    | Stop
+    | Restarted
+)
 Terminal = PartialOutput | Completed

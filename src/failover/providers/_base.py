@@ -55,6 +55,9 @@ class DialectAdapter(Protocol):
     """One wire dialect. The ONE place where a provider's format and errors are known."""
 
     name: str
+    # the reasoning format this dialect reads and writes (see failover.model.Reasoning):
+    # history blocks of another format, from no known target, are not sent to it
+    reasoning_source: str
 
     def build(self, target: Target, request: Request, *, stream: bool = False) -> HttpRequest:
         """The HTTP request for ``request`` against ``target`` (model, URL, credential)."""

@@ -105,6 +105,7 @@ class AnthropicDialect:
     """
 
     name: str = "anthropic"
+    reasoning_source: str = "anthropic"
 
     # ---------------------------------------------------------------- build
 

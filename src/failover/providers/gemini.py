@@ -119,6 +119,7 @@ class GeminiDialect:
     """Gemini API (AI Studio). Vertex AI serves the same body under a different URL scheme."""
 
     name: str = "gemini"
+    reasoning_source: str = "gemini"
 
     # ---------------------------------------------------------------- build
 

@@ -93,6 +93,7 @@ class OpenAIDialect:
     """
 
     name: str = "openai"
+    reasoning_source: str = "openai"
 
     # ---------------------------------------------------------------- build
 

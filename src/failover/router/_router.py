@@ -101,6 +101,7 @@ from ..validation import (
     validate,
 )
 from ._engine import Decision, Go, Lane, Next, Repair, RunState, Sleep, Stop, conclude, decide
+from ._history import readable_history
 from ._hooks import DegradeHandler, QualityGate, degraded
 from ._record import Recorder
 from ._stream import Output, RouteStream, _Partial, stream_exchange
@@ -278,13 +279,18 @@ class Router:
         coalesce: float | None = None,
         restart_on_partial: bool = False,
         keep_text: bool = True,
+        live_reasoning: bool = False,
     ) -> RouteStream:
         """Stream a response: ``async with router.stream(...) as s: async for event in s:``.
 
-        Events: TextDelta, ToolCallStart / ToolCallDelta / ToolCallDone, UsageUpdate, Stop,
-        then one terminal event, ``Completed`` (the Response with its RouteRecord) or
-        ``PartialOutput``. Before the first content event a failure is retried, failed over
-        or falls back like in :meth:`complete`; after it, nothing is ever spliced on. With
+        Events: ReasoningDelta / ReasoningDone, TextDelta, ToolCallStart / ToolCallDelta /
+        ToolCallDone, UsageUpdate, Stop, then one terminal event, ``Completed`` (the Response
+        with its RouteRecord) or ``PartialOutput``. Before the first content event (text or a
+        tool call) a failure is retried, failed over or falls back like in :meth:`complete`;
+        after it, nothing is ever spliced on. Reasoning is held back with the attempt's other
+        events until its answer begins, so a failure while the model thinks is still
+        recoverable; ``live_reasoning=True`` passes reasoning on as it comes, and then the first
+        reasoning event is the commit point. With
         ``restart_on_partial=True`` AND ``envelope.allow_after_partial``, a cut stream is
         followed by ``Restarted`` and a new response. ``coalesce`` merges text deltas
         arriving within that many seconds, for slow consumers. ``keep_text=False`` is for a relay
@@ -296,6 +302,8 @@ class Router:
         env = envelope or Envelope()
         run = _Run(self, self.route(route), request, env, stream=True, restart_on_partial=restart_on_partial)
         run.output.keep_text = keep_text
+        if live_reasoning:
+            run.output.live_reasoning()
         return RouteStream(run, coalesce=coalesce)
 
     def _breaker_changed(self, event: BreakerEvent) -> None:
@@ -501,7 +509,13 @@ class _Run:
         out = self.output
         log.info("request %s: stream cut after output began: %s", self.rec.request_id, failure.label)
         return _Partial(
-            PartialOutput(text="".join(out.text), tool_calls=tuple(out.calls), failure=failure, record=record)
+            PartialOutput(
+                text="".join(out.text),
+                tool_calls=tuple(out.calls),
+                failure=failure,
+                record=record,
+                reasoning=out.partial_reasoning(),
+            )
         )
 
     async def execute(self) -> Response:
@@ -859,6 +873,8 @@ class _Run:
         left = self.deadline.remaining(start)
         total = min(target.attempt_cap(), max(0.0, until - start))
         connect = min(target.timeouts.connect, total)
+        asked = request
+        request, stripped = readable_history(request, target.key, router.dialect(target).reasoning_source)
         streamed = self.streams(target, request)
         outcome: Response | Failure
         status: int | None = None
@@ -914,7 +930,7 @@ class _Run:
         cost, estimated = 0.0, False
         if usage is not None:
             cost = target.price.cost(usage.input_tokens, usage.output_tokens)
-            if request is self.request and usage.input_tokens > 0:  # not a repaired request
+            if asked is self.request and usage.input_tokens > 0:  # not a repaired request
                 observe_usage(target, self.local_tokens(target), usage.input_tokens)
         elif failure is not None and _maybe_billed(failure):
             cost, estimated = target.price.cost(self.input_tokens(target), 0), True
@@ -938,6 +954,7 @@ class _Run:
             streamed=streamed,
             contract_ok=contract_ok,
             task_ok=task_ok,
+            reasoning_stripped=stripped,
             status=status,
             usage=usage,
             cost=cost,

@@ -25,6 +25,9 @@ from ..model import (
     Failure,
     FailureKind,
     PartialOutput,
+    Reasoning,
+    ReasoningDelta,
+    ReasoningDone,
     Request,
     Response,
     Restarted,
@@ -51,24 +54,47 @@ from ._hooks import degraded
 if TYPE_CHECKING:
     from ._router import _Run
 
-_CONTENT = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallDone)
+# The answer's content: the first of these commits the stream (reasoning does too when live).
+_CONTENT: tuple[type, ...] = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallDone)
+_LIVE_CONTENT: tuple[type, ...] = (*_CONTENT, ReasoningDelta, ReasoningDone)
 
 
 class Output:
     """What the caller has been shown of the current response (for PartialOutput)."""
 
-    __slots__ = ("calls", "held", "keep_text", "pause", "response_id", "sink", "started", "text")
+    __slots__ = (
+        "calls",
+        "content",
+        "held",
+        "keep_text",
+        "pause",
+        "reasoning",
+        "response_id",
+        "sink",
+        "source",
+        "started",
+        "text",
+        "thinking",
+    )
 
     def __init__(self, sink: Callable[[StreamEvent], None] | None) -> None:
         self.sink = sink
         # the caller's backpressure: None while it keeps up, else a future resolved when it has read
         self.pause: Callable[[], asyncio.Future[None] | None] | None = None
         self.started = False
+        self.content = _CONTENT  # what commits the stream: the answer, and reasoning if live
         self.held: list[StreamEvent] = []
         self.text: list[str] = []
         self.keep_text = True  # False: a relay that passed every delta on needs no second copy
         self.calls: list[ToolCall] = []
+        self.reasoning: list[Reasoning] = []  # blocks completed and delivered
+        self.thinking: dict[int, list[str]] = {}  # block index -> text delivered, while a block is open
+        self.source = ""  # the reasoning format of the attempt being streamed (its dialect's)
         self.response_id = new_id("resp_")
+
+    def live_reasoning(self) -> None:
+        """Pass reasoning on as it comes: it commits the stream like the answer's first text."""
+        self.content = _LIVE_CONTENT
 
     def deliver(self, events: Sequence[StreamEvent]) -> None:
         sink = self.sink
@@ -76,19 +102,45 @@ class Output:
             return
         for ev in events:
             if not self.started:
-                if not isinstance(ev, _CONTENT):
+                if not isinstance(ev, self.content):
                     self.held.append(ev)
                     continue
                 self.started = True
                 for h in self.held:
+                    self._shown(h)
                     sink(h)
                 self.held.clear()
-            if isinstance(ev, TextDelta):
-                if self.keep_text:
-                    self.text.append(ev.text)
-            elif isinstance(ev, ToolCallDone):
-                self.calls.append(ev.call)
+            self._shown(ev)
             sink(ev)
+
+    def _shown(self, ev: StreamEvent) -> None:
+        """Keep what the caller has seen, for a PartialOutput."""
+        if isinstance(ev, TextDelta):
+            if self.keep_text:
+                self.text.append(ev.text)
+        elif isinstance(ev, ToolCallDone):
+            self.calls.append(ev.call)
+        elif isinstance(ev, ReasoningDelta):
+            if self.keep_text:
+                self.thinking.setdefault(ev.index, []).append(ev.text)
+        elif isinstance(ev, ReasoningDone):
+            self.thinking.pop(ev.index, None)
+            self.reasoning.append(ev.block)
+
+    def partial_reasoning(self) -> tuple[Reasoning, ...]:
+        """The reasoning the caller was shown: whole blocks, then any block cut while open."""
+        cut = [
+            Reasoning(text="".join(parts), source=self.source) for _, parts in sorted(self.thinking.items()) if parts
+        ]
+        return (*self.reasoning, *cut)
+
+    def flush(self) -> None:
+        """The attempt succeeded without any content event (an empty answer, reasoning only):
+        what it held goes to the caller now, before the terminal event."""
+        if not self.started and self.held:
+            self.started = True
+            held, self.held = self.held, []
+            self.deliver(held)
 
     def discard_attempt(self) -> None:
         """The attempt failed before its first content event: its held events never existed."""
@@ -98,6 +150,7 @@ class Output:
         previous = self.response_id
         self.response_id = new_id("resp_")
         self.started, self.text, self.calls = False, [], []
+        self.reasoning, self.thinking = [], {}
         if self.sink is not None:
             self.sink(Restarted(response_id=self.response_id, previous_id=previous, failure=failure))
 
@@ -117,11 +170,12 @@ async def stream_exchange(
         raise TypeError(f"{type(transport).__name__} cannot stream: it has no stream() method")
     st: StreamingTransport = transport  # type: ignore[assignment]
     dialect = router.dialect(target)
+    out = run.output
+    out.source = dialect.reasoning_source
     total_at = start + total
     idle = target.timeouts.idle
     first_at: float | None = None
     status: int | None = None
-    out = run.output
     outcome: Response | Failure
     streamed = True
     try:
@@ -202,6 +256,10 @@ def _plain_json(headers: Mapping[str, str]) -> bool:
 def response_events(resp: Response) -> list[StreamEvent]:
     """A whole answer as the events a stream of it would have carried."""
     events: list[StreamEvent] = []
+    for i, block in enumerate(resp.reasoning):
+        if block.text:
+            events.append(ReasoningDelta(index=i, text=block.text))
+        events.append(ReasoningDone(index=i, block=block))
     if resp.text:
         events.append(TextDelta(text=resp.text))
     for i, call in enumerate(resp.tool_calls):
@@ -298,6 +356,7 @@ class RouteStream:
         else:
             if (record := response.record) is not None:
                 run.router.stats.observe(record)
+            run.output.flush()
             self._queue.put_nowait(Completed(response=response))
         finally:
             self.record = record
