@@ -31,7 +31,7 @@ def attempt_ended(request_id: str, route: str, target: Target, a: Attempt, t0: f
         stop_reason=response.stop_reason.value if response is not None else None,
         provider_request_id=a.provider_request_id,
         at=t0 + a.end,
-        first_chunk=a.first_event - a.start if a.streamed and a.first_event is not None else None,
+        first_chunk=a.first_event - a.start if a.first_event is not None else None,
     )
 
 

@@ -108,7 +108,7 @@ TIME_TO_FIRST_CHUNK = Instrument(
     name="gen_ai.client.operation.time_to_first_chunk",
     kind="histogram",
     unit="s",
-    description="Time from sending a streamed attempt to its first chunk",
+    description="Time from sending a streaming call to its first chunk",
     attributes=(*_GENAI, FAILOVER_TARGET),
     buckets=GENAI_SECONDS,
 )
@@ -222,7 +222,7 @@ _FIRST_TRY = {Phase.PRIMARY: "primary", Phase.FAILOVER: "failover", Phase.FALLBA
 
 def answered(record: RouteRecord) -> tuple[str, float | None]:
     """What answered the request, and when its first chunk came (seconds from the request's
-    start; None unless the answer was streamed).
+    start; None unless the answer came over a streaming call).
 
     ``answered_by`` is ``primary`` (the primary's first attempt), ``retry`` (the primary after a
     replay), ``failover`` (an equivalent target), ``fallback`` (a cross-model fallback),
@@ -246,7 +246,7 @@ def answered(record: RouteRecord) -> tuple[str, float | None]:
                     answer = a
     if first is None or answer is None:
         return "none", None
-    at = answer.first_event if answer.streamed else None
+    at = answer.first_event  # set on streaming calls only (a whole JSON body to one is its one chunk)
     if answer.phase is Phase.REPAIR:
         return "repair", at
     if first.phase is Phase.PRIMARY:
@@ -339,7 +339,7 @@ def feed_record(m: Measures, record: RouteRecord, *, route: str, tenant: str | N
             a.outcome,
             a.failure.kind.value if a.failure is not None else None,
             a.end - a.start,
-            a.first_event - a.start if a.streamed and a.first_event is not None else None,
+            a.first_event - a.start if a.first_event is not None else None,
             usage.input_tokens if usage is not None else None,
             usage.output_tokens if usage is not None else None,
             a.cost,
