@@ -69,10 +69,15 @@ async def test_metrics_count_requests_attempts_recoveries_and_failures() -> None
     assert _sample(m, "failover_attempts_total", target="x", outcome="provider_overloaded") == 1
     assert _sample(m, "failover_attempts_total", target="x", outcome="ok") == 1  # the replay answered
     assert _sample(m, "failover_attempts_total", target="s", outcome="timeout:total") == 1
-    assert _sample(m, "failover_recoveries_total", workflow="retry_failover") == 1
+    assert (
+        _sample(m, "failover_recoveries_total", route="flaky", workflow="retry_failover", reason="provider_overloaded")
+        == 1
+    )
     assert _sample(m, "failover_deadline_exhausted_total", route="solo") == 1
     assert _sample(m, "failover_no_eligible_candidate_total", route="chat") == 1
-    assert _sample(m, "failover_tokens_total", target="a", kind="output") > 0
+    model = kit.router.routes["chat"].primary[0].model
+    genai = {"gen_ai_operation_name": "chat", "gen_ai_provider_name": "openai", "gen_ai_request_model": model}
+    assert _sample(m, "gen_ai_client_token_usage_sum", **genai, gen_ai_token_type="output", failover_target="a") > 0
     assert _sample(m, "failover_cost_usd_total", route="chat", tenant="acme") > 0
     assert _sample(m, "failover_gateway_in_flight") == 0
     assert PROVIDER_KEY not in m and ACME_KEY not in m

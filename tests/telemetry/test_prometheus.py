@@ -43,22 +43,42 @@ async def test_a_replay_then_fallback_is_counted_exactly() -> None:
     assert value(reg, "failover_attempts_total", target="a", outcome="provider_server_error") == 2
     assert value(reg, "failover_attempts_total", target="b", outcome="ok") == 1
     assert value(reg, "failover_attempt_failures_total", target="a", kind="provider_server_error") == 2
-    assert value(reg, "failover_recoveries_total", workflow="fallback") == 1
+    assert value(reg, "failover_recoveries_total", route="r", workflow="fallback", reason="provider_server_error") == 1
     assert value(reg, "failover_backoffs_total", target="a", reason="backoff") == 1
     (wait,) = resp.record.waits
     assert value(reg, "failover_backoff_seconds_total", target="a", reason="backoff") == pytest.approx(
         wait.end - wait.start
     )
-    assert value(reg, "failover_tokens_total", target="b", kind="input") == 10
-    assert value(reg, "failover_tokens_total", target="b", kind="output") == 5
+    model_a, model_b = ta.model, tb.model
+    gen_b = {"gen_ai_operation_name": "chat", "gen_ai_provider_name": "anthropic", "gen_ai_request_model": model_b}
+    assert value(reg, "gen_ai_client_token_usage_sum", **gen_b, gen_ai_token_type="input", failover_target="b") == 10
+    assert value(reg, "gen_ai_client_token_usage_sum", **gen_b, gen_ai_token_type="output", failover_target="b") == 5
+    assert value(reg, "gen_ai_client_token_usage_count", **gen_b, gen_ai_token_type="output", failover_target="b") == 1
     assert value(reg, "failover_cost_usd_total", route="r", tenant="acme") == pytest.approx(resp.record.total_cost)
     assert resp.record.total_cost > 0
-    assert value(reg, "failover_attempt_duration_seconds_count", target="b", result="ok") == 1
-    assert value(reg, "failover_attempt_duration_seconds_sum", target="b", result="ok") == pytest.approx(0.2)
-    assert value(reg, "failover_attempt_duration_seconds_count", target="a", result="failed") == 2
-    assert value(reg, "failover_request_duration_seconds_count", route="r") == 1
+    ok_b = {**gen_b, "error_type": "", "failover_target": "b"}
+    assert value(reg, "gen_ai_client_operation_duration_seconds_count", **ok_b) == 1
+    assert value(reg, "gen_ai_client_operation_duration_seconds_sum", **ok_b) == pytest.approx(0.2)
+    assert value(reg, "gen_ai_client_operation_duration_seconds_bucket", **ok_b, le="0.16") == 0
+    assert value(reg, "gen_ai_client_operation_duration_seconds_bucket", **ok_b, le="0.32") == 1
+    failed_a = {
+        "gen_ai_operation_name": "chat",
+        "gen_ai_provider_name": "openai",
+        "gen_ai_request_model": model_a,
+        "error_type": "provider_server_error",
+        "failover_target": "a",
+    }
+    assert value(reg, "gen_ai_client_operation_duration_seconds_count", **failed_a) == 2
+    request = {"route": "r", "workflow": "fallback", "answered_by": "fallback", "outcome": "ok"}
+    assert value(reg, "failover_request_duration_seconds_count", **request) == 1
+    assert value(reg, "failover_request_duration_seconds_sum", **request) == pytest.approx(
+        resp.record.elapsed_ms / 1000
+    )
     assert value(reg, "failover_deadline_exhausted_total", route="r") is None
     assert value(reg, "failover_no_eligible_candidate_total", route="r") is None
+    # not streamed: no time to first chunk; a 500 is not billed, so no failed-attempt cost
+    assert "gen_ai_client_operation_time_to_first_chunk_seconds_count" not in generate_latest(reg).decode()
+    assert value(reg, "failover_failed_attempt_cost_usd_total", route="r", target="a") is None
 
     # a second request adds to the same series
     await r.complete("r", Request.simple("again"), Envelope(budget=5.0))
@@ -83,7 +103,11 @@ async def test_a_fallback_after_the_primary_was_held_away_counts_as_a_recovery()
         resp = await r.complete("r", Request.simple("hi"), Envelope(budget=5.0))
         assert resp.record is not None and resp.record.workflow.value == "fallback" and resp.record.recovered
     assert len(a.calls) == 1  # then its key cools down for 60 s
-    assert value(reg, "failover_recoveries_total", workflow="fallback") == 5
+    # the first recovered from the 429 itself, the next four from the cool-down that followed it
+    assert value(reg, "failover_recoveries_total", route="r", workflow="fallback", reason="rate_limited") == 1
+    assert value(reg, "failover_recoveries_total", route="r", workflow="fallback", reason="held") == 4
+    held = {"route": "r", "workflow": "fallback", "answered_by": "fallback", "outcome": "ok"}
+    assert value(reg, "failover_request_duration_seconds_count", **held) == 5
 
 
 async def test_deadline_exhausted_and_no_eligible_candidate() -> None:
@@ -141,11 +165,17 @@ async def test_limiter_waits_use_the_gateways_names() -> None:
     assert len(records) == 80
     waits = [w for rec in records for w in rec.waits if w.reason == "rate_limit"]
     assert waits  # 54 usable per minute: the rest queued locally for the next window
-    assert value(reg, "failover_limiter_waits_total", target="a") == len(waits)
+    assert value(reg, "failover_limiter_wait_seconds_count", target="a") == len(waits)
     assert value(reg, "failover_backoffs_total", target="a", reason="rate_limit") == len(waits)
-    assert value(reg, "failover_limiter_wait_seconds_total", target="a") == pytest.approx(
+    assert value(reg, "failover_limiter_wait_seconds_sum", target="a") == pytest.approx(
         sum(w.end - w.start for w in waits)
     )
+    longest = max(w.end - w.start for w in waits)
+    assert value(reg, "failover_limiter_wait_seconds_bucket", target="a", le="+Inf") == len(waits)
+    assert value(reg, "failover_limiter_wait_seconds_bucket", target="a", le="81.92") == sum(
+        w.end - w.start <= 81.92 for w in waits
+    )
+    assert longest > 10  # the queue reached into the next minute's window
     assert value(reg, "failover_attempts_total", target="a", outcome="ok") == len(a.calls)
 
 
@@ -160,23 +190,32 @@ def test_one_hook_per_registry_and_the_global_default(monkeypatch: pytest.Monkey
 
 
 def test_shared_metrics_have_the_gateways_names_and_labels() -> None:
-    """One dashboard for both: where the gateway and the hook count the same thing, they agree."""
+    """One dashboard for both: every metric the gateway and the hook share has one name, one
+    label set and one bucket layout, those of its definition in _instruments."""
     from failover.gateway._metrics import GatewayMetrics
+    from failover.telemetry._instruments import INSTRUMENTS
 
     a = FakeProvider("a", "openai", Script.always(Reply.ok()))
     r = router([target(a)], [], a)
     gateway = GatewayMetrics(lambda: r, lambda: 0, lambda: False)
     hook, _ = metrics()
-    shared = (
-        "attempts",
-        "recoveries",
-        "deadline_exhausted",
-        "no_candidate",
-        "limiter_waits",
-        "limiter_wait_seconds",
-        "tokens",
-        "cost",
-    )
-    for attr in shared:
-        ours, theirs = getattr(hook, attr), getattr(gateway, attr)
-        assert (ours._name, ours._labelnames) == (theirs._name, theirs._labelnames), attr
+
+    def families(registry: CollectorRegistry) -> dict[str, tuple[str, tuple[str, ...]]]:
+        out = {}
+        for collector in list(registry._collector_to_names):  # the registered metric objects
+            name = getattr(collector, "_name", None)
+            if name is not None:
+                out[name] = (collector._type, tuple(collector._labelnames))  # type: ignore[attr-defined]
+        return out
+
+    ours, theirs = families(hook.registry), families(gateway.registry)
+    for instrument in INSTRUMENTS:
+        kind = "counter" if instrument.kind == "counter" else "histogram"
+        want = (kind, instrument.labels)
+        assert ours[instrument.prometheus_name] == want == theirs[instrument.prometheus_name], instrument.name
+        for m in (hook, gateway):
+            metric = next(
+                c for c in m.registry._collector_to_names if getattr(c, "_name", "") == instrument.prometheus_name
+            )
+            if kind == "histogram":
+                assert tuple(metric._upper_bounds[:-1]) == instrument.buckets  # type: ignore[attr-defined]

@@ -1,16 +1,17 @@
 """Prometheus metrics for the gateway, fed from each request's RouteRecord when it ends.
 
-The counters of what the routers do (attempts, recoveries, deadline exhausted, no eligible
-candidate, limiter waits, tokens, cost) are defined once, by the library
-(:class:`~failover.telemetry._prometheus.RouterCounters`, which ``PrometheusHook`` extends), so
-the gateway and the hook expose the same names and labels. Nothing is measured on the hot path
-beyond a few counter increments at the end of a request; breaker states and in-flight counts
-are read when ``/metrics`` is scraped. Each app has its own registry (several apps in one
-process do not mix their numbers); with ``--workers N`` each worker process answers with its
-own counts, as its state is its own.
+What the routers do (latency histograms under the OpenTelemetry GenAI names where they exist,
+attempts, recoveries, deadline exhausted, no eligible candidate, limiter waits, tokens, cost) is
+defined once, by the library (:class:`~failover.telemetry._prometheus.RouterMetrics`, which
+``PrometheusHook`` extends, over ``failover.telemetry._instruments``), so the gateway and the
+hook expose the same names and labels. Nothing is measured on the hot path beyond a few
+counter increments and histogram observations at the end of a request, on label children
+resolved once; breaker states and in-flight counts are read when ``/metrics`` is scraped. Each
+app has its own registry (several apps in one process do not mix their numbers); with
+``--workers N`` each worker process answers with its own counts, as its state is its own.
 
 Label values are bounded by the configuration: routes (an unknown ``model`` is counted as
-``route="-"``), targets, tenants, failure labels and HTTP statuses.
+``route="-"``), targets, models, tenants, failure labels and HTTP statuses.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..model import FailureKind, RouteRecord
+from ..model import RouteRecord
 from ..policy import BreakerState
 from ..router import Router
 from ..state import BackendHealth
-from ..telemetry._prometheus import RouterCounters
+from ..telemetry._instruments import feed_record
+from ..telemetry._prometheus import RouterMetrics
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -82,13 +84,13 @@ def _state_backend(router: Router) -> Iterable[Metric]:
     yield fallbacks
 
 
-class GatewayMetrics(RouterCounters):
-    """The gateway's registry: the library's router counters
-    (:class:`~failover.telemetry._prometheus.RouterCounters`, the ones ``PrometheusHook`` has
+class GatewayMetrics(RouterMetrics):
+    """The gateway's registry: the library's router metrics
+    (:class:`~failover.telemetry._prometheus.RouterMetrics`, the ones ``PrometheusHook`` has
     too, so names and labels cannot drift apart), the gateway's own HTTP status and tenant
     refusal counters, and the state gauges read at scrape time.
 
-    The router counters are fed here from the RouteRecord when a request ends, not by putting
+    The router metrics are fed here from the RouteRecord when a request ends, not by putting
     the hook on the routers: events cost the hot path ~6% (frozen dataclasses built per
     attempt), a record read costs next to nothing. It also keeps a reload simple: the
     registry belongs to the Gateway and outlives every router a reload swaps in."""
@@ -117,28 +119,19 @@ class GatewayMetrics(RouterCounters):
         )
         r.register(_StateCollector(router, in_flight, draining))
 
+    def _provider_of(self, target: str) -> str:
+        """The target's dialect, looked up once per kind of attempt (the series are kept)."""
+        for route in self._router().routes.values():
+            for t in route.targets:
+                if t.name == target:
+                    return str(t.dialect)
+        return ""
+
     def observe(self, route: str | None, status: int, tenant: str | None, record: RouteRecord | None) -> None:
         label = route if route is not None and route in self._router().routes else "-"
         self._child(self.requests, label, str(status)).inc()
-        if record is None:
-            return
-        for a in record.attempts:
-            self._child(self.attempts, a.target, a.outcome).inc()
-            if a.usage is not None:
-                self._child(self.tokens, a.target, "input").inc(a.usage.input_tokens)
-                self._child(self.tokens, a.target, "output").inc(a.usage.output_tokens)
-        for w in record.waits:
-            if w.reason == "rate_limit":
-                self.limiter_waits.labels(w.target).inc()
-                self.limiter_wait_seconds.labels(w.target).inc(max(0.0, w.end - w.start))
-        if record.recovered:
-            self.recoveries.labels(record.workflow.value).inc()
-        if record.outcome == FailureKind.DEADLINE_EXHAUSTED.value:
-            self.deadline_exhausted.labels(label).inc()
-        if record.outcome == FailureKind.CONTRACT_FAILURE.value and not record.attempts:
-            self.no_candidate.labels(label).inc()
-        if record.total_cost > 0:
-            self._child(self.cost, label, tenant or "-").inc(record.total_cost)
+        if record is not None:
+            feed_record(self, record, route=label, tenant=tenant)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -69,17 +69,20 @@ def build_app(config: str | None) -> Starlette:
 
 
 def telemetry_hooks() -> list[Hook]:
-    """OpenTelemetry spans per request and attempt when asked for (``FAILOVER_OTEL=1``, or an
-    ``OTEL_TRACES_EXPORTER`` other than ``none``) and the opentelemetry API is installed. The
-    application's tracer provider (the SDK and its exporter) is used as configured globally."""
-    exporter = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    wanted = os.environ.get("FAILOVER_OTEL", "").strip().lower() in ("1", "true", "yes") or exporter not in ("", "none")
-    if not wanted:
+    """OpenTelemetry spans per request and attempt, and the metrics of docs/telemetry.md, when
+    asked for and the opentelemetry API is installed: ``FAILOVER_OTEL=1`` turns both on, an
+    ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` other than ``none`` each its own. The
+    application's tracer and meter providers (the SDK and its exporters) are used as configured
+    globally. ``/metrics`` does not depend on this: it always has the same metrics."""
+    forced = os.environ.get("FAILOVER_OTEL", "").strip().lower() in ("1", "true", "yes")
+    traces = forced or os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() not in ("", "none")
+    metrics = forced or os.environ.get("OTEL_METRICS_EXPORTER", "").strip().lower() not in ("", "none")
+    if not (traces or metrics):
         return []
     try:
         from ..telemetry import OpenTelemetryHook
 
-        return [OpenTelemetryHook()]
+        return [OpenTelemetryHook(traces=traces, metrics=metrics)]
     except ImportError:
         log.warning("OpenTelemetry was asked for but is not installed: pip install 'failover[otel]' and an SDK")
         return []

@@ -139,6 +139,10 @@ class RouteRecord:
     input_tokens_estimated: int | None = None
     retry_budget_exhausted: bool = False
     uncertain_operation: str | None = None  # the side-effecting tool call that blocked a replay
+    # Why the request needed a recovery, as a closed set for metrics: the FailureKind value of
+    # the failure recovery_reason names, or "held" when a candidate listed earlier was held away
+    # for now (an open breaker, a cool-down, the limiter, a spent retry budget). None: no recovery.
+    recovery_kind: str | None = None
 
     def attempts_in(self, phase: Phase) -> tuple[Attempt, ...]:
         return tuple(a for a in self.attempts if a.phase is phase)

@@ -106,16 +106,17 @@ class Recorder:
         validation: Validation | None = None,
     ) -> RouteRecord:
         elapsed = now - self.t0
-        reason = None
+        reason = kind = None
         if used is not None and (len(self.attempts) > 1 or self.excluded):  # else: a direct answer
             failed = next((a for a in self.attempts if a.failure is not None), None)
             held = self._passed_over(used)
             how = _HOW[used.phase]
             if held is not None and (failed is None or self._rank(held.target) <= self._rank(failed.target)):
-                reason = f"{held.target} held ({held.reason}); recovered by {how} to {used.target}"
+                reason, kind = f"{held.target} held ({held.reason}); recovered by {how} to {used.target}", "held"
             elif failed is not None:
                 assert failed.failure is not None
                 reason = f"{failed.failure.label} on {failed.target}; recovered by {how} to {used.target}"
+                kind = failed.failure.kind.value
         recovered = reason is not None
         added = (used.start if used is not None else elapsed) * 1000.0
         return RouteRecord(
@@ -136,4 +137,5 @@ class Recorder:
             input_tokens_estimated=self.input_tokens,
             retry_budget_exhausted=self.retry_budget_exhausted,
             uncertain_operation=self.uncertain_operation,
+            recovery_kind=kind,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..model import Attempt, Failure, Response, RouteRecord, Target
 from ..policy._breaker import BreakerEvent
 from ..telemetry import AttemptEnded, BreakerChanged, RequestEnded
+from ..telemetry._instruments import answered
 
 
 def attempt_ended(request_id: str, route: str, target: Target, a: Attempt, t0: float, outcome: object) -> AttemptEnded:
@@ -30,10 +31,12 @@ def attempt_ended(request_id: str, route: str, target: Target, a: Attempt, t0: f
         stop_reason=response.stop_reason.value if response is not None else None,
         provider_request_id=a.provider_request_id,
         at=t0 + a.end,
+        first_chunk=a.first_event - a.start if a.first_event is not None else None,
     )
 
 
 def request_ended(record: RouteRecord, at: float, *, tenant: str | None = None) -> RequestEnded:
+    answered_by, first_chunk = answered(record)
     return RequestEnded(
         request_id=record.request_id,
         route=record.route,
@@ -47,6 +50,9 @@ def request_ended(record: RouteRecord, at: float, *, tenant: str | None = None) 
         total_cost=record.total_cost,
         at=at,
         tenant=tenant,
+        answered_by=answered_by,
+        first_chunk=first_chunk,
+        recovery_kind=record.recovery_kind,
     )
 
 

@@ -3,9 +3,11 @@
     router = Router(routes, hooks=[my_hook, OpenTelemetryHook()])
 
 A hook is any ``callable(event) -> None`` (:class:`Hook`). Events carry no headers, keys,
-prompts or completions (see ``_events``). :class:`OpenTelemetryHook` needs the ``otel`` extra;
-:class:`PrometheusHook` uses prometheus_client (a core dependency); :class:`LoggingHook` writes
-one line per attempt and per request through stdlib logging, or structlog when configured.
+prompts or completions (see ``_events``). :class:`OpenTelemetryHook` (spans and metrics) needs
+the ``otel`` extra; :class:`PrometheusHook` uses prometheus_client (a core dependency); both
+report the same metrics, the OpenTelemetry GenAI conventions' where they exist (``_instruments``).
+:class:`LoggingHook` writes one line per attempt and per request through stdlib logging, or
+structlog when configured.
 """
 
 from ._events import AttemptEnded, AttemptStarted, Backoff, BreakerChanged, Event, RequestEnded, RequestStarted

@@ -68,6 +68,7 @@ class AttemptEnded:
     stop_reason: str | None  # a StopReason value, when a response came back
     provider_request_id: str | None
     at: float
+    first_chunk: float | None = None  # streaming calls: seconds from sending to the first chunk
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,6 +105,10 @@ class RequestEnded:
     total_cost: float
     at: float
     tenant: str | None = None  # the envelope's tenant, for per-tenant cost and counts
+    # primary, retry, failover, fallback, repair, degraded or none (telemetry._instruments.answered)
+    answered_by: str = "none"
+    first_chunk: float | None = None  # over a streaming call: seconds from the request start to its first chunk
+    recovery_kind: str | None = None  # the record's: the FailureKind value, or "held", behind a recovery
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,10 +1,13 @@
-"""OpenTelemetry traces from the events: one span per request, a child span per attempt.
+"""OpenTelemetry from the events: traces (a span per request, a child span per attempt) and metrics.
 
 The attempt spans follow the GenAI semantic conventions (client inference spans): the name
 ``chat {model}``, kind CLIENT, ``gen_ai.operation.name``, ``gen_ai.provider.name``,
 ``gen_ai.request.model``, ``gen_ai.response.finish_reasons``, ``gen_ai.usage.*``,
-``gen_ai.response.id``, and ``error.type`` (the FailureKind) on a failed attempt.
-opentelemetry-api is imported when the hook is created, not when failover is imported.
+``gen_ai.response.id``, and ``error.type`` (the FailureKind) on a failed attempt. The metrics
+are the instruments of ``_instruments`` (the GenAI metric conventions where they exist,
+``failover.*`` for the rest), the same the Prometheus exporters have, recorded through the
+OpenTelemetry API's meter. opentelemetry-api is imported when the hook is created, not when
+failover is imported.
 """
 
 from __future__ import annotations
@@ -13,14 +16,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import _instruments as i
 from ._events import AttemptEnded, AttemptStarted, Backoff, Event, RequestEnded, RequestStarted
+from ._instruments import feed, provider_name
 
 if TYPE_CHECKING:
+    from opentelemetry.metrics import Counter, Histogram, MeterProvider
     from opentelemetry.trace import Span, TracerProvider
-
-# gen_ai.provider.name well-known values; an OpenAI-compatible server is reported as "openai"
-# because the dialect is all the router knows of it.
-_PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini"}
 
 
 @dataclass(slots=True)
@@ -34,23 +36,38 @@ class _Request:
 
 
 class OpenTelemetryHook:
-    """A :class:`~failover.telemetry.Hook` that turns events into spans.
+    """A :class:`~failover.telemetry.Hook` that turns events into spans and metrics.
 
-    >>> router = Router(routes, hooks=[OpenTelemetryHook()])  # the global TracerProvider
+    >>> router = Router(routes, hooks=[OpenTelemetryHook()])  # the global providers
+    >>> router = Router(routes, hooks=[OpenTelemetryHook(meter_provider=mp, traces=False)])
 
     Span times come from the events' loop times, anchored to the wall clock when the
     request starts, so they are right under a virtual clock too. A request's spans are kept
     by ``request_id`` until it ends: give concurrent requests distinct ids (the default).
+    ``traces`` / ``metrics`` turn either off; without an SDK configured both go to the API's
+    no-op providers.
     """
 
-    def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
+    def __init__(
+        self,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        *,
+        traces: bool = True,
+        metrics: bool = True,
+    ) -> None:
         from opentelemetry import trace  # the `otel` extra; imported only when used
 
         self._trace = trace
-        self._tracer = trace.get_tracer("failover", tracer_provider=tracer_provider)
+        self._tracer = trace.get_tracer("failover", tracer_provider=tracer_provider) if traces else None
         self._requests: dict[str, _Request] = {}
+        self._metrics = _Metrics(meter_provider) if metrics else None
 
     def __call__(self, event: Event, /) -> None:
+        if self._metrics is not None:
+            feed(self._metrics, event)
+        if self._tracer is None:
+            return
         if isinstance(event, RequestStarted):
             self._request_started(event)
         elif isinstance(event, AttemptStarted):
@@ -71,6 +88,7 @@ class OpenTelemetryHook:
 
     def _request_started(self, e: RequestStarted) -> None:
         wall_ns = time.time_ns() - int(e.at * 1e9)
+        assert self._tracer is not None
         span = self._tracer.start_span(
             "failover.request",
             kind=self._trace.SpanKind.INTERNAL,
@@ -83,6 +101,7 @@ class OpenTelemetryHook:
         req = self._requests.get(e.request_id)
         if req is None:
             return
+        assert self._tracer is not None
         span = self._tracer.start_span(
             f"chat {e.model}",
             context=self._trace.set_span_in_context(req.span),
@@ -104,7 +123,7 @@ class OpenTelemetryHook:
         if req is None or span is None:
             return
         attrs: dict[str, Any] = {
-            "gen_ai.provider.name": _PROVIDERS.get(e.provider, e.provider),
+            "gen_ai.provider.name": provider_name(e.provider),
             "failover.attempt.index": e.index,
             "failover.outcome": e.outcome,
             "failover.cost": e.cost,
@@ -151,3 +170,115 @@ class OpenTelemetryHook:
             span.set_attribute("error.type", e.outcome)
             span.set_status(self._trace.StatusCode.ERROR, e.outcome)
         span.end(end_time=end)
+
+
+class _Metrics:
+    """The instruments of ``_instruments`` on an OpenTelemetry meter, as a ``Measures``.
+
+    Attribute dicts are built once per kind of attempt and request and kept (values are
+    bounded, see ``_instruments``)."""
+
+    def __init__(self, meter_provider: MeterProvider | None) -> None:
+        from opentelemetry import metrics
+
+        meter = metrics.get_meter("failover", meter_provider=meter_provider)
+
+        def histogram(x: i.Instrument) -> Histogram:
+            return meter.create_histogram(
+                x.name, unit=x.unit, description=x.description, explicit_bucket_boundaries_advisory=x.buckets
+            )
+
+        def counter(x: i.Instrument) -> Counter:
+            return meter.create_counter(x.name, unit=x.unit, description=x.description)
+
+        self.operation_duration = histogram(i.OPERATION_DURATION)
+        self.time_to_first_chunk = histogram(i.TIME_TO_FIRST_CHUNK)
+        self.token_usage = histogram(i.TOKEN_USAGE)
+        self.request_duration = histogram(i.REQUEST_DURATION)
+        self.request_time_to_first_chunk = histogram(i.REQUEST_TIME_TO_FIRST_CHUNK)
+        self.limiter_waits = histogram(i.LIMITER_WAIT)
+        self.attempts = counter(i.ATTEMPTS)
+        self.recoveries = counter(i.RECOVERIES)
+        self.deadline_exhausted = counter(i.DEADLINE_EXHAUSTED)
+        self.no_candidate = counter(i.NO_ELIGIBLE_CANDIDATE)
+        self.cost = counter(i.COST)
+        self.failed_attempt_cost = counter(i.FAILED_ATTEMPT_COST)
+        self._attrs: dict[tuple[object, ...], tuple[dict[str, Any], ...]] = {}
+
+    def attempt(
+        self,
+        route: str,
+        target: str,
+        model: str,
+        provider: str | None,
+        outcome: str,
+        failure: str | None,
+        seconds: float,
+        first_chunk: float | None,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        cost: float,
+    ) -> None:
+        key = ("attempt", target, model, provider, outcome)
+        attrs = self._attrs.get(key)
+        if attrs is None:
+            genai = {
+                i.GEN_AI_OPERATION_NAME: i.OPERATION,
+                i.GEN_AI_PROVIDER_NAME: provider_name(provider or ""),
+                i.GEN_AI_REQUEST_MODEL: model,
+            }
+            error = i.error_type(outcome, failure)
+            attrs = self._attrs[key] = (
+                {**genai, **({i.ERROR_TYPE: error} if error else {}), i.FAILOVER_TARGET: target},
+                {**genai, i.FAILOVER_TARGET: target},
+                {**genai, i.GEN_AI_TOKEN_TYPE: "input", i.FAILOVER_TARGET: target},
+                {**genai, i.GEN_AI_TOKEN_TYPE: "output", i.FAILOVER_TARGET: target},
+                {"target": target, "outcome": outcome},
+            )
+        duration, plain, tokens_in, tokens_out, counted = attrs
+        self.attempts.add(1, counted)
+        self.operation_duration.record(max(0.0, seconds), duration)
+        if first_chunk is not None:
+            self.time_to_first_chunk.record(max(0.0, first_chunk), plain)
+        if input_tokens is not None:
+            self.token_usage.record(input_tokens, tokens_in)
+        if output_tokens is not None:
+            self.token_usage.record(output_tokens, tokens_out)
+        if cost > 0 and outcome != "ok":
+            self.failed_attempt_cost.add(cost, {"route": route, "target": target})
+
+    def limiter_wait(self, target: str, seconds: float) -> None:
+        self.limiter_waits.record(max(0.0, seconds), {"target": target})
+
+    def request(
+        self,
+        route: str,
+        workflow: str,
+        answered_by: str,
+        outcome: str,
+        seconds: float,
+        first_chunk: float | None,
+        recovery: str | None,
+        attempts: int,
+        cost: float,
+        tenant: str | None,
+    ) -> None:
+        key = ("request", route, workflow, answered_by, outcome)
+        attrs = self._attrs.get(key)
+        if attrs is None:
+            attrs = self._attrs[key] = (
+                {"route": route, "workflow": workflow, "answered_by": answered_by, "outcome": outcome},
+                {"route": route},
+            )
+        labels, by_route = attrs
+        self.request_duration.record(max(0.0, seconds), labels)
+        if first_chunk is not None:
+            self.request_time_to_first_chunk.record(max(0.0, first_chunk), by_route)
+        if recovery is not None:
+            self.recoveries.add(1, {"route": route, "workflow": workflow, "reason": recovery})
+        if outcome == "deadline_exhausted":
+            self.deadline_exhausted.add(1, by_route)
+        elif outcome == "contract_failure" and attempts == 0:
+            self.no_candidate.add(1, by_route)
+        if cost > 0:
+            self.cost.add(cost, {"route": route, "tenant": tenant or "-"})

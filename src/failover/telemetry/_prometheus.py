@@ -4,125 +4,192 @@
     router = Router(routes, hooks=[PrometheusHook()])   # the global registry
     start_http_server(9100)
 
-Names and label sets match the gateway's own metrics (``failover.gateway._metrics``) wherever
-they measure the same thing, so one dashboard reads both: ``failover_attempts_total{target,
-outcome}``, ``failover_recoveries_total{workflow}``, ``failover_deadline_exhausted_total{route}``,
-``failover_no_eligible_candidate_total{route}``, ``failover_limiter_waits_total{target}``,
-``failover_limiter_wait_seconds_total{target}``, ``failover_tokens_total{target,kind}``,
-``failover_cost_usd_total{route,tenant}``. The library adds what the gateway has no counterpart
-for: ``failover_requests_total{route,outcome}``, ``failover_attempt_failures_total{target,kind}``,
-``failover_backoffs_total{target,reason}`` and ``failover_backoff_seconds_total{target,reason}``,
-``failover_breaker_transitions_total{scope,layer,state}``, and the histograms
-``failover_attempt_duration_seconds{target,result}`` and ``failover_request_duration_seconds{route}``.
+:class:`RouterMetrics` holds the metrics the gateway exposes too (``failover.gateway._metrics``),
+defined once in ``_instruments`` with their OpenTelemetry names: the GenAI histograms
+``gen_ai_client_operation_duration_seconds``, ``gen_ai_client_operation_time_to_first_chunk_seconds``
+and ``gen_ai_client_token_usage``; failover's ``failover_request_duration_seconds``,
+``failover_request_time_to_first_chunk_seconds``, ``failover_limiter_wait_seconds`` histograms;
+and the counters ``failover_attempts_total``, ``failover_recoveries_total``,
+``failover_deadline_exhausted_total``, ``failover_no_eligible_candidate_total``,
+``failover_cost_usd_total`` and ``failover_failed_attempt_cost_usd_total``. The hook adds what
+the gateway has no counterpart for: ``failover_requests_total{route,outcome}``,
+``failover_attempt_failures_total{target,kind}``, ``failover_backoffs_total{target,reason}`` and
+``failover_backoff_seconds_total{target,reason}``, ``failover_breaker_transitions_total{scope,
+layer,state}``.
 
-Label values are bounded by the configuration (routes, targets, tenants, breaker scopes) and
-by closed sets (outcomes, failure kinds, reasons). Events carry no keys or text, so neither do
-the metrics. prometheus_client is imported when the hook is created.
+Label values are bounded by the configuration (routes, targets, models, tenants, breaker scopes)
+and by closed sets (outcomes, failure kinds, reasons). Events carry no keys or text, so neither
+do the metrics. prometheus_client is imported when the hook is created.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from . import _instruments as i
 from ._events import AttemptEnded, Backoff, BreakerChanged, Event, RequestEnded
+from ._instruments import Instrument, feed
 
 if TYPE_CHECKING:
-    from prometheus_client import CollectorRegistry, Counter
-
-# Seconds: an LLM attempt runs from ~100 ms (a fast 429) to minutes (a long generation).
-ATTEMPT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
+    from prometheus_client import CollectorRegistry, Counter, Histogram
 
 
-class RouterCounters:
-    """The counters the gateway exposes too, fed by the events: attempts, recoveries, deadline
-    exhausted, no eligible candidate, limiter waits and seconds, tokens and cost.
+class RouterMetrics:
+    """The metrics the gateway exposes too (:mod:`._instruments`), as a :class:`~._instruments.Measures`.
 
-    Defined once for both: :class:`PrometheusHook` adds the library's own metrics, and the
-    gateway's metrics (``failover.gateway._metrics``) are these counters too, fed from each
+    Defined once for both: :class:`PrometheusHook` feeds them from events and adds the library's
+    own metrics; the gateway's metrics (``failover.gateway._metrics``) feed them from each
     request's RouteRecord when it ends rather than from events (building the events costs the
-    gateway's hot path several percent). Label children are kept (``labels()`` validates and
-    locks on every call, and a request increments several); label values are bounded (see the
-    module docstring), so the cache is too.
+    gateway's hot path several percent).
+
+    Label children are resolved once per label set and kept, in bundles per attempt and per
+    request kind: ``labels()`` validates and locks on every call, and a request observes several
+    series. Label values are bounded (see the module docstring), so the caches are too.
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        from prometheus_client import REGISTRY, Counter
+        from prometheus_client import REGISTRY
 
         r = registry if registry is not None else REGISTRY
         self.registry = r
-        self._children: dict[tuple[object, ...], Counter] = {}
-        self.attempts = Counter(
-            "failover_attempts", "Attempts against targets, by target and outcome", ["target", "outcome"], registry=r
-        )
-        self.recoveries = Counter(
-            "failover_recoveries",
-            "Requests answered after an earlier attempt failed, by workflow",
-            ["workflow"],
-            registry=r,
-        )
-        self.deadline_exhausted = Counter(
-            "failover_deadline_exhausted", "Requests that ran out of their deadline", ["route"], registry=r
-        )
-        self.no_candidate = Counter(
-            "failover_no_eligible_candidate",
-            "Requests refused before any attempt: no candidate could meet the contract",
-            ["route"],
-            registry=r,
-        )
-        self.limiter_waits = Counter(
-            "failover_limiter_waits", "Waits for the client-side rate limiter, by target", ["target"], registry=r
-        )
-        self.limiter_wait_seconds = Counter(
-            "failover_limiter_wait_seconds", "Seconds spent waiting for the rate limiter", ["target"], registry=r
-        )
-        self.tokens = Counter(
-            "failover_tokens", "Tokens reported by providers, by target and kind", ["target", "kind"], registry=r
-        )
-        self.cost = Counter("failover_cost_usd", "USD spent, failed attempts included", ["route", "tenant"], registry=r)
+        self.operation_duration: Histogram = _make(i.OPERATION_DURATION, r)
+        self.time_to_first_chunk: Histogram = _make(i.TIME_TO_FIRST_CHUNK, r)
+        self.token_usage: Histogram = _make(i.TOKEN_USAGE, r)
+        self.request_duration: Histogram = _make(i.REQUEST_DURATION, r)
+        self.request_time_to_first_chunk: Histogram = _make(i.REQUEST_TIME_TO_FIRST_CHUNK, r)
+        self.limiter_wait_seconds: Histogram = _make(i.LIMITER_WAIT, r)
+        self.attempts: Counter = _make(i.ATTEMPTS, r)
+        self.recoveries: Counter = _make(i.RECOVERIES, r)
+        self.deadline_exhausted: Counter = _make(i.DEADLINE_EXHAUSTED, r)
+        self.no_candidate: Counter = _make(i.NO_ELIGIBLE_CANDIDATE, r)
+        self.cost: Counter = _make(i.COST, r)
+        self.failed_attempt_cost: Counter = _make(i.FAILED_ATTEMPT_COST, r)
+        self._children: dict[tuple[object, ...], Any] = {}
+        self._attempt_series: dict[tuple[object, ...], _AttemptSeries] = {}
+        self._request_series: dict[tuple[str, str, str, str], Histogram] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(registry={self.registry!r})"
 
-    def _child(self, counter: Counter, *labels: str) -> Counter:
-        key = (id(counter), *labels)
+    def _child(self, metric: Any, *labels: str) -> Any:
+        key = (id(metric), *labels)
         child = self._children.get(key)
         if child is None:
-            child = self._children[key] = counter.labels(*labels)
+            child = self._children[key] = metric.labels(*labels)
         return child
 
-    def __call__(self, event: Event, /) -> None:
-        if isinstance(event, AttemptEnded):
-            self._attempt(event)
-        elif isinstance(event, Backoff):
-            self._waited(event)
-        elif isinstance(event, RequestEnded):
-            self._request(event)
+    def _provider_of(self, target: str) -> str:
+        """The dialect of a target the caller did not name one for (the gateway looks it up)."""
+        return ""
 
-    def _attempt(self, e: AttemptEnded) -> None:
-        self._child(self.attempts, e.target, e.outcome).inc()
-        if e.input_tokens:
-            self._child(self.tokens, e.target, "input").inc(e.input_tokens)
-        if e.output_tokens:
-            self._child(self.tokens, e.target, "output").inc(e.output_tokens)
+    # -- Measures -----------------------------------------------------------------------------
 
-    def _waited(self, e: Backoff) -> None:
-        if e.reason == "rate_limit":  # the gateway's names for the client-side limiter
-            self.limiter_waits.labels(e.target).inc()
-            self.limiter_wait_seconds.labels(e.target).inc(max(0.0, e.seconds))
+    def attempt(
+        self,
+        route: str,
+        target: str,
+        model: str,
+        provider: str | None,
+        outcome: str,
+        failure: str | None,
+        seconds: float,
+        first_chunk: float | None,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        cost: float,
+    ) -> None:
+        key = (target, model, outcome, provider)
+        s = self._attempt_series.get(key)
+        if s is None:
+            name = i.provider_name(provider if provider is not None else self._provider_of(target))
+            s = self._attempt_series[key] = _AttemptSeries(self, target, model, name, outcome, failure)
+        s.attempts.inc()
+        s.duration.observe(seconds if seconds > 0 else 0.0)
+        if first_chunk is not None:
+            (s.first_chunk or s.streamed(self)).observe(first_chunk if first_chunk > 0 else 0.0)
+        if input_tokens is not None or output_tokens is not None:
+            tokens = s.tokens or s.counted(self)
+            if input_tokens is not None:
+                tokens[0].observe(input_tokens)
+            if output_tokens is not None:
+                tokens[1].observe(output_tokens)
+        if cost > 0 and outcome != "ok":
+            self._child(self.failed_attempt_cost, route, target).inc(cost)
 
-    def _request(self, e: RequestEnded) -> None:
-        if e.recovered:
-            self.recoveries.labels(e.workflow).inc()
-        if e.outcome == "deadline_exhausted":
-            self.deadline_exhausted.labels(e.route).inc()
-        if e.outcome == "contract_failure" and e.attempts == 0:
-            self.no_candidate.labels(e.route).inc()
-        if e.total_cost > 0:
-            self._child(self.cost, e.route, e.tenant or "-").inc(e.total_cost)
+    def limiter_wait(self, target: str, seconds: float) -> None:
+        self._child(self.limiter_wait_seconds, target).observe(seconds if seconds > 0 else 0.0)
+
+    def request(
+        self,
+        route: str,
+        workflow: str,
+        answered_by: str,
+        outcome: str,
+        seconds: float,
+        first_chunk: float | None,
+        recovery: str | None,
+        attempts: int,
+        cost: float,
+        tenant: str | None,
+    ) -> None:
+        key = (route, workflow, answered_by, outcome)
+        duration = self._request_series.get(key)
+        if duration is None:
+            duration = self._request_series[key] = self.request_duration.labels(*key)
+        duration.observe(seconds if seconds > 0 else 0.0)
+        if first_chunk is not None:
+            self._child(self.request_time_to_first_chunk, route).observe(first_chunk if first_chunk > 0 else 0.0)
+        if recovery is not None:
+            self._child(self.recoveries, route, workflow, recovery).inc()
+        if outcome == "deadline_exhausted":
+            self._child(self.deadline_exhausted, route).inc()
+        elif outcome == "contract_failure" and attempts == 0:
+            self._child(self.no_candidate, route).inc()
+        if cost > 0:
+            self._child(self.cost, route, tenant or "-").inc(cost)
 
 
-class PrometheusHook(RouterCounters):
-    """A :class:`~failover.telemetry.Hook` that counts requests, attempts, waits, tokens and cost.
+class _AttemptSeries:
+    """The label children one kind of attempt (target, model, outcome) observes. The time to
+    first chunk and the token series are resolved at their first use, so a kind of attempt
+    that never streams or never reports usage shows no empty series for them."""
+
+    __slots__ = ("attempts", "duration", "first_chunk", "genai", "target", "tokens")
+
+    def __init__(
+        self, m: RouterMetrics, target: str, model: str, provider: str, outcome: str, failure: str | None
+    ) -> None:
+        self.genai = (i.OPERATION, provider, model)
+        self.target = target
+        self.attempts = m.attempts.labels(target, outcome)
+        self.duration = m.operation_duration.labels(*self.genai, i.error_type(outcome, failure), target)
+        self.first_chunk: Any = None
+        self.tokens: tuple[Any, Any] | None = None
+
+    def streamed(self, m: RouterMetrics) -> Any:
+        self.first_chunk = m.time_to_first_chunk.labels(*self.genai, self.target)
+        return self.first_chunk
+
+    def counted(self, m: RouterMetrics) -> tuple[Any, Any]:
+        usage = m.token_usage
+        self.tokens = (
+            usage.labels(*self.genai, "input", self.target),
+            usage.labels(*self.genai, "output", self.target),
+        )
+        return self.tokens
+
+
+def _make(instrument: Instrument, registry: CollectorRegistry) -> Any:
+    from prometheus_client import Counter, Histogram
+
+    name, doc, labels = instrument.prometheus_name, instrument.description, instrument.labels
+    if instrument.kind == "counter":
+        return Counter(name, doc, labels, registry=registry)
+    return Histogram(name, doc, labels, buckets=instrument.buckets, registry=registry)
+
+
+class PrometheusHook(RouterMetrics):
+    """A :class:`~failover.telemetry.Hook` that measures requests, attempts, waits, tokens and cost.
 
     >>> registry = CollectorRegistry()
     >>> router = Router(routes, hooks=[PrometheusHook(registry)])
@@ -133,7 +200,7 @@ class PrometheusHook(RouterCounters):
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        from prometheus_client import Counter, Histogram
+        from prometheus_client import Counter
 
         super().__init__(registry)
         r = self.registry
@@ -158,41 +225,17 @@ class PrometheusHook(RouterCounters):
             ["scope", "layer", "state"],
             registry=r,
         )
-        self.attempt_duration = Histogram(
-            "failover_attempt_duration_seconds",
-            "Attempt latency, by target and result (ok, failed, cancelled)",
-            ["target", "result"],
-            buckets=ATTEMPT_BUCKETS,
-            registry=r,
-        )
-        self.request_duration = Histogram(
-            "failover_request_duration_seconds",
-            "End-to-end request latency, recovery included, by route",
-            ["route"],
-            buckets=ATTEMPT_BUCKETS,
-            registry=r,
-        )
 
     def __call__(self, event: Event, /) -> None:
-        if isinstance(event, BreakerChanged):
+        if isinstance(event, AttemptEnded):
+            if event.failure is not None:
+                self._child(self.attempt_failures, event.target, event.failure).inc()
+        elif isinstance(event, Backoff):
+            self._child(self.backoffs, event.target, event.reason).inc()
+            self._child(self.backoff_seconds, event.target, event.reason).inc(max(0.0, event.seconds))
+        elif isinstance(event, RequestEnded):
+            self._child(self.requests, event.route, event.outcome).inc()
+        elif isinstance(event, BreakerChanged):
             self.breaker_transitions.labels(event.scope, event.layer, event.new).inc()
-        else:
-            super().__call__(event)
-
-    def _attempt(self, e: AttemptEnded) -> None:
-        super()._attempt(e)
-        if e.failure is not None:
-            self.attempt_failures.labels(e.target, e.failure).inc()
-        result = "ok" if e.outcome == "ok" else "cancelled" if e.outcome == "cancelled" else "failed"
-        self.attempt_duration.labels(e.target, result).observe(max(0.0, e.duration))
-
-    def _waited(self, e: Backoff) -> None:
-        seconds = max(0.0, e.seconds)
-        self.backoffs.labels(e.target, e.reason).inc()
-        self.backoff_seconds.labels(e.target, e.reason).inc(seconds)
-        super()._waited(e)
-
-    def _request(self, e: RequestEnded) -> None:
-        self.requests.labels(e.route, e.outcome).inc()
-        self.request_duration.labels(e.route).observe(max(0.0, e.elapsed_ms / 1000))
-        super()._request(e)
+            return
+        feed(self, event)
