@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from ..model import (
     ConfigError,
@@ -149,17 +149,21 @@ class _Broken:
     routes: set[str] = field(default_factory=set)
 
 
-def _prune_depth(loc: tuple[Any, ...]) -> int:
-    """How much of an error's path to drop: a whole target, route or tenant (entries other
-    entries refer to), else the offending key of a section (its default then applies)."""
+def _prune_depth(loc: tuple[Any, ...], fine: bool) -> int:
+    """How much of an error's path to drop. A target or route goes whole (other entries refer
+    to it, and its defaults would make up checks of their own). Elsewhere ``fine`` drops just
+    the offending key (its default then applies), else the entry or key of the section."""
     if loc[0] in ("targets", "routes"):
         return 2
+    if fine:
+        keys = [i for i, part in enumerate(loc) if isinstance(part, str)]
+        return keys[-1] + 1
     if loc[:2] == ("gateway", "tenants"):
         return min(len(loc), 3)
     return min(len(loc), 2)
 
 
-def _prune(data: Mapping[str, Any], errors: list[Any]) -> tuple[dict[str, Any] | None, _Broken]:
+def _prune(data: Mapping[str, Any], errors: list[Any], fine: bool) -> tuple[dict[str, Any] | None, _Broken]:
     """``data`` without what the errors are in (see ``_prune_depth``), so the checks across
     entries can still run on the rest. None: nothing sensible remains."""
     out: dict[str, Any] = dict(data)
@@ -168,7 +172,7 @@ def _prune(data: Mapping[str, Any], errors: list[Any]) -> tuple[dict[str, Any] |
         loc = tuple(e["loc"])
         if not loc:
             return None, broken
-        path = loc[: _prune_depth(loc)]
+        path = loc[: _prune_depth(loc, fine)]
         if loc[0] in ("targets", "routes") and len(path) == 2:
             (broken.targets if loc[0] == "targets" else broken.routes).add(str(path[1]))
         node: dict[Any, Any] = out
@@ -182,6 +186,14 @@ def _prune(data: Mapping[str, Any], errors: list[Any]) -> tuple[dict[str, Any] |
             continue
         out.pop(loc[0], None)  # not a mapping on the way: the whole section goes
     return out, broken
+
+
+class _RestSpec(ConfigSpec):
+    """What is left of a file once its broken entries are taken out: possibly no target or
+    route at all (their absence is already reported)."""
+
+    targets: dict[str, TargetSpec] = Field(default_factory=dict)
+    routes: dict[str, RouteSpec] = Field(default_factory=dict)
 
 
 def _loopback(url: str) -> bool:
@@ -457,16 +469,21 @@ class _Check:
             self.out.error((), "the configuration is not a mapping", "start with `targets:` and `routes:`")
             return None
         broken = _Broken()
+        spec: ConfigSpec | None = None
         try:
             spec = ConfigSpec.model_validate(data)
         except ValidationError as exc:
             self.out.validation(exc, ConfigSpec)
-            pruned, broken = _prune(data, exc.errors())
-            if pruned is None:
-                return None
-            try:
-                spec = ConfigSpec.model_validate(pruned)
-            except ValidationError:  # what remains cannot be checked across entries
+            for fine in (True, False):  # the checks across entries still run on the rest
+                pruned, broken = _prune(data, exc.errors(), fine)
+                if pruned is None:
+                    return None
+                try:
+                    spec = _RestSpec.model_validate(pruned)
+                    break
+                except ValidationError:
+                    continue
+            if spec is None:  # what remains cannot be checked across entries
                 return None
         targets = {name: self.target(name, t) for name, t in spec.targets.items()}
         routes: dict[str, Route] = {}
