@@ -393,6 +393,8 @@ def _doc_snippets() -> list[Any]:
     out = []
     for page in sorted((ROOT / "docs").glob("*.md")):
         for i, block in enumerate(re.findall(r"```yaml\n(.*?)```", page.read_text(), flags=re.S)):
+            if block.startswith("# failover.yaml, with mistakes"):  # test_the_check_config_example_is_real
+                continue
             for data in yaml.safe_load_all(block):  # the Kubernetes example holds several documents
                 if isinstance(data, dict) and data and set(data) <= sections:
                     out.append(pytest.param(data, id=f"{page.name}-block{i}"))
@@ -406,3 +408,22 @@ def test_every_config_snippet_in_the_docs_is_valid(snippet: dict[str, Any]) -> N
         "routes": {"r": {"primary": ["t"]}},
     }
     ConfigSpec.model_validate(base | snippet)  # the structure: every key known, every value allowed
+
+
+def test_the_check_config_example_in_the_docs_is_real(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = (ROOT / "docs" / "config.md").read_text()
+    m = re.search(
+        r"```yaml\n(# failover.yaml, with mistakes\n.*?)```\n\n```\n\$ failover check-config (\S+)\n(.*?)```",
+        text,
+        re.S,
+    )
+    assert m is not None
+    config, name, shown = m.groups()
+    monkeypatch.chdir(tmp_path)
+    Path(name).write_text(config)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    assert main(["check-config", name]) == 2
+    captured = capsys.readouterr()
+    assert (captured.out + captured.err).splitlines() == shown.splitlines()

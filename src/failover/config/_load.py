@@ -419,10 +419,11 @@ class _Check:
                             "remove it from the route, or correct the target if it does meet the contract",
                         )
 
-    def unpriced(self, spec: ConfigSpec, routes: Mapping[str, Route]) -> None:
+    def unpriced(self, spec: ConfigSpec) -> None:
         g = spec.gateway
         if g is None:
             return
+        routes = spec.routes  # as written: a route with an error elsewhere still names its targets
         bounds: dict[str, list[str]] = {r: [] for r in routes}
         for r in routes:
             if g.envelope.max_cost is not None:
@@ -433,7 +434,7 @@ class _Check:
         for name, t in spec.targets.items():
             if "price" in t.model_fields_set:
                 continue
-            on = [r for r, route in routes.items() if bounds[r] and any(x.name == name for x in route.targets)]
+            on = [r for r, route in routes.items() if bounds[r] and name in (*route.primary, *route.fallbacks)]
             if not on:
                 continue
             limits = sorted({b for r in on for b in bounds[r]})
@@ -503,7 +504,7 @@ class _Check:
                 self.need(f"env:{spec.ledger.url_env}")
             check_ledger(spec.ledger, self.env, self.offline, self.out)
         self.never_eligible(routes)
-        self.unpriced(spec, routes)
+        self.unpriced(spec)
         self.keyless(spec)
         if self.out.errors:
             return None

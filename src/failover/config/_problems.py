@@ -26,6 +26,12 @@ _DOCS = {"gateway": "docs/gateway.md", "ledger": "docs/deploy.md"}
 # keys that mean "the secret itself": refused with the way to give a secret instead
 _SECRET_KEYS = frozenset({"api_key", "apikey", "api-key", "key", "token", "secret", "password", "authorization"})
 _PREFIXES = ("Value error, ", "Assertion failed, ")
+_BOUNDS = {  # pydantic's number constraints: the fix names the bound
+    "greater_than": (">", "gt"),
+    "greater_than_equal": (">=", "ge"),
+    "less_than": ("<", "lt"),
+    "less_than_equal": ("<=", "le"),
+}
 _KINDS = {
     "dict_type": "a mapping (key: value lines, or {key: value})",
     "model_type": "a mapping (key: value lines, or {key: value})",
@@ -157,6 +163,9 @@ class Problems:
                 fix = "name the variable that holds the value (e.g. OPENAI_API_KEY), never the value itself"
             elif kind in _KINDS:
                 problem, fix = msg, f"give {_KINDS[kind]} here"
+            elif kind in _BOUNDS:
+                op, name = _BOUNDS[kind]
+                problem, fix = msg, f"use a value {op} {e.get('ctx', {}).get(name)}"
             else:
                 problem, fix = msg, "change the value"
             self.error(loc, problem, fix)
