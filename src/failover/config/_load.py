@@ -147,6 +147,7 @@ class _Broken:
 
     targets: set[str] = field(default_factory=set)
     routes: set[str] = field(default_factory=set)
+    paths: list[tuple[Any, ...]] = field(default_factory=list)  # what was taken out
 
 
 def _prune_depth(loc: tuple[Any, ...], fine: bool) -> int:
@@ -173,6 +174,7 @@ def _prune(data: Mapping[str, Any], errors: list[Any], fine: bool) -> tuple[dict
         if not loc:
             return None, broken
         path = loc[: _prune_depth(loc, fine)]
+        broken.paths.append(path)
         if loc[0] in ("targets", "routes") and len(path) == 2:
             (broken.targets if loc[0] == "targets" else broken.routes).add(str(path[1]))
         node: dict[Any, Any] = out
@@ -486,6 +488,9 @@ class _Check:
                     continue
             if spec is None:  # what remains cannot be checked across entries
                 return None
+            # a check of what contains a removed key may fail only because it was removed
+            # ("the tenant has no key" once its bad key_sha256 is out): not reported
+            self.out.shadowed = [tuple(p) for p in broken.paths]
         targets = {name: self.target(name, t) for name, t in spec.targets.items()}
         routes: dict[str, Route] = {}
         for rname, r in spec.routes.items():

@@ -107,8 +107,11 @@ class Problems:
     def __init__(self, doc: Document | None = None) -> None:
         self.doc = doc if doc is not None else Document(data=None)
         self.items: list[ConfigProblem] = list(self.doc.duplicates)
+        self.shadowed: list[Loc] = []  # paths taken out after errors: what contains them is not judged
 
     def add(self, loc: Loc, problem: str, fix: str, severity: Severity = "error") -> None:
+        if any(path[: len(loc)] == loc for path in self.shadowed):
+            return
         pos = self.doc.where(loc)
         self.items.append(
             ConfigProblem(
