@@ -76,7 +76,7 @@ def test_serve_help_names_every_endpoint(capsys: pytest.CaptureFixture[str]) -> 
         assert re.search(rf"^\s+{method}\s+{re.escape(path)}\s", out, flags=re.M), path
 
 
-@pytest.mark.parametrize("args", [["demo", "--json"], ["demo", "--scenario", "timeout"]])
+@pytest.mark.parametrize("args", [["demo", "--json", "--scenario", "healthy"], ["demo", "--scenario", "healthy"]])
 def test_a_closed_stdout_ends_quietly(args: list[str]) -> None:
     """``failover demo --json | head``: the reader leaves; no BrokenPipeError traceback."""
     proc = subprocess.Popen(

@@ -82,10 +82,11 @@ def test_the_core_install_answers_a_router_call_without_the_server_stack(tmp_pat
     assert lines[1].startswith("gateway: failover.gateway (failover serve) needs ") and "failover[gateway]" in lines[1]
 
     cli = venv / "bin" / "failover"
-    serve = subprocess.run([str(cli), "serve"], capture_output=True, text=True, timeout=60)
-    assert serve.returncode == 2
-    assert "needs the gateway extra" in serve.stderr and "pip install 'failover[gateway]'" in serve.stderr
-    assert "Traceback" not in serve.stderr
+    for command in ("serve", "demo"):  # the server; the simulator's virtual clock
+        run = subprocess.run([str(cli), command], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 2, run.stderr
+        assert f"failover {command}: needs the gateway extra" in run.stderr
+        assert "pip install 'failover[gateway]'" in run.stderr and "Traceback" not in run.stderr
 
     check = subprocess.run(
         [str(cli), "check-config", "--offline", str(ROOT / "examples" / "failover.yaml")],
