@@ -57,7 +57,7 @@ def test_router_from_config() -> None:
 @pytest.mark.parametrize(
     ("data", "field", "words"),
     [
-        (minimal(modle="x"), "targets.a.modle", "Extra inputs are not permitted"),
+        (minimal(modle="x"), "targets.a.modle", "did you mean 'model'?"),
         (minimal(dialect="cohere"), "targets.a.dialect", "openai"),
         (minimal(base_url="api.example.com"), "targets.a.base_url", "http://"),
         (minimal(capabilities=["chat", "telepathy"]), "targets.a.capabilities[1]", "vision"),

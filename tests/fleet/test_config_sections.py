@@ -44,7 +44,7 @@ def test_a_config_file_with_a_ledger_section_loads_it(tmp_path: Path) -> None:
         ({"backend": "redis"}, "ledger.url", "needs a URL"),
         ({"backend": "redis", "url": "redis://x", "url_env": "X"}, "ledger", "both url and url_env"),
         ({"backend": "mongo"}, "ledger.backend", "memory"),
-        ({"backend": "sqlite", "pth": "x.db"}, "ledger.pth", "docs/deploy.md"),
+        ({"backend": "sqlite", "pth": "x.db"}, "ledger.pth", "did you mean 'path'?"),
         ("redis", "ledger", "not a mapping"),
     ],
 )

@@ -76,8 +76,13 @@ def test_serve_without_config_runs_the_embedded_default() -> None:
         ) as s:
             body = "".join(s.iter_text())
         assert body.rstrip().endswith("data: [DONE]")
+        nope = {"model": "nope", "messages": [{"role": "user", "content": "hi"}]}
+        r = httpx.post(f"{base}/v1/chat/completions", json=nope, timeout=10)
+        assert r.status_code == 404
     out = proc.stdout.read() if proc.stdout else ""
-    assert "OPEN" in out
+    assert out.count("gateway is OPEN") == 1, out  # said once, not by both serve and the app
+    (refused,) = [line for line in out.splitlines() if "status=404" in line]
+    assert "route=- " in refused and "None" not in refused
 
 
 def test_serve_with_a_config_and_workers(tmp_path: Path) -> None:

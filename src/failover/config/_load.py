@@ -1,4 +1,4 @@
-"""Loading routes and targets from YAML, with errors that name the field and the fix.
+"""Loading a config file: routes and targets, the shared policies, and every other section.
 
 ::
 
@@ -20,25 +20,33 @@
         fallbacks: [claude-sonnet, claude-new]
         canary: {claude-new: 0.1}         # on probation: 10% of eligible failures may use it
 
+Every entry point reads the whole file the same way (:func:`check_config`): the library
+builds what it uses and validates the rest (``gateway:``, ``ledger:``), so one file serves
+``Router.from_config``, ``failover serve`` and every command. All problems are found in one
+pass and raised together (:class:`~failover.model.ConfigError` lists each on its own line,
+with its line and column); what is allowed but probably not meant is a warning, logged on
+``failover.config`` when the file is loaded.
+
 Credentials come only from the environment or secret files, never from the file itself.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
+from urllib.parse import urlsplit
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError
 
 from ..model import (
-    Capability,
     ConfigError,
+    ConfigProblem,
     Contract,
-    Dialect,
     Limits,
     Price,
     Route,
@@ -47,144 +55,21 @@ from ..model import (
     Timeouts,
 )
 from ..policy import Backoff, BreakerConfig, BreakerSettings, RetryBudget
+from ..policy._selection import contract_violation
 from ..state import StateConfig, StateSpec, state_config
 from ..transport import Http1Transport
 from ..transport._limits import DEFAULT_MAX_DECODED_RATIO, DEFAULT_MAX_RESPONSE_BYTES
 from ..validation import check_contract
+from ._gateway import GatewaySpec, LedgerSpec, check_gateway, check_ledger
+from ._problems import Problems
+from ._spec import BreakerSpec, ConfigSpec, RouteSpec, TargetSpec
+from ._yaml import Document, Loc, read_document
 
+log = logging.getLogger("failover.config")
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class PriceSpec(_Strict):
-    input_per_mtok: float = Field(0.0, ge=0)
-    output_per_mtok: float = Field(0.0, ge=0)
-
-
-class LimitsSpec(_Strict):
-    rpm: int | None = Field(None, gt=0)
-    input_tpm: int | None = Field(None, gt=0)
-    output_tpm: int | None = Field(None, gt=0)
-    concurrency: int | None = Field(None, gt=0)
-
-
-class TimeoutsSpec(_Strict):
-    connect: float = Field(5.0, gt=0)
-    first_event: float = Field(30.0, gt=0)
-    idle: float = Field(30.0, gt=0)
-    total: float = Field(60.0, gt=0)
-    min_useful: float = Field(0.05, ge=0)
-
-
-class TargetSpec(_Strict):
-    dialect: Dialect
-    base_url: str
-    model: str = Field(min_length=1)
-    api_key_env: str | None = None
-    api_key_file: str | None = None
-    region: str | None = None
-    retention: list[str] = []
-    safety_profiles: list[str] = []
-    languages: list[str] = []
-    capabilities: list[Capability] = [Capability.CHAT]
-    context_window: int = Field(128_000, gt=0)
-    max_output_tokens: int = Field(4_096, gt=0)
-    price: PriceSpec = PriceSpec()
-    limits: LimitsSpec = LimitsSpec()
-    timeouts: TimeoutsSpec = TimeoutsSpec()
-    max_attempts: int = Field(2, ge=1, le=10)
-    output_tps: float = Field(50.0, gt=0)
-    equivalence_key: str | None = None
-    tokenizer: str | None = None
-    headers: dict[str, str] = {}
-    query: dict[str, str] = {}
-    azure_deployment: bool = False
-
-    @field_validator("base_url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        if not v.startswith(("http://", "https://")):
-            raise ValueError("must start with http:// or https://")
-        return v.rstrip("/")
-
-
-class ContractSpec(_Strict):
-    capabilities: list[Capability] = [Capability.CHAT]
-    min_context: int = Field(0, ge=0)
-    regions: list[str] = []
-    retention: list[str] = []
-    safety_profile: str | None = None
-    languages: list[str] = []
-    schema_id: str | None = None
-    schema_version: str | None = None
-    max_output_chars: int | None = Field(None, gt=0)
-    min_output_chars: int | None = Field(None, ge=0)
-    output_languages: list[str] = []
-    forbidden_patterns: list[str] = []
-    no_tool_calls: bool = False
-    required_fields: list[str] = []
-
-
-class RouteSpec(_Strict):
-    contract: ContractSpec = ContractSpec()
-    primary: list[str] = Field(min_length=1)
-    fallbacks: list[str] = []
-    ranking: Literal["order", "health", "latency", "cost"] = "order"
-    hedge_after: float | None = Field(None, gt=0)
-    # fallbacks on probation: target name -> share of eligible failures that may use it
-    canary: dict[str, float] = {}
-    # seconds a replay must leave to the next eligible candidate; None: its expected latency
-    fallback_reserve: float | None = Field(None, ge=0)
-    replay_timeouts: bool | None = None  # None: only with an explicit fallback_reserve
-
-
-class BudgetSpec(_Strict):
-    ratio: float = Field(0.1, ge=0)
-    floor: int = Field(10, ge=0)
-    window: float = Field(10.0, gt=0)
-    scope: Literal["upstream", "global"] = "upstream"  # one budget per endpoint + model, or one for all
-
-
-class BackoffSpec(_Strict):
-    base: float = Field(0.5, ge=0)
-    cap: float = Field(30.0, ge=0)
-    max_retry_after: float = Field(60.0, ge=0)
-
-
-class KeyBreakerSpec(_Strict):
-    """``breakers.key_model:``: the BreakerConfig of the key + model breakers (429s, quotas)."""
-
-    window_kind: Literal["count", "time"] = "count"
-    window_size: int = Field(20, ge=1)
-    window_seconds: int = Field(60, ge=1)
-    min_calls: int = Field(10, ge=1)
-    failure_rate: float = Field(0.5, gt=0, le=1)
-    slow_call_rate: float = Field(1.0, gt=0, le=1)
-    slow_call_duration: float = Field(30.0, gt=0)
-    open_duration: float = Field(30.0, gt=0)
-    open_duration_growth: float = Field(2.0, ge=1)
-    max_open_duration: float = Field(300.0, gt=0)
-    half_open_probes: int = Field(2, ge=1)
-    probe_successes_to_close: int | None = Field(None, ge=1)
-
-
-class BreakerSpec(KeyBreakerSpec):
-    """``breakers:``: every target's breakers (docs/health.md has the meaning): the BreakerConfig
-    fields, the overload grace, and optionally a different ``key_model`` breaker."""
-
-    overload_grace: float = Field(10.0, ge=0)
-    overload_min_success: float = Field(0.05, gt=0, le=1)
-    key_model: KeyBreakerSpec | None = None  # None: the same settings as the target breakers
-
-
-class UpstreamSpec(_Strict):
-    """``upstream:``: the default transport's pool and the limits on what one answer may take."""
-
-    max_response_bytes: int = Field(DEFAULT_MAX_RESPONSE_BYTES, ge=1024)
-    max_decoded_ratio: int = Field(DEFAULT_MAX_DECODED_RATIO, ge=1)
-    keepalive_s: float = Field(15.0, gt=0)
-    max_connections: int = Field(200, ge=1)
+# Static headers that carry a credential: a target with one of them is not "without a key".
+_CREDENTIAL_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "x-goog-api-key"})
+_OFFLINE_REDIS = "redis://offline.invalid:6379/0"  # --offline: stands in for an unset state.url_env
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -205,19 +90,11 @@ class UpstreamSettings:
         )
 
 
-class ConfigSpec(_Strict):
-    targets: dict[str, TargetSpec] = Field(min_length=1)
-    routes: dict[str, RouteSpec] = Field(min_length=1)
-    retry_budget: BudgetSpec = BudgetSpec()
-    backoff: BackoffSpec = BackoffSpec()
-    state: StateSpec = StateSpec()  # where breakers, buckets and the retry budget live (failover.state)
-    breakers: BreakerSpec | None = None  # None: BreakerConfig() defaults
-    upstream: UpstreamSpec | None = None  # None: Http1Transport() defaults
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Config:
-    """A loaded configuration: routes (with their targets) and the shared policies."""
+    """A loaded configuration: routes (with their targets), the shared policies, and the
+    validated sections the library does not use itself (``gateway``, ``ledger``: what
+    ``failover serve`` builds its settings from)."""
 
     routes: Mapping[str, Route]
     targets: Mapping[str, Target]
@@ -226,137 +103,233 @@ class Config:
     state: StateConfig = field(default_factory=StateConfig)  # memory unless the file has a `state:` section
     breakers: BreakerSettings | None = None  # the file's `breakers:` tuning (None: the defaults)
     upstream: UpstreamSettings | None = None  # the file's `upstream:` section (None: the defaults)
+    gateway: GatewaySpec | None = None  # the file's `gateway:` section, validated
+    ledger: LedgerSpec | None = None  # the file's `ledger:` section, validated
+    warnings: tuple[ConfigProblem, ...] = ()  # allowed, but probably not meant (logged at load)
 
 
-def _fix_for(err_type: str, loc: str) -> str:
-    return {
-        "extra_forbidden": "remove it, or check its spelling against docs/config.md",
-        "missing": "add it",
-        "enum": "use one of the values listed",
-        "literal_error": "use one of the values listed",
-        "too_short": "list at least one entry",
-    }.get(err_type, f"correct the value of {loc}")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigReport:
+    """Everything :func:`check_config` found in a file.
+
+    ``config`` is None when there is any error. ``offline``: credentials and URLs named by
+    ``*_env`` / ``api_key_file`` were not read (``needs`` lists them); such a Config holds no
+    keys and must not be used to send requests. ``needs`` names variables and files only,
+    never their contents.
+    """
+
+    source: str | None
+    problems: tuple[ConfigProblem, ...]
+    config: Config | None
+    offline: bool = False
+    needs: tuple[str, ...] = ()
+
+    @property
+    def errors(self) -> tuple[ConfigProblem, ...]:
+        return tuple(p for p in self.problems if p.severity == "error")
+
+    @property
+    def warnings(self) -> tuple[ConfigProblem, ...]:
+        return tuple(p for p in self.problems if p.severity == "warning")
+
+    def loaded(self) -> Config:
+        """The Config, with its warnings logged; a ConfigError listing every error otherwise."""
+        if self.config is None:
+            raise ConfigError.of(self.errors)
+        for w in self.warnings:
+            log.warning("%s", w)
+        return self.config
 
 
-def _dotted(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
+@dataclass(slots=True)
+class _Broken:
+    """Entries left out because they did not validate: references to them are not reported again."""
+
+    targets: set[str] = field(default_factory=set)
+    routes: set[str] = field(default_factory=set)
+    paths: list[tuple[Any, ...]] = field(default_factory=list)  # what was taken out
 
 
-def _secret(field: str, spec: TargetSpec, env: Mapping[str, str]) -> tuple[Secret | None, str | None]:
-    if spec.api_key_env and spec.api_key_file:
-        raise ConfigError(field, "both api_key_env and api_key_file are set", "keep one of them")
-    if spec.api_key_env:
-        value = env.get(spec.api_key_env)
-        if not value:
-            raise ConfigError(
-                f"{field}.api_key_env",
-                f"environment variable {spec.api_key_env} is not set",
-                f"export {spec.api_key_env}=... before starting, or use api_key_file",
-            )
-        return Secret(value.strip()), f"env:{spec.api_key_env}"
-    if spec.api_key_file:
-        path = Path(spec.api_key_file)
-        try:
-            value = path.read_text().strip()
-        except OSError as exc:
-            raise ConfigError(
-                f"{field}.api_key_file", f"cannot read {path}: {exc.strerror}", "point it at a readable file"
-            ) from None
-        if not value:
-            raise ConfigError(f"{field}.api_key_file", f"{path} is empty", "put the key in the file")
-        return Secret(value), f"file:{path}"
-    return None, None
+def _prune_depth(loc: tuple[Any, ...], fine: bool) -> int:
+    """How much of an error's path to drop. A target or route goes whole (other entries refer
+    to it, and its defaults would make up checks of their own). Elsewhere ``fine`` drops just
+    the offending key (its default then applies), else the entry or key of the section."""
+    if loc[0] in ("targets", "routes"):
+        return 2
+    if fine:
+        keys = [i for i, part in enumerate(loc) if isinstance(part, str)]
+        return keys[-1] + 1
+    if loc[:2] == ("gateway", "tenants"):
+        return min(len(loc), 3)
+    return min(len(loc), 2)
 
 
-def _target(name: str, spec: TargetSpec, env: Mapping[str, str]) -> Target:
-    key, credential = _secret(f"targets.{name}", spec, env)
-    return Target(
-        name=name,
-        dialect=spec.dialect,
-        model=spec.model,
-        base_url=spec.base_url,
-        api_key=key,
-        credential=credential,
-        region=spec.region,
-        retention=frozenset(spec.retention),
-        safety_profiles=frozenset(spec.safety_profiles),
-        languages=frozenset(spec.languages),
-        capabilities=frozenset(spec.capabilities),
-        context_window=spec.context_window,
-        max_output_tokens=spec.max_output_tokens,
-        price=Price(**spec.price.model_dump()),
-        limits=Limits(**spec.limits.model_dump()),
-        timeouts=Timeouts(**spec.timeouts.model_dump()),
-        max_attempts=spec.max_attempts,
-        output_tps=spec.output_tps,
-        equivalence_key=spec.equivalence_key,
-        tokenizer=spec.tokenizer,
-        headers=tuple(spec.headers.items()),
-        query=tuple(spec.query.items()),
-        azure_deployment=spec.azure_deployment,
-    )
+def _prune(data: Mapping[str, Any], errors: list[Any], fine: bool) -> tuple[dict[str, Any] | None, _Broken]:
+    """``data`` without what the errors are in (see ``_prune_depth``), so the checks across
+    entries can still run on the rest. None: nothing sensible remains."""
+    out: dict[str, Any] = dict(data)
+    broken = _Broken()
+    for e in errors:
+        loc = tuple(e["loc"])
+        if not loc:
+            return None, broken
+        path = loc[: _prune_depth(loc, fine)]
+        broken.paths.append(path)
+        if loc[0] in ("targets", "routes") and len(path) == 2:
+            (broken.targets if loc[0] == "targets" else broken.routes).add(str(path[1]))
+        node: dict[Any, Any] = out
+        for part in path[:-1]:  # copy each mapping on the way: the caller's data is not changed
+            child = node.get(part)
+            if not isinstance(child, Mapping):
+                break
+            node[part] = node = dict(child)
+        else:
+            node.pop(path[-1], None)
+            continue
+        out.pop(loc[0], None)  # not a mapping on the way: the whole section goes
+    return out, broken
 
 
-def config_from_dict(data: Any, *, env: Mapping[str, str] | None = None) -> Config:
-    """Build a Config from already-parsed data (a dict as YAML would give)."""
-    env = os.environ if env is None else env
-    if not isinstance(data, Mapping):
-        raise ConfigError("(top level)", "the configuration is not a mapping", "start with `targets:` and `routes:`")
+class _RestSpec(ConfigSpec):
+    """What is left of a file once its broken entries are taken out: possibly no target or
+    route at all (their absence is already reported)."""
+
+    targets: dict[str, TargetSpec] = Field(default_factory=dict)
+    routes: dict[str, RouteSpec] = Field(default_factory=dict)
+
+
+def _loopback(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").strip("[]")
+    if host == "localhost":
+        return True
     try:
-        spec = ConfigSpec.model_validate(data)
-    except ValidationError as exc:
-        errs = exc.errors()
-        first = errs[0]
-        loc = _dotted(tuple(first["loc"]))
-        msg = first["msg"]
-        more = (
-            f" (and {len(errs) - 1} more: "
-            + "; ".join(f"{_dotted(tuple(e['loc']))}: {e['msg']}" for e in errs[1:6])
-            + ")"
-            if len(errs) > 1
-            else ""
-        )
-        raise ConfigError(loc or "(top level)", msg + more, _fix_for(first["type"], loc)) from None
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
-    targets = {name: _target(name, t, env) for name, t in spec.targets.items()}
-    known = ", ".join(sorted(targets))
-    routes: dict[str, Route] = {}
-    for rname, r in spec.routes.items():
-        seen: set[str] = set()
+
+class _Check:
+    """One pass over a validated file: builds what it can, records every problem on the way."""
+
+    def __init__(self, doc: Document, env: Mapping[str, str], offline: bool) -> None:
+        self.doc = doc
+        self.env = env
+        self.offline = offline
+        self.out = Problems(doc)
+        self.needs: list[str] = []
+
+    def need(self, what: str) -> None:
+        if what not in self.needs:
+            self.needs.append(what)
+
+    # --- targets -------------------------------------------------------------------------
+
+    def secret(self, name: str, spec: TargetSpec) -> tuple[Secret | None, str | None]:
+        where = ("targets", name)
+        if spec.api_key_env and spec.api_key_file:
+            self.out.error(where, "both api_key_env and api_key_file are set", "keep one of them")
+            return None, None
+        if spec.api_key_env:
+            var = spec.api_key_env
+            self.need(f"env:{var}")
+            value = self.env.get(var, "").strip()
+            if not value and not self.offline:
+                self.out.error(
+                    (*where, "api_key_env"),
+                    f"environment variable {var} is not set",
+                    f"export {var}=... before starting, or use api_key_file"
+                    " (check-config --offline checks the file without credentials)",
+                )
+            return (Secret(value) if value else None), f"env:{var}"
+        if spec.api_key_file:
+            path = Path(spec.api_key_file)
+            self.need(f"file:{path}")
+            if self.offline:
+                return None, f"file:{path}"
+            try:
+                text = path.read_text().strip()
+            except OSError as exc:
+                self.out.error(
+                    (*where, "api_key_file"), f"cannot read {path}: {exc.strerror}", "point it at a readable file"
+                )
+                return None, f"file:{path}"
+            if not text:
+                self.out.error((*where, "api_key_file"), f"{path} is empty", "put the key in the file")
+                return None, f"file:{path}"
+            return Secret(text), f"file:{path}"
+        return None, None
+
+    def target(self, name: str, spec: TargetSpec) -> Target:
+        key, credential = self.secret(name, spec)
+        return Target(
+            name=name,
+            dialect=spec.dialect,
+            model=spec.model,
+            base_url=spec.base_url,
+            api_key=key,
+            credential=credential,
+            region=spec.region,
+            retention=frozenset(spec.retention),
+            safety_profiles=frozenset(spec.safety_profiles),
+            languages=frozenset(spec.languages),
+            capabilities=frozenset(spec.capabilities),
+            context_window=spec.context_window,
+            max_output_tokens=spec.max_output_tokens,
+            price=Price(**spec.price.model_dump()),
+            limits=Limits(**spec.limits.model_dump()),
+            timeouts=Timeouts(**spec.timeouts.model_dump()),
+            max_attempts=spec.max_attempts,
+            output_tps=spec.output_tps,
+            equivalence_key=spec.equivalence_key,
+            tokenizer=spec.tokenizer,
+            headers=tuple(spec.headers.items()),
+            query=tuple(spec.query.items()),
+            azure_deployment=spec.azure_deployment,
+        )
+
+    # --- routes --------------------------------------------------------------------------
+
+    def route(self, rname: str, r: RouteSpec, targets: Mapping[str, Target], broken: _Broken) -> Route | None:
+        """The Route, or None when it has an error (each recorded) or names a broken target."""
+        before = len(self.out.errors)
+        known = ", ".join(sorted({*targets, *broken.targets}))
         resolved: dict[str, list[Target]] = {"primary": [], "fallbacks": []}
+        complete = True
+        seen: set[str] = set()
         for group in ("primary", "fallbacks"):
             for i, tname in enumerate(getattr(r, group)):
-                field = f"routes.{rname}.{group}[{i}]"
-                if tname not in targets:
-                    raise ConfigError(field, f"unknown target {tname!r}", f"define it under targets (known: {known})")
+                where: Loc = ("routes", rname, group, i)
                 if tname in seen:
-                    raise ConfigError(field, f"target {tname!r} is listed twice", "list each target once per route")
+                    self.out.error(where, f"target {tname!r} is listed twice", "list each target once per route")
+                    continue
                 seen.add(tname)
-                resolved[group].append(targets[tname])
+                if tname in targets:
+                    resolved[group].append(targets[tname])
+                elif tname in broken.targets:
+                    complete = False  # its own errors are reported where it is defined
+                else:
+                    self.out.error(where, f"unknown target {tname!r}", f"define it under targets (known: {known})")
         keys = {t.key for t in resolved["primary"]}
         if len(keys) > 1:
-            raise ConfigError(
-                f"routes.{rname}.primary",
+            self.out.error(
+                ("routes", rname, "primary"),
                 "primary targets must be equivalent (same equivalence_key), got " + ", ".join(sorted(keys)),
                 "give them one equivalence_key, or move the other models to fallbacks",
             )
-        fallback_names = [t.name for t in resolved["fallbacks"]]
+        fallback_names = [str(t) for t in r.fallbacks]
         for tname, share in r.canary.items():
-            field = f"routes.{rname}.canary.{tname}"
+            at: Loc = ("routes", rname, "canary", tname)
             if tname not in fallback_names:
-                where = "a primary target" if tname in seen else "not a target of this route"
-                raise ConfigError(
-                    field,
-                    f"{tname!r} is {where}; only fallbacks can be on canary",
+                what = "a primary target" if tname in r.primary else "not a target of this route"
+                self.out.error(
+                    at,
+                    f"{tname!r} is {what}; only fallbacks can be on canary",
                     f"list it under routes.{rname}.fallbacks first"
                     + (f" (fallbacks: {', '.join(fallback_names)})" if fallback_names else ""),
                 )
             if not 0.0 < share <= 1.0:  # also rejects NaN
-                raise ConfigError(
-                    field,
+                self.out.error(
+                    at,
                     f"share {share!r} is outside (0, 1]",
                     "give the share of eligible failures that may use it, e.g. 0.1 for 10% (1: fully enabled)",
                 )
@@ -380,8 +353,10 @@ def config_from_dict(data: Any, *, env: Mapping[str, str] | None = None) -> Conf
         try:
             check_contract(contract)
         except ValueError as exc:
-            raise ConfigError(f"routes.{rname}.contract", str(exc), "correct the value it names") from None
-        routes[rname] = Route(
+            self.out.error(("routes", rname, "contract"), str(exc), "correct the value it names")
+        if not complete or len(self.out.errors) > before:
+            return None
+        return Route(
             name=rname,
             contract=contract,
             primary=tuple(resolved["primary"]),
@@ -392,56 +367,213 @@ def config_from_dict(data: Any, *, env: Mapping[str, str] | None = None) -> Conf
             fallback_reserve=r.fallback_reserve,
             replay_timeouts=r.replay_timeouts,
         )
-    breakers: BreakerSettings | None = None
-    if spec.breakers is not None:
-        b = spec.breakers
+
+    # --- shared policies -----------------------------------------------------------------
+
+    def breakers(self, b: BreakerSpec | None) -> BreakerSettings | None:
+        if b is None:
+            return None
         fields = b.model_dump(exclude={"overload_grace", "overload_min_success", "key_model"})
+        config = key_config = None
         try:
             config = BreakerConfig(**fields)
         except ValueError as exc:
-            raise ConfigError("breakers", str(exc), "correct the values it names (docs/health.md)") from None
-        key_config = None
+            self.out.error(("breakers",), str(exc), "correct the values it names (docs/health.md)")
         if b.key_model is not None:
             try:
                 key_config = BreakerConfig(**b.key_model.model_dump())
             except ValueError as exc:
-                raise ConfigError(
-                    "breakers.key_model", str(exc), "correct the values it names (docs/health.md)"
-                ) from None
-        breakers = BreakerSettings(
+                self.out.error(("breakers", "key_model"), str(exc), "correct the values it names (docs/health.md)")
+        if config is None:
+            return None
+        return BreakerSettings(
             config=config,
             key_config=key_config,
             overload_grace=b.overload_grace,
             overload_min_success=b.overload_min_success,
         )
-    return Config(
-        routes=routes,
-        targets=targets,
-        breakers=breakers,
-        retry_budget=RetryBudget(**spec.retry_budget.model_dump()),
-        backoff=Backoff(**spec.backoff.model_dump()),
-        state=state_config(spec.state, env),
-        upstream=None if spec.upstream is None else UpstreamSettings(**spec.upstream.model_dump()),
+
+    def state(self, spec: StateSpec) -> StateConfig:
+        env = self.env
+        if spec.url_env:
+            self.need(f"env:{spec.url_env}")
+            if self.offline and not env.get(spec.url_env):
+                env = {**env, spec.url_env: _OFFLINE_REDIS}
+        try:
+            return state_config(spec, env)
+        except ConfigError as exc:
+            self.out.config_error(exc)
+            return StateConfig()
+
+    # --- warnings: allowed, but probably not meant ---------------------------------------
+
+    def never_eligible(self, routes: Mapping[str, Route]) -> None:
+        for rname, route in routes.items():
+            need = frozenset(route.contract.capabilities)
+            for group, members in (("primary", route.primary), ("fallbacks", route.fallbacks)):
+                for i, t in enumerate(members):
+                    why = contract_violation(t, route, need, 0, None)
+                    if why is not None:
+                        self.out.warning(
+                            ("routes", rname, group, i),
+                            f"{t.name!r} can never be eligible for this route's contract ({why}), "
+                            "so it is never called",
+                            "remove it from the route, or correct the target if it does meet the contract",
+                        )
+
+    def unpriced(self, spec: ConfigSpec) -> None:
+        g = spec.gateway
+        if g is None:
+            return
+        routes = spec.routes  # as written: a route with an error elsewhere still names its targets
+        bounds: dict[str, list[str]] = {r: [] for r in routes}
+        for r in routes:
+            if g.envelope.max_cost is not None:
+                bounds[r].append("gateway.envelope.max_cost")
+            for tname, tenant in g.tenants.items():
+                if tenant.budget_usd is not None and ("*" in tenant.routes or r in tenant.routes):
+                    bounds[r].append(f"gateway.tenants.{tname}.budget_usd")
+        for name, t in spec.targets.items():
+            if "price" in t.model_fields_set:
+                continue
+            on = [r for r, route in routes.items() if bounds[r] and name in (*route.primary, *route.fallbacks)]
+            if not on:
+                continue
+            limits = sorted({b for r in on for b in bounds[r]})
+            self.out.warning(
+                ("targets", name, "price"),
+                f"no price, so {' and '.join(limits)} cannot limit what it spends on route "
+                f"{', '.join(on)}: its attempts count as free",
+                "set price: {input_per_mtok: ..., output_per_mtok: ...} in USD per million tokens "
+                "(0 and 0 if it really is free)",
+            )
+
+    def keyless(self, spec: ConfigSpec) -> None:
+        for name, t in spec.targets.items():
+            if {"api_key_env", "api_key_file"} & t.model_fields_set:  # given, or `null` on purpose
+                continue
+            if _loopback(t.base_url) or _CREDENTIAL_HEADERS & {h.lower() for h in t.headers}:
+                continue
+            self.out.warning(
+                ("targets", name),
+                "no credential: its requests carry no API key",
+                "name where its key comes from with api_key_env (or api_key_file); "
+                "for a server that needs no key, write api_key_env: null",
+            )
+
+    # --- the file ------------------------------------------------------------------------
+
+    def run(self) -> Config | None:
+        data = self.doc.data
+        if data is None:
+            self.out.error((), "the file is empty", "start with targets: and routes: (docs/config.md)")
+            return None
+        if not isinstance(data, Mapping):
+            self.out.error((), "the configuration is not a mapping", "start with `targets:` and `routes:`")
+            return None
+        broken = _Broken()
+        spec: ConfigSpec | None = None
+        try:
+            spec = ConfigSpec.model_validate(data)
+        except ValidationError as exc:
+            self.out.validation(exc, ConfigSpec)
+            for fine in (True, False):  # the checks across entries still run on the rest
+                pruned, broken = _prune(data, exc.errors(), fine)
+                if pruned is None:
+                    return None
+                try:
+                    spec = _RestSpec.model_validate(pruned)
+                    break
+                except ValidationError:
+                    continue
+            if spec is None:  # what remains cannot be checked across entries
+                return None
+            # a check of what contains a removed key may fail only because it was removed
+            # ("the tenant has no key" once its bad key_sha256 is out): not reported
+            self.out.shadowed = [tuple(p) for p in broken.paths]
+        targets = {name: self.target(name, t) for name, t in spec.targets.items()}
+        routes: dict[str, Route] = {}
+        for rname, r in spec.routes.items():
+            route = self.route(rname, r, targets, broken)
+            if route is not None:
+                routes[rname] = route
+        breakers = self.breakers(spec.breakers)
+        state = self.state(spec.state)
+        if spec.gateway is not None:
+            for keys in (spec.gateway.admin, *spec.gateway.tenants.values()):
+                if keys.key_env:
+                    self.need(f"env:{keys.key_env}")
+            check_gateway(spec.gateway, {*spec.routes, *broken.routes}, self.env, self.offline, self.out)
+        if spec.ledger is not None:
+            if spec.ledger.url_env:
+                self.need(f"env:{spec.ledger.url_env}")
+            check_ledger(spec.ledger, self.env, self.offline, self.out)
+        self.never_eligible(routes)
+        self.unpriced(spec)
+        self.keyless(spec)
+        if self.out.errors:
+            return None
+        return Config(
+            routes=routes,
+            targets=targets,
+            breakers=breakers,
+            retry_budget=RetryBudget(**spec.retry_budget.model_dump()),
+            backoff=Backoff(**spec.backoff.model_dump()),
+            state=state,
+            upstream=None if spec.upstream is None else UpstreamSettings(**spec.upstream.model_dump()),
+            gateway=spec.gateway,
+            ledger=spec.ledger,
+            warnings=tuple(self.out.warnings),
+        )
+
+
+def check_config(
+    source: str | os.PathLike[str] | Document | Any,
+    *,
+    env: Mapping[str, str] | None = None,
+    offline: bool = False,
+) -> ConfigReport:
+    """Check a whole config file (a path, or already-parsed data) and report every problem.
+
+    Never raises for a problem in the file: an unreadable file and bad YAML are reported too.
+    ``offline``: do not read credentials or the URLs named by ``*_env`` (a CI job, or a
+    machine without the secrets, checks the structure); ``needs`` then lists what must be
+    set where the file is used.
+    """
+    env = os.environ if env is None else env
+    if isinstance(source, str | os.PathLike):
+        try:
+            doc = read_document(source)
+        except ConfigError as exc:
+            return ConfigReport(source=str(source), problems=exc.problems, config=None, offline=offline)
+    elif isinstance(source, Document):
+        doc = source
+    else:
+        doc = Document(data=source)
+    check = _Check(doc, env, offline)
+    config = check.run()
+    ordered = sorted(check.out.items, key=lambda p: (p.severity != "error", p.line or 0, p.column or 0))
+    return ConfigReport(
+        source=doc.source,
+        problems=tuple(ordered),
+        config=config,
+        offline=offline,
+        needs=tuple(check.needs),
     )
 
 
+def config_from_dict(data: Any, *, env: Mapping[str, str] | None = None) -> Config:
+    """Build a Config from already-parsed data (a dict as YAML would give); a ConfigError lists
+    every problem."""
+    return check_config(Document(data=data), env=env).loaded()
+
+
 def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Config:
-    """Load a YAML configuration file; any problem raises ConfigError naming the field."""
-    return config_from_dict(read_yaml(path), env=env)
+    """Load a YAML configuration file. Every problem is raised in one ConfigError (each with
+    its field, line and column); warnings are logged on ``failover.config``."""
+    return check_config(path, env=env).loaded()
 
 
 def read_yaml(path: str | os.PathLike[str]) -> Any:
     """The parsed YAML of ``path``; an unreadable file or bad syntax is a ConfigError naming the line."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise ConfigError(str(p), f"cannot read the file: {exc.strerror}", "check the path") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(p)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(where, f"not valid YAML ({problem})", "fix the syntax at that line") from None
-    return data
+    return read_document(path).data

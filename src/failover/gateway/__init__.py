@@ -6,6 +6,7 @@
 serves the embedded default (fake providers, in-memory state). See docs/gateway.md.
 """
 
+from . import _stack  # noqa: F401  # first: without the gateway extra, an ImportError that says so
 from ._app import create_app, record_headers
 from ._default import embedded_router
 from ._errors import ApiError

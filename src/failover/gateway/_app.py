@@ -55,6 +55,7 @@ from ..model import Response as Answer
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
 from ..model._text import LONE_SURROGATE, LONE_SURROGATE_FIX, lone_surrogate, may_hold_surrogates
+from ..policy import BreakerSnapshot
 from ..router import Router, RouteStream
 from ._envelope import RecentKeys, envelope_from
 from ._errors import ApiError, Scrubber, from_wire, unavailable_error
@@ -591,13 +592,13 @@ class Gateway:
             fields["code"] = code
         if note:
             fields["note"] = note
-        args = (
+        args = (  # the text line shows "-" where the JSON line has null (a 404's unknown model: no route)
             "stream" if stream else "chat",
-            fields["route"],
+            fields["route"] or "-",
             tenant_name or "-",
             status,
-            request_id,
-            fields["target"],
+            request_id or "-",
+            fields["target"] or "-",
             fields["attempts"],
             elapsed,
             f" {note}" if note else "",
@@ -1228,7 +1229,7 @@ def _reload_on_sighup(gw: Gateway, reload: Reloader) -> None:
             log.error("reload failed, still serving the previous configuration: %s", gw.scrub(str(exc)))
             return
         gw.swap(router, settings)
-        log.warning("configuration reloaded: %d route(s), %d tenant(s)", len(router.routes), len(settings.tenants))
+        log.info("configuration reloaded: %d route(s), %d tenant(s)", len(router.routes), len(settings.tenants))
 
     def handle() -> None:
         gw._reload_task = loop.create_task(run())
@@ -1261,6 +1262,21 @@ def _drain_on_signals(gw: Gateway) -> None:
 
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
             loop.add_signal_handler(sig, handle)
+
+
+def _breaker_entry(snap: BreakerSnapshot, now: float) -> dict[str, Any]:
+    """A breaker for /admin/health: ``retry_at`` as a UTC wall-clock time (the snapshot's is
+    the event loop's clock, which means nothing outside the process), ``retry_in_s`` as seconds
+    from now."""
+    entry = dataclasses.asdict(snap)
+    if snap.retry_at is None:
+        entry["retry_in_s"] = None
+        return entry
+    left = max(0.0, snap.retry_at - now)
+    entry["retry_in_s"] = round(left, 3)
+    when = datetime.fromtimestamp(time.time() + left, UTC)
+    entry["retry_at"] = when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return entry
 
 
 def _lab_app() -> ASGIApp:
@@ -1335,7 +1351,7 @@ def create_app(
     async def admin_health(request: HttpRequest) -> Response:
         gw.authenticate_admin(request.scope, request.headers)
         now = asyncio.get_running_loop().time()
-        breakers = [dataclasses.asdict(b) for b in gw.router.breakers.snapshots(now)]
+        breakers = [_breaker_entry(b, now) for b in gw.router.breakers.snapshots(now)]
         limiters: dict[str, Any] = {}
         if gw.router.limiters is not None:
             # with a `state:` store, the fleet's buckets (each snapshot's `view` says whose)

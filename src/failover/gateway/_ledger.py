@@ -21,40 +21,32 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError
 
+from ..config._gateway import LedgerSpec, check_ledger
+from ..config._problems import Problems
 from ..ledger import Ledger, LedgerStore, MemoryStore, SQLiteStore
 from ..model import ConfigError
-from ._spec import validate_section
-
-
-class LedgerSpec(BaseModel):
-    """The parsed ``ledger:`` section (see the module docstring)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    backend: Literal["memory", "sqlite", "redis", "postgres"] = "sqlite"
-    url: str | None = None
-    url_env: str | None = None
-    path: str = "failover-ledger.db"
-    prefix: str = Field("failover:ledger", min_length=1)
-    table: str = Field("failover_ledger", min_length=1)
-    timeout_ms: int = Field(500, gt=0)
 
 
 def ledger_spec_from(data: Any) -> LedgerSpec | None:
-    """The ``ledger:`` mapping parsed, or None when the file has none."""
+    """The ``ledger:`` mapping parsed (its structure: the URL variable is read when the
+    ledger is opened), or None when the file has none; a ConfigError lists every problem."""
     if data is None:
         return None
     if not isinstance(data, Mapping):
         raise ConfigError("ledger", "the ledger section is not a mapping", "give it keys such as backend: and url:")
-    spec = validate_section(LedgerSpec, data, "ledger", "docs/deploy.md")
-    if spec.backend in ("redis", "postgres") and spec.url is None and spec.url_env is None:
-        raise ConfigError("ledger.url", f"the {spec.backend} ledger needs a URL", "set ledger.url or ledger.url_env")
-    if spec.url is not None and spec.url_env is not None:
-        raise ConfigError("ledger", "both url and url_env are set", "keep one of them")
+    out = Problems()
+    try:
+        spec = LedgerSpec.model_validate(data)
+    except ValidationError as exc:
+        out.validation(exc, LedgerSpec, ("ledger",))
+        raise ConfigError.of(out.errors) from None
+    check_ledger(spec, {}, True, out)
+    if out.errors:
+        raise ConfigError.of(out.errors)
     return spec
 
 

@@ -13,6 +13,7 @@ from importlib.util import find_spec
 
 from starlette.applications import Starlette
 
+from ..config import Config
 from ..model import ConfigError
 from ..router import Router
 from ..telemetry import Hook, Hooks
@@ -46,8 +47,12 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-def build_app(config: str | None) -> Starlette:
-    """The app for a config file, or the embedded default when ``config`` is None."""
+Loaded = tuple[Config, GatewaySettings]
+
+
+def build_app(config: str | None, *, loaded: Loaded | None = None) -> Starlette:
+    """The app for a config file, or the embedded default when ``config`` is None.
+    ``loaded``: the file as :func:`check` already read it (its warnings are logged once)."""
     router: Router
     reload = None
     if config is None:
@@ -58,12 +63,14 @@ def build_app(config: str | None) -> Starlette:
     else:
         path = config
 
-        def reload() -> tuple[Router, GatewaySettings]:
-            cfg, settings = load_gateway_config(path)
+        def build(cfg: Config, settings: GatewaySettings) -> tuple[Router, GatewaySettings]:
             ledger = open_ledger(settings.ledger)  # the store the agents write to (ledger: section)
             return Router.from_config(cfg, hooks=telemetry_hooks(), ledger=ledger), settings
 
-        router, settings = reload()
+        def reload() -> tuple[Router, GatewaySettings]:
+            return build(*load_gateway_config(path))
+
+        router, settings = build(*loaded) if loaded is not None else reload()
     configure_logging(settings.log_format)
     return create_app(router, settings, close_router=True, drain_on_signals=True, reload=reload)
 
@@ -91,8 +98,9 @@ def telemetry_hooks() -> list[Hook]:
 def app_factory() -> Starlette:
     """uvicorn's ``--factory`` entry point for worker processes (config path from the environment)."""
     config = os.environ.get(_CONFIG_ENV) or None
-    app = build_app(config)
-    http_protocol(GatewaySettings() if config is None else load_gateway_config(config)[1])  # this worker's deadline
+    loaded = None if config is None else load_gateway_config(config)
+    app = build_app(config, loaded=loaded)
+    http_protocol(GatewaySettings() if loaded is None else loaded[1])  # this worker's deadline
     tune_gc()
     return app
 
@@ -148,11 +156,14 @@ def fix_mmap_threshold() -> None:
     mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
 
 
-def check(opts: ServeOptions) -> None:
-    """Refuse what must not run: an open gateway (no tenants) on a non-loopback address."""
+def check(opts: ServeOptions) -> Loaded | None:
+    """Refuse what must not run: a config file with errors, an open gateway (no tenants) on a
+    non-loopback address. The file as loaded (None: the embedded default)."""
     settings = GatewaySettings()
+    loaded = None
     if opts.config is not None:
-        _, settings = load_gateway_config(opts.config)  # also validates the file before forking workers
+        loaded = load_gateway_config(opts.config)  # also validates the file before forking workers
+        settings = loaded[1]
     if settings.open and not is_loopback_host(opts.host):
         raise ConfigError(
             "--host",
@@ -161,18 +172,17 @@ def check(opts: ServeOptions) -> None:
         )
     if opts.workers < 1:
         raise ConfigError("--workers", "must be at least 1", "give a positive number of worker processes")
+    return loaded
 
 
 def serve(opts: ServeOptions) -> None:
     import uvicorn
 
-    check(opts)
-    settings = GatewaySettings() if opts.config is None else load_gateway_config(opts.config)[1]
+    loaded = check(opts)  # the file is read once here; workers read it again, each for itself
+    settings = GatewaySettings() if loaded is None else loaded[1]
     drain = settings.drain_seconds
     loop = "uvloop" if find_spec("uvloop") is not None else "asyncio"
     http = http_protocol(settings)
-    if opts.config is None:
-        log.warning("gateway is OPEN on %s:%d (embedded default, loopback only)", opts.host, opts.port)
     common = {
         "host": opts.host,
         "port": opts.port,
@@ -194,6 +204,6 @@ def serve(opts: ServeOptions) -> None:
             os.environ.pop(_CONFIG_ENV, None)
         uvicorn.run("failover.gateway._serve:app_factory", factory=True, workers=opts.workers, **common)  # type: ignore[arg-type]
     else:
-        app = build_app(opts.config)
+        app = build_app(opts.config, loaded=loaded)  # create_app says once if the gateway is OPEN
         tune_gc()
         uvicorn.run(app, **common)  # type: ignore[arg-type]

@@ -1,7 +1,8 @@
 """Gateway settings: tenants and their hashed keys, the admin key, limits, CORS, envelope defaults.
 
-They live in the same YAML file as the routes, under a ``gateway:`` section that this module
-parses with its own pydantic model (the routes loader never sees it)::
+They live in the same YAML file as the routes, under a ``gateway:`` section. Its model
+(``failover.config``) is validated with the rest of the file by every entry point; this
+module turns it into the gateway's settings::
 
     gateway:
       admin:
@@ -30,130 +31,37 @@ import dataclasses
 import hashlib
 import hmac
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ValidationError
 
-from ..config import Config, config_from_dict, read_yaml
+from ..config import Config, load_config
+from ..config._gateway import (
+    REQUEST_HEADERS,
+    CorsSpec,
+    EnvelopeSpec,
+    GatewaySpec,
+    KeySpec,
+    LedgerSpec,
+    LimitsSpec,
+    LogFormat,
+    LoggingSpec,
+    MetricsSpec,
+    Period,
+    ShutdownSpec,
+    TenantSpec,
+    check_gateway,
+)
+from ..config._problems import Problems
 from ..model import ConfigError, SideEffectMode
 from ..validation import DEFAULT_LIMITS, SchemaLimits
-from ._ledger import LedgerSpec, ledger_spec_from
-from ._spec import validate_section
-
-REQUEST_HEADERS = (
-    "x-failover-deadline-ms",
-    "x-failover-max-attempts",
-    "x-failover-max-cost",
-    "x-failover-allow-fallback",
-    "x-failover-side-effects",
-    "x-failover-request-id",
-    "x-failover-task-id",
-)
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def hash_key(key: str) -> bytes:
     """The SHA-256 digest of an API key: what the gateway stores and compares."""
     return hashlib.sha256(key.encode("utf-8")).digest()
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _hex_list(values: list[str]) -> list[str]:
-    out = []
-    for v in values:
-        h = v.strip().lower()
-        if not _HEX64.fullmatch(h):
-            raise ValueError("each entry must be the 64-character hex SHA-256 of a key (sha256sum of the key)")
-        out.append(h)
-    return out
-
-
-class KeySpec(_Strict):
-    key_sha256: list[str] = []
-    key_env: str | None = None
-
-    @field_validator("key_sha256")
-    @classmethod
-    def _hex(cls, v: list[str]) -> list[str]:
-        return _hex_list(v)
-
-
-Period = Literal["minute", "hour", "day", "week", "month"]
-LogFormat = Literal["text", "json"]
-
-
-class TenantSpec(KeySpec):
-    routes: list[str] = ["*"]
-    rpm: int | None = Field(None, ge=1)
-    tpm: int | None = Field(None, ge=1)
-    budget_usd: float | None = Field(None, gt=0)
-    budget_period: Period = "day"
-
-
-class EnvelopeSpec(_Strict):
-    deadline_ms: int = Field(30_000, ge=1)
-    max_deadline_ms: int = Field(600_000, ge=1)
-    max_attempts: int = Field(6, ge=1, le=100)
-    max_attempts_limit: int = Field(20, ge=1, le=100)
-    max_cost: float | None = Field(None, gt=0)
-    max_added_latency_ms: int | None = Field(None, ge=0)
-    allow_failover: bool = True
-    allow_fallback: bool = True
-    side_effects: SideEffectMode = SideEffectMode.NONE
-
-
-class LimitsSpec(_Strict):
-    max_body_bytes: int = Field(10 * 1024 * 1024, ge=1024)
-    max_json_depth: int = Field(64, ge=4, le=1000)
-    body_timeout_s: float = Field(30.0, gt=0, le=3600)  # the whole body must arrive within this
-    header_timeout_s: float = Field(10.0, gt=0, le=3600)  # request line + headers (failover serve)
-    # failover serve's connections: the request head's size, idle keep-alive, a client that stops reading
-    max_head_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)  # request line + headers: else 431
-    max_headers: int = Field(100, ge=8, le=10_000)  # header lines in one request: else 431
-    keep_alive_s: float = Field(30.0, gt=0, le=3600)  # an idle kept-alive connection is closed after this
-    write_timeout_s: float = Field(30.0, gt=0, le=3600)  # a client that accepts no bytes this long is dropped
-    # client JSON Schemas (response_format, tool parameters): checked before anything is compiled
-    max_schema_bytes: int = Field(DEFAULT_LIMITS.max_bytes, ge=1024, le=64 * 1024 * 1024)
-    max_schema_depth: int = Field(DEFAULT_LIMITS.max_depth, ge=2, le=1000)
-    max_schema_nodes: int = Field(DEFAULT_LIMITS.max_nodes, ge=10, le=10_000_000)
-    max_schema_pattern_chars: int = Field(DEFAULT_LIMITS.max_pattern_chars, ge=1, le=100_000)
-    max_schema_patterns: int = Field(DEFAULT_LIMITS.max_patterns, ge=0, le=100_000)
-
-
-class CorsSpec(_Strict):
-    allow_origins: list[str] = []
-    allow_headers: list[str] = ["authorization", "content-type", *REQUEST_HEADERS]
-
-
-class MetricsSpec(_Strict):
-    enabled: bool = True
-    require_admin_key: bool = True
-
-
-class LoggingSpec(_Strict):
-    format: LogFormat = "text"
-
-
-class ShutdownSpec(_Strict):
-    drain_seconds: float = Field(25.0, ge=0, le=3600)
-
-
-class GatewaySpec(_Strict):
-    admin: KeySpec = KeySpec()
-    tenants: dict[str, TenantSpec] = {}
-    envelope: EnvelopeSpec = EnvelopeSpec()
-    limits: LimitsSpec = LimitsSpec()
-    cors: CorsSpec = CorsSpec()
-    metrics: MetricsSpec = MetricsSpec()
-    logging: LoggingSpec = LoggingSpec()
-    shutdown: ShutdownSpec = ShutdownSpec()
-    lab: bool = False  # serve the lab page at /lab (open, CPU-using: for trusted networks)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -256,36 +164,22 @@ def _hashes(field_name: str, spec: KeySpec, env: Mapping[str, str]) -> tuple[byt
     return tuple(out)
 
 
-def settings_from_dict(
-    data: Any, *, routes: Mapping[str, object] | None = None, env: Mapping[str, str] | None = None
-) -> GatewaySettings:
-    """Build GatewaySettings from the ``gateway:`` mapping (None: all defaults)."""
+def settings_from_spec(spec: GatewaySpec | None, *, env: Mapping[str, str] | None = None) -> GatewaySettings:
+    """GatewaySettings from a validated ``gateway:`` section (None: all defaults). Keys named
+    by ``key_env`` are read from ``env`` and hashed at once."""
     env = os.environ if env is None else env
-    if data is None:
-        data = {}
-    if not isinstance(data, Mapping):
-        raise ConfigError("gateway", "the gateway section is not a mapping", "give it keys such as tenants:, admin:")
-    spec = validate_section(GatewaySpec, data, "gateway", "docs/gateway.md")
+    spec = spec if spec is not None else GatewaySpec()
     tenants = []
     for name, t in spec.tenants.items():
         where = f"gateway.tenants.{name}"
         hashes = _hashes(where, t, env)
         if not hashes:
             raise ConfigError(where, "the tenant has no key", "list the sha256 of its key under key_sha256, or key_env")
-        allowed: frozenset[str] | None = None if "*" in t.routes else frozenset(t.routes)
-        if routes is not None and allowed is not None:
-            for i, r in enumerate(t.routes):
-                if r not in routes:
-                    raise ConfigError(
-                        f"{where}.routes[{i}]",
-                        f"unknown route {r!r}",
-                        f"use one of the configured routes ({', '.join(sorted(routes))}) or '*'",
-                    )
         tenants.append(
             Tenant(
                 name=name,
                 key_hashes=hashes,
-                routes=allowed,
+                routes=None if "*" in t.routes else frozenset(t.routes),
                 rpm=t.rpm,
                 tpm=t.tpm,
                 budget_usd=t.budget_usd,
@@ -293,14 +187,6 @@ def settings_from_dict(
             )
         )
     e = spec.envelope
-    if e.deadline_ms > e.max_deadline_ms:
-        raise ConfigError(
-            "gateway.envelope.deadline_ms", "exceeds max_deadline_ms", "lower it or raise max_deadline_ms"
-        )
-    if e.max_attempts > e.max_attempts_limit:
-        raise ConfigError(
-            "gateway.envelope.max_attempts", "exceeds max_attempts_limit", "lower it or raise max_attempts_limit"
-        )
     return GatewaySettings(
         tenants=tuple(tenants),
         admin_key_hashes=_hashes("gateway.admin", spec.admin, env),
@@ -330,15 +216,57 @@ def settings_from_dict(
     )
 
 
+def settings_from_dict(
+    data: Any, *, routes: Mapping[str, object] | None = None, env: Mapping[str, str] | None = None
+) -> GatewaySettings:
+    """Build GatewaySettings from the ``gateway:`` mapping alone (None: all defaults); a
+    ConfigError lists every problem. ``routes``: the configured routes tenants may name."""
+    env = os.environ if env is None else env
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError("gateway", "the gateway section is not a mapping", "give it keys such as tenants:, admin:")
+    out = Problems()
+    try:
+        spec = GatewaySpec.model_validate(data)
+    except ValidationError as exc:
+        out.validation(exc, GatewaySpec, ("gateway",))
+        raise ConfigError.of(out.errors) from None
+    check_gateway(spec, None if routes is None else set(routes), env, False, out)
+    if out.errors:
+        raise ConfigError.of(out.errors)
+    return settings_from_spec(spec, env=env)
+
+
 def load_gateway_config(
     path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None
 ) -> tuple[Config, GatewaySettings]:
-    """Load one YAML file: routes and targets (as ``load_config`` would) plus its ``gateway:`` section."""
-    data = read_yaml(path)
-    if not isinstance(data, Mapping):
-        raise ConfigError("(top level)", "the configuration is not a mapping", "start with `targets:` and `routes:`")
-    rest = {k: v for k, v in data.items() if k not in ("gateway", "ledger")}
-    config = config_from_dict(rest, env=env)
-    settings = settings_from_dict(data.get("gateway"), routes=config.routes, env=env)
-    ledger = ledger_spec_from(data.get("ledger"))
-    return config, (settings if ledger is None else dataclasses.replace(settings, ledger=ledger))
+    """Load one YAML file as ``failover serve`` does: the Config (every section checked, as
+    ``load_config`` does) and the settings built from its ``gateway:`` and ``ledger:`` sections."""
+    config = load_config(path, env=env)
+    settings = settings_from_spec(config.gateway, env=env)
+    return config, (settings if config.ledger is None else dataclasses.replace(settings, ledger=config.ledger))
+
+
+__all__ = [
+    "REQUEST_HEADERS",
+    "CorsSpec",
+    "EnvelopeDefaults",
+    "EnvelopeSpec",
+    "GatewaySettings",
+    "GatewaySpec",
+    "KeySpec",
+    "LedgerSpec",
+    "LogFormat",
+    "LimitsSpec",
+    "LoggingSpec",
+    "MetricsSpec",
+    "Period",
+    "ShutdownSpec",
+    "Tenant",
+    "TenantSpec",
+    "hash_key",
+    "load_gateway_config",
+    "settings_from_dict",
+    "settings_from_spec",
+]

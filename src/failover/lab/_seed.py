@@ -14,8 +14,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import looptime
-
 from ..model import (
     Capability,
     Dialect,
@@ -200,6 +198,13 @@ def _streams(opts: SeedOptions) -> bool:
 
 def run_virtual(opts: SeedOptions) -> SeedResult:
     """Run one combination on a fresh virtual-time loop: instant, and exact."""
+    from .._extras import missing
+
+    try:
+        import looptime  # the gateway extra: imported here, so `failover replay` runs on the core install
+    except ModuleNotFoundError as exc:
+        raise missing("the simulator (failover demo, the lab)", exc) from exc
+
     loop = looptime.new_event_loop(start=0.0)
     try:
         return loop.run_until_complete(run_seed(opts))

@@ -1,6 +1,6 @@
 """The vocabulary every module speaks: plain typed data, no I/O."""
 
-from ._errors import ConfigError, FailoverError, InvalidRequest, Unavailable, UnknownRoute
+from ._errors import ConfigError, ConfigProblem, FailoverError, InvalidRequest, Unavailable, UnknownRoute
 from ._failure import (
     DISPOSITIONS,
     Action,
@@ -52,6 +52,7 @@ __all__ = [
     "Capability",
     "Completed",
     "ConfigError",
+    "ConfigProblem",
     "InvalidRequest",
     "Contract",
     "Dialect",

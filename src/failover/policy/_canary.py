@@ -21,6 +21,7 @@ import random
 from dataclasses import dataclass
 
 from ..model import Attempt, FailureKind, Route, RouteRecord
+from ..model._money import usd
 
 CANARY_REASON = "canary"
 """Exclusion reasons written for a fallback left out by its canary draw start with this."""
@@ -297,7 +298,7 @@ class StatsBoard:
                     _ratio(s.contract_ok, s.contract_checked),
                     _ratio(s.task_ok, s.task_checked),
                     "-" if s.latency_ewma is None else f"{s.latency_ewma * 1000:.0f}ms",
-                    f"${s.cost:.6f}",
+                    usd(s.cost),
                     str(s.served),
                     f"{s.canary_skipped} skipped" if s.canary_skipped else "-",
                 )

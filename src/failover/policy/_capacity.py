@@ -238,6 +238,8 @@ def render(report: CapacityReport) -> str:
         + (f", {_num(r.concurrency)} in flight at {r.latency:g}s each" if r.concurrency is not None else ""),
         "",
     ]
+    if not r.targets:  # nothing to compare with: the need alone
+        return "\n".join(lines)
     header = ("target", "dimension", "need", "limit", "usable", "covers", "raw", "max QPS", "")
     rows: list[tuple[str, ...]] = []
     notes: list[str] = []

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..model import Capability, Envelope, Exclusion, FailureKind, Phase, Request, Route, Target
+from ..model._money import usd
 from ._breaker import BreakerBoard, NoBreakers
 from ._health import HealthBoard
 
@@ -108,7 +109,7 @@ def plan(
             if reason is None and envelope.max_cost is not None:
                 est = t.price.cost(input_tokens(t), request.max_tokens or 0)
                 if est > envelope.max_cost:
-                    reason = f"estimated cost ${est:.6f} exceeds max_cost ${envelope.max_cost:.6f}"
+                    reason = f"estimated cost {usd(est)} exceeds max_cost {usd(envelope.max_cost)}"
             held = None
             if reason is None and (health.cooling(t, now) is not None or (breakers and breakers.rejection(t, now))):
                 held = hold_of(t, now, health, breakers)  # the rare case: build the hold only then

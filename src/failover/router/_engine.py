@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..model import Action, Attempt, Envelope, Exclusion, Failure, FailureKind, Phase, Request, Target
+from ..model._money import usd
 from ..policy import BackoffDecision, Candidate
 from ..policy._selection import Hold
 
@@ -370,7 +371,7 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
         est = t.price.cost(s.input_tokens(t), s.max_tokens or 0)
         if s.spent + est > env.max_cost:
             return Next(
-                f"{prefix}estimated cost ${est:.6f} on top of ${s.spent:.6f} spent exceeds max_cost ${env.max_cost:.6f}"
+                f"{prefix}estimated cost {usd(est)} on top of {usd(s.spent)} spent exceeds max_cost {usd(env.max_cost)}"
             )
 
     # Health: a breaker or cool-down that still holds the target when the wait ends.

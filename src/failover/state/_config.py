@@ -34,7 +34,7 @@ class StateSpec(BaseModel):
 
     backend: Backend = "memory"
     url: str | None = None
-    url_env: str | None = None
+    url_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")  # a name: never the URL itself
     path: str = "failover-state.db"
     prefix: str = Field("failover:", min_length=1)
     # 250, not 50: the timer counts until the reply is *handled*, and a saturated worker's loop

@@ -12,10 +12,15 @@ import math
 import zlib
 from collections.abc import AsyncIterator, Mapping
 
-import aiohttp
-from aiohttp.client_reqrep import ClientRequest
-from aiohttp.connector import Connection
-from aiohttp.tracing import Trace
+from .._extras import missing
+
+try:
+    import aiohttp
+    from aiohttp.client_reqrep import ClientRequest
+    from aiohttp.connector import Connection
+    from aiohttp.tracing import Trace
+except ModuleNotFoundError as exc:  # an extra: say which
+    raise missing("AiohttpTransport", exc) from exc
 
 from ..model._record import mark_connected
 from ._limits import (

@@ -9,7 +9,12 @@ import zlib
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-import httpx
+from .._extras import missing
+
+try:
+    import httpx
+except ModuleNotFoundError as exc:  # an extra: say which
+    raise missing("HttpxTransport", exc) from exc
 
 from ..model._record import mark_connected
 from ._limits import (
