@@ -466,7 +466,7 @@ def test_load_mode_in_system_chromium(lab_url: str) -> None:
             want = pool.submit(run_load, parse_load(body)).result()
         _check_load(page, want, seconds=90)
         assert want.summary["breaker_opened"]["a"] >= 1  # the outage shows in the breaker strip
-        assert page.locator("[data-chart=breaker] rect[data-series=a][data-state=open]").count() > 0
+        assert page.locator("[data-chart=breaker] rect[data-series=a][data-layer=target][data-state=open]").count() > 0
 
         # The defaults (50 clients x 5 virtual minutes) for the screenshot.
         page.reload()
@@ -477,6 +477,12 @@ def test_load_mode_in_system_chromium(lab_url: str) -> None:
         with ThreadPoolExecutor(1) as pool:
             want = pool.submit(run_load, parse_load({"schedule": DEFAULT_SCHEDULE})).result()
         _check_load(page, want, seconds=300)
+        # A's 429s (60-120 s) open its key + model breaker while its target breaker stays closed:
+        # the strip shows both, so A no longer reads "closed" while it gets nothing
+        key_open = [i for i, st in enumerate(want.series["key_breaker"]["a"]) if st == "open"]
+        assert key_open and all(want.series["breaker"]["a"][i] == "closed" for i in key_open[:60])
+        desc = page.locator("svg[data-chart=breaker] desc").text_content() or ""
+        assert f"A key+model breaker not closed {key_open[0]}–" in desc
         out = ROOT / "test-artifacts" / "lab-load.png"
         out.parent.mkdir(exist_ok=True)
         page.locator("#load").screenshot(path=str(out))
@@ -501,16 +507,19 @@ def _check_load(page: Any, want: LoadResult, *, seconds: int) -> None:
     for name in ("retries_granted", "retries_refused", "retry_headroom"):
         assert points("budget", name) == seconds
     for name in "abc":
-        states = page.eval_on_selector_all(
-            f"svg[data-chart=breaker] rect[data-series={name}]", "rs => rs.map(r => r.dataset.state)"
-        )
-        assert states == s["breaker"][name]
+        for layer, key in (("target", "breaker"), ("key_model", "key_breaker")):
+            states = page.eval_on_selector_all(
+                f"svg[data-chart=breaker] rect[data-series={name}][data-layer={layer}]",
+                "rs => rs.map(r => r.dataset.state)",
+            )
+            assert states == s[key][name]
     got = _load_summary(page)
     share = summary["success_share"]
     assert got["requests"] == str(summary["requests"])
     assert got["served"] == f"{summary['served_in_deadline']} ({100 * share:.1f}%)"
     assert got["provider_requests"] == " / ".join(str(summary["provider_requests"][n]) for n in "abc")
     assert got["breaker_opened"] == " / ".join(str(summary["breaker_opened"][n]) for n in "abc")
+    assert got["key_breaker_opened"] == " / ".join(str(summary["key_breaker_opened"][n]) for n in "abc")
     assert got["retries"] == f"{summary['retries_granted']} / {summary['retries_refused']}"
     # the text alternative: one table row per second, with the plotted numbers
     rows = page.eval_on_selector_all(
@@ -519,7 +528,7 @@ def _check_load(page: Any, want: LoadResult, *, seconds: int) -> None:
     assert len(rows) == seconds
     for i in (0, seconds // 2, seconds - 1):
         assert rows[i][:6] == [str(i), str(s["offered"][i]), *(str(s["sent"][n][i]) for n in "abc"), str(s["ok"][i])]
-        assert rows[i][7:10] == [s["breaker"][n][i] for n in "abc"]
+        assert rows[i][7:13] == [s["breaker"][n][i] for n in "abc"] + [s["key_breaker"][n][i] for n in "abc"]
     for chart in ("rate", "success", "breaker", "budget"):
         svg = page.locator(f"svg[data-chart={chart}]")
         assert svg.get_attribute("role") == "img"

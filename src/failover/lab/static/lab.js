@@ -259,7 +259,7 @@ function niceMax(v) {
 // A line chart as inline SVG: axes with labels, ticks, fault windows shaded, one polyline per
 // run of non-null values. The legend and the text alternative are HTML next to it.
 function lineChart({ key, title, yLabel, t, lines, yMax, faults, fmt }) {
-  const W = 900, H = 230, L = 58, R = 14, T = 12, B = 42;
+  const W = 900, H = 230, L = 96, R = 14, T = 12, B = 42; // L: the breaker strip's labels, so every time axis lines up
   const n = t.length;
   const max = yMax ?? niceMax(Math.max(1, ...lines.flatMap((s) => s.values.filter((v) => v !== null))));
   const x = (s) => L + ((W - L - R) * s) / Math.max(1, n);
@@ -318,28 +318,33 @@ function chartFigure(key, title, root, legend, faultLabel) {
     el("figcaption", {}, title), root, el("ul", { class: "legend", "aria-hidden": "true" }, ...items));
 }
 
-function breakerChart(t, breaker, faults) {
-  const W = 900, L = 58, R = 14, T = 8, rowH = 22, B = 36;
-  const names = Object.keys(breaker);
-  const H = T + rowH * names.length + B;
-  const n = t.length;
+// Each provider has two breakers, and it is called only while both let it: its target breaker
+// (the provider failing) and its key + model breaker (a 429 or an exhausted quota on that key and
+// model). One strip each, so a target whose key + model breaker is open never reads "closed".
+const BREAKER_LAYERS = [["target", "breaker", "target"], ["key_model", "key_breaker", "key+model"]];
+
+function breakerChart(series) {
+  const W = 900, L = 96, R = 14, T = 8, rowH = 20, gap = 6, B = 36;
+  const names = Object.keys(series.breaker);
+  const rows = names.flatMap((name) => BREAKER_LAYERS.map(([layer, key, label]) => ({ name, layer, label, states: series[key][name] })));
+  const H = T + rowH * rows.length + gap * (names.length - 1) + B;
+  const n = series.t.length;
   const x = (s) => L + ((W - L - R) * s) / Math.max(1, n);
   const spans = [];
   const root = svg("svg", { class: "plot", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-labelledby": "chart-breaker-title chart-breaker-desc", "data-chart": "breaker" });
-  root.append(svg("title", { id: "chart-breaker-title" }, "Target breaker state per second"));
-  names.forEach((name, row) => {
-    const states = breaker[name];
-    const yTop = T + row * rowH;
-    root.append(svg("text", { x: L - 6, y: yTop + rowH / 2 + 4, "text-anchor": "end" }, name.toUpperCase()));
+  root.append(svg("title", { id: "chart-breaker-title" }, "Breaker state per second: each target's breaker and its key + model breaker"));
+  rows.forEach(({ name, layer, label, states }, row) => {
+    const yTop = T + row * rowH + gap * Math.floor(row / BREAKER_LAYERS.length);
+    root.append(svg("text", { x: L - 6, y: yTop + rowH / 2 + 4, "text-anchor": "end" }, `${name.toUpperCase()} ${label}`));
     states.forEach((st, i) => root.append(svg("rect", {
       x: x(i), y: yTop + 2, width: Math.max(0.5, x(i + 1) - x(i)), height: rowH - 4, fill: BREAKER_COLORS[st],
-      "data-series": name, "data-state": st,
+      "data-series": name, "data-layer": layer, "data-state": st,
     })));
     let from = null;
     states.forEach((st, i) => {
       if (st !== "closed" && from === null) from = i;
       if ((st === "closed" || i === states.length - 1) && from !== null) {
-        spans.push(`${name.toUpperCase()} not closed ${from}–${st === "closed" ? i : i + 1} s`);
+        spans.push(`${name.toUpperCase()} ${label} breaker not closed ${from}–${st === "closed" ? i : i + 1} s`);
         from = null;
       }
     });
@@ -348,7 +353,7 @@ function breakerChart(t, breaker, faults) {
   for (let s = 0; s <= n; s += step) root.append(svg("text", { x: x(s), y: H - B + 14, "text-anchor": "middle" }, `${s}`));
   root.append(svg("text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle" }, "virtual time (seconds since the load started)"));
   root.append(svg("desc", { id: "chart-breaker-desc" }, spans.length ? `${spans.join("; ")}.` : "Every breaker stayed closed."));
-  return chartFigure("breaker", "Breaker state of each target (closed, half-open, open)", root,
+  return chartFigure("breaker", "Breakers of each target: its target breaker and its key + model breaker (a target gets calls only while both let it)", root,
     [["closed", BREAKER_COLORS.closed], ["half-open", BREAKER_COLORS.half_open], ["open", BREAKER_COLORS.open]], null);
 }
 
@@ -360,7 +365,8 @@ function renderLoad(data) {
     ["Requests sent by the clients", sum.requests, "requests"],
     ["Served within the deadline", `${sum.served_in_deadline} (${pc(sum.success_share)})`, "served"],
     ["Requests reaching A / B / C", ["a", "b", "c"].map((n) => sum.provider_requests[n]).join(" / "), "provider_requests"],
-    ["Times each breaker opened (A / B / C)", ["a", "b", "c"].map((n) => sum.breaker_opened[n]).join(" / "), "breaker_opened"],
+    ["Times each target breaker opened (A / B / C)", ["a", "b", "c"].map((n) => sum.breaker_opened[n]).join(" / "), "breaker_opened"],
+    ["Times each key + model breaker opened (A / B / C)", ["a", "b", "c"].map((n) => sum.key_breaker_opened[n]).join(" / "), "key_breaker_opened"],
     ["Retries granted / refused by the budget", `${sum.retries_granted} / ${sum.retries_refused}`, "retries"],
     ["Virtual time / CPU time to simulate it", `${sum.virtual_seconds} s / ${sum.cpu_seconds} s`, "time"],
   ];
@@ -381,7 +387,7 @@ function renderLoad(data) {
       yMax: 1, fmt: (v) => `${Math.round(100 * v)}%`,
       lines: [{ key: "ok_share", label: "share served in deadline", values: s.ok_share, color: "var(--ok)" }],
     }),
-    breakerChart(s.t, s.breaker, faults),
+    breakerChart(s),
     lineChart({
       key: "budget", title: "Retry budget: retries granted and refused per second, headroom at each second's end",
       yLabel: "retries", t: s.t, faults,
@@ -393,7 +399,8 @@ function renderLoad(data) {
     }),
   );
   const head = ["second", "sent by clients", "reaching A", "reaching B", "reaching C", "served in deadline", "share",
-    "breaker A", "breaker B", "breaker C", "retries granted", "retries refused", "budget headroom"];
+    "breaker A", "breaker B", "breaker C", "key+model breaker A", "key+model breaker B", "key+model breaker C",
+    "retries granted", "retries refused", "budget headroom"];
   const table = $("load-table");
   table.replaceChildren(el("caption", {}, "Per second: the numbers behind the plots"),
     el("thead", {}, el("tr", {}, ...head.map((h) => el("th", { scope: "col" }, h)))));
@@ -403,6 +410,7 @@ function renderLoad(data) {
     ...["a", "b", "c"].map((n) => el("td", {}, String(s.sent[n][i]))),
     el("td", {}, String(s.ok[i])), el("td", {}, pc(s.ok_share[i])),
     ...["a", "b", "c"].map((n) => el("td", {}, s.breaker[n][i])),
+    ...["a", "b", "c"].map((n) => el("td", {}, s.key_breaker[n][i])),
     el("td", {}, String(s.retries_granted[i])), el("td", {}, String(s.retries_refused[i])), el("td", {}, String(s.retry_headroom[i])))));
   table.append(body);
   $("load-results").hidden = false;
