@@ -144,6 +144,14 @@ class ShutdownSpec(_Strict):
     drain_seconds: float = Field(25.0, ge=0, le=3600)
 
 
+class LabLiveSpec(_Strict):
+    """``gateway.lab_live``: the lab page also shows this gateway's own last requests (admin key).
+    ``lab_live: true`` is short for ``{enabled: true}``."""
+
+    enabled: bool = True
+    keep: int = Field(200, ge=1, le=5000)  # the last N finished requests kept in memory
+
+
 class GatewaySpec(_Strict):
     admin: KeySpec = KeySpec()
     tenants: dict[str, TenantSpec] = {}
@@ -154,6 +162,12 @@ class GatewaySpec(_Strict):
     logging: LoggingSpec = LoggingSpec()
     shutdown: ShutdownSpec = ShutdownSpec()
     lab: bool = False  # serve the lab page at /lab (open, CPU-using: for trusted networks)
+    lab_live: LabLiveSpec | None = None  # and in it, the gateway's own last requests (admin key)
+
+    @field_validator("lab_live", mode="before")
+    @classmethod
+    def _lab_live_flag(cls, v: Any) -> Any:
+        return {"enabled": v} if isinstance(v, bool) else v
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -218,6 +232,7 @@ class GatewaySettings:
     log_format: LogFormat = "text"
     drain_seconds: float = 25.0  # at shutdown: how long in-flight requests may take before they are cut
     lab_enabled: bool = False  # /lab: the simulator page (no auth: off unless asked for)
+    lab_live_keep: int | None = None  # /lab's live view of the last N requests (admin key); None: off
     ledger: LedgerSpec | None = None  # the top-level ``ledger:`` section: the store the Router reads (workflow 3)
 
     @property
@@ -301,9 +316,23 @@ def settings_from_dict(
         raise ConfigError(
             "gateway.envelope.max_attempts", "exceeds max_attempts_limit", "lower it or raise max_attempts_limit"
         )
+    admin_key_hashes = _hashes("gateway.admin", spec.admin, env)
+    live = spec.lab_live if spec.lab_live is not None and spec.lab_live.enabled else None
+    if live is not None and not spec.lab:
+        raise ConfigError(
+            "gateway.lab_live",
+            "the live view is part of the lab page, which is off",
+            "set gateway.lab: true as well (or remove gateway.lab_live)",
+        )
+    if live is not None and not admin_key_hashes:
+        raise ConfigError(
+            "gateway.lab_live",
+            "the live view needs an admin key: it shows every request's route, targets, timings and cost",
+            "set gateway.admin.key_sha256 (the sha256 of a key) or gateway.admin.key_env",
+        )
     return GatewaySettings(
         tenants=tuple(tenants),
-        admin_key_hashes=_hashes("gateway.admin", spec.admin, env),
+        admin_key_hashes=admin_key_hashes,
         envelope=EnvelopeDefaults(**e.model_dump()),
         max_body_bytes=spec.limits.max_body_bytes,
         max_json_depth=spec.limits.max_json_depth,
@@ -327,6 +356,7 @@ def settings_from_dict(
         log_format=spec.logging.format,
         drain_seconds=spec.shutdown.drain_seconds,
         lab_enabled=spec.lab,
+        lab_live_keep=live.keep if live is not None else None,
     )
 
 

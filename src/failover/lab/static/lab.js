@@ -48,8 +48,13 @@ function cancelledAtCap(a) {
 function attemptSegments(a) {
   const segs = [];
   const has = (v) => v !== null && v !== undefined;
-  if (!has(a.connected)) {
-    // The lab's fake network reports every connection: no connect time means it never connected.
+  if (!has(a.connected) && (a.status || a.outcome === "ok")) {
+    // A real transport that cannot tell when it connected (the lab's fakes always can): the
+    // attempt got an answer, so its whole time is the wait for it.
+    segs.push({ kind: "first", start: a.start, end: has(a.first_event) ? a.first_event : a.end });
+    if (has(a.first_event)) segs.push({ kind: "body", start: a.first_event, end: a.end });
+  } else if (!has(a.connected)) {
+    // No connect time and no answer: it never connected.
     segs.push({ kind: "connect", start: a.start, end: a.end });
   } else {
     segs.push({ kind: "connect", start: a.start, end: a.connected });
@@ -93,12 +98,15 @@ function segmentText(segs) {
   return segs.map((g) => `${SEG_NAMES[g.kind]} ${ms(g.end - g.start)}${g.cap ? " (cancelled at cap)" : ""}`).join(", ");
 }
 
-function attemptBar(r, pct) {
+// The simulator's providers are a, b and c, shown as A, B and C; a real target keeps its name.
+const upper = (name) => name.toUpperCase();
+
+function attemptBar(r, pct, name = upper) {
   const dur = r.end - r.start;
   const bar = el("div", {
     class: `bar attempt ${r.kind}`,
     style: `left:${pct(r.start)};width:${pct(dur)}`,
-    title: `${r.target.toUpperCase()} ${r.phase} ${r.outcome}: ${segmentText(r.segments)}`,
+    title: `${name(r.target)} ${r.phase} ${r.outcome}: ${segmentText(r.segments)}`,
   });
   for (const g of r.segments) {
     const share = dur > 0 ? (100 * (g.end - g.start)) / dur : 0;
@@ -113,18 +121,19 @@ function attemptBar(r, pct) {
   return bar;
 }
 
-function renderTimeline(rec) {
-  const box = $("timeline");
+// The timeline of one RouteRecord: the simulator's (over its budget) or a real request's (over
+// its elapsed time, in the live view: ``box``, ``span`` and ``name`` given).
+function renderTimeline(rec, box = $("timeline"), span = null, name = upper) {
   box.replaceChildren();
   const rows = timelineRows(rec);
-  const span = Math.max(rec.options.budget, ...rows.map((r) => r.end));
+  span = Math.max(span ?? rec.options.budget, ...rows.map((r) => r.end), 1e-3);
   const pct = (t) => `${(100 * t) / span}%`;
   for (const r of rows) {
     const detail = r.segments ? `; ${segmentText(r.segments)}` : "";
-    const text = `${r.target.toUpperCase()} ${r.phase} ${r.outcome} ${ms(r.end - r.start)}${detail}`;
-    const label = `${r.target.toUpperCase()} ${r.phase} · ${r.short}`;
+    const text = `${name(r.target)} ${r.phase} ${r.outcome} ${ms(r.end - r.start)}${detail}`;
+    const label = `${name(r.target)} ${r.phase} · ${r.short}`;
     const bar = r.segments
-      ? attemptBar(r, pct)
+      ? attemptBar(r, pct, name)
       : el("div", {
         class: `bar ${r.kind}`,
         style: `left:${pct(r.start)};width:${pct(r.end - r.start)}`,
@@ -144,21 +153,19 @@ function renderTimeline(rec) {
   box.append(el("div", { class: "axis", "aria-hidden": "true" }, el("span", {}, "time since request start"), ticks));
 }
 
-function renderPath(rec) {
-  const path = $("path");
+function renderPath(rec, path = $("path"), name = upper) {
   path.replaceChildren();
   for (const a of rec.attempts) {
     path.append(el("li", { class: a.outcome === "ok" ? "ok" : "fail" },
-      `${a.target.toUpperCase()} (${a.phase}): ${a.outcome}`));
+      `${name(a.target)} (${a.phase}): ${a.outcome}`));
   }
   if (!rec.attempts.length) path.append(el("li", {}, "no attempt was made"));
 }
 
-function renderExcluded(rec) {
-  const list = $("excluded");
+function renderExcluded(rec, list = $("excluded"), name = upper) {
   list.replaceChildren();
   for (const e of rec.excluded) {
-    list.append(el("li", { "data-target": e.target }, el("strong", {}, e.target.toUpperCase()), ` (${e.phase}): ${e.reason}`));
+    list.append(el("li", { "data-target": e.target }, el("strong", {}, name(e.target)), ` (${e.phase}): ${e.reason}`));
   }
   if (!rec.excluded.length) list.append(el("li", {}, "none: every candidate could serve this request"));
 }
@@ -450,6 +457,280 @@ async function runLoad() {
 
 function pc0(v) { return v === null ? "–" : `${(100 * v).toFixed(1)}%`; }
 
+// -- the live view: this gateway's own requests ----------------------------------------------
+// The server sends metadata only (public records: no prompt, answer or key). The admin key is
+// kept in this page's memory and sent as a bearer token; the stream is read with fetch (an
+// EventSource cannot send it). The list holds at most the server's "keep" records.
+
+const live = { key: null, keep: 0, records: [], abort: null, retry: null, events: 0, selected: null };
+const OUTCOME_LABELS = { "": "any", ok: "ok", failed: "failed (anything but ok)", degraded: "degraded" };
+
+function liveStatus(text) { $("live-status").textContent = text; }
+
+function errorText(data, res) {
+  if (data && typeof data.error === "string") return data.error;
+  if (data && data.error && data.error.message) return data.error.message;
+  return `HTTP ${res.status}`;
+}
+
+function liveQuery() {
+  const q = new URLSearchParams();
+  for (const f of ["route", "outcome", "workflow"]) {
+    const v = $(`live-${f}`).value;
+    if (v) q.set(f, v);
+  }
+  const text = q.toString();
+  return text ? `?${text}` : "";
+}
+
+function fillSelect(select, values, labels = {}) {
+  const keep = select.value;
+  select.replaceChildren(el("option", { value: "" }, "any"),
+    ...values.map((v) => el("option", { value: v }, labels[v] ?? v)));
+  if ([...select.options].some((o) => o.value === keep)) select.value = keep;
+}
+
+async function liveAuthorize(ev) {
+  ev.preventDefault();
+  clearFieldError("live-error", ["live-key"]);
+  const key = $("live-key").value.trim();
+  if (!key) {
+    showFieldError("live-error", "live-key", "Type the gateway's admin key (gateway.admin) to see its requests.");
+    $("live-key").focus();
+    return;
+  }
+  let res, data;
+  try {
+    res = await fetch("api/live/meta", { headers: { authorization: `Bearer ${key}` }, cache: "no-store" });
+    data = await res.json().catch(() => null);
+  } catch (err) {
+    showFieldError("live-error", "live-key", `Could not reach the gateway: ${err}`);
+    return;
+  }
+  if (!res.ok) {
+    showFieldError("live-error", "live-key", `${res.status}: ${errorText(data, res)}`);
+    $("live-key").focus();
+    document.body.dataset.liveRefused = String(Number(document.body.dataset.liveRefused || 0) + 1);
+    return;
+  }
+  live.key = key;
+  fillSelect($("live-route"), data.routes);
+  fillSelect($("live-outcome"), data.outcomes, OUTCOME_LABELS);
+  fillSelect($("live-workflow"), data.workflows);
+  $("live-body").hidden = false;
+  liveConnect();
+}
+
+async function liveConnect() {
+  if (live.abort) live.abort.abort();
+  clearTimeout(live.retry);
+  const ctrl = new AbortController();
+  live.abort = ctrl;
+  liveStatus("Connecting…");
+  let res;
+  try {
+    res = await fetch(`api/live/stream${liveQuery()}`, {
+      headers: { authorization: `Bearer ${live.key}` }, signal: ctrl.signal, cache: "no-store",
+    });
+  } catch (err) {
+    if (!ctrl.signal.aborted) liveRetry(ctrl, `Could not reach the gateway (${err})`);
+    return;
+  }
+  if (!res.ok) {
+    const data = await res.json().catch(() => null);
+    liveStatus("Not connected.");
+    showFieldError("live-error", "live-key", `${res.status}: ${errorText(data, res)}`);
+    if (res.status === 503) liveRetry(ctrl, "The gateway refused the stream for now");
+    return;
+  }
+  liveStatus("Connected: requests appear here as they finish.");
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += value;
+      let i;
+      while ((i = buf.indexOf("\n\n")) >= 0) {
+        liveEvent(buf.slice(0, i));
+        buf = buf.slice(i + 2);
+      }
+    }
+  } catch (err) {
+    if (ctrl.signal.aborted) return;
+  }
+  if (!ctrl.signal.aborted) liveRetry(ctrl, "The stream ended");
+}
+
+function liveRetry(ctrl, why) {
+  if (live.abort !== ctrl) return;
+  liveStatus(`${why}; reconnecting in 3 s…`);
+  live.retry = setTimeout(liveConnect, 3000);
+}
+
+// One server-sent event: "snapshot" (the kept records, oldest first) or "record" (one more).
+function liveEvent(block) {
+  let event = "message";
+  const data = [];
+  for (const line of block.split("\n")) {
+    if (!line || line.startsWith(":")) continue;
+    const at = line.indexOf(":");
+    const field = at < 0 ? line : line.slice(0, at);
+    const value = at < 0 ? "" : line.slice(at + 1).replace(/^ /, "");
+    if (field === "event") event = value;
+    else if (field === "data") data.push(value);
+  }
+  if (!data.length) return;
+  const payload = JSON.parse(data.join("\n"));
+  if (event === "snapshot") {
+    live.keep = payload.keep;
+    live.records = payload.records.slice().reverse(); // newest first
+    renderLiveList();
+  } else if (event === "record") {
+    live.records.unshift(payload);
+    if (live.records.length > live.keep) live.records.length = live.keep;
+    renderLiveList();
+  }
+  document.body.dataset.liveEvents = String(++live.events);
+}
+
+const clock = (t) => new Date(t * 1000).toLocaleTimeString([], { hour12: false });
+
+function outcomeClass(rec) {
+  return rec.outcome === "ok" ? "ok" : rec.outcome === "degraded" ? "degraded" : "fail";
+}
+
+// A row's small timeline: each attempt and wait on the request's own time scale.
+function miniTimeline(rec) {
+  const rows = timelineRows(rec);
+  const span = Math.max(rec.elapsed_ms / 1000, ...rows.map((r) => r.end), 1e-3);
+  const track = el("div", { class: "mini", "aria-hidden": "true" });
+  for (const r of rows) {
+    track.append(el("span", {
+      class: `mini-bar ${r.kind}`, style: `left:${(100 * r.start) / span}%;width:${(100 * (r.end - r.start)) / span}%`,
+      title: `${r.target} ${r.phase} ${r.outcome}`,
+    }));
+  }
+  return track;
+}
+
+function renderLiveList() {
+  const body = $("live-rows");
+  body.replaceChildren();
+  for (const rec of live.records) {
+    const path = rec.attempts.map((a) => `${a.target} ${a.outcome}`).join(" → ") || "no attempt";
+    const open = el("button", { type: "button", class: "link", "data-action": "show",
+      "aria-label": `Show request ${rec.request_id} (${rec.route}, ${rec.outcome})` }, clock(rec.finished_at));
+    open.addEventListener("click", () => showLive(rec.request_id));
+    const replay = el("button", { type: "button", class: "small", "data-action": "replay",
+      "aria-label": `Replay request ${rec.request_id} in the simulator` }, "Replay");
+    replay.addEventListener("click", () => replayLive(rec.request_id));
+    body.append(el("tr", {
+      class: outcomeClass(rec), "data-request-id": rec.request_id, "data-route": rec.route,
+      "data-outcome": rec.outcome, "data-workflow": rec.workflow,
+      "aria-selected": String(live.selected === rec.request_id),
+    },
+      el("th", { scope: "row" }, open),
+      el("td", {}, rec.route),
+      el("td", { class: "outcome" }, rec.outcome),
+      el("td", {}, rec.workflow),
+      el("td", {}, rec.target_used ?? "none"),
+      el("td", { class: "num" }, String(rec.status)),
+      el("td", { class: "num" }, ms(rec.elapsed_ms / 1000)),
+      el("td", { title: path }, miniTimeline(rec), el("span", { class: "sr-only" }, path)),
+      el("td", {}, replay)));
+  }
+  $("live-count").textContent = `${live.records.length} shown (the gateway keeps the last ${live.keep})`;
+}
+
+function liveFacts(rec) {
+  const usage = rec.attempts.reduce((u, a) => a.usage
+    ? { input: u.input + a.usage.input_tokens, output: u.output + a.usage.output_tokens } : u, { input: 0, output: 0 });
+  const facts = [
+    ["Request id", rec.request_id, "request_id"],
+    ["Finished", new Date(rec.finished_at * 1000).toLocaleString(), "finished"],
+    ["Route", rec.route, "route"],
+    ["HTTP status", String(rec.status), "status"],
+    ["Target used", rec.target_used ?? "none", "target"],
+    ["Outcome", rec.outcome, "outcome"],
+    ["Workflow", rec.workflow, "workflow"],
+    ["Recovered", rec.recovered ? "yes" : "no", "recovered"],
+    ["Elapsed", ms(rec.elapsed_ms / 1000), "elapsed"],
+    ["Added latency", ms(rec.added_latency_ms / 1000), "added"],
+    ["Cost", `$${rec.total_cost.toFixed(6)}`, "cost"],
+    ["Tokens (input / output)", `${usage.input} / ${usage.output}`, "tokens"],
+    ["Streamed to the client", rec.stream ? "yes" : "no", "stream"],
+  ];
+  if (rec.recovery_reason) facts.push(["Why", rec.recovery_reason, "recovery"]);
+  if (rec.tenant) facts.push(["Tenant", rec.tenant, "tenant"]);
+  if (rec.degraded) facts.push(["Degraded", rec.degraded_reason ?? "yes", "degraded"]);
+  const dl = el("dl", { class: "facts" });
+  for (const [k, v, key] of facts) dl.append(el("dt", {}, k), el("dd", { "data-key": key }, v));
+  return dl;
+}
+
+function showLive(requestId) {
+  const rec = live.records.find((r) => r.request_id === requestId);
+  if (!rec) return;
+  live.selected = requestId;
+  for (const tr of $("live-rows").children) tr.setAttribute("aria-selected", String(tr.dataset.requestId === requestId));
+  $("live-detail-h").textContent = `Request ${rec.request_id} on route ${rec.route}`;
+  $("live-summary").replaceChildren(liveFacts(rec));
+  const same = (n) => n;
+  renderPath(rec, $("live-path"), same);
+  renderExcluded(rec, $("live-excluded"), same);
+  renderTimeline(rec, $("live-timeline"), rec.elapsed_ms / 1000, same);
+  $("live-replay-notes").replaceChildren();
+  $("live-detail").hidden = false;
+  $("live-detail").dataset.requestId = requestId;
+  document.body.dataset.liveShown = requestId;
+}
+
+// Replay: the server writes the request's fault pattern as a custom scenario, which goes into
+// the simulator's editor with its settings; the run is the simulator's usual one.
+async function replayLive(requestId) {
+  showLive(requestId);
+  const notes = $("live-replay-notes");
+  let res, data;
+  try {
+    res = await fetch(`api/live/${encodeURIComponent(requestId)}/scenario`, {
+      headers: { authorization: `Bearer ${live.key}` }, cache: "no-store",
+    });
+    data = await res.json().catch(() => null);
+  } catch (err) {
+    notes.replaceChildren(el("p", { class: "error", role: "alert" }, `Could not reach the gateway: ${err}`));
+    return;
+  }
+  if (!res.ok) {
+    notes.replaceChildren(el("p", { class: "error", role: "alert" }, errorText(data, res)));
+    return;
+  }
+  const st = data.settings;
+  $("custom").value = data.custom;
+  $("scenario").value = "custom";
+  $("budget").value = String(st.budget);
+  $("budget-range").value = String(Math.min(st.budget, 10));
+  $("attempt_cap").value = String(st.attempt_cap);
+  $("a_extra_retries").value = String(st.a_extra_retries);
+  $("fallback_reserve").value = st.fallback_reserve === null ? "" : String(st.fallback_reserve);
+  document.querySelector(`input[name=capability][value=${st.capability}]`).checked = true;
+  const mapping = Object.entries(data.mapping).map(([lab, real]) => `${lab.toUpperCase()} = ${real}`).join(", ");
+  notes.replaceChildren(el("p", {}, `Loaded into the simulator below as a custom scenario (${mapping}).`),
+    ...data.notes.map((n) => el("p", { class: "help" }, `Note: ${n}`)));
+  document.body.dataset.replayed = requestId;
+  await run();
+  $("controls").scrollIntoView({ block: "start" });
+  $("custom").focus({ preventScroll: true });
+}
+
+function initLive() {
+  $("live").hidden = false;
+  $("live-auth").addEventListener("submit", liveAuthorize);
+  for (const f of ["route", "outcome", "workflow"]) $(`live-${f}`).addEventListener("change", () => liveConnect());
+  $("live-detail-replay").addEventListener("click", () => { if (live.selected) replayLive(live.selected); });
+}
+
 async function init() {
   const range = $("budget-range");
   const budget = $("budget");
@@ -472,6 +753,7 @@ async function init() {
     $("custom").value = meta.custom;
     $("schedule").value = meta.schedule;
     if (meta.preloaded) $("scenario").value = "custom";
+    if (meta.live) initLive();
   } catch (err) {
     $("summary").replaceChildren(el("p", { class: "error" }, `Could not reach the lab server: ${err}`));
   }
