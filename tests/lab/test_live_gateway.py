@@ -236,6 +236,7 @@ class _Viewer:
             if msg["type"] == "http.response.start":
                 assert msg["status"] == 200
                 assert (b"content-type", b"text/event-stream; charset=utf-8") in msg["headers"]
+                assert not any(k == b"content-length" for k, _ in msg["headers"])  # it never ends by itself
                 continue
             if not msg.get("more_body", False) and not msg.get("body"):
                 return

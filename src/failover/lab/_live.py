@@ -23,7 +23,6 @@ Filters (route, outcome, workflow) apply to the snapshot and to the stream alike
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import FailureKind, RouteRecord, Workflow
+from ..model._json import dumps
 from ._custom import BadInput
 
 DEFAULT_KEEP = 200
@@ -207,7 +207,7 @@ class Entry:
     """One kept record: its public dict and that dict's JSON, made once for every viewer."""
 
     record: dict[str, Any]
-    json: str
+    json: bytes
 
 
 @dataclass(eq=False, slots=True)
@@ -236,7 +236,7 @@ class LiveRecords:
     """The last ``keep`` finished requests of this gateway process, and who is watching them.
 
     Everything runs on the gateway's event loop: :meth:`add` is called by the gateway when a
-    request ends (quick: one dict and one ``json.dumps``), streams read with :meth:`watch`."""
+    request ends (quick: one dict and its JSON), streams read with :meth:`watch`."""
 
     def __init__(
         self,
@@ -275,7 +275,7 @@ class LiveRecords:
             candidates=self._candidates(record.route) if self._candidates is not None else (),
             scrub=self._scrub,
         )
-        entry = Entry(rec, json.dumps(rec, separators=(",", ":")))
+        entry = Entry(rec, dumps(rec))
         self._entries.append(entry)
         for v in self._viewers:
             if v.filter.matches(rec):
@@ -309,7 +309,7 @@ class LiveRecords:
             v.wake.set()
         self._viewers.clear()
 
-    async def watch(self, viewer: Viewer, *, heartbeat: float = HEARTBEAT_S) -> str | None:
+    async def watch(self, viewer: Viewer, *, heartbeat: float = HEARTBEAT_S) -> bytes | None:
         """Wait for the viewer's next batch: SSE text to send, or None when the stream must end.
 
         A viewer that fell behind gets one ``snapshot`` event (the buffer as it is now) in place
@@ -319,7 +319,7 @@ class LiveRecords:
             try:
                 await asyncio.wait_for(viewer.wake.wait(), heartbeat)
             except TimeoutError:
-                return ": keep-alive\n\n"
+                return b": keep-alive\n\n"
         viewer.wake.clear()
         if viewer.closed:
             return None
@@ -327,14 +327,14 @@ class LiveRecords:
             viewer.behind = False
             viewer.queue.clear()
             return snapshot_event(self.entries(viewer.filter), self.keep)
-        batch = "".join(f"event: record\ndata: {e.json}\n\n" for e in viewer.queue)
+        batch = b"".join(b"event: record\ndata: " + e.json + b"\n\n" for e in viewer.queue)
         viewer.queue.clear()
         return batch
 
 
-def snapshot_event(entries: list[Entry], keep: int) -> str:
+def snapshot_event(entries: list[Entry], keep: int) -> bytes:
     """One SSE ``snapshot`` event: ``{"keep": N, "records": [...]}``, oldest first."""
-    return f'event: snapshot\ndata: {{"keep":{keep},"records":[{",".join(e.json for e in entries)}]}}\n\n'
+    return b'event: snapshot\ndata: {"keep":%d,"records":[%b]}\n\n' % (keep, b",".join(e.json for e in entries))
 
 
 __all__ = [

@@ -153,12 +153,12 @@ def scenario_from_record(rec: Mapping[str, Any]) -> Reenactment:
 
     # The settings: the deadline as far as the record shows it, the cap a timeout met, A's retries.
     deadline = max([rec["elapsed_ms"] / 1000.0, *(a["start"] + a["total_timeout"] for a in attempts)])
-    budget = min(MAX_BUDGET, math.ceil(deadline * 1000) / 1000)
+    budget = min(MAX_BUDGET, math.ceil(deadline * 100 - 1e-6) / 100)
     if deadline > MAX_BUDGET:
         notes.append(f"the deadline ({deadline:.1f}s) is longer than the lab allows; the replay uses {MAX_BUDGET:g}s")
     timed_out = [a["end"] - a["start"] for a in attempts if str(a["outcome"]).startswith("timeout")]
     cap = min(timed_out) if timed_out else max(a["total_timeout"] for a in attempts)
-    cap = min(MAX_BUDGET, max(_MIN_CAP, math.ceil(cap * 1000) / 1000))
+    cap = min(MAX_BUDGET, max(_MIN_CAP, math.ceil(cap * 100 - 1e-6) / 100))
     on_a = [a for a in attempts if a["target"] == slots["a"] and a["phase"] != "repair"]
     extra = min(MAX_RETRIES, len(on_a) - 1)
     if len(on_a) - 1 > MAX_RETRIES:

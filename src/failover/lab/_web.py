@@ -33,7 +33,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
@@ -257,16 +257,18 @@ def _live_routes(live: LiveView) -> list[Route]:
     ]
 
 
-class _EventStream(Response):
+class _EventStream(StreamingResponse):
     """The live stream (``text/event-stream``): a snapshot, then each record as it finishes.
 
-    Not Starlette's StreamingResponse: that notices a client that left only at its next write
-    (under ASGI 2.4), and an idle viewer writes every 15 s. Here a task waits for the
+    Its own loop, not StreamingResponse's: that notices a client that left only at its next
+    write (under ASGI 2.4), and an idle viewer writes every 15 s. Here a task waits for the
     disconnect and ends the stream at once, so the viewer's slot is freed at once too."""
 
     def __init__(self, records: LiveRecords, viewer: Viewer) -> None:
         super().__init__(
-            media_type="text/event-stream", headers={"cache-control": "no-store", "x-accel-buffering": "no"}
+            iter(()),  # (the body is written by __call__; no content-length is set)
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
         )
         self.records = records
         self.viewer = viewer
@@ -283,9 +285,9 @@ class _EventStream(Response):
         gone = asyncio.ensure_future(disconnected())
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            chunk: str | None = snapshot_event(self.records.entries(viewer.filter), self.records.keep)
+            chunk: bytes | None = snapshot_event(self.records.entries(viewer.filter), self.records.keep)
             while chunk is not None:
-                await send({"type": "http.response.body", "body": chunk.encode(), "more_body": True})
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 chunk = await self.records.watch(viewer)
             with contextlib.suppress(OSError):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -527,9 +527,10 @@ async function liveConnect() {
   const ctrl = new AbortController();
   live.abort = ctrl;
   liveStatus("Connecting…");
+  const query = liveQuery();
   let res;
   try {
-    res = await fetch(`api/live/stream${liveQuery()}`, {
+    res = await fetch(`api/live/stream${query}`, {
       headers: { authorization: `Bearer ${live.key}` }, signal: ctrl.signal, cache: "no-store",
     });
   } catch (err) {
@@ -553,7 +554,8 @@ async function liveConnect() {
       buf += value;
       let i;
       while ((i = buf.indexOf("\n\n")) >= 0) {
-        liveEvent(buf.slice(0, i));
+        if (ctrl.signal.aborted) return; // a newer stream (another filter) took over
+        liveEvent(buf.slice(0, i), query);
         buf = buf.slice(i + 2);
       }
     }
@@ -570,7 +572,7 @@ function liveRetry(ctrl, why) {
 }
 
 // One server-sent event: "snapshot" (the kept records, oldest first) or "record" (one more).
-function liveEvent(block) {
+function liveEvent(block, query) {
   let event = "message";
   const data = [];
   for (const line of block.split("\n")) {
@@ -587,6 +589,7 @@ function liveEvent(block) {
     live.keep = payload.keep;
     live.records = payload.records.slice().reverse(); // newest first
     renderLiveList();
+    document.body.dataset.liveQuery = query; // lets tests wait for the list of one filter
   } else if (event === "record") {
     live.records.unshift(payload);
     if (live.records.length > live.keep) live.records.length = live.keep;
@@ -626,7 +629,7 @@ function renderLiveList() {
     const replay = el("button", { type: "button", class: "small", "data-action": "replay",
       "aria-label": `Replay request ${rec.request_id} in the simulator` }, "Replay");
     replay.addEventListener("click", () => replayLive(rec.request_id));
-    body.append(el("tr", {
+    const tr = el("tr", {
       class: outcomeClass(rec), "data-request-id": rec.request_id, "data-route": rec.route,
       "data-outcome": rec.outcome, "data-workflow": rec.workflow,
       "aria-selected": String(live.selected === rec.request_id),
@@ -639,7 +642,10 @@ function renderLiveList() {
       el("td", { class: "num" }, String(rec.status)),
       el("td", { class: "num" }, ms(rec.elapsed_ms / 1000)),
       el("td", { title: path }, miniTimeline(rec), el("span", { class: "sr-only" }, path)),
-      el("td", {}, replay)));
+      el("td", {}, replay));
+    // a click anywhere on the row shows it (the time is the button for the keyboard)
+    tr.addEventListener("click", (ev) => { if (!ev.target.closest("button")) showLive(rec.request_id); });
+    body.append(tr);
   }
   $("live-count").textContent = `${live.records.length} shown (the gateway keeps the last ${live.keep})`;
 }
