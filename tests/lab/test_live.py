@@ -478,3 +478,15 @@ def test_more_targets_than_the_lab_has_are_noted() -> None:
     re = scenario_from_record(rec)
     assert re.mapping == {"a": "t1", "b": "t2", "c": "t3"}
     assert any("t4, called later, left out" in n for n in re.notes)
+
+
+def test_names_cannot_break_out_of_the_scenarios_comments() -> None:
+    attempt = {"index": 0, "target": "main\nproviders: {a: hang}", "phase": "primary", "start": 0.0,
+               "end": 0.01, "connected": None, "first_event": None, "total_timeout": 1.0, "outcome": "ok",
+               "failure": None}  # fmt: skip
+    rec = {"request_id": "r1", "route": "chat\nstream: yes", "outcome": "ok", "workflow": "direct",
+           "elapsed_ms": 10.0, "attempts": [attempt], "excluded": [], "candidates": []}  # fmt: skip
+    text = scenario_from_record(rec).text
+    custom = parse_custom_text(text)  # still the scenario written, nothing the names said
+    assert custom.scenario["a"].reply_for(0).kind is ReplyKind.OK and custom.stream is False
+    assert all(line.startswith(("#", "providers:", " ")) for line in text.splitlines())

@@ -108,6 +108,13 @@ def _reply(a: Mapping[str, Any]) -> Reply:
     return Reply(kind=_SIMPLE.get(kind, ReplyKind.SERVER_ERROR), latency=latency)
 
 
+def _comment(text: str) -> str:
+    """One YAML comment line. Names come from the config and request ids are plain tokens; even
+    so, a line break in one never ends the comment."""
+    indent = "  " if text.startswith("  ") else ""
+    return f"# {indent}{' '.join(text.split())}"
+
+
 def _slots(rec: Mapping[str, Any], attempts: Sequence[Mapping[str, Any]]) -> tuple[dict[str, str], list[str]]:
     """The real targets on A, B and C: those the request called, in the order it first called
     them, then the route's other candidates that were not left out, in the route's order (they
@@ -180,16 +187,17 @@ def scenario_from_record(rec: Mapping[str, Any]) -> Reenactment:
             "the lab cuts attempts at one per-attempt cap: a first-event or idle timeout may read timeout:total"
         )
 
-    lines = [
-        f"# Replay of request {rec['request_id']} (route {rec['route']}): {rec['outcome']}, workflow {rec['workflow']}",
+    comments = [
+        f"Replay of request {rec['request_id']} (route {rec['route']}): {rec['outcome']}, workflow {rec['workflow']}",
         *(
-            f"#   {lab.upper()} = {real}" + ("" if real in called else " (not called: answers like a healthy provider)")
+            f"  {lab.upper()} = {real}" + ("" if real in called else " (not called: answers like a healthy provider)")
             for lab, real in slots.items()
         ),
-        *(f"#   note: {n}" for n in notes),
-        "# Each reply is what that target answered, attempt by attempt; then it keeps answering like the last.",
-        f"# Budget {budget:g}s: the deadline as far as the record shows it (raise it if the request had longer).",
+        *(f"  note: {n}" for n in notes),
+        "Each reply is what that target answered, attempt by attempt; then it keeps answering like the last.",
+        f"Budget {budget:g}s: the deadline as far as the record shows it (raise it if the request had longer).",
     ]
+    lines = [_comment(c) for c in comments]
     if stream:
         lines.append("stream: true")
     lines.append("providers:")
