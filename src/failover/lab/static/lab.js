@@ -462,7 +462,7 @@ function pc0(v) { return v === null ? "–" : `${(100 * v).toFixed(1)}%`; }
 // kept in this page's memory and sent as a bearer token; the stream is read with fetch (an
 // EventSource cannot send it). The list holds at most the server's "keep" records.
 
-const live = { key: null, keep: 0, records: [], abort: null, retry: null, events: 0, selected: null };
+const live = { key: null, keep: 0, records: [], abort: null, retry: null, events: 0, selected: null, query: "" };
 const OUTCOME_LABELS = { "": "any", ok: "ok", failed: "failed (anything but ok)", degraded: "degraded" };
 
 function liveStatus(text) { $("live-status").textContent = text; }
@@ -588,14 +588,26 @@ function liveEvent(block, query) {
   if (event === "snapshot") {
     live.keep = payload.keep;
     live.records = payload.records.slice().reverse(); // newest first
-    renderLiveList();
-    document.body.dataset.liveQuery = query; // lets tests wait for the list of one filter
+    live.query = query;
   } else if (event === "record") {
     live.records.unshift(payload);
     if (live.records.length > live.keep) live.records.length = live.keep;
-    renderLiveList();
   }
-  document.body.dataset.liveEvents = String(++live.events);
+  live.events++;
+  scheduleLiveRender();
+}
+
+// A burst of requests is drawn once, at the next frame (and not at all while the tab is hidden).
+let liveRenderPending = false;
+function scheduleLiveRender() {
+  if (liveRenderPending) return;
+  liveRenderPending = true;
+  requestAnimationFrame(() => {
+    liveRenderPending = false;
+    renderLiveList();
+    document.body.dataset.liveQuery = live.query; // lets tests wait for the list of one filter
+    document.body.dataset.liveEvents = String(live.events);
+  });
 }
 
 const clock = (t) => new Date(t * 1000).toLocaleTimeString([], { hour12: false });
@@ -618,10 +630,12 @@ function miniTimeline(rec) {
   return track;
 }
 
+const LIVE_ROWS = 500; // rows drawn at most: the newest; the filters reach the others
+
 function renderLiveList() {
   const body = $("live-rows");
   body.replaceChildren();
-  for (const rec of live.records) {
+  for (const rec of live.records.slice(0, LIVE_ROWS)) {
     const path = rec.attempts.map((a) => `${a.target} ${a.outcome}`).join(" → ") || "no attempt";
     const open = el("button", { type: "button", class: "link", "data-action": "show",
       "aria-label": `Show request ${rec.request_id} (${rec.route}, ${rec.outcome})` }, clock(rec.finished_at));
@@ -647,7 +661,10 @@ function renderLiveList() {
     tr.addEventListener("click", (ev) => { if (!ev.target.closest("button")) showLive(rec.request_id); });
     body.append(tr);
   }
-  $("live-count").textContent = `${live.records.length} shown (the gateway keeps the last ${live.keep})`;
+  const shown = Math.min(live.records.length, LIVE_ROWS);
+  $("live-count").textContent = shown < live.records.length
+    ? `the newest ${shown} of ${live.records.length} shown (filter to see others; the gateway keeps the last ${live.keep})`
+    : `${shown} shown (the gateway keeps the last ${live.keep})`;
 }
 
 function liveFacts(rec) {
