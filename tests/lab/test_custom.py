@@ -53,6 +53,7 @@ def test_json_works_as_well_as_yaml() -> None:
         ("providers: {a: \"ok(text=__import__('os'))\"}", "providers.a", "must be literals"),
         ("providers: {a: 12}", "providers.a", "must be a reply"),
         ("providers: {a: [" + ", ".join(["ok"] * 51) + "]}", "providers.a", "at most 50"),
+        ("providers: {a: absent}", "providers.a", "cannot be absent"),
     ],
 )
 def test_bad_scenarios_name_the_field_and_the_fix(text: str, field: str, hint: str) -> None:
@@ -154,3 +155,14 @@ def test_hostile_yaml_is_refused_without_expanding_it(text: str, hint: str) -> N
     with pytest.raises(BadInput) as info:
         parse_custom_text(text)
     assert info.value.field == "custom" and hint in str(info.value)
+
+
+def test_an_absent_fallback_is_not_in_the_route() -> None:
+    """``b: absent`` is a route with fewer targets (a replayed real request's): A fails, B is
+    never a candidate, C answers; with C absent too, nothing is left after A."""
+    one = run_virtual(_custom("providers: {a: server_error, b: absent}", a_extra_retries=0))
+    assert [(a.target, a.outcome) for a in one.record.attempts] == [("a", "provider_server_error"), ("c", "ok")]
+    assert one.calls == {"a": 1, "b": 0, "c": 1} and "b" not in {e.target for e in one.record.excluded}
+    none = run_virtual(_custom("providers: {a: server_error, b: absent, c: absent}", a_extra_retries=0))
+    assert none.record.target_used is None and none.calls == {"a": 1, "b": 0, "c": 0}
+    assert parse_custom_text("providers: {b: absent}").absent == {"b"}

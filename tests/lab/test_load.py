@@ -67,7 +67,7 @@ def test_series_add_up_to_the_summary() -> None:
     assert sum(s["ok"]) == summary["served_in_deadline"]
     assert sum(s["retries_granted"]) <= summary["retries_granted"]  # a retry may fall after the last second
     for name in "abc":
-        assert len(s["sent"][name]) == n and len(s["breaker"][name]) == n
+        assert len(s["sent"][name]) == n and len(s["breaker"][name]) == n and len(s["key_breaker"][name]) == n
         assert sum(s["sent"][name]) <= summary["provider_requests"][name]
     assert all(share is None or 0 <= share <= 1 for share in s["ok_share"])
     # the headroom is A's upstream's: its first attempts deposit above the floor (10), its
@@ -87,6 +87,28 @@ def test_rate_limits_are_followed_and_counted_by_the_limiter_and_budget() -> Non
     # the limiter honours Retry-After: A sees far fewer requests than were sent while it 429s
     assert sum(s["sent"]["a"][11:40]) < 0.5 * sum(s["offered"][11:40])
     assert r.summary["success_share"] == 1.0  # B serves the rest within the deadline
+
+
+def test_429s_open_the_key_model_breaker_which_the_series_show_beside_the_target_breaker() -> None:
+    """A 429 is the key's and model's, not the provider's: it opens A's key + model breaker only.
+    While that is open A gets nothing, and its target breaker still reads closed, so the strip of
+    the target breaker alone said "closed" for a provider that received no request."""
+    r = _run(schedule={"a": [{"from": 10, "to": 90, "reply": "rate_limit(retry_after=1, latency=0.05)"}]})
+    s = r.series
+    key, target = s["key_breaker"]["a"], s["breaker"]["a"]
+    assert all(st == "closed" for st in key[:10]) and "open" in key
+    opened = key.index("open")
+    assert 10 < opened < 40
+    assert all(st == "closed" for st in target)  # the target breaker never moved
+    shut = [i for i in range(opened + 1, len(key)) if key[i] == "open"]
+    probes = sum(1 for e in r.breaker_events if e["target"] == "a" and e["to"] == "half_open")
+    assert len(shut) >= 20 and sum(s["sent"]["a"][i] for i in shut) <= probes  # A gets only its probes
+    assert r.summary["key_breaker_opened"]["a"] >= 1 and r.summary["breaker_opened"]["a"] == 0
+    first = next(e for e in r.breaker_events if e["target"] == "a")
+    assert (first["layer"], first["from"], first["to"]) == ("key_model", "closed", "open")
+    assert {e["layer"] for e in r.breaker_events} == {"key_model"}
+    for name in "bc":
+        assert set(s["key_breaker"][name]) == {"closed"}
 
 
 @pytest.mark.parametrize(

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import shutil
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,27 +18,7 @@ from failover.lab import CAPABILITIES, SCENARIOS, SeedOptions, SeedResult, run_v
 from failover.lab._custom import EXAMPLE, parse_custom_text
 from failover.lab._load import DEFAULT_SCHEDULE, LoadResult, parse_load, run_load
 from failover.lab._web import STATIC, lab_app, result_body
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _publish(shot: Path) -> None:
-    """Copy a screenshot over the one in docs/ only when asked (FAILOVER_UPDATE_DOCS=1): a
-    test run must not rewrite tracked files; the artifact stays in test-artifacts/."""
-    if os.environ.get("FAILOVER_UPDATE_DOCS") == "1":
-        shutil.copyfile(shot, ROOT / "docs" / shot.name)
-
-
-CHROMIUM = os.environ.get("FAILOVER_TEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
+from tests.lab._browser import ROOT, lab_page, publish
 
 
 def _client() -> httpx.AsyncClient:
@@ -206,23 +182,6 @@ def _check_page(page: Any, opts: SeedOptions) -> None:
     assert excluded == [e.target for e in rec.excluded]
 
 
-@contextlib.contextmanager
-def _lab_page(lab_url: str) -> Iterator[Any]:
-    """The lab page open in the system Chromium (headless), closed again after the test."""
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/services.sh (installs Debian's chromium) as root")
-    from playwright.sync_api import sync_playwright  # the test extra; drives the system Chromium
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1100, "height": 1000})
-            page.goto(lab_url)
-            yield page
-        finally:
-            browser.close()
-
-
 def _wait_render(page: Any, runs: int) -> int:
     page.wait_for_function(f"Number(document.body.dataset.runs || 0) >= {runs}")
     page.wait_for_load_state("networkidle")
@@ -231,7 +190,7 @@ def _wait_render(page: Any, runs: int) -> int:
 
 @pytest.mark.e2e
 def test_page_in_system_chromium(lab_url: str) -> None:
-    with _lab_page(lab_url) as page:
+    with lab_page(lab_url) as page:
         runs = _wait_render(page, 1)
         _check_page(page, SeedOptions())
 
@@ -269,7 +228,7 @@ def test_page_in_system_chromium(lab_url: str) -> None:
         out = ROOT / "test-artifacts" / "lab.png"
         out.parent.mkdir(exist_ok=True)
         page.screenshot(path=str(out), full_page=True)
-        _publish(out)
+        publish(out)
 
 
 # --- custom scenarios, connect / first-token segments, load mode --------------------------------
@@ -367,7 +326,7 @@ def _wait_errors(page: Any, key: str, n: int) -> None:
 
 @pytest.mark.e2e
 def test_custom_scenarios_and_segments_in_system_chromium(lab_url: str) -> None:
-    with _lab_page(lab_url) as page:
+    with lab_page(lab_url) as page:
         runs = _wait_render(page, 1)
         assert page.input_value("#custom") == EXAMPLE  # the editor starts with the example
 
@@ -398,7 +357,7 @@ def test_custom_scenarios_and_segments_in_system_chromium(lab_url: str) -> None:
         out.parent.mkdir(exist_ok=True)
         load_top = page.eval_on_selector("#load", "e => e.getBoundingClientRect().top + window.scrollY")
         page.screenshot(path=str(out), full_page=True, clip={"x": 0, "y": 0, "width": 1100, "height": load_top})
-        _publish(out)
+        publish(out)
 
         # The example, with A's retries raised from the keyboard: segments still match.
         _type(page, "#custom", EXAMPLE)
@@ -432,7 +391,7 @@ def _load_summary(page: Any) -> dict[str, str]:
 
 @pytest.mark.e2e
 def test_load_mode_in_system_chromium(lab_url: str) -> None:
-    with _lab_page(lab_url) as page:
+    with lab_page(lab_url) as page:
         _wait_render(page, 1)
         assert page.input_value("#schedule") == DEFAULT_SCHEDULE
 
@@ -466,7 +425,7 @@ def test_load_mode_in_system_chromium(lab_url: str) -> None:
             want = pool.submit(run_load, parse_load(body)).result()
         _check_load(page, want, seconds=90)
         assert want.summary["breaker_opened"]["a"] >= 1  # the outage shows in the breaker strip
-        assert page.locator("[data-chart=breaker] rect[data-series=a][data-state=open]").count() > 0
+        assert page.locator("[data-chart=breaker] rect[data-series=a][data-layer=target][data-state=open]").count() > 0
 
         # The defaults (50 clients x 5 virtual minutes) for the screenshot.
         page.reload()
@@ -477,10 +436,16 @@ def test_load_mode_in_system_chromium(lab_url: str) -> None:
         with ThreadPoolExecutor(1) as pool:
             want = pool.submit(run_load, parse_load({"schedule": DEFAULT_SCHEDULE})).result()
         _check_load(page, want, seconds=300)
+        # A's 429s (60-120 s) open its key + model breaker while its target breaker stays closed:
+        # the strip shows both, so A no longer reads "closed" while it gets nothing
+        key_open = [i for i, st in enumerate(want.series["key_breaker"]["a"]) if st == "open"]
+        assert key_open and all(want.series["breaker"]["a"][i] == "closed" for i in key_open[:60])
+        desc = page.locator("svg[data-chart=breaker] desc").text_content() or ""
+        assert f"A key+model breaker not closed {key_open[0]}–" in desc
         out = ROOT / "test-artifacts" / "lab-load.png"
         out.parent.mkdir(exist_ok=True)
         page.locator("#load").screenshot(path=str(out))
-        _publish(out)
+        publish(out)
 
 
 def _check_load(page: Any, want: LoadResult, *, seconds: int) -> None:
@@ -501,16 +466,19 @@ def _check_load(page: Any, want: LoadResult, *, seconds: int) -> None:
     for name in ("retries_granted", "retries_refused", "retry_headroom"):
         assert points("budget", name) == seconds
     for name in "abc":
-        states = page.eval_on_selector_all(
-            f"svg[data-chart=breaker] rect[data-series={name}]", "rs => rs.map(r => r.dataset.state)"
-        )
-        assert states == s["breaker"][name]
+        for layer, key in (("target", "breaker"), ("key_model", "key_breaker")):
+            states = page.eval_on_selector_all(
+                f"svg[data-chart=breaker] rect[data-series={name}][data-layer={layer}]",
+                "rs => rs.map(r => r.dataset.state)",
+            )
+            assert states == s[key][name]
     got = _load_summary(page)
     share = summary["success_share"]
     assert got["requests"] == str(summary["requests"])
     assert got["served"] == f"{summary['served_in_deadline']} ({100 * share:.1f}%)"
     assert got["provider_requests"] == " / ".join(str(summary["provider_requests"][n]) for n in "abc")
     assert got["breaker_opened"] == " / ".join(str(summary["breaker_opened"][n]) for n in "abc")
+    assert got["key_breaker_opened"] == " / ".join(str(summary["key_breaker_opened"][n]) for n in "abc")
     assert got["retries"] == f"{summary['retries_granted']} / {summary['retries_refused']}"
     # the text alternative: one table row per second, with the plotted numbers
     rows = page.eval_on_selector_all(
@@ -519,7 +487,7 @@ def _check_load(page: Any, want: LoadResult, *, seconds: int) -> None:
     assert len(rows) == seconds
     for i in (0, seconds // 2, seconds - 1):
         assert rows[i][:6] == [str(i), str(s["offered"][i]), *(str(s["sent"][n][i]) for n in "abc"), str(s["ok"][i])]
-        assert rows[i][7:10] == [s["breaker"][n][i] for n in "abc"]
+        assert rows[i][7:13] == [s["breaker"][n][i] for n in "abc"] + [s["key_breaker"][n][i] for n in "abc"]
     for chart in ("rate", "success", "breaker", "budget"):
         svg = page.locator(f"svg[data-chart={chart}]")
         assert svg.get_attribute("role") == "img"

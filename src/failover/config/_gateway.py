@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
@@ -133,6 +133,14 @@ class ShutdownSpec(_Strict):
     drain_seconds: float = Field(25.0, ge=0, le=3600)
 
 
+class LabLiveSpec(_Strict):
+    """``gateway.lab_live``: the lab page also shows this gateway's own last requests (admin key).
+    ``lab_live: true`` is short for ``{enabled: true}``."""
+
+    enabled: bool = True
+    keep: int = Field(200, ge=1, le=5000)  # the last N finished requests kept in memory
+
+
 class GatewaySpec(_Strict):
     """The ``gateway:`` section (docs/gateway.md)."""
 
@@ -145,6 +153,12 @@ class GatewaySpec(_Strict):
     logging: LoggingSpec = LoggingSpec()
     shutdown: ShutdownSpec = ShutdownSpec()
     lab: bool = False  # serve the lab page at /lab (open, CPU-using: for trusted networks)
+    lab_live: LabLiveSpec | None = None  # and in it, the gateway's own last requests (admin key)
+
+    @field_validator("lab_live", mode="before")
+    @classmethod
+    def _lab_live_flag(cls, v: Any) -> Any:
+        return {"enabled": v} if isinstance(v, bool) else v
 
 
 class LedgerSpec(_Strict):
@@ -202,6 +216,19 @@ def check_gateway(
             "exceeds max_attempts_limit",
             "lower it or raise max_attempts_limit",
         )
+    if spec.lab_live is not None and spec.lab_live.enabled:
+        if not spec.lab:
+            out.error(
+                ("gateway", "lab_live"),
+                "the live view is part of the lab page, which is off",
+                "set gateway.lab: true as well (or remove gateway.lab_live)",
+            )
+        if not spec.admin.key_sha256 and not spec.admin.key_env:
+            out.error(
+                ("gateway", "lab_live"),
+                "the live view needs an admin key: it shows every request's route, targets, timings and cost",
+                "set gateway.admin.key_sha256 (the sha256 of a key) or gateway.admin.key_env",
+            )
 
 
 def check_ledger(spec: LedgerSpec, env: Mapping[str, str], offline: bool, out: Problems) -> None:

@@ -284,6 +284,16 @@ async def _wait_disconnect(receive: Receive) -> None:
             return
 
 
+class RecordSink(Protocol):
+    """Receives every finished chat request's RouteRecord: the lab's live view
+    (``gateway.lab_live``). ``add`` runs on the event loop at the end of each request."""
+
+    def add(self, record: RouteRecord, *, status: int, tenant: str | None, stream: bool) -> None: ...
+
+    def close(self) -> None:
+        """The gateway drains: end what is waiting on new records."""
+
+
 class Gateway:
     """The state shared by every endpoint: the router, the settings, the secret scrubber,
     tenant quotas, metrics, and the requests in flight (for a graceful drain)."""
@@ -306,6 +316,7 @@ class Gateway:
         self._retiring_done: dict[int, asyncio.Event] = {}
         self.metrics = GatewayMetrics(lambda: self.router, lambda: len(self.in_flight), lambda: self.draining)
         self.recent_keys = RecentKeys()  # Idempotency-Keys seen: a repeat is a client's retry
+        self.records: RecordSink | None = None  # the lab's live view, when gateway.lab_live is on
 
     # -- in flight and drain ----------------------------------------------------------------------
 
@@ -334,6 +345,8 @@ class Gateway:
         """Stop accepting chat requests, wait up to ``seconds`` for those in flight, then cut
         the rest (their upstream calls and streams are closed). Returns how many were cut."""
         self.draining = True
+        if self.records is not None:
+            self.records.close()  # open live-view streams end, so the server can stop
         await self._until_idle(seconds)
         cut = 0
         for stop in list(self.in_flight):
@@ -569,6 +582,8 @@ class Gateway:
             self.metrics.observe(route, status, tenant_name, record)
             if code in {"rate_limit_exceeded", "budget_exhausted"} and tenant_name is not None:
                 self.metrics.tenant_refusals.labels(tenant_name, code).inc()
+            if self.records is not None and record is not None:
+                self.records.add(record, status=status, tenant=tenant_name, stream=stream)
         except Exception as exc:  # accounting must never break an answer
             log.error("accounting failed for request %s: %s", request_id, type(exc).__name__)
         if not access_log.isEnabledFor(logging.INFO):
@@ -1279,10 +1294,37 @@ def _breaker_entry(snap: BreakerSnapshot, now: float) -> dict[str, Any]:
     return entry
 
 
-def _lab_app() -> ASGIApp:
+def _lab_app(gw: Gateway) -> ASGIApp:
     from ..lab._web import lab_app  # imported only when the lab is switched on
 
-    return lab_app()
+    keep = gw.settings.lab_live_keep
+    if keep is None:
+        return lab_app()
+    from ..lab._live import LiveRecords
+    from ..lab._web import LiveView
+
+    def candidates(route: str) -> list[str]:
+        r = gw.router.routes.get(route)
+        return [t.name for t in r.targets] if r is not None else []
+
+    records = LiveRecords(keep, scrub=lambda text: gw.scrub(text), candidates=candidates)
+    gw.records = records
+
+    async def authorize(request: HttpRequest) -> Response | None:
+        try:
+            gw.authenticate_admin(request.scope, request.headers)
+        except ApiError as err:
+            return _json_response(err.status, err.body(), err.headers)
+        return None
+
+    return lab_app(
+        live=LiveView(
+            records=records,
+            authorize=authorize,
+            routes=lambda: list(gw.router.routes),
+            closing=lambda: gw.draining,
+        )
+    )
 
 
 def create_app(
@@ -1444,7 +1486,7 @@ def create_app(
             HttpRoute("/readyz", readyz, methods=["GET"]),
             HttpRoute("/openapi.json", openapi, methods=["GET"]),
             *([HttpRoute("/metrics", metrics, methods=["GET"])] if s.metrics_enabled else []),
-            *([Mount("/lab", app=_lab_app())] if s.lab_enabled else []),
+            *([Mount("/lab", app=_lab_app(gw))] if s.lab_enabled else []),
         ],
         middleware=middleware,
         exception_handlers={HTTPException: http_error},

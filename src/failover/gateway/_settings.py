@@ -126,6 +126,7 @@ class GatewaySettings:
     log_format: LogFormat = "text"
     drain_seconds: float = 25.0  # at shutdown: how long in-flight requests may take before they are cut
     lab_enabled: bool = False  # /lab: the simulator page (no auth: off unless asked for)
+    lab_live_keep: int | None = None  # /lab's live view of the last N requests (admin key); None: off
     ledger: LedgerSpec | None = None  # the top-level ``ledger:`` section: the store the Router reads (workflow 3)
 
     @property
@@ -187,6 +188,7 @@ def settings_from_spec(spec: GatewaySpec | None, *, env: Mapping[str, str] | Non
             )
         )
     e = spec.envelope
+    live = spec.lab_live if spec.lab_live is not None and spec.lab_live.enabled else None
     return GatewaySettings(
         tenants=tuple(tenants),
         admin_key_hashes=_hashes("gateway.admin", spec.admin, env),
@@ -213,6 +215,7 @@ def settings_from_spec(spec: GatewaySpec | None, *, env: Mapping[str, str] | Non
         log_format=spec.logging.format,
         drain_seconds=spec.shutdown.drain_seconds,
         lab_enabled=spec.lab,
+        lab_live_keep=live.keep if live is not None else None,
     )
 
 

@@ -13,7 +13,8 @@ A custom scenario is YAML or JSON (the page's textarea, ``failover lab --scenari
 
 Each provider entry is what :meth:`failover.testing.Scenario.from_dict` reads (a reply, a list
 of replies, or a mapping with ``replies``, ``default``, ``latency`` and ``connect``). A
-provider left out answers like the *healthy* scenario. The input is untrusted (it comes from a
+provider left out answers like the *healthy* scenario; B or C written ``absent`` is not in the
+route at all (a real route with fewer targets, replayed from the live view). The input is untrusted (it comes from a
 browser): :func:`parse_custom` walks it and raises :class:`BadInput` naming the exact field
 (``providers.a.replies[1]``) and what to write instead, so the page can show the message next
 to the textarea. Nothing is evaluated: replies are parsed with :func:`ast.literal_eval`.
@@ -32,6 +33,7 @@ import yaml
 from ..testing import Reply, Scenario, Script
 
 PROVIDERS = ("a", "b", "c")
+ABSENT = "absent"  # a fallback (b or c) that is not in the route
 MAX_TEXT = 20_000  # characters of YAML/JSON
 MAX_REPLIES = 50  # per provider
 MAX_SECONDS = 60.0  # connect / latency, seconds of virtual time
@@ -56,6 +58,7 @@ class CustomScenario:
     scenario: Scenario
     stream: bool = False
     source: str = ""  # the text it was parsed from (shown back in the page)
+    absent: frozenset[str] = frozenset()  # fallbacks left out of the route
 
     def script(self, name: str, healthy: Reply) -> Script:
         """The script of provider ``name``; a provider the scenario leaves out answers ``healthy``."""
@@ -104,15 +107,21 @@ def parse_custom(data: Any, *, source: str = "") -> CustomScenario:
     if not isinstance(providers, Mapping) or not providers:
         raise BadInput("providers", f"must map provider names ({', '.join(PROVIDERS)}) to replies, got {providers!r}")
     checked: dict[str, Any] = {}
+    absent: set[str] = set()
     for name, spec in providers.items():
         if name not in PROVIDERS:
             raise BadInput(f"providers.{name}", f"unknown provider; the route has {', '.join(PROVIDERS)}")
+        if spec == ABSENT:
+            if name == PROVIDERS[0]:
+                raise BadInput(f"providers.{name}", "a is the route's primary and cannot be absent; give it replies")
+            absent.add(name)
+            continue
         checked[name] = _provider(f"providers.{name}", spec)
     try:
         scenario = Scenario.from_dict(checked)
     except ValueError as exc:  # everything was checked field by field; this is a last line of defence
         raise BadInput("providers", str(exc)) from None
-    return CustomScenario(scenario=scenario, stream=stream, source=source)
+    return CustomScenario(scenario=scenario, stream=stream, source=source, absent=frozenset(absent))
 
 
 def parse_custom_text(text: str) -> CustomScenario:
@@ -199,4 +208,13 @@ providers:
   c: ok(latency=0.3)
 """
 
-__all__ = ["EXAMPLE", "PROVIDERS", "BadInput", "CustomScenario", "load_text", "parse_custom", "parse_custom_text"]
+__all__ = [
+    "ABSENT",
+    "EXAMPLE",
+    "PROVIDERS",
+    "BadInput",
+    "CustomScenario",
+    "load_text",
+    "parse_custom",
+    "parse_custom_text",
+]

@@ -11,7 +11,8 @@ Everything runs on a looptime virtual clock (:func:`run_arrivals`, shared with
 ``bench/goodput.py``), so five virtual minutes of 50 clients take about a second of CPU and
 the same seed gives the same series, number for number. :func:`run_load` returns per-second
 series: requests reaching each provider, requests served within their deadline (count and
-share), each target breaker's state, and the retry budget's grants, refusals and headroom.
+share), the state of each provider's two breakers (its target breaker, and the key + model
+breaker a 429 or an exhausted quota opens), and the retry budget's grants, refusals and headroom.
 """
 
 from __future__ import annotations
@@ -368,25 +369,24 @@ def run_load(opts: LoadOptions) -> LoadResult:
         summary=_summary(opts, callers, net.log, events, budget.log, wall, cpu),
         breaker_events=[
             {
-                "target": _target_of(e.scope, targets),
+                "target": _provider_of(e.scope),
+                "layer": e.layer,
                 "at": round(e.at, 6),
                 "from": e.old.value,
                 "to": e.new.value,
                 "reason": e.reason,
             }
             for e in events
-            if e.layer == "target"
         ],
         wall=wall,
         cpu=cpu,
     )
 
 
-def _target_of(scope: str, targets: Mapping[str, Target]) -> str:
-    for name, t in targets.items():
-        if t.scope == scope:
-            return name
-    return scope
+def _provider_of(scope: str) -> str:
+    """The provider a breaker scope belongs to: both of a target's scopes start with its base URL
+    (``http://a.fake/...``)."""
+    return next((name for name in PROVIDERS if f"{name}.fake" in scope), scope)
 
 
 def _series(
@@ -417,7 +417,8 @@ def _series(
         "sent": sent,
         "ok": ok,
         "ok_share": [round(w / n, 4) if n else None for w, n in zip(ok, offered, strict=True)],
-        "breaker": _breaker_states(seconds, events),
+        "breaker": _breaker_states(seconds, events, "target"),
+        "key_breaker": _breaker_states(seconds, events, "key_model"),
         "retries_granted": granted,
         "retries_refused": refused,
         "retry_headroom": list(headroom),
@@ -428,18 +429,21 @@ def _won(c: CallerOutcome, budget: float) -> bool:
     return c.ok and c.done - c.arrival <= budget + 1e-9
 
 
-def _breaker_states(seconds: int, events: Sequence[BreakerEvent]) -> dict[str, list[str]]:
-    """Each provider's target breaker state at the end of each second (closed before any event).
+def _breaker_states(seconds: int, events: Sequence[BreakerEvent], layer: str) -> dict[str, list[str]]:
+    """Each provider's breaker of ``layer`` (``target`` or ``key_model``): its state at the end of
+    each second (closed before any event). A target is called only while both are closed (or
+    half-open and probing): a 429 opens the key + model breaker alone, so its target breaker
+    reads closed while it gets nothing.
 
     An open breaker turns half-open lazily, at the first call after its open period: the series
     shows what the router saw, as bench/goodput.py's open spans do."""
     out: dict[str, list[str]] = {}
-    by_scope: dict[str, list[BreakerEvent]] = {}
+    by_provider: dict[str, list[BreakerEvent]] = {}
     for e in events:
-        if e.layer == "target":
-            by_scope.setdefault(e.scope, []).append(e)
+        if e.layer == layer:  # each provider has one scope per layer (one key, one model)
+            by_provider.setdefault(_provider_of(e.scope), []).append(e)
     for name in PROVIDERS:
-        mine = next((v for k, v in by_scope.items() if f"{name}.fake" in k), [])
+        mine = by_provider.get(name, [])
         states, state, i = [], "closed", 0
         for s in range(seconds):
             while i < len(mine) and mine[i].at < s + 1:
@@ -465,15 +469,21 @@ def _summary(
         "served_in_deadline": won,
         "success_share": round(won / len(callers), 4) if callers else None,
         "provider_requests": {n: sum(1 for _, p in log if p == n) for n in PROVIDERS},
-        "breaker_opened": {
-            n: sum(1 for e in events if e.layer == "target" and f"{n}.fake" in e.scope and e.new.value == "open")
-            for n in PROVIDERS
-        },
+        "breaker_opened": _opened(events, "target"),
+        "key_breaker_opened": _opened(events, "key_model"),
         "retries_granted": sum(1 for _, yes in withdrawals if yes),
         "retries_refused": sum(1 for _, yes in withdrawals if not yes),
         "virtual_seconds": opts.duration,
         "wall_seconds": round(wall, 3),
         "cpu_seconds": round(cpu, 3),
+    }
+
+
+def _opened(events: Sequence[BreakerEvent], layer: str) -> dict[str, int]:
+    """How often each provider's breaker of ``layer`` opened."""
+    return {
+        n: sum(1 for e in events if e.layer == layer and e.new.value == "open" and _provider_of(e.scope) == n)
+        for n in PROVIDERS
     }
 
 

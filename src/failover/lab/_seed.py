@@ -38,6 +38,8 @@ C = Capability
 CAPABILITIES = ("chat", "structured_output", "vision")
 SCENARIOS = ("healthy", "rate_limited", "timeout", "all_failing")
 CUSTOM = "custom"  # SeedOptions.custom says what the providers answer
+MAX_BUDGET = 60.0  # seconds of virtual time the page may ask for; its slider stops well below
+MAX_RETRIES = 10  # A's extra retries the page may ask for
 ANSWER_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "properties": {"answer": {"type": "string"}},
@@ -163,10 +165,11 @@ async def run_seed(opts: SeedOptions) -> SeedResult:
         for n in "abc"
     }
     targets = _targets(opts, providers)
+    absent = custom.absent if custom is not None else frozenset()
     route = Route(
         name="seed",
         primary=(targets["a"],),
-        fallbacks=(targets["b"], targets["c"]),
+        fallbacks=tuple(targets[n] for n in "bc" if n not in absent),
         fallback_reserve=opts.fallback_reserve,
     )
     router = Router(
@@ -221,6 +224,8 @@ def all_combinations(**overrides: Any) -> Iterator[SeedOptions]:
 __all__ = [
     "CAPABILITIES",
     "CUSTOM",
+    "MAX_BUDGET",
+    "MAX_RETRIES",
     "SCENARIOS",
     "SeedOptions",
     "SeedResult",

@@ -8,28 +8,43 @@ loop) and returns the RouteRecord plus the provider call counts and the text or 
 ``POST /api/load`` runs the load mode (:func:`run_load`) and returns its per-second series.
 The page renders only what the server returns: nothing about routing is re-implemented in
 JavaScript. Bad input is a 400 ``{"error": "<field>: <problem and fix>", "field": ...}``.
+
+With a :class:`LiveView` (the gateway's ``gateway.lab_live``), the page also shows the
+gateway's own last requests; every live endpoint asks ``LiveView.authorize`` first (the
+gateway's admin key):
+
+* ``GET /api/live/meta``: what the filters offer (routes, outcomes, workflows) and ``keep``;
+* ``GET /api/live``: the kept records that match ``?route=&outcome=&workflow=`` (JSON);
+* ``GET /api/live/stream``: the same as server-sent events: one ``snapshot``, then a ``record``
+  event per request as it finishes (a viewer that fell behind gets a new ``snapshot``);
+* ``GET /api/live/{request_id}/scenario``: that request's fault pattern as a custom scenario
+  and the settings to run it with (:func:`~failover.lab._pattern.scenario_from_record`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
 
 from ._custom import EXAMPLE, BadInput, CustomScenario, parse_custom_text
+from ._live import OUTCOMES, WORKFLOWS, LiveFilter, LiveRecords, TooManyViewers, Viewer, snapshot_event
 from ._load import DEFAULT_SCHEDULE, MAX_CLIENTS, MAX_DURATION, MAX_REQUESTS, LoadResult, parse_load, run_load
-from ._seed import CAPABILITIES, CUSTOM, SCENARIOS, SeedOptions, SeedResult, run_virtual
+from ._pattern import NothingToReplay, scenario_from_record
+from ._seed import CAPABILITIES, CUSTOM, MAX_BUDGET, MAX_RETRIES, SCENARIOS, SeedOptions, SeedResult, run_virtual
 
 STATIC = Path(__file__).parent / "static"
-MAX_BUDGET = 60.0  # seconds of virtual time; the page's slider stops well below
-MAX_RETRIES = 10
 
 
 def _number(body: dict[str, Any], name: str, default: float, lo: float, hi: float) -> float:
@@ -163,10 +178,131 @@ async def _load(request: Request) -> Response:
     return JSONResponse(load_body(result))
 
 
-def lab_app(custom: CustomScenario | None = None) -> Starlette:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LiveView:
+    """What the page's live view needs from the gateway that serves it.
+
+    ``authorize(request)``: None to let the request through, else the error response to send
+    (the gateway's admin key check). ``routes()``: the route names to offer as a filter.
+    ``closing()``: True while the gateway drains (no new stream is opened)."""
+
+    records: LiveRecords
+    authorize: Callable[[Request], Awaitable[Response | None]]
+    routes: Callable[[], Sequence[str]] = lambda: ()
+    closing: Callable[[], bool] = lambda: False
+
+
+def _no_store(body: Any, status: int = 200) -> Response:
+    return JSONResponse(body, status_code=status, headers={"cache-control": "no-store"})
+
+
+def _live_routes(live: LiveView) -> list[Route]:
+    """The live view's endpoints; each asks ``live.authorize`` before anything else."""
+
+    def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            refused = await live.authorize(request)
+            if refused is not None:
+                return refused
+            try:
+                return await handler(request)
+            except BadInput as exc:
+                return _bad(exc)
+
+        return endpoint
+
+    def choices() -> dict[str, Any]:
+        return {
+            "keep": live.records.keep,
+            "routes": sorted(live.routes()),
+            "outcomes": list(OUTCOMES),
+            "workflows": list(WORKFLOWS),
+        }
+
+    async def meta(request: Request) -> Response:
+        return _no_store(choices())
+
+    async def records(request: Request) -> Response:
+        flt = LiveFilter.parse(request.query_params)
+        return _no_store({**choices(), "records": live.records.snapshot(flt)})
+
+    async def stream(request: Request) -> Response:
+        flt = LiveFilter.parse(request.query_params)
+        if live.closing():
+            return _no_store({"error": "the gateway is shutting down", "field": None}, 503)
+        try:
+            viewer = live.records.subscribe(flt)
+        except TooManyViewers as exc:
+            return _no_store({"error": str(exc), "field": None}, 503)
+        return _EventStream(live.records, viewer)
+
+    async def scenario(request: Request) -> Response:
+        request_id = request.path_params["request_id"]
+        rec = live.records.get(request_id)
+        if rec is None:
+            return _no_store(
+                {"error": f"request {request_id[:80]!r} is not among the last {live.records.keep} kept", "field": None},
+                404,
+            )
+        try:
+            return _no_store(scenario_from_record(rec).to_dict())
+        except NothingToReplay as exc:
+            return _no_store({"error": str(exc), "field": None}, 422)
+
+    return [
+        Route("/api/live", guarded(records), methods=["GET"]),
+        Route("/api/live/meta", guarded(meta), methods=["GET"]),
+        Route("/api/live/stream", guarded(stream), methods=["GET"]),
+        Route("/api/live/{request_id}/scenario", guarded(scenario), methods=["GET"]),
+    ]
+
+
+class _EventStream(StreamingResponse):
+    """The live stream (``text/event-stream``): a snapshot, then each record as it finishes.
+
+    Its own loop, not StreamingResponse's: that notices a client that left only at its next
+    write (under ASGI 2.4), and an idle viewer writes every 15 s. Here a task waits for the
+    disconnect and ends the stream at once, so the viewer's slot is freed at once too."""
+
+    def __init__(self, records: LiveRecords, viewer: Viewer) -> None:
+        super().__init__(
+            iter(()),  # (the body is written by __call__; no content-length is set)
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+        )
+        self.records = records
+        self.viewer = viewer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        viewer = self.viewer
+
+        async def disconnected() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            viewer.closed = True
+            viewer.wake.set()
+
+        gone = asyncio.ensure_future(disconnected())
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            chunk: bytes | None = snapshot_event(self.records.entries(viewer.filter), self.records.keep)
+            while chunk is not None:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                chunk = await self.records.watch(viewer)
+            with contextlib.suppress(OSError):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:
+            pass  # the client went away while we wrote
+        finally:
+            gone.cancel()
+            self.records.unsubscribe(viewer)
+
+
+def lab_app(custom: CustomScenario | None = None, *, live: LiveView | None = None) -> Starlette:
     """The lab's ASGI app: mount it anywhere (the page uses relative URLs).
 
-    ``custom``: a scenario to preload into the page's custom editor (``failover lab --scenario``)."""
+    ``custom``: a scenario to preload into the page's custom editor (``failover lab --scenario``).
+    ``live``: the gateway's live view of its own requests (off when None)."""
 
     async def meta(request: Request) -> Response:
         return JSONResponse(
@@ -177,6 +313,7 @@ def lab_app(custom: CustomScenario | None = None) -> Starlette:
                 "preloaded": custom is not None,
                 "schedule": DEFAULT_SCHEDULE,
                 "limits": {"clients": MAX_CLIENTS, "duration": MAX_DURATION, "requests": MAX_REQUESTS},
+                "live": live is not None,
             }
         )
 
@@ -186,9 +323,10 @@ def lab_app(custom: CustomScenario | None = None) -> Starlette:
             Route("/api/meta", meta, methods=["GET"]),
             Route("/api/run", _run, methods=["POST"]),
             Route("/api/load", _load, methods=["POST"]),
+            *(_live_routes(live) if live is not None else []),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ]
     )
 
 
-__all__ = ["BadInput", "lab_app", "load_body", "parse_options", "result_body"]
+__all__ = ["BadInput", "LiveView", "lab_app", "load_body", "parse_options", "result_body"]

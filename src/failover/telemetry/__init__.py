@@ -4,7 +4,7 @@
 
 A hook is any ``callable(event) -> None`` (:class:`Hook`). Events carry no headers, keys,
 prompts or completions (see ``_events``). :class:`OpenTelemetryHook` (spans and metrics) needs
-the ``otel`` extra; :class:`PrometheusHook` uses prometheus_client (a core dependency); both
+the ``otel`` extra; :class:`PrometheusHook` uses prometheus_client (the ``gateway`` extra); both
 report the same metrics, the OpenTelemetry GenAI conventions' where they exist (``_instruments``).
 :class:`LoggingHook` writes one line per attempt and per request through stdlib logging, or
 structlog when configured.

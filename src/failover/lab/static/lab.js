@@ -48,8 +48,13 @@ function cancelledAtCap(a) {
 function attemptSegments(a) {
   const segs = [];
   const has = (v) => v !== null && v !== undefined;
-  if (!has(a.connected)) {
-    // The lab's fake network reports every connection: no connect time means it never connected.
+  if (!has(a.connected) && (a.status || a.outcome === "ok")) {
+    // A real transport that cannot tell when it connected (the lab's fakes always can): the
+    // attempt got an answer, so its whole time is the wait for it.
+    segs.push({ kind: "first", start: a.start, end: has(a.first_event) ? a.first_event : a.end });
+    if (has(a.first_event)) segs.push({ kind: "body", start: a.first_event, end: a.end });
+  } else if (!has(a.connected)) {
+    // No connect time and no answer: it never connected.
     segs.push({ kind: "connect", start: a.start, end: a.end });
   } else {
     segs.push({ kind: "connect", start: a.start, end: a.connected });
@@ -93,12 +98,15 @@ function segmentText(segs) {
   return segs.map((g) => `${SEG_NAMES[g.kind]} ${ms(g.end - g.start)}${g.cap ? " (cancelled at cap)" : ""}`).join(", ");
 }
 
-function attemptBar(r, pct) {
+// The simulator's providers are a, b and c, shown as A, B and C; a real target keeps its name.
+const upper = (name) => name.toUpperCase();
+
+function attemptBar(r, pct, name = upper) {
   const dur = r.end - r.start;
   const bar = el("div", {
     class: `bar attempt ${r.kind}`,
     style: `left:${pct(r.start)};width:${pct(dur)}`,
-    title: `${r.target.toUpperCase()} ${r.phase} ${r.outcome}: ${segmentText(r.segments)}`,
+    title: `${name(r.target)} ${r.phase} ${r.outcome}: ${segmentText(r.segments)}`,
   });
   for (const g of r.segments) {
     const share = dur > 0 ? (100 * (g.end - g.start)) / dur : 0;
@@ -113,18 +121,19 @@ function attemptBar(r, pct) {
   return bar;
 }
 
-function renderTimeline(rec) {
-  const box = $("timeline");
+// The timeline of one RouteRecord: the simulator's (over its budget) or a real request's (over
+// its elapsed time, in the live view: ``box``, ``span`` and ``name`` given).
+function renderTimeline(rec, box = $("timeline"), span = null, name = upper) {
   box.replaceChildren();
   const rows = timelineRows(rec);
-  const span = Math.max(rec.options.budget, ...rows.map((r) => r.end));
+  span = Math.max(span ?? rec.options.budget, ...rows.map((r) => r.end), 1e-3);
   const pct = (t) => `${(100 * t) / span}%`;
   for (const r of rows) {
     const detail = r.segments ? `; ${segmentText(r.segments)}` : "";
-    const text = `${r.target.toUpperCase()} ${r.phase} ${r.outcome} ${ms(r.end - r.start)}${detail}`;
-    const label = `${r.target.toUpperCase()} ${r.phase} · ${r.short}`;
+    const text = `${name(r.target)} ${r.phase} ${r.outcome} ${ms(r.end - r.start)}${detail}`;
+    const label = `${name(r.target)} ${r.phase} · ${r.short}`;
     const bar = r.segments
-      ? attemptBar(r, pct)
+      ? attemptBar(r, pct, name)
       : el("div", {
         class: `bar ${r.kind}`,
         style: `left:${pct(r.start)};width:${pct(r.end - r.start)}`,
@@ -144,21 +153,19 @@ function renderTimeline(rec) {
   box.append(el("div", { class: "axis", "aria-hidden": "true" }, el("span", {}, "time since request start"), ticks));
 }
 
-function renderPath(rec) {
-  const path = $("path");
+function renderPath(rec, path = $("path"), name = upper) {
   path.replaceChildren();
   for (const a of rec.attempts) {
     path.append(el("li", { class: a.outcome === "ok" ? "ok" : "fail" },
-      `${a.target.toUpperCase()} (${a.phase}): ${a.outcome}`));
+      `${name(a.target)} (${a.phase}): ${a.outcome}`));
   }
   if (!rec.attempts.length) path.append(el("li", {}, "no attempt was made"));
 }
 
-function renderExcluded(rec) {
-  const list = $("excluded");
+function renderExcluded(rec, list = $("excluded"), name = upper) {
   list.replaceChildren();
   for (const e of rec.excluded) {
-    list.append(el("li", { "data-target": e.target }, el("strong", {}, e.target.toUpperCase()), ` (${e.phase}): ${e.reason}`));
+    list.append(el("li", { "data-target": e.target }, el("strong", {}, name(e.target)), ` (${e.phase}): ${e.reason}`));
   }
   if (!rec.excluded.length) list.append(el("li", {}, "none: every candidate could serve this request"));
 }
@@ -259,7 +266,7 @@ function niceMax(v) {
 // A line chart as inline SVG: axes with labels, ticks, fault windows shaded, one polyline per
 // run of non-null values. The legend and the text alternative are HTML next to it.
 function lineChart({ key, title, yLabel, t, lines, yMax, faults, fmt }) {
-  const W = 900, H = 230, L = 58, R = 14, T = 12, B = 42;
+  const W = 900, H = 230, L = 96, R = 14, T = 12, B = 42; // L: the breaker strip's labels, so every time axis lines up
   const n = t.length;
   const max = yMax ?? niceMax(Math.max(1, ...lines.flatMap((s) => s.values.filter((v) => v !== null))));
   const x = (s) => L + ((W - L - R) * s) / Math.max(1, n);
@@ -318,28 +325,33 @@ function chartFigure(key, title, root, legend, faultLabel) {
     el("figcaption", {}, title), root, el("ul", { class: "legend", "aria-hidden": "true" }, ...items));
 }
 
-function breakerChart(t, breaker, faults) {
-  const W = 900, L = 58, R = 14, T = 8, rowH = 22, B = 36;
-  const names = Object.keys(breaker);
-  const H = T + rowH * names.length + B;
-  const n = t.length;
+// Each provider has two breakers, and it is called only while both let it: its target breaker
+// (the provider failing) and its key + model breaker (a 429 or an exhausted quota on that key and
+// model). One strip each, so a target whose key + model breaker is open never reads "closed".
+const BREAKER_LAYERS = [["target", "breaker", "target"], ["key_model", "key_breaker", "key+model"]];
+
+function breakerChart(series) {
+  const W = 900, L = 96, R = 14, T = 8, rowH = 20, gap = 6, B = 36;
+  const names = Object.keys(series.breaker);
+  const rows = names.flatMap((name) => BREAKER_LAYERS.map(([layer, key, label]) => ({ name, layer, label, states: series[key][name] })));
+  const H = T + rowH * rows.length + gap * (names.length - 1) + B;
+  const n = series.t.length;
   const x = (s) => L + ((W - L - R) * s) / Math.max(1, n);
   const spans = [];
   const root = svg("svg", { class: "plot", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-labelledby": "chart-breaker-title chart-breaker-desc", "data-chart": "breaker" });
-  root.append(svg("title", { id: "chart-breaker-title" }, "Target breaker state per second"));
-  names.forEach((name, row) => {
-    const states = breaker[name];
-    const yTop = T + row * rowH;
-    root.append(svg("text", { x: L - 6, y: yTop + rowH / 2 + 4, "text-anchor": "end" }, name.toUpperCase()));
+  root.append(svg("title", { id: "chart-breaker-title" }, "Breaker state per second: each target's breaker and its key + model breaker"));
+  rows.forEach(({ name, layer, label, states }, row) => {
+    const yTop = T + row * rowH + gap * Math.floor(row / BREAKER_LAYERS.length);
+    root.append(svg("text", { x: L - 6, y: yTop + rowH / 2 + 4, "text-anchor": "end" }, `${name.toUpperCase()} ${label}`));
     states.forEach((st, i) => root.append(svg("rect", {
       x: x(i), y: yTop + 2, width: Math.max(0.5, x(i + 1) - x(i)), height: rowH - 4, fill: BREAKER_COLORS[st],
-      "data-series": name, "data-state": st,
+      "data-series": name, "data-layer": layer, "data-state": st,
     })));
     let from = null;
     states.forEach((st, i) => {
       if (st !== "closed" && from === null) from = i;
       if ((st === "closed" || i === states.length - 1) && from !== null) {
-        spans.push(`${name.toUpperCase()} not closed ${from}–${st === "closed" ? i : i + 1} s`);
+        spans.push(`${name.toUpperCase()} ${label} breaker not closed ${from}–${st === "closed" ? i : i + 1} s`);
         from = null;
       }
     });
@@ -348,7 +360,7 @@ function breakerChart(t, breaker, faults) {
   for (let s = 0; s <= n; s += step) root.append(svg("text", { x: x(s), y: H - B + 14, "text-anchor": "middle" }, `${s}`));
   root.append(svg("text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle" }, "virtual time (seconds since the load started)"));
   root.append(svg("desc", { id: "chart-breaker-desc" }, spans.length ? `${spans.join("; ")}.` : "Every breaker stayed closed."));
-  return chartFigure("breaker", "Breaker state of each target (closed, half-open, open)", root,
+  return chartFigure("breaker", "Breakers of each target: its target breaker and its key + model breaker (a target gets calls only while both let it)", root,
     [["closed", BREAKER_COLORS.closed], ["half-open", BREAKER_COLORS.half_open], ["open", BREAKER_COLORS.open]], null);
 }
 
@@ -360,7 +372,8 @@ function renderLoad(data) {
     ["Requests sent by the clients", sum.requests, "requests"],
     ["Served within the deadline", `${sum.served_in_deadline} (${pc(sum.success_share)})`, "served"],
     ["Requests reaching A / B / C", ["a", "b", "c"].map((n) => sum.provider_requests[n]).join(" / "), "provider_requests"],
-    ["Times each breaker opened (A / B / C)", ["a", "b", "c"].map((n) => sum.breaker_opened[n]).join(" / "), "breaker_opened"],
+    ["Times each target breaker opened (A / B / C)", ["a", "b", "c"].map((n) => sum.breaker_opened[n]).join(" / "), "breaker_opened"],
+    ["Times each key + model breaker opened (A / B / C)", ["a", "b", "c"].map((n) => sum.key_breaker_opened[n]).join(" / "), "key_breaker_opened"],
     ["Retries granted / refused by the budget", `${sum.retries_granted} / ${sum.retries_refused}`, "retries"],
     ["Virtual time / CPU time to simulate it", `${sum.virtual_seconds} s / ${sum.cpu_seconds} s`, "time"],
   ];
@@ -381,7 +394,7 @@ function renderLoad(data) {
       yMax: 1, fmt: (v) => `${Math.round(100 * v)}%`,
       lines: [{ key: "ok_share", label: "share served in deadline", values: s.ok_share, color: "var(--ok)" }],
     }),
-    breakerChart(s.t, s.breaker, faults),
+    breakerChart(s),
     lineChart({
       key: "budget", title: "Retry budget: retries granted and refused per second, headroom at each second's end",
       yLabel: "retries", t: s.t, faults,
@@ -393,7 +406,8 @@ function renderLoad(data) {
     }),
   );
   const head = ["second", "sent by clients", "reaching A", "reaching B", "reaching C", "served in deadline", "share",
-    "breaker A", "breaker B", "breaker C", "retries granted", "retries refused", "budget headroom"];
+    "breaker A", "breaker B", "breaker C", "key+model breaker A", "key+model breaker B", "key+model breaker C",
+    "retries granted", "retries refused", "budget headroom"];
   const table = $("load-table");
   table.replaceChildren(el("caption", {}, "Per second: the numbers behind the plots"),
     el("thead", {}, el("tr", {}, ...head.map((h) => el("th", { scope: "col" }, h)))));
@@ -403,6 +417,7 @@ function renderLoad(data) {
     ...["a", "b", "c"].map((n) => el("td", {}, String(s.sent[n][i]))),
     el("td", {}, String(s.ok[i])), el("td", {}, pc(s.ok_share[i])),
     ...["a", "b", "c"].map((n) => el("td", {}, s.breaker[n][i])),
+    ...["a", "b", "c"].map((n) => el("td", {}, s.key_breaker[n][i])),
     el("td", {}, String(s.retries_granted[i])), el("td", {}, String(s.retries_refused[i])), el("td", {}, String(s.retry_headroom[i])))));
   table.append(body);
   $("load-results").hidden = false;
@@ -442,6 +457,303 @@ async function runLoad() {
 
 function pc0(v) { return v === null ? "–" : `${(100 * v).toFixed(1)}%`; }
 
+// -- the live view: this gateway's own requests ----------------------------------------------
+// The server sends metadata only (public records: no prompt, answer or key). The admin key is
+// kept in this page's memory and sent as a bearer token; the stream is read with fetch (an
+// EventSource cannot send it). The list holds at most the server's "keep" records.
+
+const live = { key: null, keep: 0, records: [], abort: null, retry: null, events: 0, selected: null, query: "" };
+const OUTCOME_LABELS = { "": "any", ok: "ok", failed: "failed (anything but ok)", degraded: "degraded" };
+
+function liveStatus(text) { $("live-status").textContent = text; }
+
+function errorText(data, res) {
+  if (data && typeof data.error === "string") return data.error;
+  if (data && data.error && data.error.message) return data.error.message;
+  return `HTTP ${res.status}`;
+}
+
+function liveQuery() {
+  const q = new URLSearchParams();
+  for (const f of ["route", "outcome", "workflow"]) {
+    const v = $(`live-${f}`).value;
+    if (v) q.set(f, v);
+  }
+  const text = q.toString();
+  return text ? `?${text}` : "";
+}
+
+function fillSelect(select, values, labels = {}) {
+  const keep = select.value;
+  select.replaceChildren(el("option", { value: "" }, "any"),
+    ...values.map((v) => el("option", { value: v }, labels[v] ?? v)));
+  if ([...select.options].some((o) => o.value === keep)) select.value = keep;
+}
+
+async function liveAuthorize(ev) {
+  ev.preventDefault();
+  clearFieldError("live-error", ["live-key"]);
+  const key = $("live-key").value.trim();
+  if (!key) {
+    showFieldError("live-error", "live-key", "Type the gateway's admin key (gateway.admin) to see its requests.");
+    $("live-key").focus();
+    return;
+  }
+  let res, data;
+  try {
+    res = await fetch("api/live/meta", { headers: { authorization: `Bearer ${key}` }, cache: "no-store" });
+    data = await res.json().catch(() => null);
+  } catch (err) {
+    showFieldError("live-error", "live-key", `Could not reach the gateway: ${err}`);
+    return;
+  }
+  if (!res.ok) {
+    showFieldError("live-error", "live-key", `${res.status}: ${errorText(data, res)}`);
+    $("live-key").focus();
+    document.body.dataset.liveRefused = String(Number(document.body.dataset.liveRefused || 0) + 1);
+    return;
+  }
+  live.key = key;
+  fillSelect($("live-route"), data.routes);
+  fillSelect($("live-outcome"), data.outcomes, OUTCOME_LABELS);
+  fillSelect($("live-workflow"), data.workflows);
+  $("live-body").hidden = false;
+  liveConnect();
+}
+
+async function liveConnect() {
+  if (live.abort) live.abort.abort();
+  clearTimeout(live.retry);
+  const ctrl = new AbortController();
+  live.abort = ctrl;
+  liveStatus("Connecting…");
+  const query = liveQuery();
+  let res;
+  try {
+    res = await fetch(`api/live/stream${query}`, {
+      headers: { authorization: `Bearer ${live.key}` }, signal: ctrl.signal, cache: "no-store",
+    });
+  } catch (err) {
+    if (!ctrl.signal.aborted) liveRetry(ctrl, `Could not reach the gateway (${err})`);
+    return;
+  }
+  if (!res.ok) {
+    const data = await res.json().catch(() => null);
+    liveStatus("Not connected.");
+    showFieldError("live-error", "live-key", `${res.status}: ${errorText(data, res)}`);
+    if (res.status === 503) liveRetry(ctrl, "The gateway refused the stream for now");
+    return;
+  }
+  liveStatus("Connected: requests appear here as they finish.");
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += value;
+      let i;
+      while ((i = buf.indexOf("\n\n")) >= 0) {
+        if (ctrl.signal.aborted) return; // a newer stream (another filter) took over
+        liveEvent(buf.slice(0, i), query);
+        buf = buf.slice(i + 2);
+      }
+    }
+  } catch (err) {
+    if (ctrl.signal.aborted) return;
+  }
+  if (!ctrl.signal.aborted) liveRetry(ctrl, "The stream ended");
+}
+
+function liveRetry(ctrl, why) {
+  if (live.abort !== ctrl) return;
+  liveStatus(`${why}; reconnecting in 3 s…`);
+  live.retry = setTimeout(liveConnect, 3000);
+}
+
+// One server-sent event: "snapshot" (the kept records, oldest first) or "record" (one more).
+function liveEvent(block, query) {
+  let event = "message";
+  const data = [];
+  for (const line of block.split("\n")) {
+    if (!line || line.startsWith(":")) continue;
+    const at = line.indexOf(":");
+    const field = at < 0 ? line : line.slice(0, at);
+    const value = at < 0 ? "" : line.slice(at + 1).replace(/^ /, "");
+    if (field === "event") event = value;
+    else if (field === "data") data.push(value);
+  }
+  if (!data.length) return;
+  const payload = JSON.parse(data.join("\n"));
+  if (event === "snapshot") {
+    live.keep = payload.keep;
+    live.records = payload.records.slice().reverse(); // newest first
+    live.query = query;
+  } else if (event === "record") {
+    live.records.unshift(payload);
+    if (live.records.length > live.keep) live.records.length = live.keep;
+  }
+  live.events++;
+  scheduleLiveRender();
+}
+
+// A burst of requests is drawn once, at the next frame (and not at all while the tab is hidden).
+let liveRenderPending = false;
+function scheduleLiveRender() {
+  if (liveRenderPending) return;
+  liveRenderPending = true;
+  requestAnimationFrame(() => {
+    liveRenderPending = false;
+    renderLiveList();
+    document.body.dataset.liveQuery = live.query; // lets tests wait for the list of one filter
+    document.body.dataset.liveEvents = String(live.events);
+  });
+}
+
+const clock = (t) => new Date(t * 1000).toLocaleTimeString([], { hour12: false });
+
+function outcomeClass(rec) {
+  return rec.outcome === "ok" ? "ok" : rec.outcome === "degraded" ? "degraded" : "fail";
+}
+
+// A row's small timeline: each attempt and wait on the request's own time scale.
+function miniTimeline(rec) {
+  const rows = timelineRows(rec);
+  const span = Math.max(rec.elapsed_ms / 1000, ...rows.map((r) => r.end), 1e-3);
+  const track = el("div", { class: "mini", "aria-hidden": "true" });
+  for (const r of rows) {
+    track.append(el("span", {
+      class: `mini-bar ${r.kind}`, style: `left:${(100 * r.start) / span}%;width:${(100 * (r.end - r.start)) / span}%`,
+      title: `${r.target} ${r.phase} ${r.outcome}`,
+    }));
+  }
+  return track;
+}
+
+const LIVE_ROWS = 500; // rows drawn at most: the newest; the filters reach the others
+
+function renderLiveList() {
+  const body = $("live-rows");
+  body.replaceChildren();
+  for (const rec of live.records.slice(0, LIVE_ROWS)) {
+    const path = rec.attempts.map((a) => `${a.target} ${a.outcome}`).join(" → ") || "no attempt";
+    const open = el("button", { type: "button", class: "link", "data-action": "show",
+      "aria-label": `Show request ${rec.request_id} (${rec.route}, ${rec.outcome})` }, clock(rec.finished_at));
+    open.addEventListener("click", () => showLive(rec.request_id));
+    const replay = el("button", { type: "button", class: "small", "data-action": "replay",
+      "aria-label": `Replay request ${rec.request_id} in the simulator` }, "Replay");
+    replay.addEventListener("click", () => replayLive(rec.request_id));
+    const tr = el("tr", {
+      class: outcomeClass(rec), "data-request-id": rec.request_id, "data-route": rec.route,
+      "data-outcome": rec.outcome, "data-workflow": rec.workflow,
+      "aria-selected": String(live.selected === rec.request_id),
+    },
+      el("th", { scope: "row" }, open),
+      el("td", {}, rec.route),
+      el("td", { class: "outcome" }, rec.outcome),
+      el("td", {}, rec.workflow),
+      el("td", {}, rec.target_used ?? "none"),
+      el("td", { class: "num" }, String(rec.status)),
+      el("td", { class: "num" }, ms(rec.elapsed_ms / 1000)),
+      el("td", { title: path }, miniTimeline(rec), el("span", { class: "sr-only" }, path)),
+      el("td", {}, replay));
+    // a click anywhere on the row shows it (the time is the button for the keyboard)
+    tr.addEventListener("click", (ev) => { if (!ev.target.closest("button")) showLive(rec.request_id); });
+    body.append(tr);
+  }
+  const shown = Math.min(live.records.length, LIVE_ROWS);
+  $("live-count").textContent = shown < live.records.length
+    ? `the newest ${shown} of ${live.records.length} shown (filter to see others; the gateway keeps the last ${live.keep})`
+    : `${shown} shown (the gateway keeps the last ${live.keep})`;
+}
+
+function liveFacts(rec) {
+  const usage = rec.attempts.reduce((u, a) => a.usage
+    ? { input: u.input + a.usage.input_tokens, output: u.output + a.usage.output_tokens } : u, { input: 0, output: 0 });
+  const facts = [
+    ["Request id", rec.request_id, "request_id"],
+    ["Finished", new Date(rec.finished_at * 1000).toLocaleString(), "finished"],
+    ["Route", rec.route, "route"],
+    ["HTTP status", String(rec.status), "status"],
+    ["Target used", rec.target_used ?? "none", "target"],
+    ["Outcome", rec.outcome, "outcome"],
+    ["Workflow", rec.workflow, "workflow"],
+    ["Recovered", rec.recovered ? "yes" : "no", "recovered"],
+    ["Elapsed", ms(rec.elapsed_ms / 1000), "elapsed"],
+    ["Added latency", ms(rec.added_latency_ms / 1000), "added"],
+    ["Cost", `$${rec.total_cost.toFixed(6)}`, "cost"],
+    ["Tokens (input / output)", `${usage.input} / ${usage.output}`, "tokens"],
+    ["Streamed to the client", rec.stream ? "yes" : "no", "stream"],
+  ];
+  if (rec.recovery_reason) facts.push(["Why", rec.recovery_reason, "recovery"]);
+  if (rec.tenant) facts.push(["Tenant", rec.tenant, "tenant"]);
+  if (rec.degraded) facts.push(["Degraded", rec.degraded_reason ?? "yes", "degraded"]);
+  const dl = el("dl", { class: "facts" });
+  for (const [k, v, key] of facts) dl.append(el("dt", {}, k), el("dd", { "data-key": key }, v));
+  return dl;
+}
+
+function showLive(requestId) {
+  const rec = live.records.find((r) => r.request_id === requestId);
+  if (!rec) return;
+  live.selected = requestId;
+  for (const tr of $("live-rows").children) tr.setAttribute("aria-selected", String(tr.dataset.requestId === requestId));
+  $("live-detail-h").textContent = `Request ${rec.request_id} on route ${rec.route}`;
+  $("live-summary").replaceChildren(liveFacts(rec));
+  const same = (n) => n;
+  renderPath(rec, $("live-path"), same);
+  renderExcluded(rec, $("live-excluded"), same);
+  renderTimeline(rec, $("live-timeline"), rec.elapsed_ms / 1000, same);
+  $("live-replay-notes").replaceChildren();
+  $("live-detail").hidden = false;
+  $("live-detail").dataset.requestId = requestId;
+  document.body.dataset.liveShown = requestId;
+}
+
+// Replay: the server writes the request's fault pattern as a custom scenario, which goes into
+// the simulator's editor with its settings; the run is the simulator's usual one.
+async function replayLive(requestId) {
+  showLive(requestId);
+  const notes = $("live-replay-notes");
+  let res, data;
+  try {
+    res = await fetch(`api/live/${encodeURIComponent(requestId)}/scenario`, {
+      headers: { authorization: `Bearer ${live.key}` }, cache: "no-store",
+    });
+    data = await res.json().catch(() => null);
+  } catch (err) {
+    notes.replaceChildren(el("p", { class: "error", role: "alert" }, `Could not reach the gateway: ${err}`));
+    return;
+  }
+  if (!res.ok) {
+    notes.replaceChildren(el("p", { class: "error", role: "alert" }, errorText(data, res)));
+    return;
+  }
+  const st = data.settings;
+  $("custom").value = data.custom;
+  $("scenario").value = "custom";
+  $("budget").value = String(st.budget);
+  $("budget-range").value = String(Math.min(st.budget, 10));
+  $("attempt_cap").value = String(st.attempt_cap);
+  $("a_extra_retries").value = String(st.a_extra_retries);
+  $("fallback_reserve").value = st.fallback_reserve === null ? "" : String(st.fallback_reserve);
+  document.querySelector(`input[name=capability][value=${st.capability}]`).checked = true;
+  const mapping = Object.entries(data.mapping).map(([lab, real]) => `${lab.toUpperCase()} = ${real}`).join(", ");
+  notes.replaceChildren(el("p", {}, `Loaded into the simulator below as a custom scenario (${mapping}).`),
+    ...data.notes.map((n) => el("p", { class: "help" }, `Note: ${n}`)));
+  document.body.dataset.replayed = requestId;
+  await run();
+  $("controls").scrollIntoView({ block: "start" });
+  $("custom").focus({ preventScroll: true });
+}
+
+function initLive() {
+  $("live").hidden = false;
+  $("live-auth").addEventListener("submit", liveAuthorize);
+  for (const f of ["route", "outcome", "workflow"]) $(`live-${f}`).addEventListener("change", () => liveConnect());
+  $("live-detail-replay").addEventListener("click", () => { if (live.selected) replayLive(live.selected); });
+}
+
 async function init() {
   const range = $("budget-range");
   const budget = $("budget");
@@ -464,6 +776,7 @@ async function init() {
     $("custom").value = meta.custom;
     $("schedule").value = meta.schedule;
     if (meta.preloaded) $("scenario").value = "custom";
+    if (meta.live) initLive();
   } catch (err) {
     $("summary").replaceChildren(el("p", { class: "error" }, `Could not reach the lab server: ${err}`));
   }
