@@ -283,6 +283,23 @@ def test_a_fragment_after_its_block_stopped_is_not_part_of_it() -> None:
     assert resp.reasoning == (thinking("t", "s"),)
 
 
+def test_a_signature_delta_replaces_the_signature_as_the_sdk_does() -> None:
+    body = events(
+        start(),
+        block_start(0, {"type": "thinking", "thinking": "t", "signature": "from-start"}),
+        delta(0, {"type": "signature_delta", "signature": "first"}),
+        delta(0, {"type": "signature_delta", "signature": "second"}),
+        block_stop(0),
+        block_start(1, {"type": "thinking", "thinking": "u", "signature": "whole"}),  # a proxy's whole block
+        block_stop(1),
+        message_delta("end_turn"),
+        STOP,
+    )
+    r = run(AN, body)
+    assert r.events[1] == ReasoningDelta(index=0, text="t")  # the block start's own text
+    assert r.response().reasoning == (thinking("t", "second"), thinking("u", "whole"))
+
+
 def test_thinking_cut_by_max_tokens_is_kept_unsigned_without_a_done() -> None:
     body = events(
         start(),
@@ -380,9 +397,10 @@ def _stream(blocks: list[tuple[str, Any]], rng: random.Random) -> list[dict[str,
                 {"type": "content_block_delta", "index": i, "delta": {"type": "thinking_delta", "thinking": t}}
                 for t in parts
             ]
-            q.append(
-                {"type": "content_block_delta", "index": i, "delta": {"type": "signature_delta", "signature": sig}}
-            )
+            q += [
+                {"type": "content_block_delta", "index": i, "delta": {"type": "signature_delta", "signature": s}}
+                for s in (sig.split("=") if "=" in sig else [sig])  # more than one: the last one counts
+            ]
         elif kind == "redacted":
             q.append(
                 {
