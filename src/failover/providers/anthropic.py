@@ -84,8 +84,9 @@ _TYPE_KIND = {
     "request_too_large": FailureKind.INVALID_REQUEST,  # 413 from Cloudflare: bytes, not tokens
 }
 
-# What /v1/messages/count_tokens takes of a Messages body (MessageCountTokensParams).
-_COUNT_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice", "output_config"})
+# What /v1/messages/count_tokens takes of a Messages body (MessageCountTokensParams). With
+# ``thinking`` the count treats the history's thinking blocks as the request will.
+_COUNT_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice", "output_config", "thinking"})
 
 # Out of credit or over the workspace spend limit: Anthropic says so with a 400
 # invalid_request_error ("Your credit balance is too low to access the Anthropic API",
@@ -182,7 +183,8 @@ class AnthropicDialect:
         """``POST {base_url}/messages/count_tokens``: the Messages body, less what it rejects.
 
         The endpoint takes the prompt's fields (model, messages, system, tools, tool_choice,
-        output_config) and answers 400 to max_tokens, stream and the sampling parameters.
+        output_config, thinking) and answers 400 to max_tokens, stream and the sampling
+        parameters.
         Counting is free of charge and has its own rate limit.
         """
         full = self.build(target, request)
