@@ -259,6 +259,33 @@ def test_fragments_of_open_blocks_interleave_by_index() -> None:
     assert resp.reasoning == (thinking("two calls", "sig"),)
 
 
+@pytest.mark.parametrize("second", [0, 1])  # the same index again, or a lower one
+def test_a_block_start_that_goes_back_is_a_malformed_stream(second: int) -> None:
+    """Indexes are positions in the content, started in order: the SDK refuses a start that
+    goes back (``Unexpected "content_block_start" index``), since which block later
+    fragments mean is then unknowable. Gaps are harmless and read."""
+    body = events(
+        start(),
+        block_start(1, {"type": "tool_use", "id": "toolu_a", "name": "f", "input": {}}),
+        block_start(second, {"type": "tool_use", "id": "toolu_b", "name": "g", "input": {}}),
+        block_stop(1),
+        message_delta("tool_use"),
+        STOP,
+    )
+    r = run(AN, body)
+    assert r.raised is not None
+    assert r.raised.kind is FailureKind.PROVIDER_SERVER_ERROR
+    assert f"content_block_start index {second} after index 1" in r.raised.message
+    gap = events(
+        start(),
+        block_start(2, {"type": "tool_use", "id": "toolu_a", "name": "f", "input": {}}),
+        block_stop(2),
+        message_delta("tool_use"),
+        STOP,
+    )
+    assert [c.id for c in run(AN, gap).response().tool_calls] == ["toolu_a"]
+
+
 def test_a_fragment_after_its_block_stopped_is_not_part_of_it() -> None:
     body = events(
         start(),

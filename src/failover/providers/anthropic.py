@@ -55,7 +55,7 @@ from ._common import (
     with_query,
 )
 from ._headers import HeaderMeta, anthropic_rate_limits, read_meta
-from ._streaming import EMPTY, event_response, incomplete, load_event, with_partial
+from ._streaming import EMPTY, _malformed, event_response, incomplete, load_event, with_partial
 
 __all__ = ["AnthropicDialect"]
 
@@ -559,8 +559,9 @@ class _MessageStream:
     ``content_block_stop`` (``ToolCallDone`` / ``ReasoningDone``); a fragment for a block
     that has stopped is not part of it (dropped). Calls and reasoning blocks are numbered,
     and listed in the Response, in the order their blocks start, which is the order of their
-    indexes in the message. Interleaved thinking (thinking blocks between tool_use blocks)
-    keeps that order within the reasoning and within the calls.
+    indexes: a start whose index goes back is a malformed stream, as the SDK refuses it.
+    Interleaved thinking (thinking blocks between tool_use blocks) keeps that order within
+    the reasoning and within the calls.
 
     Usage is the message_start usage overwritten by each message_delta's cumulative counts,
     as the SDK accumulates it. The terminal marker is message_delta's ``stop_reason``: after
@@ -576,6 +577,7 @@ class _MessageStream:
         "_details",
         "_headers",
         "_id",
+        "_last_index",
         "_meta",
         "_model",
         "_reasoning",
@@ -594,6 +596,7 @@ class _MessageStream:
         self._model: str | None = None
         self._text: list[str] = []
         self._blocks: dict[Any, _Block] = {}
+        self._last_index = -1
         self._calls: list[_ToolBlock] = []
         self._reasoning: list[_ThinkingBlock] = []
         self._stop: str | None = None
@@ -609,6 +612,15 @@ class _MessageStream:
         if kind == "content_block_delta":
             return self._delta(self._blocks.get(data.get("index")), data.get("delta"))
         if kind == "content_block_start":
+            index = data.get("index")
+            if isinstance(index, int):
+                # Indexes are positions in the message's content, started in order; the SDK
+                # refuses a start that goes back (an index already started, or a lower one),
+                # and so does this parser: which block a later fragment means is unknowable.
+                if index <= self._last_index:
+                    why = f"content_block_start index {index} after index {self._last_index}"
+                    raise _malformed(event.data, "anthropic", self._target, self._meta, why)
+                self._last_index = index
             return self._block_start(data)
         if kind == "content_block_stop":
             block = self._blocks.get(data.get("index"))
