@@ -261,8 +261,11 @@ def _model_parts(m: Message, sentinel: bool) -> list[dict[str, Any]]:
     they go back on the same parts: thought parts first; then the text; then the calls, the
     first signatures without text going to the calls in order (where Gemini puts them), any
     left over to the text part, and any further ones to empty text parts after the calls (as
-    a stream ends). A body's parts come back as they were; a stream's text comes back as one
-    part. A Gemini 3 turn whose first call has no signature gets the documented sentinel.
+    a stream ends). So an answer in the shapes the docs describe (thoughts, then text, then
+    calls, signed on the first call or on the last text part) comes back part for part; a
+    stream's text comes back as one part, and text interleaved with calls as text first (the
+    Message keeps one text). A Gemini 3 turn whose first call has no signature gets the
+    documented sentinel.
     """
     if not m.text and not m.tool_calls:
         return []  # the API rejects a content without parts; thinking alone answers nothing
