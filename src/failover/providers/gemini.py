@@ -382,7 +382,7 @@ def _parse_generation(body: dict[str, Any], status: int, meta: HeaderMeta, origi
         return _no_candidates(block, usage, model, response_id, status, meta)
     candidate = as_dict(candidates[0])
     parts = _Parts(origin)
-    parts.read(candidate, response_id)
+    parts.read(candidate, response_id, [])
     parts.close()
     raw_finish = as_str(candidate.get("finishReason"))
     result = _result(parts, raw_finish, usage, model, response_id, meta)
@@ -423,26 +423,28 @@ class _Parts:
         self.reasoning: list[_Thought] = []
         self._open: _Thought | None = None
 
-    def read(self, candidate: dict[str, Any], response_id: str | None) -> list[StreamEvent]:
-        out: list[StreamEvent] = []
+    def read(self, candidate: dict[str, Any], response_id: str | None, out: list[StreamEvent]) -> None:
+        """Read one candidate's parts, appending their events to ``out``."""
         content = candidate.get("content")
         parts = content.get("parts") if isinstance(content, dict) else None
         if not isinstance(parts, list):
-            return out
+            return
         for raw in parts:
             if not isinstance(raw, dict):
                 continue
             text = raw.get("text")
             signature = raw.get("thoughtSignature")
-            signature = signature if isinstance(signature, str) and signature else None
+            if signature is not None and not (isinstance(signature, str) and signature):
+                signature = None
             if raw.get("thought") is True:
                 self._thought(text if isinstance(text, str) else "", signature, out)
                 continue
             call = raw.get("functionCall")
             if not isinstance(text, str) and not isinstance(call, dict):
                 continue  # inlineData, executableCode...: not carried (nor their signatures)
-            out.extend(self.close())
-            if isinstance(text, str) and text:
+            if self._open is not None:
+                out.extend(self.close())
+            if text and isinstance(text, str):
                 self.texts.append(text)
                 out.append(TextDelta(text=text))
             if isinstance(call, dict):
@@ -452,7 +454,6 @@ class _Parts:
                 bare.signature = signature
                 self.reasoning.append(bare)
                 out.extend(self._done(bare))
-        return out
 
     def close(self) -> Sequence[StreamEvent]:
         """End the open reasoning block, if any (an answer part or the finish came)."""
@@ -745,7 +746,7 @@ class _ChunkStream:
         if candidates and isinstance(candidates, list):
             candidate = candidates[0]
             if isinstance(candidate, dict) and candidate.get("index", 0) == 0:
-                out.extend(self._parts.read(candidate, self._id))
+                self._parts.read(candidate, self._id, out)
                 finish = candidate.get("finishReason")
                 if finish and isinstance(finish, str):
                     out.extend(self._parts.close())
