@@ -112,6 +112,7 @@ def test_docs_thinking_redacted_and_tool_use_stream() -> None:
         "UsageUpdate",
     ]
     assert resp.reasoning[1] == redacted(data)
+    assert [e.index for e in r.of(ReasoningDelta)] == [0, 0]  # the thinking's two deltas; none for redacted
     assert resp.reasoning[0].text == (
         "The user wants to know the current weather in Paris. I have access to a function `get_weather`..."
     )
