@@ -11,9 +11,11 @@ from failover.model import (
     Failure,
     FailureKind,
     Message,
+    Reasoning,
     Request,
     ResponseFormat,
     Tool,
+    ToolCall,
     ToolChoice,
 )
 from failover.providers import AnthropicDialect
@@ -52,6 +54,27 @@ def test_build_count_posts_the_prompt_fields_of_the_messages_body() -> None:
     # ...and none of what count_tokens rejects.
     for rejected in ("max_tokens", "stream", "temperature", "top_p", "stop_sequences"):
         assert rejected not in http.json
+
+
+def test_build_count_carries_thinking_as_the_message_does() -> None:
+    # A tool loop with thinking on: the count is asked with the same thinking setting, so the
+    # history's thinking blocks count as they will when the message is sent.
+    call = ToolCall(id="toolu_1", name="get_weather", arguments="{}", parsed={})
+    signed = Reasoning(text="t", signature="s", source="anthropic")
+    request = Request(
+        messages=(
+            Message.user("Weather?"),
+            Message.assistant(tool_calls=(call,), reasoning=(signed,)),
+            Message.tool("toolu_1", "18C"),
+        ),
+        max_tokens=32000,
+        reasoning_effort="medium",
+    )
+    http = D.build_count(T, request)
+    assert http.json is not None
+    assert http.json["thinking"] == {"type": "enabled", "budget_tokens": 8192}
+    assert http.json["messages"][1]["content"][0] == {"type": "thinking", "thinking": "t", "signature": "s"}
+    assert "max_tokens" not in http.json
 
 
 def test_build_count_sends_the_same_headers_as_a_message() -> None:

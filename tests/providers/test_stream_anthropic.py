@@ -13,6 +13,9 @@ from hypothesis import strategies as st
 from failover.model import (
     Dialect,
     FailureKind,
+    Reasoning,
+    ReasoningDelta,
+    ReasoningDone,
     Response,
     Stop,
     StopReason,
@@ -272,7 +275,7 @@ def test_malformed_tool_input_is_done_with_parsed_none_and_fails() -> None:
     assert "f" in f.message
 
 
-def test_thinking_and_signature_deltas_are_ignored() -> None:
+def test_thinking_and_signature_deltas_are_reasoning_not_text() -> None:
     body = events(
         start(),
         block_start(0, {"type": "thinking", "thinking": "", "signature": ""}),
@@ -288,6 +291,11 @@ def test_thinking_and_signature_deltas_are_ignored() -> None:
     r = run(AN, body)
     assert r.of(TextDelta) == [TextDelta(text="Answer.")]
     assert r.response().text == "Answer."
+    block = Reasoning(
+        text="Let me think", signature="EqQBCgIYAh", source="anthropic", origin="anthropic:claude-sonnet-4-5"
+    )
+    assert r.events[1:3] == [ReasoningDelta(index=0, text="Let me think"), ReasoningDone(index=0, block=block)]
+    assert r.response().reasoning == (block,)
 
 
 def test_two_tool_calls_get_positions_in_order() -> None:

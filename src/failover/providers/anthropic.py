@@ -1,21 +1,26 @@
 """Anthropic Messages: ``POST {base_url}/messages`` (``base_url`` ends in ``/v1``).
 
 Wire reference: platform.claude.com/docs/en/api/messages, .../api/errors,
-.../api/rate-limits, .../build-with-claude/structured-outputs, and anthropic-sdk-python's
-``types``.
+.../api/rate-limits, .../build-with-claude/structured-outputs, .../build-with-claude/streaming,
+.../build-with-claude/extended-thinking, and anthropic-sdk-python's ``types`` and its stream
+accumulator (``lib/streaming/_messages.py``, ``accumulate_event``), which the stream parser
+must agree with.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from ..model import (
     Failure,
     FailureKind,
     ImagePart,
     Message,
+    Reasoning,
+    ReasoningDelta,
+    ReasoningDone,
     Request,
     Response,
     StopReason,
@@ -50,7 +55,7 @@ from ._common import (
     with_query,
 )
 from ._headers import HeaderMeta, anthropic_rate_limits, read_meta
-from ._streaming import EMPTY, event_response, incomplete, load_event, with_partial
+from ._streaming import EMPTY, _malformed, event_response, incomplete, load_event, with_partial
 
 __all__ = ["AnthropicDialect"]
 
@@ -79,8 +84,9 @@ _TYPE_KIND = {
     "request_too_large": FailureKind.INVALID_REQUEST,  # 413 from Cloudflare: bytes, not tokens
 }
 
-# What /v1/messages/count_tokens takes of a Messages body (MessageCountTokensParams).
-_COUNT_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice", "output_config"})
+# What /v1/messages/count_tokens takes of a Messages body (MessageCountTokensParams). With
+# ``thinking`` the count treats the history's thinking blocks as the request will.
+_COUNT_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice", "output_config", "thinking"})
 
 # Out of credit or over the workspace spend limit: Anthropic says so with a 400
 # invalid_request_error ("Your credit balance is too low to access the Anthropic API",
@@ -141,11 +147,11 @@ class AnthropicDialect:
         if request.stop:
             body["stop_sequences"] = list(request.stop)
         # request.seed: the Messages API has no seed; sampling is not reproducible there.
-        if request.reasoning_effort is not None:
-            # Extended thinking takes a token budget (>= 1024, below max_tokens), not a level.
-            budget = min(_THINKING_BUDGET[request.reasoning_effort], int(body["max_tokens"]) - 1)
-            if budget >= 1024:
-                body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        thinking = _thinking(request, body)
+        if thinking is not None:
+            body["thinking"] = thinking
+        else:
+            _strip_final_thinking(body["messages"])
         if stream:
             body["stream"] = True
         url = with_query(target.base_url.rstrip("/") + "/messages", target.query)
@@ -158,7 +164,7 @@ class AnthropicDialect:
         data = as_dict(decode_json(response.body))
         if 200 <= response.status < 300:
             if data.get("type") == "message" or isinstance(data.get("content"), list):
-                return _parse_message(data, response.status, meta)
+                return _parse_message(data, response.status, meta, target.key)
             if data.get("type") == "error":
                 return _error(target, response, meta, data)
             return unreadable(self.name, target, response, meta, "a message")
@@ -177,7 +183,8 @@ class AnthropicDialect:
         """``POST {base_url}/messages/count_tokens``: the Messages body, less what it rejects.
 
         The endpoint takes the prompt's fields (model, messages, system, tools, tool_choice,
-        output_config) and answers 400 to max_tokens, stream and the sampling parameters.
+        output_config, thinking) and answers 400 to max_tokens, stream and the sampling
+        parameters.
         Counting is free of charge and has its own rate limit.
         """
         full = self.build(target, request)
@@ -215,14 +222,16 @@ def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
                 out.append({"role": "user", "content": [block], "_tool_results": True})
             continue
         if m.role == "assistant":
-            blocks: list[dict[str, Any]] = []
+            if not m.text and not m.tool_calls:
+                continue  # the API rejects an empty turn; thinking alone answers nothing: drop it
+            # Thinking first, as the model wrote it: with tools, the API requires the turn's
+            # thinking blocks back, complete and in their order, before its tool_use blocks.
+            blocks = [b for r in m.reasoning if (b := _thinking_block(r)) is not None]
             if m.text:
                 blocks.append({"type": "text", "text": m.text})
             blocks.extend(
                 {"type": "tool_use", "id": tc.id, "name": tc.name, "input": _tool_input(tc)} for tc in m.tool_calls
             )
-            if not blocks:
-                continue  # the API rejects an empty assistant turn; dropping it changes nothing
             out.append({"role": "assistant", "content": blocks})
             continue
         if len(m.content) == 1 and isinstance(m.content[0], TextPart):
@@ -264,6 +273,69 @@ def _tool(t: Tool) -> dict[str, Any]:
 
 
 _THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
+_THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
+
+
+def _thinking_block(r: Reasoning) -> dict[str, Any] | None:
+    """A reasoning block as the API takes it back, or None when the API cannot take it.
+
+    Only blocks in Anthropic's format (another provider's thinking means nothing here; the
+    router already leaves out blocks of other models). A ``redacted_thinking`` block goes back
+    with its encrypted ``data``; a ``thinking`` block with its text and ``signature``,
+    unmodified. A thinking block without a signature (a summary from a client, or a stream
+    cut before its ``signature_delta``) cannot be verified by the API, which refuses the
+    request: it is left out.
+    """
+    if r.source != AnthropicDialect.reasoning_source:
+        return None
+    if r.redacted is not None:
+        return {"type": "redacted_thinking", "data": r.redacted}
+    if r.signature:
+        return {"type": "thinking", "thinking": r.text, "signature": r.signature}
+    return None
+
+
+def _thinking(request: Request, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``thinking`` parameter for ``request.reasoning_effort``, or None for no thinking.
+
+    Extended thinking takes a token budget (at least 1024, below max_tokens), not a level. It
+    is left off, so the request is answered without thinking instead of refused with a 400,
+    when the API would refuse it:
+
+    - ``tool_choice`` forces tool use (``any`` / ``tool``): "Thinking may not be enabled when
+      tool_choice forces tool use".
+    - The last assistant turn calls tools and does not start with a thinking block: "Expected
+      `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a
+      final `assistant` message must start with a thinking block (preceeding the lastmost set
+      of `tool_use` and `tool_result` blocks) ... To avoid this requirement, disable
+      `thinking`." A tool loop is one assistant turn, which keeps one thinking setting: when
+      that turn's thinking is gone (another provider or model wrote it and the router left it
+      out, or the client sent no signed blocks), the loop goes on without thinking. The next
+      turn, which starts after a text answer, thinks again.
+    """
+    if request.reasoning_effort is None:
+        return None
+    budget = min(_THINKING_BUDGET[request.reasoning_effort], int(body["max_tokens"]) - 1)
+    if budget < 1024:
+        return None
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+        return None
+    last = next((m for m in reversed(body["messages"]) if m["role"] == "assistant"), None)
+    if last is not None:
+        content = last["content"]
+        if any(b["type"] == "tool_use" for b in content) and content[0]["type"] not in _THINKING_TYPES:
+            return None
+    return {"type": "enabled", "budget_tokens": budget}
+
+
+def _strip_final_thinking(messages: list[dict[str, Any]]) -> None:
+    """Without thinking, "an `assistant` message in the final position cannot contain
+    `thinking`": a prefilled last turn goes without its thinking blocks (earlier turns keep
+    theirs; the API ignores them there)."""
+    if messages and messages[-1]["role"] == "assistant":
+        last = messages[-1]
+        last["content"] = [b for b in last["content"] if b["type"] not in _THINKING_TYPES]
 
 
 def _tool_choice(choice: ToolChoice) -> dict[str, Any]:
@@ -277,14 +349,26 @@ def _tool_choice(choice: ToolChoice) -> dict[str, Any]:
 # -------------------------------------------------------------------- parse helpers
 
 
-def _parse_message(data: dict[str, Any], status: int, meta: HeaderMeta) -> Response | Failure:
+def _parse_message(data: dict[str, Any], status: int, meta: HeaderMeta, origin: str) -> Response | Failure:
     texts: list[str] = []
     calls: list[ToolCall] = []
+    reasoning: list[Reasoning] = []
     for raw in as_list(data.get("content")):
         block = as_dict(raw)
         kind = block.get("type")
         if kind == "text":
             texts.append(as_str(block.get("text")) or "")
+        elif kind == "thinking":
+            reasoning.append(
+                Reasoning(
+                    text=as_str(block.get("thinking")) or "",
+                    signature=as_str(block.get("signature")) or None,
+                    source=AnthropicDialect.reasoning_source,
+                    origin=origin,
+                )
+            )
+        elif kind == "redacted_thinking":
+            reasoning.append(_redacted(block.get("data"), origin))
         elif kind == "tool_use":
             value = block.get("input")
             calls.append(
@@ -295,10 +379,11 @@ def _parse_message(data: dict[str, Any], status: int, meta: HeaderMeta) -> Respo
                     parsed=value if isinstance(value, dict) else None,
                 )
             )
-        # thinking / redacted_thinking / server tool blocks are not part of the answer
+        # server tool blocks (server_tool_use, web_search_tool_result...) are not carried
     result = _result(
         text="".join(texts),
         calls=tuple(calls),
+        reasoning=tuple(reasoning),
         raw_stop=as_str(data.get("stop_reason")),
         stop_details=as_dict(data.get("stop_details")),
         usage=_usage(as_dict(data.get("usage"))),
@@ -309,10 +394,16 @@ def _parse_message(data: dict[str, Any], status: int, meta: HeaderMeta) -> Respo
     return _judge(result, status, meta)
 
 
+def _redacted(data: Any, origin: str) -> Reasoning:
+    """A ``redacted_thinking`` block: its encrypted ``data`` whole, no readable text."""
+    return Reasoning(redacted=as_str(data) or "", source=AnthropicDialect.reasoning_source, origin=origin)
+
+
 def _result(
     *,
     text: str,
     calls: tuple[ToolCall, ...],
+    reasoning: tuple[Reasoning, ...],
     raw_stop: str | None,
     stop_details: dict[str, Any],
     usage: Usage,
@@ -327,6 +418,7 @@ def _result(
     return Response(
         text=text,
         tool_calls=calls,
+        reasoning=reasoning,
         usage=usage,
         stop_reason=_STOP.get(raw_stop or "", StopReason.OTHER),
         raw_stop_reason=raw_stop,
@@ -404,18 +496,17 @@ def _classify(status: int, err_type: str | None, message: str | None) -> Failure
 # -------------------------------------------------------------------- stream
 
 
-class _Block:
-    """One content block of a streamed message (text or tool_use; others are skipped)."""
+class _ToolBlock:
+    """A streamed ``tool_use`` block: its ``input_json_delta`` fragments, until its stop."""
 
-    __slots__ = ("call", "id", "name", "parts", "position", "tool")
+    __slots__ = ("call", "id", "name", "parts", "position")
 
-    def __init__(self, tool: bool, position: int = -1, call_id: str = "", name: str = "") -> None:
-        self.tool = tool
+    def __init__(self, position: int, call_id: str, name: str) -> None:
         self.position = position  # the tool call's position among this message's calls
         self.id = call_id
         self.name = name
         self.parts: list[str] = []  # partial_json fragments
-        self.call: ToolCall | None = None  # set by content_block_stop
+        self.call: ToolCall | None = None  # set by content_block_stop: the call is final
 
     def tool_call(self) -> ToolCall:
         if self.call is not None:
@@ -425,15 +516,59 @@ class _Block:
         return ToolCall(id=self.id, name=self.name, arguments=arguments, parsed=parsed)
 
 
+class _ThinkingBlock:
+    """A streamed ``thinking`` (``thinking_delta`` text, then ``signature_delta``) or
+    ``redacted_thinking`` block (its ``data`` whole at block start), until its stop."""
+
+    __slots__ = ("block", "origin", "parts", "position", "redacted", "signature")
+
+    def __init__(self, position: int, origin: str, redacted: str | None = None) -> None:
+        self.position = position  # the block's position among this message's reasoning blocks
+        self.origin = origin
+        self.redacted = redacted
+        self.parts: list[str] = []
+        self.signature = ""
+        self.block: Reasoning | None = None  # set by content_block_stop: the block is final
+
+    def reasoning(self) -> Reasoning:
+        if self.block is not None:
+            return self.block
+        if self.redacted is not None:
+            return _redacted(self.redacted, self.origin)
+        return Reasoning(
+            text="".join(self.parts),
+            signature=self.signature or None,
+            source=AnthropicDialect.reasoning_source,
+            origin=self.origin,
+        )
+
+
+_TEXT: Final = "text"  # a text block: its deltas go straight to the answer's text
+
+_Block = _ToolBlock | _ThinkingBlock | str
+
+
 class _MessageStream:
     """Messages stream events to stream events; ``finish`` reuses the body parse's rules.
 
-    The event's ``type`` field decides (the SSE ``event:`` name repeats it). Usage is the
-    message_start usage overwritten by each message_delta's cumulative counts, as the SDK
-    accumulates it. The terminal marker is message_delta's ``stop_reason``: after it only
-    message_stop can come, which adds nothing. A tool_use block without its
+    The event's ``type`` field decides (the SSE ``event:`` name repeats it). Content blocks
+    are kept by their ``index``, as the SDK's accumulator keeps them, so fragments of several
+    open blocks may interleave in any order (Anthropic sends blocks one after another; a
+    proxy may not): each ``input_json_delta`` goes to its own call, each ``thinking_delta``
+    and ``signature_delta`` to its own reasoning block. A block is final at its own
+    ``content_block_stop`` (``ToolCallDone`` / ``ReasoningDone``); a fragment for a block
+    that has stopped is not part of it (dropped). Calls and reasoning blocks are numbered,
+    and listed in the Response, in the order their blocks start, which is the order of their
+    indexes: a start whose index goes back is a malformed stream, as the SDK refuses it.
+    Interleaved thinking (thinking blocks between tool_use blocks) keeps that order within
+    the reasoning and within the calls.
+
+    Usage is the message_start usage overwritten by each message_delta's cumulative counts,
+    as the SDK accumulates it. The terminal marker is message_delta's ``stop_reason``: after
+    it only message_stop can come, which adds nothing. A tool_use block without its
     content_block_stop (max_tokens hit mid-input) is kept in the Response with whatever
-    arguments arrived, but no ``ToolCallDone`` is emitted for it.
+    arguments arrived, but no ``ToolCallDone`` is emitted for it; likewise a thinking block
+    cut before its stop is kept with what arrived (no ``ReasoningDone``).
     """
 
     __slots__ = (
@@ -442,8 +577,10 @@ class _MessageStream:
         "_details",
         "_headers",
         "_id",
+        "_last_index",
         "_meta",
         "_model",
+        "_reasoning",
         "_stop",
         "_target",
         "_text",
@@ -459,7 +596,9 @@ class _MessageStream:
         self._model: str | None = None
         self._text: list[str] = []
         self._blocks: dict[Any, _Block] = {}
-        self._calls: list[_Block] = []
+        self._last_index = -1
+        self._calls: list[_ToolBlock] = []
+        self._reasoning: list[_ThinkingBlock] = []
         self._stop: str | None = None
         self._details: dict[str, Any] = {}
         self._usage_raw: dict[str, Any] = {}
@@ -471,31 +610,27 @@ class _MessageStream:
         data = load_event(event.data, "anthropic", self._target, self._meta)
         kind = data.get("type") or event.event
         if kind == "content_block_delta":
-            block = self._blocks.get(data.get("index"))
-            delta = data.get("delta")
-            if block is None or not isinstance(delta, dict):
-                return EMPTY
-            dtype = delta.get("type")
-            if dtype == "text_delta" and not block.tool:
-                text = delta.get("text")
-                if text and isinstance(text, str):
-                    self._text.append(text)
-                    return (TextDelta(text=text),)
-            elif dtype == "input_json_delta" and block.tool:
-                partial = delta.get("partial_json")
-                if partial and isinstance(partial, str):
-                    block.parts.append(partial)
-                    return (ToolCallDelta(index=block.position, arguments=partial),)
-            # thinking_delta, signature_delta, citations_delta: not part of the answer
-            return EMPTY
+            return self._delta(self._blocks.get(data.get("index")), data.get("delta"))
         if kind == "content_block_start":
+            index = data.get("index")
+            if isinstance(index, int):
+                # Indexes are positions in the message's content, started in order; the SDK
+                # refuses a start that goes back (an index already started, or a lower one),
+                # and so does this parser: which block a later fragment means is unknowable.
+                if index <= self._last_index:
+                    why = f"content_block_start index {index} after index {self._last_index}"
+                    raise _malformed(event.data, "anthropic", self._target, self._meta, why)
+                self._last_index = index
             return self._block_start(data)
         if kind == "content_block_stop":
             block = self._blocks.get(data.get("index"))
-            if block is None or not block.tool or block.call is not None:
-                return EMPTY
-            block.call = block.tool_call()
-            return (ToolCallDone(index=block.position, call=block.call),)
+            if isinstance(block, _ToolBlock) and block.call is None:
+                block.call = block.tool_call()
+                return (ToolCallDone(index=block.position, call=block.call),)
+            if isinstance(block, _ThinkingBlock) and block.block is None:
+                block.block = block.reasoning()
+                return (ReasoningDone(index=block.position, block=block.block),)
+            return EMPTY
         if kind == "message_start":
             message = as_dict(data.get("message"))
             self._id = as_str(message.get("id")) or self._id
@@ -524,20 +659,59 @@ class _MessageStream:
 
     # ------------------------------------------------------------------------------ internals
 
+    def _delta(self, block: _Block | None, delta: Any) -> Sequence[StreamEvent]:
+        if block is None or not isinstance(delta, dict):
+            return EMPTY
+        dtype = delta.get("type")
+        if block is _TEXT:
+            text = delta.get("text") if dtype == "text_delta" else None
+            if text and isinstance(text, str):
+                self._text.append(text)
+                return (TextDelta(text=text),)
+        elif isinstance(block, _ToolBlock):
+            partial = delta.get("partial_json") if dtype == "input_json_delta" else None
+            if partial and isinstance(partial, str) and block.call is None:
+                block.parts.append(partial)
+                return (ToolCallDelta(index=block.position, arguments=partial),)
+        elif isinstance(block, _ThinkingBlock) and block.block is None and block.redacted is None:
+            if dtype == "thinking_delta":
+                text = delta.get("thinking")
+                if text and isinstance(text, str):
+                    block.parts.append(text)
+                    return (ReasoningDelta(index=block.position, text=text),)
+            elif dtype == "signature_delta":
+                signature = delta.get("signature")
+                if isinstance(signature, str):
+                    block.signature = signature  # it replaces, as the SDK's accumulator does
+        return EMPTY  # citations_delta, and delta types newer than this parser
+
     def _block_start(self, data: dict[str, Any]) -> Sequence[StreamEvent]:
         content = as_dict(data.get("content_block"))
         btype = content.get("type")
         index = data.get("index")
         if btype == "text":
-            self._blocks[index] = _Block(False)
+            self._blocks[index] = _TEXT
             text = as_str(content.get("text"))
             if text:
                 self._text.append(text)
                 return (TextDelta(text=text),)
             return EMPTY
+        if btype == "thinking" or btype == "redacted_thinking":
+            redacted = (as_str(content.get("data")) or "") if btype == "redacted_thinking" else None
+            thinking = _ThinkingBlock(len(self._reasoning), self._target.key, redacted)
+            self._blocks[index] = thinking
+            self._reasoning.append(thinking)
+            if redacted is not None:
+                return EMPTY
+            thinking.signature = as_str(content.get("signature")) or ""
+            text = as_str(content.get("thinking"))
+            if text:
+                thinking.parts.append(text)
+                return (ReasoningDelta(index=thinking.position, text=text),)
+            return EMPTY
         if btype != "tool_use":
-            return EMPTY  # thinking, redacted_thinking, server tool blocks: not part of the answer
-        block = _Block(True, len(self._calls), as_str(content.get("id")) or "", as_str(content.get("name")) or "")
+            return EMPTY  # server tool blocks and block types newer than this parser: not carried
+        block = _ToolBlock(len(self._calls), as_str(content.get("id")) or "", as_str(content.get("name")) or "")
         self._blocks[index] = block
         self._calls.append(block)
         out: list[StreamEvent] = [ToolCallStart(index=block.position, id=block.id, name=block.name)]
@@ -560,6 +734,7 @@ class _MessageStream:
         return _result(
             text="".join(self._text),
             calls=tuple(b.tool_call() for b in self._calls),
+            reasoning=tuple(b.reasoning() for b in self._reasoning),
             raw_stop=self._stop,
             stop_details=self._details,
             usage=self._usage,

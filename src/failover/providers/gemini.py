@@ -22,6 +22,9 @@ from ..model import (
     FailureKind,
     ImagePart,
     Message,
+    Reasoning,
+    ReasoningDelta,
+    ReasoningDone,
     Request,
     Response,
     StopReason,
@@ -80,8 +83,9 @@ _FILTERED = frozenset(
 _BAD_CALL = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
 
 # Gemini 3 models reject a replayed functionCall without its thoughtSignature (400
-# "Function call is missing a thought_signature"). ToolCall does not carry the signature,
-# so replays use Google's documented sentinel that skips the check
+# "Function call is missing a thought_signature"). The signature travels in the turn's
+# reasoning (see _model_parts); a turn without one (another provider wrote it, or a client's
+# history) gets Google's documented sentinel that skips the check
 # (ai.google.dev/gemini-api/docs/thought-signatures). Earlier models ignore signatures.
 _SKIP_SIGNATURE = "skip_thought_signature_validator"
 _GEMINI_MAJOR = re.compile(r"gemini-(\d+)")
@@ -159,7 +163,7 @@ class GeminiDialect:
         body = as_dict(data)
         if 200 <= response.status < 300:
             if "candidates" in body or "promptFeedback" in body or "usageMetadata" in body:
-                return _parse_generation(body, response.status, meta)
+                return _parse_generation(body, response.status, meta, target.key)
             if isinstance(body.get("error"), dict):
                 return _error(target, response, meta, body)
             return unreadable(self.name, target, response, meta, "a GenerateContentResponse")
@@ -236,12 +240,7 @@ def _contents(messages: tuple[Message, ...], signature: bool) -> list[dict[str, 
             continue
         pending_results = False
         if m.role == "assistant":
-            parts: list[dict[str, Any]] = [{"text": m.text}] if m.text else []
-            for i, tc in enumerate(m.tool_calls):
-                call_part: dict[str, Any] = {"functionCall": {"name": tc.name, "args": _args(tc)}}
-                if signature and i == 0:  # parallel calls: only the first part carries one
-                    call_part["thoughtSignature"] = _SKIP_SIGNATURE
-                parts.append(call_part)
+            parts = _model_parts(m, signature)
             if parts:
                 out.append({"role": "model", "parts": parts})
             continue
@@ -249,6 +248,53 @@ def _contents(messages: tuple[Message, ...], signature: bool) -> list[dict[str, 
         if user_parts:  # the API rejects a content without parts
             out.append({"role": "user", "parts": user_parts})
     return out
+
+
+def _model_parts(m: Message, sentinel: bool) -> list[dict[str, Any]]:
+    """A model turn's parts, each with the thoughtSignature it came with.
+
+    Gemini puts signatures on parts: a thought part, the first functionCall part of each step
+    (parallel calls: only the first), or the last part of an answer without calls (a text
+    part, or in a stream an empty text part at the end). The parse keeps them, in part order,
+    in the turn's ``gemini`` reasoning blocks: a thought part is a block with its text (and
+    its signature, if it had one); a signature on an answer part is a block with no text. Here
+    they go back on the same parts: thought parts first; then the text; then the calls, the
+    first signatures without text going to the calls in order (where Gemini puts them), any
+    left over to the text part, and any further ones to empty text parts after the calls (as
+    a stream ends). So an answer in the shapes the docs describe (thoughts, then text, then
+    calls, signed on the first call or on the last text part) comes back part for part; a
+    stream's text comes back as one part, and text interleaved with calls as text first (the
+    Message keeps one text). A Gemini 3 turn whose first call has no signature gets the
+    documented sentinel.
+    """
+    if not m.text and not m.tool_calls:
+        return []  # the API rejects a content without parts; thinking alone answers nothing
+    blocks = [r for r in m.reasoning if r.source == GeminiDialect.reasoning_source]
+    parts: list[dict[str, Any]] = []
+    for r in blocks:
+        if r.text:
+            thought: dict[str, Any] = {"text": r.text, "thought": True}
+            if r.signature:
+                thought["thoughtSignature"] = r.signature
+            parts.append(thought)
+    bare = [r.signature for r in blocks if not r.text and r.signature]
+    calls: list[dict[str, Any]] = []
+    for i, tc in enumerate(m.tool_calls):
+        call: dict[str, Any] = {"functionCall": {"name": tc.name, "args": _args(tc)}}
+        if i < len(bare):
+            call["thoughtSignature"] = bare[i]
+        elif sentinel and i == 0:
+            call["thoughtSignature"] = _SKIP_SIGNATURE
+        calls.append(call)
+    rest = bare[len(calls) :]
+    if m.text:
+        text: dict[str, Any] = {"text": m.text}
+        if rest:
+            text["thoughtSignature"] = rest.pop(0)
+        parts.append(text)
+    parts.extend(calls)
+    parts.extend({"text": "", "thoughtSignature": sig} for sig in rest)
+    return parts
 
 
 def _part(p: TextPart | ImagePart) -> dict[str, Any]:
@@ -307,7 +353,12 @@ def _generation_config(request: Request) -> dict[str, Any]:
     if request.seed is not None:
         config["seed"] = request.seed
     if request.reasoning_effort is not None:
-        config["thinkingConfig"] = {"thinkingBudget": _THINKING_BUDGET[request.reasoning_effort]}
+        # includeThoughts: the model's thought summaries come back as thought parts (the
+        # Response's reasoning), as Anthropic returns its thinking when thinking is on.
+        config["thinkingConfig"] = {
+            "thinkingBudget": _THINKING_BUDGET[request.reasoning_effort],
+            "includeThoughts": True,
+        }
     fmt = request.response_format
     if fmt is not None and fmt.kind in ("json_object", "json_schema"):
         config["responseMimeType"] = "application/json"
@@ -321,7 +372,7 @@ def _generation_config(request: Request) -> dict[str, Any]:
 # -------------------------------------------------------------------- parse helpers
 
 
-def _parse_generation(body: dict[str, Any], status: int, meta: HeaderMeta) -> Response | Failure:
+def _parse_generation(body: dict[str, Any], status: int, meta: HeaderMeta, origin: str) -> Response | Failure:
     response_id = as_str(body.get("responseId"))
     usage = _usage(as_dict(body.get("usageMetadata")))
     model = as_str(body.get("modelVersion"))
@@ -330,45 +381,134 @@ def _parse_generation(body: dict[str, Any], status: int, meta: HeaderMeta) -> Re
         block = as_str(as_dict(body.get("promptFeedback")).get("blockReason"))
         return _no_candidates(block, usage, model, response_id, status, meta)
     candidate = as_dict(candidates[0])
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    for item in _read_parts(candidate, response_id, 0):
-        if isinstance(item, str):
-            texts.append(item)
-        else:
-            calls.append(item)
+    parts = _Parts(origin)
+    parts.read(candidate, response_id, [])
+    parts.close()
     raw_finish = as_str(candidate.get("finishReason"))
-    result = _result("".join(texts), tuple(calls), raw_finish, usage, model, response_id, meta)
+    result = _result(parts, raw_finish, usage, model, response_id, meta)
     return _judge(result, as_str(candidate.get("finishMessage")), status, meta)
 
 
-def _read_parts(candidate: dict[str, Any], response_id: str | None, first_call: int) -> list[str | ToolCall]:
-    """The answer's text pieces and function calls, in order (``first_call``: calls seen before)."""
-    out: list[str | ToolCall] = []
-    content = candidate.get("content")
-    parts = content.get("parts") if isinstance(content, dict) else None
-    if not isinstance(parts, list):
-        return out
-    for raw in parts:
-        if not isinstance(raw, dict) or raw.get("thought") is True:
-            continue  # a thought summary, not the answer
-        text = raw.get("text")
-        if isinstance(text, str):
-            out.append(text)
-        call = raw.get("functionCall")
-        if isinstance(call, dict):
-            args = call.get("args", {})  # absent for a call without parameters
-            call_id = as_str(call.get("id")) or _call_id(response_id, first_call)
-            first_call += 1
-            out.append(
-                ToolCall(
-                    id=call_id,
-                    name=as_str(call.get("name")) or "",
-                    arguments=json.dumps(args, ensure_ascii=False, separators=(",", ":")),
-                    parsed=args if isinstance(args, dict) else None,
-                )
-            )
-    return out
+class _Thought:
+    """A reasoning block being read: thought parts' text, until a signature or an answer part."""
+
+    __slots__ = ("block", "position", "signature", "texts")
+
+    def __init__(self, position: int) -> None:
+        self.position = position
+        self.texts: list[str] = []
+        self.signature: str | None = None
+        self.block: Reasoning | None = None  # set when the block is closed
+
+
+class _Parts:
+    """The answer's parts, read in order: the same for a whole response and for a stream.
+
+    A stream's chunks are pieces of one candidate: text parts are pieces of its text, and
+    consecutive thought parts are pieces of one reasoning block (``thought: true``), which
+    ends at a part that carries a ``thoughtSignature`` (the block's own), at the first answer
+    part, or at the candidate's finishReason. A signature on an answer part (a functionCall,
+    a text part, a stream's closing empty text part) is a reasoning block of its own, with no
+    text, in part order; ``_model_parts`` puts it back on its part. A functionCall part is a
+    whole call (the Gemini API does not stream call arguments), so it starts, delivers its
+    arguments and completes at once; calls are numbered in the order they arrive.
+    """
+
+    __slots__ = ("_open", "calls", "origin", "reasoning", "texts")
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self.texts: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.reasoning: list[_Thought] = []
+        self._open: _Thought | None = None
+
+    def read(self, candidate: dict[str, Any], response_id: str | None, out: list[StreamEvent]) -> None:
+        """Read one candidate's parts, appending their events to ``out``."""
+        content = candidate.get("content")
+        parts = content.get("parts") if isinstance(content, dict) else None
+        if not isinstance(parts, list):
+            return
+        for raw in parts:
+            if not isinstance(raw, dict):
+                continue
+            text = raw.get("text")
+            signature = raw.get("thoughtSignature")
+            if signature is not None and not (isinstance(signature, str) and signature):
+                signature = None
+            if raw.get("thought") is True:
+                self._thought(text if isinstance(text, str) else "", signature, out)
+                continue
+            call = raw.get("functionCall")
+            if not isinstance(text, str) and not isinstance(call, dict):
+                continue  # inlineData, executableCode...: not carried (nor their signatures)
+            if self._open is not None:
+                out.extend(self.close())
+            if text and isinstance(text, str):
+                self.texts.append(text)
+                out.append(TextDelta(text=text))
+            if isinstance(call, dict):
+                out.extend(self._call(call, response_id))
+            if signature is not None:
+                bare = _Thought(len(self.reasoning))
+                bare.signature = signature
+                self.reasoning.append(bare)
+                out.extend(self._done(bare))
+
+    def close(self) -> Sequence[StreamEvent]:
+        """End the open reasoning block, if any (an answer part or the finish came)."""
+        thought, self._open = self._open, None
+        return self._done(thought) if thought is not None else EMPTY
+
+    def response_reasoning(self) -> tuple[Reasoning, ...]:
+        return tuple(t.block or self._block(t) for t in self.reasoning)
+
+    def _thought(self, text: str, signature: str | None, out: list[StreamEvent]) -> None:
+        thought = self._open
+        if thought is None:
+            thought = self._open = _Thought(len(self.reasoning))
+            self.reasoning.append(thought)
+        if text:
+            thought.texts.append(text)
+            out.append(ReasoningDelta(index=thought.position, text=text))
+        if signature is not None:
+            thought.signature = signature
+            out.extend(self.close())
+
+    def _call(self, call: dict[str, Any], response_id: str | None) -> list[StreamEvent]:
+        args = call.get("args")
+        if args is None:
+            args = {}  # absent (or null) for a call without parameters
+        # Vertex streams a call's arguments in pieces (partialArgs, willContinue) only when the
+        # request sets streamFunctionCallArguments, which this dialect never does (the Gemini
+        # API has no such option). Should one arrive anyway, its args are not the call's: the
+        # call is malformed rather than silently called with {}.
+        partial = call.get("willContinue") is True or "partialArgs" in call
+        index = len(self.calls)
+        tc = ToolCall(
+            id=as_str(call.get("id")) or _call_id(response_id, index),
+            name=as_str(call.get("name")) or "",
+            arguments=json.dumps(args, ensure_ascii=False, separators=(",", ":")),
+            parsed=args if isinstance(args, dict) and not partial else None,
+        )
+        self.calls.append(tc)
+        return [
+            ToolCallStart(index=index, id=tc.id, name=tc.name),
+            ToolCallDelta(index=index, arguments=tc.arguments),
+            ToolCallDone(index=index, call=tc),
+        ]
+
+    def _done(self, thought: _Thought) -> Sequence[StreamEvent]:
+        thought.block = self._block(thought)
+        return (ReasoningDone(index=thought.position, block=thought.block),)
+
+    def _block(self, thought: _Thought) -> Reasoning:
+        return Reasoning(
+            text="".join(thought.texts),
+            signature=thought.signature,
+            source=GeminiDialect.reasoning_source,
+            origin=self.origin,
+        )
 
 
 def _stop_reason(raw_finish: str | None, has_calls: bool) -> StopReason:
@@ -384,8 +524,7 @@ def _stop_reason(raw_finish: str | None, has_calls: bool) -> StopReason:
 
 
 def _result(
-    text: str,
-    calls: tuple[ToolCall, ...],
+    parts: _Parts | None,
     raw_finish: str | None,
     usage: Usage,
     model: str | None,
@@ -393,9 +532,11 @@ def _result(
     meta: HeaderMeta,
 ) -> Response:
     """The normalized answer, from a GenerateContentResponse or from an assembled stream."""
+    calls = tuple(parts.calls) if parts is not None else ()
     return Response(
-        text=text,
+        text="".join(parts.texts) if parts is not None else "",
         tool_calls=calls,
+        reasoning=parts.response_reasoning() if parts is not None else (),
         usage=usage,
         stop_reason=_stop_reason(raw_finish, bool(calls)),
         raw_stop_reason=raw_finish,
@@ -416,7 +557,7 @@ def _no_candidates(
             kind=FailureKind.CONTENT_FILTERED,
             why=f"the prompt was blocked ({block})",
             result=replace(
-                _result("", (), block, usage, model, response_id, meta), stop_reason=StopReason.CONTENT_FILTER
+                _result(None, block, usage, model, response_id, meta), stop_reason=StopReason.CONTENT_FILTER
             ),
             status=status,
             meta=meta,
@@ -426,7 +567,7 @@ def _no_candidates(
         provider="gemini",
         kind=FailureKind.PROVIDER_SERVER_ERROR,
         why="the response has no candidates",
-        result=replace(_result("", (), None, usage, model, response_id, meta), stop_reason=StopReason.OTHER),
+        result=replace(_result(None, None, usage, model, response_id, meta), stop_reason=StopReason.OTHER),
         status=status,
         meta=meta,
         code=None,
@@ -549,25 +690,28 @@ def _limit_zero(message: str | None) -> bool:
 
 
 class _ChunkStream:
-    """``streamGenerateContent?alt=sse``: each event is a whole GenerateContentResponse chunk.
+    """``streamGenerateContent?alt=sse``: each event is a whole GenerateContentResponse chunk,
+    as the google-genai SDK yields them (one response per SSE event; it has no accumulator).
 
-    Text parts become text deltas. A functionCall part arrives whole, so it yields its start,
-    its arguments as one delta and its completion at once. usageMetadata is cumulative (the
-    latest wins); the terminal marker is a candidate's ``finishReason``, or a
-    ``promptFeedback.blockReason`` (a blocked prompt has no candidates at all).
+    The parts of every chunk are read in order by ``_Parts``, as a whole response's parts
+    are: text parts become text deltas, thought parts reasoning deltas, a functionCall part
+    a whole call (start, its arguments as one delta, done), a thoughtSignature a reasoning
+    block. usageMetadata is cumulative (the latest wins); the terminal marker is a
+    candidate's ``finishReason``, or a ``promptFeedback.blockReason`` (a blocked prompt has
+    no candidates at all). An ``{"error": ...}`` chunk is the same error as the HTTP body
+    would be, classified by its code and status.
     """
 
     __slots__ = (
         "_block",
-        "_calls",
         "_finish",
         "_finish_message",
         "_headers",
         "_id",
         "_meta",
         "_model",
+        "_parts",
         "_target",
-        "_text",
         "_usage",
         "_usage_raw",
     )
@@ -578,8 +722,7 @@ class _ChunkStream:
         self._meta = meta
         self._id: str | None = None
         self._model: str | None = None
-        self._text: list[str] = []
-        self._calls: list[ToolCall] = []
+        self._parts = _Parts(target.key)
         self._finish: str | None = None
         self._finish_message: str | None = None
         self._block: str | None = None
@@ -603,22 +746,13 @@ class _ChunkStream:
         if candidates and isinstance(candidates, list):
             candidate = candidates[0]
             if isinstance(candidate, dict) and candidate.get("index", 0) == 0:
-                for item in _read_parts(candidate, self._id, len(self._calls)):
-                    if isinstance(item, str):
-                        if item:
-                            self._text.append(item)
-                            out.append(TextDelta(text=item))
-                        continue
-                    index = len(self._calls)
-                    self._calls.append(item)
-                    out.append(ToolCallStart(index=index, id=item.id, name=item.name))
-                    out.append(ToolCallDelta(index=index, arguments=item.arguments))
-                    out.append(ToolCallDone(index=index, call=item))
+                self._parts.read(candidate, self._id, out)
                 finish = candidate.get("finishReason")
                 if finish and isinstance(finish, str):
+                    out.extend(self._parts.close())
                     self._finish = finish
                     self._finish_message = as_str(candidate.get("finishMessage"))
-                    out.append(StopEvent(reason=_stop_reason(finish, bool(self._calls)), raw=finish))
+                    out.append(StopEvent(reason=_stop_reason(finish, bool(self._parts.calls)), raw=finish))
         else:
             feedback = chunk.get("promptFeedback")
             block = feedback.get("blockReason") if isinstance(feedback, dict) else None
@@ -641,6 +775,4 @@ class _ChunkStream:
         return _judge(result, self._finish_message, 200, self._meta)
 
     def _response(self) -> Response:
-        return _result(
-            "".join(self._text), tuple(self._calls), self._finish, self._usage, self._model, self._id, self._meta
-        )
+        return _result(self._parts, self._finish, self._usage, self._model, self._id, self._meta)
