@@ -568,13 +568,27 @@ class Served:
     body: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A whole HTTP answer: status, headers (no framing headers: the server sends the body
+    chunked) and the writes of its body."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    writes: tuple[bytes, ...]
+
+
+_SSE_HEADERS = (("content-type", "text/event-stream; charset=utf-8"), ("x-request-id", "req_raw"))
+
+
 class RawServer:
     """An HTTP/1.1 server on loopback, in a thread of its own, that answers every POST with
-    ``200 text/event-stream`` and the writes registered for the first segment of its path
-    (``/<key>/...``), one HTTP chunk per write: exactly those bytes, nothing rendered."""
+    what is registered for the first segment of its path (``/<key>/...``): writes (then the
+    answer is ``200 text/event-stream``) or a whole :class:`Answer`. The body goes out one
+    HTTP chunk per write: exactly those bytes, nothing rendered."""
 
     def __init__(self) -> None:
-        self.streams: dict[str, tuple[bytes, ...]] = {}
+        self.streams: dict[str, tuple[bytes, ...] | Answer] = {}
         self.requests: list[Served] = []
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.bind(("127.0.0.1", 0))
@@ -589,7 +603,7 @@ class RawServer:
     def url(self, key: str) -> str:
         return f"http://127.0.0.1:{self.port}/{key}"
 
-    def serve(self, **streams: tuple[bytes, ...]) -> None:
+    def serve(self, **streams: tuple[bytes, ...] | Answer) -> None:
         self.streams = dict(streams)
         self.requests = []
 
@@ -640,28 +654,20 @@ class RawServer:
                 target, body = request
                 key = target.lstrip("/").split("/", 1)[0]
                 self.requests.append(Served(target, body))
-                writes = self.streams.get(key)
-                if writes is None:
-                    data = b'{"error": {"message": "no stream registered for ' + key.encode() + b'"}}'
-                    head = h11.Response(
-                        status_code=404,
-                        headers=[("content-type", "application/json"), ("content-length", str(len(data)))],
-                    )
-                    writer.write(conn.send(head) + conn.send(h11.Data(data=data)) + conn.send(h11.EndOfMessage()))
-                else:
-                    head = h11.Response(
-                        status_code=200,
-                        headers=[
-                            ("content-type", "text/event-stream; charset=utf-8"),
-                            ("transfer-encoding", "chunked"),
-                            ("x-request-id", "req_raw"),
-                        ],
-                    )
-                    writer.write(conn.send(head))
-                    for piece in writes:
-                        writer.write(conn.send(h11.Data(data=piece)))
-                        await writer.drain()
-                    writer.write(conn.send(h11.EndOfMessage()))
+                answer = self.streams.get(key)
+                if answer is None:
+                    data = b'{"error": {"message": "nothing registered for ' + key.encode() + b'"}}'
+                    answer = Answer(404, (("content-type", "application/json"),), (data,))
+                elif not isinstance(answer, Answer):
+                    answer = Answer(200, _SSE_HEADERS, answer)
+                head = h11.Response(
+                    status_code=answer.status, headers=[*answer.headers, ("transfer-encoding", "chunked")]
+                )
+                writer.write(conn.send(head))
+                for piece in answer.writes:
+                    writer.write(conn.send(h11.Data(data=piece)))
+                    await writer.drain()
+                writer.write(conn.send(h11.EndOfMessage()))
                 await writer.drain()
                 if conn.our_state is h11.MUST_CLOSE:
                     return
