@@ -39,11 +39,11 @@ async def stream_body(p: FakeProvider) -> bytes:
 
 
 def b64(text: str) -> bool:
+    """A non-empty base64 token, as real signatures are."""
     try:
-        base64.b64decode(text, validate=True)
+        return bool(base64.b64decode(text, validate=True))
     except ValueError:
         return False
-    return True
 
 
 # -- in-process: the wire shapes -------------------------------------------------------------------
