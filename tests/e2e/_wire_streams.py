@@ -580,12 +580,25 @@ class Answer:
 
 _SSE_HEADERS = (("content-type", "text/event-stream; charset=utf-8"), ("x-request-id", "req_raw"))
 
+# A client may read writes that follow each other closely in ONE read (failover's own HTTP
+# client hands its SSE decoder what one read brought), so a write that ends inside a UTF-8
+# character or between the CR and LF of a line end is followed by a pause: the halves then
+# arrive in separate reads (as far as loopback TCP lets a test decide that).
+PAUSE = 0.002
+
+
+def _splits(piece: bytes, following: bytes) -> bool:
+    if not piece or not following:
+        return False
+    return following[0] & 0xC0 == 0x80 or (piece[-1:] == b"\r" and following[:1] == b"\n")
+
 
 class RawServer:
     """An HTTP/1.1 server on loopback, in a thread of its own, that answers every POST with
     what is registered for the first segment of its path (``/<key>/...``): writes (then the
     answer is ``200 text/event-stream``) or a whole :class:`Answer`. The body goes out one
-    HTTP chunk per write: exactly those bytes, nothing rendered."""
+    HTTP chunk per write: exactly those bytes, nothing rendered; a write that splits a
+    character or a CRLF is followed by a short pause (see :data:`PAUSE`)."""
 
     def __init__(self) -> None:
         self.streams: dict[str, tuple[bytes, ...] | Answer] = {}
@@ -664,9 +677,12 @@ class RawServer:
                     status_code=answer.status, headers=[*answer.headers, ("transfer-encoding", "chunked")]
                 )
                 writer.write(conn.send(head))
-                for piece in answer.writes:
+                writes = answer.writes
+                for i, piece in enumerate(writes):
                     writer.write(conn.send(h11.Data(data=piece)))
                     await writer.drain()
+                    if i + 1 < len(writes) and _splits(piece, writes[i + 1]):
+                        await asyncio.sleep(PAUSE)
                 writer.write(conn.send(h11.EndOfMessage()))
                 await writer.drain()
                 if conn.our_state is h11.MUST_CLOSE:

@@ -71,7 +71,7 @@ from ._wire_streams import AN, GE, OA, Case, Features, RawServer, Story, cases, 
 
 pytestmark = pytest.mark.e2e
 
-EXAMPLES = int(os.environ.get("FAILOVER_WIRE_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("FAILOVER_WIRE_EXAMPLES", "30"))
 FEATURES = Features.parse(os.environ.get("FAILOVER_WIRE_OFF", ""))
 _SEED = os.environ.get("FAILOVER_WIRE_SEED")
 RUN = settings(
