@@ -13,9 +13,9 @@ Every stream drawn is VALID by the event-stream rules (checked against
 Where an official SDK, the oracle, reads valid framing wrongly, the framing it is given
 stays inside what it reads, and :class:`Wire` says so:
 
-* openai (and anthropic) SDKs, ``SSEDecoder``: once an ``id:`` field was seen, every blank
-  line dispatches an event, also one with no data (the spec dispatches none), which the
-  openai SDK then fails to decode. So after an ``id:`` an OpenAI stream carries its comments
+* the openai SDK's ``SSEDecoder``: once an ``id:`` field was seen, every blank line
+  dispatches an event, also one with no data (the spec dispatches none), which the SDK then
+  fails to decode as JSON. So after an ``id:`` an OpenAI stream carries its comments
   inside event blocks, never as blocks of their own; a ``retry:`` goes only into an event
   with data.
 * google-genai reads any line that does not start with ``data: `` (with the space) as raw
@@ -24,7 +24,9 @@ stays inside what it reads, and :class:`Wire` says so:
   (:attr:`Wire.oracle`: ``data: `` lines ended by CRLF) in writes of the same sizes;
   failover reads the awkward bytes.
 
-``RawServer`` serves such bytes on loopback exactly as drawn: one HTTP chunk per write.
+``RawServer`` serves such bytes on loopback exactly as drawn: one HTTP chunk per write, and
+a short pause after a write that splits a character or a CRLF, so that a client which reads
+whatever has arrived (failover's does) still gets the two halves apart.
 """
 
 from __future__ import annotations
@@ -496,7 +498,7 @@ def write_events(draw: st.DrawFn, dialect: Dialect, events: Sequence[Event], wil
     return "".join(full.out), "".join(plain.out)
 
 
-def cut_writes(draw: st.DrawFn, body: bytes, sizes: Sequence[int]) -> tuple[bytes, ...]:
+def cut_writes(body: bytes, sizes: Sequence[int]) -> tuple[bytes, ...]:
     """``body`` in writes of the drawn sizes, in turn (so a multi-byte character is split
     wherever a size ends inside it)."""
     out: list[bytes] = []
@@ -543,8 +545,8 @@ def cases(draw: st.DrawFn, dialect: Dialect, features: Features = Features()) ->
     events = events_for(draw, story, features)
     full, plain = write_events(draw, dialect, events, features.framing)
     sizes = draw(st.lists(st.integers(1, 64), min_size=1, max_size=8))
-    writes = cut_writes(draw, full.encode(), sizes)
-    oracle = cut_writes(draw, plain.encode(), sizes)
+    writes = cut_writes(full.encode(), sizes)
+    oracle = cut_writes(plain.encode(), sizes)
     case = Case(story, tuple(events), Wire(writes, oracle))
     check_valid(case)
     return case
