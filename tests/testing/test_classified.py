@@ -8,9 +8,23 @@ from __future__ import annotations
 
 import pytest
 
-from failover.model import Dialect, Failure, FailureKind, Request, Response, ResponseFormat, Tool
+from failover.model import (
+    Dialect,
+    Failure,
+    FailureKind,
+    ReasoningDelta,
+    ReasoningDone,
+    Request,
+    Response,
+    ResponseFormat,
+    StreamEvent,
+    Tool,
+    ToolCallDone,
+)
 from failover.providers import dialect_for
-from failover.testing import FakeNetwork, FakeProvider
+from failover.providers._base import SSEEvent, StreamFailed
+from failover.providers._sse import SSEDecoder
+from failover.testing import FakeNetwork, FakeProvider, Reply
 from failover.transport._types import TransportError
 
 SCHEMA = {
@@ -93,3 +107,87 @@ async def test_reset_is_a_read_transport_error(dialect: Dialect) -> None:
     with pytest.raises(TransportError) as info:
         await _parse(dialect, "reset", Request.simple("hi"))
     assert info.value.phase == "read"
+
+
+# -- streams: what the dialects' stream parsers make of the kit's streamed replies -----------------
+
+
+async def _stream(dialect: Dialect, reply: Reply, request: Request) -> tuple[list[StreamEvent], Response | Failure]:
+    """The events the dialect's stream parser emits for the streamed ``reply``, and its
+    outcome: the Response or Failure of ``finish``, or the Failure of a mid-stream error."""
+    p = FakeProvider("p", dialect, [reply])
+    target = p.target()
+    adapter = dialect_for(dialect)
+    http = adapter.build(target, request, stream=True)
+    resp = await FakeNetwork(p).send(http, connect_timeout=1, total_timeout=5)
+    assert p.calls[0].scripted and resp.status == 200, resp.body
+    parser = adapter.stream_parser(target, request, resp.headers)
+    decoder = SSEDecoder()
+    events: list[StreamEvent] = []
+    try:
+        for item in [*decoder.feed(resp.body), *decoder.flush()]:
+            if isinstance(item, SSEEvent):
+                events.extend(parser.feed(item))
+    except StreamFailed as exc:
+        return events, exc.failure
+    return events, parser.finish()
+
+
+CAUSE_KINDS = {
+    "overloaded": FailureKind.PROVIDER_OVERLOADED,
+    "rate_limit": FailureKind.RATE_LIMITED,
+    "server_error": FailureKind.PROVIDER_SERVER_ERROR,
+}
+
+
+@pytest.mark.parametrize("cause", list(CAUSE_KINDS))
+@pytest.mark.parametrize("dialect", list(Dialect))
+async def test_a_mid_stream_error_is_classified_by_its_cause(dialect: Dialect, cause: str) -> None:
+    reply = Reply.error_event_after(3, cause=cause, text="one two three four five")
+    _, outcome = await _stream(dialect, reply, Request.simple("hi"))
+    assert isinstance(outcome, Failure), outcome
+    assert outcome.kind is CAUSE_KINDS[cause], outcome
+
+
+TOOLS = (Tool(name="get_weather"), Tool(name="search"), Tool(name="get_time"))
+CALLS = [("get_weather", {"city": "Paris"}), ("search", {"q": "météo à Paris"}), ("get_time", {"tz": "CET"})]
+
+
+@pytest.mark.parametrize("interleave", [False, True])
+@pytest.mark.parametrize("dialect", list(Dialect))
+async def test_parallel_tool_calls_are_read_whole_and_in_order(dialect: Dialect, interleave: bool) -> None:
+    request = Request(messages=Request.simple("hi").messages, tools=TOOLS)
+    events, outcome = await _stream(dialect, Reply.ok(tool_calls=CALLS, interleave=interleave), request)
+    assert isinstance(outcome, Response), outcome
+    assert [(c.name, c.parsed) for c in outcome.tool_calls] == CALLS
+    done = [e.call for e in events if isinstance(e, ToolCallDone)]
+    assert [(c.name, c.parsed) for c in done] == CALLS  # the events say what the response says
+    assert sorted(e.index for e in events if isinstance(e, ToolCallDone)) == [0, 1, 2]
+
+
+THOUGHT = "The user asks about Paris; the weather tool answers that."
+
+
+@pytest.mark.parametrize("dialect", list(Dialect))
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_reasoning_is_read_with_its_signature(dialect: Dialect, stream: bool) -> None:
+    reply = Reply.ok("Sunny.", reasoning=THOUGHT, redacted_thinking=True, tool_calls=CALLS[:1])
+    request = Request(messages=Request.simple("hi").messages, tools=TOOLS)
+    if stream:
+        events, outcome = await _stream(dialect, reply, request)
+    else:
+        outcome = await _parse(dialect, reply.to_string(), request)
+    assert isinstance(outcome, Response), outcome
+    assert outcome.reasoning_text == THOUGHT
+    assert all(b.source == dialect_for(dialect).reasoning_source for b in outcome.reasoning)
+    signatures = [b.signature for b in outcome.reasoning if b.signature]
+    redacted = [b.redacted for b in outcome.reasoning if b.redacted is not None]
+    if dialect is Dialect.OPENAI:
+        assert (signatures, redacted) == ([], [])  # reasoning_content has neither
+    elif dialect is Dialect.ANTHROPIC:
+        assert len(signatures) == 1 and len(redacted) == 1
+    else:
+        assert len(signatures) == 1 and redacted == []  # the thoughtSignature on the function call
+    if stream:
+        assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == THOUGHT
+        assert tuple(e.block for e in events if isinstance(e, ReasoningDone)) == outcome.reasoning

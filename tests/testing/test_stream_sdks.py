@@ -16,9 +16,12 @@ import anthropic
 import httpx
 import openai
 import pytest
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types as genai_types
 
 from failover.testing import FakeProvider, FakeServer, Outcome, Reply
-from tests._sdk import leave_after
+from tests._sdk import collect_text, leave_after
 
 pytestmark = [pytest.mark.e2e, pytest.mark.looptime]
 
@@ -121,6 +124,38 @@ async def test_openai_sdk_assembles_two_streamed_tool_calls(
     assert len({c.id for c in calls}) == 2
     assert final.choices[0].finish_reason == "tool_calls"
     assert fragments > 4  # the arguments arrived in fragments
+
+
+async def test_openai_sdk_assembles_interleaved_parallel_tool_calls(
+    fakes: tuple[FakeServer, FakeProvider, FakeProvider],
+) -> None:
+    srv, o, _ = fakes
+    calls = [*TWO_CALLS, ("get_weather", {"city": "Zürich"})]
+    o.load([Reply.ok(tool_calls=calls, interleave=True, split_bytes=5)] * 2)
+    async with _openai(srv, o) as client:
+        async with client.chat.completions.stream(model="gpt-4o-mini", messages=USER, tools=OPENAI_TOOLS) as stream:
+            final = await stream.get_final_completion()
+        chunks = await client.chat.completions.create(model="gpt-4o-mini", messages=USER, stream=True)
+        indexes = [tc.index async for chunk in chunks for tc in chunk.choices[0].delta.tool_calls or ()]
+    got = final.choices[0].message.tool_calls or []
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in got if c.type == "function"] == calls
+    assert indexes[:5] == [0, 0, 1, 0, 1]  # the fragments did interleave on the wire
+
+
+@pytest.mark.parametrize(
+    ("cause", "code"),
+    [("overloaded", "server_is_overloaded"), ("rate_limit", "rate_limit_exceeded"), ("server_error", "server_error")],
+)
+async def test_openai_sdk_sees_the_mid_stream_error_code(
+    fakes: tuple[FakeServer, FakeProvider, FakeProvider], cause: str, code: str
+) -> None:
+    srv, o, _ = fakes
+    o.load([Reply.error_event_after(2, cause=cause, text="one two three")])
+    async with _openai(srv, o) as client:
+        stream = await client.chat.completions.create(model="gpt-4o-mini", messages=USER, stream=True)
+        with pytest.raises(openai.APIError) as info:
+            await collect_text(stream, [])
+    assert info.value.code == code
 
 
 async def test_openai_sdk_raises_on_a_mid_stream_error_payload(
@@ -232,6 +267,43 @@ async def test_anthropic_sdk_raises_on_a_mid_stream_error_event(
     body = info.value.body
     assert isinstance(body, dict) and body["error"] == {"type": "overloaded_error", "message": "Overloaded"}
     assert info.value.status_code == 200  # the error came inside a 200 stream
+
+
+@pytest.mark.parametrize(
+    ("cause", "type_"),
+    [("overloaded", "overloaded_error"), ("rate_limit", "rate_limit_error"), ("server_error", "api_error")],
+)
+async def test_anthropic_sdk_sees_the_mid_stream_error_type(
+    fakes: tuple[FakeServer, FakeProvider, FakeProvider], cause: str, type_: str
+) -> None:
+    srv, _, c = fakes
+    c.load([Reply.error_event_after(4, cause=cause, text="Hello there, friend")])
+    async with _anthropic(srv, c) as client:
+        with pytest.raises(anthropic.APIStatusError) as info:
+            async with client.messages.stream(model="claude-haiku-4-5", max_tokens=64, messages=USER) as stream:
+                await stream.get_final_message()
+    body = info.value.body
+    assert isinstance(body, dict) and body["error"]["type"] == type_
+
+
+@pytest.mark.parametrize(
+    ("cause", "code", "status"),
+    [("overloaded", 503, "UNAVAILABLE"), ("rate_limit", 429, "RESOURCE_EXHAUSTED"), ("server_error", 500, "INTERNAL")],
+)
+async def test_google_genai_sdk_sees_the_mid_stream_error_code(cause: str, code: int, status: str) -> None:
+    g = FakeProvider("g", "gemini", [Reply.error_event_after(2, cause=cause, text="one two three")])
+    async with FakeServer(g) as srv:
+        client = genai.Client(api_key="k", http_options=genai_types.HttpOptions(base_url=srv.base_url_for(g)))
+        text: list[str] = []
+
+        async def read() -> None:
+            async for chunk in await client.aio.models.generate_content_stream(model="gemini-2.5-flash", contents="hi"):
+                text.append(chunk.text or "")
+
+        with pytest.raises(genai_errors.APIError) as info:
+            await read()
+    assert (info.value.code, info.value.status) == (code, status)
+    assert text == ["one ", "two "]
 
 
 async def test_anthropic_sdk_times_out_on_a_stall_and_the_server_sees_it_go(

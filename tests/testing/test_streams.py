@@ -17,7 +17,7 @@ from failover.model import Dialect
 from failover.testing import FakeNetwork, FakeProvider, Outcome, Reply, ReplyKind
 from failover.transport._types import HttpRequest, StreamingResponse, TransportError
 
-from ._helpers import SSE, body, headers, parse_sse, request, stream_pieces, url
+from ._helpers import SSE, body, headers, parse_sse, request, send, stream_pieces, url
 
 pytestmark = pytest.mark.looptime
 
@@ -266,6 +266,84 @@ async def test_error_event_after_two_events(dialect: Dialect) -> None:
         Outcome.COMPLETED,
         3,
     )
+
+
+CAUSES = {
+    # cause: (OpenAI code, Anthropic error type, Gemini code and status, the plain answer's status)
+    "overloaded": ("server_is_overloaded", "overloaded_error", (503, "UNAVAILABLE"), {OA: 503, AN: 529, GE: 503}),
+    "rate_limit": ("rate_limit_exceeded", "rate_limit_error", (429, "RESOURCE_EXHAUSTED"), {OA: 429, AN: 429, GE: 429}),
+    "server_error": ("server_error", "api_error", (500, "INTERNAL"), {OA: 500, AN: 500, GE: 500}),
+}
+
+
+@pytest.mark.parametrize("cause", list(CAUSES))
+@pytest.mark.parametrize("dialect", DIALECTS)
+async def test_error_event_after_sends_the_chosen_cause_in_the_dialects_codes(dialect: Dialect, cause: str) -> None:
+    reply = Reply.error_event_after(1, cause=cause, text=TEXT)
+    pieces, _, _ = await play(dialect, reply)
+    events, _ = parse_sse(joined(pieces))
+    error = json.loads(events[-1].data)["error"]
+    openai_code, anthropic_type, gemini, status = CAUSES[cause]
+    if dialect is OA:
+        assert error["code"] == openai_code and error["message"]
+    elif dialect is AN:
+        assert (events[-1].event, error["type"]) == ("error", anthropic_type) and error["message"]
+    else:
+        assert (error["code"], error["status"]) == gemini and error["message"]
+    p = FakeProvider("p", dialect, [reply])
+    plain = await send(p)  # no stream to put it in: the plain error of that kind
+    assert plain.status == status[dialect]
+    assert p.calls[0].kind is ReplyKind.ERROR_EVENT_AFTER
+
+
+async def test_error_event_after_a_message_keeps_the_cause() -> None:
+    pieces, _, _ = await play(AN, Reply.error_event_after(1, cause="server_error", message="boom"))
+    events, _ = parse_sse(joined(pieces))
+    assert json.loads(events[-1].data)["error"] == {"type": "api_error", "message": "boom"}
+
+
+def test_an_unknown_cause_is_refused_with_the_choices() -> None:
+    with pytest.raises(ValueError, match="'overloaded', 'rate_limit', 'server_error', got 'quota'"):
+        Reply.error_event_after(1, cause="quota")
+
+
+def _tool_deltas(raw: bytes) -> list[dict[str, Any]]:
+    events, _ = parse_sse(raw)
+    out: list[dict[str, Any]] = []
+    for e in events:
+        if e.data != "[DONE]":
+            for choice in json.loads(e.data)["choices"]:
+                out.extend(choice["delta"].get("tool_calls") or ())
+    return out
+
+
+THREE_CALLS = [
+    ("get_weather", {"city": "Paris, île-de-France"}),
+    ("search", {"q": "météo"}),
+    ("get_time", {"tz": "CET"}),
+]
+
+
+async def test_interleaved_tool_calls_take_turns_in_an_openai_stream() -> None:
+    pieces, _, _ = await play(OA, Reply.ok(tool_calls=THREE_CALLS, interleave=True))
+    deltas = _tool_deltas(joined(pieces))
+    order = [(d["index"], "head" if "id" in d else "part") for d in deltas]
+    # call 1 starts after call 0's first fragment, call 2 after call 1's: as the servers send them
+    assert order[:6] == [(0, "head"), (0, "part"), (1, "head"), (0, "part"), (1, "part"), (2, "head")]
+    assert order != sorted(order, key=lambda o: o[0])  # really interleaved
+    for i, (name, args) in enumerate(THREE_CALLS):
+        mine = [d for d in deltas if d["index"] == i]
+        assert mine[0]["function"]["name"] == name and mine[0]["id"]
+        assert json.loads("".join(d["function"]["arguments"] for d in mine)) == args
+    plain, _, _ = await play(OA, Reply.ok(tool_calls=THREE_CALLS))
+    indexes = [d["index"] for d in _tool_deltas(joined(plain))]
+    assert indexes == sorted(indexes)  # without interleave: one call after the other
+
+
+@pytest.mark.parametrize("dialect", [AN, GE])
+async def test_interleave_leaves_dialects_without_interleaving_as_they_are(dialect: Dialect) -> None:
+    mixed = await untimed(dialect, Reply.ok(tool_calls=THREE_CALLS, interleave=True))
+    assert same_bytes(mixed) == same_bytes(await untimed(dialect, Reply.ok(tool_calls=THREE_CALLS)))
 
 
 async def test_fault_positions_are_capped_before_the_last_event() -> None:

@@ -26,6 +26,7 @@ bodies carry.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import re
@@ -229,7 +230,7 @@ def render(reply: Reply, ex: Exchange) -> Rendered:
     kind = reply.kind
     if kind is ReplyKind.ERROR_EVENT_AFTER and not ex.stream:
         # No event to put the error in: the plain error a non-streaming client would get.
-        reply = Reply.overloaded(message=reply.message)
+        reply = Reply(kind=reply.cause or ReplyKind.OVERLOADED, message=reply.message)
         kind = reply.kind
     if reply.has_ok_body:
         if reply.plain and ex.stream:
@@ -282,7 +283,12 @@ class _Answer:
     stop: str  # end | tool | length | refusal | filter | malformed
     refusal: str | None
     input_tokens: int
-    output_tokens: int
+    output_tokens: int  # reasoning included
+    reasoning: str | None = None
+    reasoning_tokens: int = 0  # part of output_tokens
+    signature: str = ""  # the fake signature of the reasoning (Anthropic signature, Gemini thoughtSignature)
+    redacted: str | None = None  # Anthropic: the data of a redacted_thinking block
+    interleave: bool = False  # OpenAI streams: interleave the fragments of parallel tool calls
 
 
 _MALFORMED_ARGS = '{"query": "weather in Par'
@@ -335,15 +341,36 @@ def _answer(reply: Reply, ex: Exchange) -> _Answer:
         calls.append(_Call(id=_call_id(ex, 0), name=tool, args=raw, text=raw, valid=False))
         stop = "malformed"
 
+    reasoning = reply.reasoning if kind in _REASONING_KINDS else None
+    thought = math.ceil(len(reasoning) / 4) if reasoning else 0
     if reply.usage is not None:
         input_tokens, output_tokens = reply.usage
     else:
         input_tokens = ex.input_tokens
         produced = len(text or "") + len(refusal or "") + sum(len(c.text) + len(c.name) for c in calls)
-        output_tokens = max(1, math.ceil(produced / 4))
+        output_tokens = max(1, math.ceil(produced / 4)) + thought
         if stop == "length":
             output_tokens = _max_tokens(ex.dialect, ex.body) or output_tokens
-    return _Answer(text, calls, stop, refusal, input_tokens, output_tokens)
+    answer = _Answer(text, calls, stop, refusal, input_tokens, output_tokens)
+    if reasoning is not None:
+        answer.reasoning = reasoning
+        answer.reasoning_tokens = min(thought, output_tokens)
+        answer.signature = _fake_signature(ex, "thinking")
+    if reply.redacted_thinking and kind in _REASONING_KINDS:
+        answer.redacted = _fake_signature(ex, "redacted")
+    answer.interleave = reply.interleave
+    return answer
+
+
+# The replies whose answer may carry reasoning: those that answer like ``ok``, and ``truncate``
+# (a reasoning model that spent its output budget thinking).
+_REASONING_KINDS = frozenset({ReplyKind.OK, ReplyKind.DELAY, ReplyKind.TRUNCATE, *STREAM_FAULT_KINDS})
+
+
+def _fake_signature(ex: Exchange, what: str) -> str:
+    """An opaque token in the shape real ones have (base64), the same for the same response:
+    what a model would need back to read its own reasoning in the next turn."""
+    return base64.b64encode(f"failover-fake-{what}:{ex.provider}:{ex.response_id}".encode()).decode()
 
 
 def _call(ex: Exchange, index: int, name: str, args: Any) -> _Call:
@@ -624,7 +651,7 @@ def _openai_usage(a: _Answer) -> dict[str, Any]:
         "total_tokens": a.input_tokens + a.output_tokens,
         "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
         "completion_tokens_details": {
-            "reasoning_tokens": 0,
+            "reasoning_tokens": a.reasoning_tokens,
             "audio_tokens": 0,
             "accepted_prediction_tokens": 0,
             "rejected_prediction_tokens": 0,
@@ -649,6 +676,8 @@ def _openai_ok(a: _Answer, ex: Exchange) -> Rendered:
     if ex.stream:
         return _openai_stream(a, ex, created, finish)
     message: dict[str, Any] = {"role": "assistant", "content": a.text, "refusal": a.refusal, "annotations": []}
+    if a.reasoning is not None:
+        message["reasoning_content"] = a.reasoning  # DeepSeek's field, beside the answer
     if a.calls:
         message["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.text}} for c in a.calls
@@ -685,20 +714,43 @@ def _openai_stream(a: _Answer, ex: Exchange, created: int, finish: str) -> Rende
     if a.refusal is not None:
         first["refusal"] = ""
     chunks = [chunk(first)]
+    for piece in _pieces(a.reasoning) if a.reasoning else ():
+        # DeepSeek's shape: the reasoning deltas come first, with a null content
+        chunks.append(chunk({"content": None, "reasoning_content": piece}))
     for piece in _pieces(a.text) if a.text else ():
         chunks.append(chunk({"content": piece}))
     for piece in _pieces(a.refusal) if a.refusal else ():
         chunks.append(chunk({"refusal": piece}))
+    calls: list[list[dict[str, Any]]] = []
     for i, c in enumerate(a.calls):
         start = {"index": i, "id": c.id, "type": "function", "function": {"name": c.name, "arguments": ""}}
-        chunks.append(chunk({"tool_calls": [start]}))
-        for piece in _split_args(c.text):
-            chunks.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
+        calls.append([start, *({"index": i, "function": {"arguments": p}} for p in _split_args(c.text))])
+    chunks.extend(chunk({"tool_calls": [d]}) for d in (_interleaved(calls) if a.interleave else _in_turn(calls)))
     chunks.append(chunk({}, finish))
     if include_usage:
         chunks.append(b"data: " + _dumps({**head, "choices": [], "usage": _openai_usage(a)}) + b"\n\n")
     chunks.append(b"data: [DONE]\n\n")
     return _stream_answer(chunks, (("content-type", _SSE), *_openai_headers(ex)))
+
+
+def _in_turn(calls: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each call's deltas, one call after the other (what OpenAI itself sends)."""
+    return [d for deltas in calls for d in deltas]
+
+
+def _interleaved(calls: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The calls' deltas interleaved: each round, every call already started sends its next
+    delta and one more call starts. For two calls: head 0, fragment 0, head 1, fragment 0,
+    fragment 1, ... (each call's own deltas stay in order, as the wire's ``index`` requires)."""
+    queues = [list(deltas) for deltas in calls]
+    out: list[dict[str, Any]] = []
+    started = 0
+    while started < len(queues) or any(queues):
+        started = min(started + 1, len(queues))
+        for queue in queues[:started]:
+            if queue:
+                out.append(queue.pop(0))
+    return out
 
 
 def _split_args(text: str) -> list[str]:
@@ -793,6 +845,10 @@ def _anthropic_headers(ex: Exchange) -> tuple[tuple[str, str], ...]:
 
 def _anthropic_content(a: _Answer) -> list[dict[str, Any]]:
     content: list[dict[str, Any]] = []
+    if a.reasoning is not None:
+        content.append({"type": "thinking", "thinking": a.reasoning, "signature": a.signature})
+    if a.redacted is not None:
+        content.append({"type": "redacted_thinking", "data": a.redacted})
     if a.text is not None:
         content.append({"type": "text", "text": a.text})
     for c in a.calls:
@@ -880,31 +936,35 @@ def _anthropic_stream(a: _Answer, ex: Exchange) -> Rendered:
     }
     chunks = [event("message_start", start)]
     index = 0
-    if a.text is not None or a.stop in ("refusal", "filter"):
-        block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
-        chunks.append(event("content_block_start", block))
-        chunks.append(event("ping", {"type": "ping"}))
-        for piece in _pieces(a.text) if a.text else ():
-            delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}
-            chunks.append(event("content_block_delta", delta))
-        chunks.append(event("content_block_stop", {"type": "content_block_stop", "index": 0}))
-        index = 1
-    for c in a.calls:
-        block = {
-            "type": "content_block_start",
-            "index": index,
-            "content_block": {"type": "tool_use", "id": c.id, "name": c.name, "input": {}},
-        }
-        chunks.append(event("content_block_start", block))
-        for piece in ["", *_split_args(c.text)]:
-            delta = {
-                "type": "content_block_delta",
-                "index": index,
-                "delta": {"type": "input_json_delta", "partial_json": piece},
-            }
-            chunks.append(event("content_block_delta", delta))
+
+    def block(content_block: dict[str, Any], deltas: Sequence[dict[str, Any]]) -> None:
+        nonlocal index
+        start = {"type": "content_block_start", "index": index, "content_block": content_block}
+        chunks.append(event("content_block_start", start))
+        if index == 0 and content_block["type"] != "tool_use":
+            chunks.append(event("ping", {"type": "ping"}))  # where the real API sends it: after the first start
+        for delta in deltas:
+            body = {"type": "content_block_delta", "index": index, "delta": delta}
+            chunks.append(event("content_block_delta", body))
         chunks.append(event("content_block_stop", {"type": "content_block_stop", "index": index}))
         index += 1
+
+    if a.reasoning is not None:
+        thinking = [{"type": "thinking_delta", "thinking": piece} for piece in _pieces(a.reasoning) if piece]
+        block(
+            {"type": "thinking", "thinking": "", "signature": ""},
+            [*thinking, {"type": "signature_delta", "signature": a.signature}],
+        )
+    if a.redacted is not None:
+        block({"type": "redacted_thinking", "data": a.redacted}, ())  # arrives whole, no deltas
+    if a.text is not None or a.stop in ("refusal", "filter"):
+        text = [{"type": "text_delta", "text": piece} for piece in _pieces(a.text)] if a.text else []
+        block({"type": "text", "text": ""}, text)
+    for c in a.calls:
+        block(
+            {"type": "tool_use", "id": c.id, "name": c.name, "input": {}},
+            [{"type": "input_json_delta", "partial_json": piece} for piece in ["", *_split_args(c.text)]],
+        )
     delta_body: dict[str, Any] = {"stop_reason": _ANTHROPIC_STOP[a.stop], "stop_sequence": None}
     details = _anthropic_stop_details(a)
     if details is not None:
@@ -995,13 +1055,35 @@ _SAFETY_RATINGS = [
 def _gemini_usage(a: _Answer, *, output: bool = True) -> dict[str, Any]:
     usage: dict[str, Any] = {"promptTokenCount": a.input_tokens}
     if output:
-        usage["candidatesTokenCount"] = a.output_tokens
+        usage["candidatesTokenCount"] = a.output_tokens - a.reasoning_tokens  # thoughts are counted apart
     usage["totalTokenCount"] = a.input_tokens + (a.output_tokens if output else 0)
     usage["promptTokensDetails"] = [{"modality": "TEXT", "tokenCount": a.input_tokens}]
+    if output and a.reasoning_tokens:
+        usage["thoughtsTokenCount"] = a.reasoning_tokens
     return usage
 
 
-def _gemini_candidate(a: _Answer, text: str | None, calls: Sequence[_Call], finish: str | None) -> dict[str, Any]:
+def _gemini_parts(a: _Answer, text: str | None, calls: Sequence[_Call], *, signed: bool) -> list[dict[str, Any]]:
+    """The answer's parts: ``text``, then ``calls``. ``signed``: these are the last parts of
+    the answer, so the thought signature goes on the first function call, else on the text
+    (an empty text part when there is neither), as Gemini sends it."""
+    parts: list[dict[str, Any]] = []
+    if text:
+        parts.append({"text": text})
+    parts.extend({"functionCall": {"name": c.name, "args": c.args}} for c in calls)
+    if signed and a.reasoning is not None:
+        if not parts:
+            parts.append({"text": ""})
+        carrier = next((part for part in parts if "functionCall" in part), parts[-1])
+        carrier["thoughtSignature"] = a.signature
+    return parts
+
+
+def _gemini_thought(text: str) -> dict[str, Any]:
+    return {"text": text, "thought": True}
+
+
+def _gemini_candidate(a: _Answer, parts: list[dict[str, Any]], finish: str | None) -> dict[str, Any]:
     if a.stop == "refusal":
         return {"finishReason": "SAFETY", "index": 0, "safetyRatings": _SAFETY_RATINGS}
     if a.stop == "malformed":
@@ -1012,10 +1094,6 @@ def _gemini_candidate(a: _Answer, text: str | None, calls: Sequence[_Call], fini
             "index": 0,
             "finishMessage": f"Malformed function call: print(default_api.{call.name}({call.text}",
         }
-    parts: list[dict[str, Any]] = []
-    if text:
-        parts.append({"text": text})
-    parts.extend({"functionCall": {"name": c.name, "args": c.args}} for c in calls)
     candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}}
     if finish is not None:
         candidate["finishReason"] = finish
@@ -1034,22 +1112,29 @@ def _gemini_ok(a: _Answer, ex: Exchange) -> Rendered:
         chunks = [body]
     elif ex.stream and a.stop not in ("refusal", "malformed"):
         pieces = _pieces(a.text) if a.text else []
-        chunks = []
+        chunks = [
+            {"candidates": [_gemini_candidate(a, [_gemini_thought(piece)], None)]}
+            for piece in (_pieces(a.reasoning) if a.reasoning else ())
+        ]
         for i, piece in enumerate(pieces):
             last = i == len(pieces) - 1 and not a.calls
+            parts = _gemini_parts(a, piece, (), signed=last)
             chunk: dict[str, Any] = {
-                "candidates": [_gemini_candidate(a, piece, (), _GEMINI_FINISH[a.stop] if last else None)]
+                "candidates": [_gemini_candidate(a, parts, _GEMINI_FINISH[a.stop] if last else None)]
             }
             chunks.append(chunk)
         if a.calls or not pieces:
-            chunks.append({"candidates": [_gemini_candidate(a, None, a.calls, _GEMINI_FINISH[a.stop])]})
+            parts = _gemini_parts(a, None, a.calls, signed=True)
+            chunks.append({"candidates": [_gemini_candidate(a, parts, _GEMINI_FINISH[a.stop])]})
         for chunk in chunks:
             chunk["modelVersion"] = ex.model
             chunk["responseId"] = ex.response_id
         chunks[-1]["usageMetadata"] = _gemini_usage(a)
     else:
+        thought = [_gemini_thought(a.reasoning)] if a.reasoning else []
+        parts = [*thought, *_gemini_parts(a, a.text, a.calls, signed=True)]
         body = {
-            "candidates": [_gemini_candidate(a, a.text, a.calls, _GEMINI_FINISH[a.stop])],
+            "candidates": [_gemini_candidate(a, parts, _GEMINI_FINISH[a.stop])],
             "usageMetadata": _gemini_usage(a),
             "modelVersion": ex.model,
             "responseId": ex.response_id,
@@ -1257,18 +1342,56 @@ def _malformed(event: bytes) -> bytes:
     return (text[:start] + payload[: max(1, len(payload) // 2)] + text[end:]).encode()
 
 
+# A mid-stream error per cause, as each dialect documents it: OpenAI's error codes
+# (platform docs, "Error codes"), Anthropic's error types ("Errors"; in a stream an
+# ``event: error``), Gemini's google.rpc codes ("Troubleshooting": 429, 500, 503).
+_OPENAI_STREAM_ERRORS = {
+    ReplyKind.OVERLOADED: ("service_unavailable_error", "server_is_overloaded"),
+    ReplyKind.RATE_LIMIT: ("tokens", "rate_limit_exceeded"),
+    ReplyKind.SERVER_ERROR: ("server_error", "server_error"),
+}
+_ANTHROPIC_STREAM_ERRORS = {
+    ReplyKind.OVERLOADED: ("overloaded_error", "Overloaded"),
+    ReplyKind.RATE_LIMIT: (
+        "rate_limit_error",
+        "This request would exceed your organization's rate limit of 8,000 output tokens per minute.",
+    ),
+    ReplyKind.SERVER_ERROR: ("api_error", "Internal server error"),
+}
+_GEMINI_STREAM_ERRORS = {
+    ReplyKind.OVERLOADED: (503, "UNAVAILABLE", "The model is overloaded. Please try again later."),
+    ReplyKind.RATE_LIMIT: (429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."),
+    ReplyKind.SERVER_ERROR: (
+        500,
+        "INTERNAL",
+        "An internal error has occurred. Please retry or report in "
+        "https://developers.generativeai.google/guide/troubleshooting",
+    ),
+}
+
+
 def _error_event(reply: Reply, ex: Exchange, *, first: bool) -> bytes:
-    """The error a provider sends inside a 200 stream: here, being overloaded."""
+    """The error a provider sends inside a 200 stream, for the reply's ``cause``."""
+    cause = reply.cause or ReplyKind.OVERLOADED
     if ex.dialect is Dialect.ANTHROPIC:
         # The documented form (streaming docs, "Error events"), with its spacing.
-        data = {"type": "error", "error": {"type": "overloaded_error", "message": reply.message or "Overloaded"}}
+        type_, default = _ANTHROPIC_STREAM_ERRORS[cause]
+        data = {"type": "error", "error": {"type": type_, "message": reply.message or default}}
         return b"event: error\ndata: " + json.dumps(data).encode() + b"\n\n"
     if ex.dialect is Dialect.OPENAI:
-        message = reply.message or "The requested model is temporarily overloaded."
-        envelope = _openai_envelope(message, "service_unavailable_error", None, "server_is_overloaded")
-        return b"data: " + _dumps(envelope) + b"\n\n"
-    message = reply.message or "The model is overloaded. Please try again later."
-    error = {"error": {"code": 503, "message": message, "status": "UNAVAILABLE"}}
+        type_, code = _OPENAI_STREAM_ERRORS[cause]
+        message = reply.message or _OPENAI_STREAM_MESSAGES[cause].format(model=ex.model)
+        return b"data: " + _dumps(_openai_envelope(message, type_, None, code)) + b"\n\n"
+    status, code, default = _GEMINI_STREAM_ERRORS[cause]
+    error = {"error": {"code": status, "message": reply.message or default, "status": code}}
     if ex.sse:
         return _gemini_sse(error)
     return (b"[" if first else b",\r\n") + _gemini_dumps(error) + b"]"
+
+
+_OPENAI_STREAM_MESSAGES = {
+    ReplyKind.OVERLOADED: "The requested model is temporarily overloaded.",
+    ReplyKind.RATE_LIMIT: "Rate limit reached for {model} in organization org-fake on tokens per min (TPM): "
+    "Limit 30000, Used 30000, Requested 500. Please try again in 1s.",
+    ReplyKind.SERVER_ERROR: "The server had an error while processing your request. Sorry about that!",
+}

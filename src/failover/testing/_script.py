@@ -74,7 +74,7 @@ class ReplyKind(StrEnum):
     HEARTBEATS_ONLY = "heartbeats_only"  # headers, then only keep-alives for ``seconds``, then the stream
     DROP_AFTER = "drop_after"  # ``after`` events, then the connection closes: no terminal event
     MALFORMED_AFTER = "malformed_after"  # ``after`` events, then one whose data is not JSON, then the rest
-    ERROR_EVENT_AFTER = "error_event_after"  # ``after`` events, then the dialect's overloaded error event
+    ERROR_EVENT_AFTER = "error_event_after"  # ``after`` events, then the dialect's error event (``cause``)
 
 
 class Outcome(StrEnum):
@@ -192,6 +192,10 @@ class Reply:
     heartbeat_interval: float | None = None  # streams: a keep-alive after this many seconds of silence
     split_bytes: int | None = None  # streams: write each event in pieces of this many bytes
     plain: bool = False  # ok / delay: a JSON body even to a stream request (as some servers do)
+    reasoning: str | None = None  # 200s: the model's reasoning, in the dialect's own shape
+    redacted_thinking: bool = False  # 200s, Anthropic: a redacted_thinking block after the thinking
+    interleave: bool = False  # 200s, OpenAI streams: parallel tool calls' fragments interleave
+    cause: ReplyKind | None = None  # error_event_after: overloaded (default), rate_limit or server_error
 
     def __post_init__(self) -> None:
         kind: object = self.kind
@@ -229,6 +233,14 @@ class Reply:
         calls: object = self.tool_calls
         if not isinstance(calls, tuple) or not all(isinstance(t, FakeToolCall) for t in calls):
             object.__setattr__(self, "tool_calls", _tool_calls(self.tool_calls))
+        reasoning: object = self.reasoning
+        if reasoning is not None and not isinstance(reasoning, str):
+            raise ValueError(f"Reply.reasoning must be a string, got {reasoning!r}")
+        for name in ("plain", "redacted_thinking", "interleave"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"Reply.{name} must be True or False, got {getattr(self, name)!r}")
+        if self.cause is not None or self.kind is ReplyKind.ERROR_EVENT_AFTER:
+            object.__setattr__(self, "cause", _cause(self.cause))
 
     # -- constructors, one per kind -----------------------------------------------------------
 
@@ -240,6 +252,9 @@ class Reply:
         tool_calls: Iterable[FakeToolCall | Mapping[str, Any] | Sequence[Any]] = (),
         json: Mapping[str, Any] | None = None,
         usage: tuple[int, int] | None = None,
+        reasoning: str | None = None,
+        redacted_thinking: bool = False,
+        interleave: bool = False,
         chunk_interval: float = 0.0,
         heartbeat_interval: float | None = None,
         split_bytes: int | None = None,
@@ -254,13 +269,26 @@ class Reply:
         ``chunk_interval`` spaces the events on the loop clock, ``heartbeat_interval`` adds a
         keep-alive in every silence that long, ``split_bytes`` writes each event in pieces.
         ``plain=True`` answers a stream request with the plain JSON body instead, as some
-        OpenAI-compatible servers do when they ignore ``stream: true``."""
+        OpenAI-compatible servers do when they ignore ``stream: true``.
+
+        ``reasoning`` is what the model thought first, in each dialect's own shape: OpenAI
+        ``reasoning_content`` (as DeepSeek sends it: deltas before the answer, a message
+        field in a body); Anthropic a ``thinking`` block (``thinking_delta`` pieces, then a
+        ``signature_delta`` with a fake signature), followed by a ``redacted_thinking`` block
+        when ``redacted_thinking=True``; Gemini ``thought: true`` parts, with a
+        ``thoughtSignature`` on the first function-call part (else on the last text part).
+        ``interleave=True`` interleaves the argument fragments of parallel tool calls in an
+        OpenAI stream (each call's head, then one fragment of each call in turn), as some
+        servers send them; other dialects send calls one after the other, as their APIs do."""
         return cls(
             kind=ReplyKind.OK,
             text=text,
             tool_calls=_tool_calls(tool_calls),
             json=json,
             usage=usage,
+            reasoning=reasoning,
+            redacted_thinking=redacted_thinking,
+            interleave=interleave,
             chunk_interval=chunk_interval,
             heartbeat_interval=heartbeat_interval,
             split_bytes=split_bytes,
@@ -277,6 +305,9 @@ class Reply:
         tool_calls: Iterable[FakeToolCall | Mapping[str, Any] | Sequence[Any]] = (),
         json: Mapping[str, Any] | None = None,
         usage: tuple[int, int] | None = None,
+        reasoning: str | None = None,
+        redacted_thinking: bool = False,
+        interleave: bool = False,
         chunk_interval: float = 0.0,
         heartbeat_interval: float | None = None,
         split_bytes: int | None = None,
@@ -291,6 +322,9 @@ class Reply:
             tool_calls=_tool_calls(tool_calls),
             json=json,
             usage=usage,
+            reasoning=reasoning,
+            redacted_thinking=redacted_thinking,
+            interleave=interleave,
             chunk_interval=chunk_interval,
             heartbeat_interval=heartbeat_interval,
             split_bytes=split_bytes,
@@ -399,6 +433,8 @@ class Reply:
         text: str | None = None,
         *,
         usage: tuple[int, int] | None = None,
+        reasoning: str | None = None,
+        redacted_thinking: bool = False,
         chunk_interval: float = 0.0,
         heartbeat_interval: float | None = None,
         split_bytes: int | None = None,
@@ -409,6 +445,8 @@ class Reply:
             kind=ReplyKind.TRUNCATE,
             text=text,
             usage=usage,
+            reasoning=reasoning,
+            redacted_thinking=redacted_thinking,
             chunk_interval=chunk_interval,
             heartbeat_interval=heartbeat_interval,
             split_bytes=split_bytes,
@@ -534,6 +572,9 @@ class Reply:
         tool_calls: Iterable[FakeToolCall | Mapping[str, Any] | Sequence[Any]] = (),
         json: Mapping[str, Any] | None = None,
         usage: tuple[int, int] | None = None,
+        reasoning: str | None = None,
+        redacted_thinking: bool = False,
+        interleave: bool = False,
         chunk_interval: float = 0.0,
         heartbeat_interval: float | None = None,
         split_bytes: int | None = None,
@@ -548,6 +589,9 @@ class Reply:
             tool_calls=_tool_calls(tool_calls),
             json=json,
             usage=usage,
+            reasoning=reasoning,
+            redacted_thinking=redacted_thinking,
+            interleave=interleave,
             chunk_interval=chunk_interval,
             heartbeat_interval=heartbeat_interval,
             split_bytes=split_bytes,
@@ -564,6 +608,9 @@ class Reply:
         tool_calls: Iterable[FakeToolCall | Mapping[str, Any] | Sequence[Any]] = (),
         json: Mapping[str, Any] | None = None,
         usage: tuple[int, int] | None = None,
+        reasoning: str | None = None,
+        redacted_thinking: bool = False,
+        interleave: bool = False,
         chunk_interval: float = 0.0,
         heartbeat_interval: float | None = None,
         split_bytes: int | None = None,
@@ -580,6 +627,9 @@ class Reply:
             tool_calls=_tool_calls(tool_calls),
             json=json,
             usage=usage,
+            reasoning=reasoning,
+            redacted_thinking=redacted_thinking,
+            interleave=interleave,
             chunk_interval=chunk_interval,
             heartbeat_interval=heartbeat_interval,
             split_bytes=split_bytes,
@@ -596,6 +646,9 @@ class Reply:
         tool_calls: Iterable[FakeToolCall | Mapping[str, Any] | Sequence[Any]] = (),
         json: Mapping[str, Any] | None = None,
         usage: tuple[int, int] | None = None,
+        reasoning: str | None = None,
+        redacted_thinking: bool = False,
+        interleave: bool = False,
         chunk_interval: float = 0.0,
         split_bytes: int | None = None,
         latency: float = 0.0,
@@ -612,6 +665,9 @@ class Reply:
             tool_calls=_tool_calls(tool_calls),
             json=json,
             usage=usage,
+            reasoning=reasoning,
+            redacted_thinking=redacted_thinking,
+            interleave=interleave,
             chunk_interval=chunk_interval,
             split_bytes=split_bytes,
             latency=latency,
@@ -626,6 +682,9 @@ class Reply:
         tool_calls: Iterable[FakeToolCall | Mapping[str, Any] | Sequence[Any]] = (),
         json: Mapping[str, Any] | None = None,
         usage: tuple[int, int] | None = None,
+        reasoning: str | None = None,
+        redacted_thinking: bool = False,
+        interleave: bool = False,
         chunk_interval: float = 0.0,
         heartbeat_interval: float | None = None,
         split_bytes: int | None = None,
@@ -641,6 +700,9 @@ class Reply:
             tool_calls=_tool_calls(tool_calls),
             json=json,
             usage=usage,
+            reasoning=reasoning,
+            redacted_thinking=redacted_thinking,
+            interleave=interleave,
             chunk_interval=chunk_interval,
             heartbeat_interval=heartbeat_interval,
             split_bytes=split_bytes,
@@ -656,6 +718,9 @@ class Reply:
         tool_calls: Iterable[FakeToolCall | Mapping[str, Any] | Sequence[Any]] = (),
         json: Mapping[str, Any] | None = None,
         usage: tuple[int, int] | None = None,
+        reasoning: str | None = None,
+        redacted_thinking: bool = False,
+        interleave: bool = False,
         chunk_interval: float = 0.0,
         heartbeat_interval: float | None = None,
         split_bytes: int | None = None,
@@ -671,6 +736,9 @@ class Reply:
             tool_calls=_tool_calls(tool_calls),
             json=json,
             usage=usage,
+            reasoning=reasoning,
+            redacted_thinking=redacted_thinking,
+            interleave=interleave,
             chunk_interval=chunk_interval,
             heartbeat_interval=heartbeat_interval,
             split_bytes=split_bytes,
@@ -682,29 +750,47 @@ class Reply:
         cls,
         after: int,
         *,
+        cause: ReplyKind | str = ReplyKind.OVERLOADED,
         message: str | None = None,
         text: str | None = None,
         tool_calls: Iterable[FakeToolCall | Mapping[str, Any] | Sequence[Any]] = (),
         json: Mapping[str, Any] | None = None,
         usage: tuple[int, int] | None = None,
+        reasoning: str | None = None,
+        redacted_thinking: bool = False,
+        interleave: bool = False,
         chunk_interval: float = 0.0,
         heartbeat_interval: float | None = None,
         split_bytes: int | None = None,
         latency: float = 0.0,
     ) -> Reply:
-        """``after`` events, then the dialect's mid-stream error, and the stream ends there:
-        Anthropic ``event: error`` with ``overloaded_error``; OpenAI a ``data:`` payload
-        ``{"error": {...server_is_overloaded}}``; Gemini an ``{"error": {"code": 503, ...
-        "UNAVAILABLE"}}`` chunk. A request that did not ask for a stream gets the plain
-        ``overloaded`` error answer instead."""
+        """``after`` events, then the dialect's mid-stream error, and the stream ends there.
+
+        ``cause`` picks the error, in the codes each dialect documents:
+
+        * ``"overloaded"`` (default): OpenAI ``server_is_overloaded``, Anthropic
+          ``overloaded_error``, Gemini ``503 UNAVAILABLE``;
+        * ``"rate_limit"``: OpenAI ``rate_limit_exceeded``, Anthropic ``rate_limit_error``,
+          Gemini ``429 RESOURCE_EXHAUSTED``;
+        * ``"server_error"``: OpenAI ``server_error``, Anthropic ``api_error``, Gemini
+          ``500 INTERNAL``.
+
+        OpenAI sends it as a ``data: {"error": {...}}`` payload (no ``[DONE]`` follows),
+        Anthropic as ``event: error``, Gemini as an ``{"error": {...}}`` chunk.
+        A request that did not ask for a stream gets the plain error answer of that kind
+        instead (a 529 or 503, a 429, a 500)."""
         return cls(
             kind=ReplyKind.ERROR_EVENT_AFTER,
             after=after,
+            cause=_cause(cause),
             message=message,
             text=text,
             tool_calls=_tool_calls(tool_calls),
             json=json,
             usage=usage,
+            reasoning=reasoning,
+            redacted_thinking=redacted_thinking,
+            interleave=interleave,
             chunk_interval=chunk_interval,
             heartbeat_interval=heartbeat_interval,
             split_bytes=split_bytes,
@@ -783,6 +869,8 @@ class Reply:
                 continue
             if value is None or value is False or (name in ("latency", "chunk_interval") and value == 0.0):
                 continue
+            if name == "cause" and value is ReplyKind.OVERLOADED:
+                continue  # the default
             parts.append(f"{name}={_plain(value)!r}")
         return f"{self.kind.value}({', '.join(parts)})" if parts else self.kind.value
 
@@ -813,8 +901,23 @@ def _duration(seconds: float | str | None) -> float | None:
     return seconds
 
 
+_CAUSES = (ReplyKind.OVERLOADED, ReplyKind.RATE_LIMIT, ReplyKind.SERVER_ERROR)
+
+
+def _cause(value: object) -> ReplyKind:
+    """A mid-stream error's cause: ``overloaded`` (also for None), ``rate_limit`` or ``server_error``."""
+    if value is None:
+        return ReplyKind.OVERLOADED
+    if isinstance(value, str) and value in {c.value for c in _CAUSES}:
+        return ReplyKind(value)
+    choices = ", ".join(repr(c.value) for c in _CAUSES)
+    raise ValueError(f"a mid-stream error's cause is one of {choices}, got {value!r}")
+
+
 def _plain(value: Any) -> Any:
     """Floats that are whole numbers print as ints: ``retry_after=2``, not ``2.0``."""
+    if isinstance(value, StrEnum):
+        return value.value
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, Mapping):
@@ -867,7 +970,7 @@ _POSITIONAL: dict[ReplyKind, tuple[str, ...]] = {
     ReplyKind.ERROR_EVENT_AFTER: ("after",),
 }
 _TIMING = ("chunk_interval", "heartbeat_interval", "split_bytes", "latency")
-_CONTENT = ("text", "tool_calls", "json", "usage")
+_CONTENT = ("text", "tool_calls", "json", "usage", "reasoning", "redacted_thinking", "interleave")
 _KEYWORDS: dict[ReplyKind, tuple[str, ...]] = {
     ReplyKind.OK: (*_CONTENT, *_TIMING, "plain"),
     ReplyKind.DELAY: (*_CONTENT, *_TIMING, "plain"),
@@ -880,7 +983,7 @@ _KEYWORDS: dict[ReplyKind, tuple[str, ...]] = {
     ReplyKind.NOT_FOUND: ("message", "latency"),
     ReplyKind.CONTEXT_OVERFLOW: ("prompt_tokens", "limit", "message", "latency"),
     ReplyKind.INVALID: ("message", "latency"),
-    ReplyKind.TRUNCATE: ("text", "usage", *_TIMING),
+    ReplyKind.TRUNCATE: ("text", "usage", "reasoning", "redacted_thinking", *_TIMING),
     ReplyKind.REFUSE: ("text", *_TIMING),
     ReplyKind.CONTENT_FILTER: _TIMING,
     ReplyKind.MALFORMED_TOOL_ARGS: ("tool_calls", "arguments", *_TIMING),
@@ -892,7 +995,7 @@ _KEYWORDS: dict[ReplyKind, tuple[str, ...]] = {
     ReplyKind.HEARTBEATS_ONLY: (*_CONTENT, "chunk_interval", "split_bytes", "latency"),
     ReplyKind.DROP_AFTER: (*_CONTENT, *_TIMING),
     ReplyKind.MALFORMED_AFTER: (*_CONTENT, *_TIMING),
-    ReplyKind.ERROR_EVENT_AFTER: ("message", *_CONTENT, *_TIMING),
+    ReplyKind.ERROR_EVENT_AFTER: ("cause", "message", *_CONTENT, *_TIMING),
 }
 
 
