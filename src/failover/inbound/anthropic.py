@@ -16,9 +16,10 @@ What is translated and what is refused (a refusal is a 400 naming the field):
   blocks; ``is_error: true`` is carried as the text prefix ``"Error: "`` because no other
   dialect has the flag). Images inside a tool_result and other block types (document,
   search_result, server tool blocks, container_upload) are refused.
-* assistant content: text, tool_use; ``thinking`` / ``redacted_thinking`` blocks are
-  dropped (their signatures bind them to one Anthropic model; the answer may come from
-  another).
+* assistant content: text, tool_use, ``thinking`` and ``redacted_thinking`` blocks. Thinking
+  becomes the message's :class:`~failover.model.Reasoning`, and the router sends each block on
+  only to a target that can read it (see "Reasoning" below). An assistant turn of thinking only
+  is left out (nothing in it is an answer another turn can build on).
 * ``tools``: custom tools only (name, description, input_schema, strict); server tools
   (``web_search_*``, ``bash_*``, ...) are refused. ``tool_choice``: auto / any / tool / none;
   ``disable_parallel_tool_use: true`` is refused (no other dialect can promise it).
@@ -28,19 +29,35 @@ What is translated and what is refused (a refusal is a 400 naming the field):
 * ``thinking``: ``enabled`` maps its budget to a reasoning effort (>= 24576 high, >= 8192
   medium, >= 2048 low, else minimal, the inverse of the Anthropic dialect's budgets);
   ``adaptive`` and ``disabled`` leave the effort to the model. ``output_config.effort``
-  (low/medium/high; xhigh and max become high) wins over ``thinking``. Thinking blocks are
-  never returned (the normalized Response does not carry them).
+  (low/medium/high; xhigh and max become high) wins over ``thinking``.
 * ``output_config.format`` (and the older ``output_format``) of type ``json_schema`` ->
   structured output, validated before it counts.
 * ``metadata``, ``cache_control``, ``service_tier``, ``speed``, ``diagnostics``,
   ``user_profile_id``, ``workspace_id``: ignored (they do not change the answer);
   ``container``, ``mcp_servers``, ``context_management``, ``inference_geo``: refused.
+
+Reasoning goes back as Anthropic sends it: ``thinking`` blocks (``thinking_delta`` events, then
+one ``signature_delta``) and ``redacted_thinking`` blocks, in their order, before the answer's
+text and tool_use blocks (in a stream, in the order the model produced them). A block from an
+Anthropic model keeps its own signature, untouched. A block from another provider has no
+Anthropic signature, and the anthropic SDK needs one; it is given a signature failover issues
+(:func:`client_signature`): ``failover.v1.`` and the base64url of a JSON object naming the
+block's ``source`` format, its ``origin`` (the equivalence key of the target that wrote it) and
+that provider's own ``signature`` (a Gemini thought signature; null for Chat Completions
+reasoning). Anthropic signatures are base64, which has no ``.``, so the two can never be
+confused. When a client sends such a block back in its history, failover reads its source,
+origin and signature out of it again, so the router sends the block only to the model that
+wrote it and a real Anthropic target never receives a signature failover made up. Any other
+signature is an Anthropic one (source ``anthropic``, origin unknown); a ``failover.v1.``
+signature that does not decode is a 400 naming the field.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -49,6 +66,9 @@ from ..model import (
     ImagePart,
     Message,
     Part,
+    Reasoning,
+    ReasoningDelta,
+    ReasoningDone,
     Request,
     Response,
     ResponseFormat,
@@ -64,8 +84,11 @@ from ..model import (
     Usage,
     UsageUpdate,
 )
+from ..model._reasoning import ANTHROPIC as _ANTHROPIC_SOURCE
+from ..model._reasoning import REASONING_SOURCES
 from ..model._request import ReasoningEffort
 from ..validation import DEFAULT_LIMITS, SchemaLimits
+from ._relay import Relay, RelayMismatch, nth
 from ._wire import SchemaField, WireError, check_schemas, record_summary, validation_error
 
 Event = tuple[str, dict[str, Any]]
@@ -375,7 +398,8 @@ def _user(m: UserMessage) -> list[Message]:
     return results + user
 
 
-def _assistant(m: AssistantMessage) -> Message | None:
+def _assistant(m: AssistantMessage, at: str) -> Message | None:
+    """One assistant turn; ``at`` is its field path (for a refused signature)."""
     if isinstance(m.content, str):
         return Message.assistant(m.content) if m.content else None
     text = "".join(b.text for b in m.content if isinstance(b, TextBlock))
@@ -385,19 +409,78 @@ def _assistant(m: AssistantMessage) -> Message | None:
         if isinstance(b, ToolUseBlock)
     )
     if not text and not calls:
-        return None  # only thinking blocks: nothing another model can read
-    return Message.assistant(text, tool_calls=calls)
+        return None  # only thinking blocks: no answer in it
+    reasoning = tuple(
+        _history_reasoning(b, f"{at}.content[{i}]")
+        for i, b in enumerate(m.content)
+        if isinstance(b, ThinkingBlock | RedactedThinkingBlock)
+    )
+    return Message.assistant(text, tool_calls=calls, reasoning=reasoning)
+
+
+# ------------------------------------------------------------------------------ reasoning
+
+# The mark of a signature failover issued for a block of another provider (see the module
+# docstring). Anthropic signatures are base64: never a ".", so never this prefix.
+SIGNATURE_MARK: Final = "failover.v1."
+
+
+def client_signature(block: Reasoning) -> str:
+    """The ``signature`` an Anthropic client is given for ``block``: its own for a block of an
+    Anthropic model, else one failover issues that names the block's source, origin and
+    signature (see the module docstring)."""
+    if block.source == _ANTHROPIC_SOURCE:
+        return block.signature or ""
+    payload = {"source": block.source, "origin": block.origin, "signature": block.signature}
+    raw = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    return SIGNATURE_MARK + base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _issued(signature: str, text: str, at: str) -> Reasoning:
+    """A block whose signature failover issued, as it was before it went to the client."""
+    token = signature[len(SIGNATURE_MARK) :]
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (ValueError, binascii.Error, RecursionError):
+        payload = None
+    source = payload.get("source") if isinstance(payload, dict) else None
+    origin = payload.get("origin") if isinstance(payload, dict) else None
+    theirs = payload.get("signature") if isinstance(payload, dict) else None
+    if (
+        source not in REASONING_SOURCES
+        or source == _ANTHROPIC_SOURCE  # never issued for an Anthropic block: it keeps its own
+        or not isinstance(origin, str | None)
+        or not isinstance(theirs, str | None)
+    ):
+        raise WireError(
+            400,
+            f"{at}.signature: starts with {SIGNATURE_MARK!r} but is not a signature failover issued; send the "
+            "thinking block back exactly as it was received, or leave the block out",
+            param=f"{at}.signature",
+        )
+    assert isinstance(source, str)
+    return Reasoning(text=text, signature=theirs, source=source, origin=origin)
+
+
+def _history_reasoning(block: ThinkingBlock | RedactedThinkingBlock, at: str) -> Reasoning:
+    """A thinking block of a client's history as failover's Reasoning (origin unknown unless
+    failover issued its signature)."""
+    if isinstance(block, RedactedThinkingBlock):
+        return Reasoning(redacted=block.data, source=_ANTHROPIC_SOURCE)
+    if block.signature.startswith(SIGNATURE_MARK):
+        return _issued(block.signature, block.thinking, at)
+    return Reasoning(text=block.thinking, signature=block.signature or None, source=_ANTHROPIC_SOURCE)
 
 
 def _messages(body: MessagesBody) -> tuple[Message, ...]:
     out = [Message.system(t) for t in _system_texts(body.system)]
-    for m in body.messages:
+    for i, m in enumerate(body.messages):
         if isinstance(m, SystemMessage):
             out.extend(Message.system(t) for t in _system_texts(m.content))
         elif isinstance(m, UserMessage):
             out.extend(_user(m))
         else:
-            msg = _assistant(m)
+            msg = _assistant(m, f"messages[{i}]")
             if msg is not None:
                 out.append(msg)
     return tuple(out)
@@ -549,6 +632,12 @@ def _tool_input(call: ToolCall) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _reasoning_block(block: Reasoning) -> dict[str, Any]:
+    if block.redacted is not None:
+        return {"type": "redacted_thinking", "data": block.redacted}
+    return {"type": "thinking", "thinking": block.text, "signature": client_signature(block)}
+
+
 def _stop_details(resp: Response) -> dict[str, Any] | None:
     if stop_reason(resp) != "refusal":
         return None
@@ -557,7 +646,7 @@ def _stop_details(resp: Response) -> dict[str, Any] | None:
 
 def message_body(resp: Response, *, message_id: str, model: str) -> dict[str, Any]:
     """A ``message`` body for a Response; ``model`` is the route the caller named."""
-    content: list[dict[str, Any]] = []
+    content: list[dict[str, Any]] = [_reasoning_block(b) for b in resp.reasoning]
     text = _text(resp)
     if text or not resp.tool_calls:
         content.append({"type": "text", "text": text})
@@ -629,15 +718,20 @@ def error_body(
 # ------------------------------------------------------------------------------ streaming
 
 
-class _Call:
-    """One tool call as rendered: its content block index and the arguments sent so far."""
+_ANSWER = (TextDelta, ReasoningDelta, ReasoningDone, ToolCallStart, ToolCallDelta, ToolCallDone)
 
-    __slots__ = ("block", "done", "sent")
 
-    def __init__(self, block: int) -> None:
-        self.block = block
-        self.sent = ""
-        self.done = False
+class _Block:
+    """The content block now open: a text, a tool_use (``key`` = the call's index) or a thinking
+    block (``key`` = the reasoning block's index). A tool_use or thinking block is never
+    interrupted: events of other blocks wait until it is finished."""
+
+    __slots__ = ("index", "key", "kind")
+
+    def __init__(self, index: int, kind: Literal["text", "tool", "thinking"], key: int = -1) -> None:
+        self.index = index
+        self.kind = kind
+        self.key = key
 
 
 class EventRenderer:
@@ -645,14 +739,24 @@ class EventRenderer:
 
     ``start()`` gives ``message_start`` and a ``ping``; ``render(event)`` turns failover's
     stream events into ``content_block_start`` / ``content_block_delta`` (``text_delta``,
-    ``input_json_delta``) / ``content_block_stop``; ``end(completed)`` closes the open block
-    and gives ``message_delta`` (stop_reason, usage) and ``message_stop``; ``error(...)`` is
-    the ``error`` event that ends a stream cut after output began.
+    ``thinking_delta`` and ``signature_delta``, ``input_json_delta``) / ``content_block_stop``;
+    ``end(completed)`` closes the open block and gives ``message_delta`` (stop_reason, usage) and
+    ``message_stop``; ``error(...)`` is the ``error`` event that ends a stream cut after output
+    began.
 
-    Content blocks are sequential, as Anthropic's are: a tool_use block that has not
-    finished is never interrupted. A dialect that interleaves parallel calls (OpenAI)
-    has the later calls' events held until the open one finishes; a dialect that gives a
-    call whole (Gemini) becomes one block with one ``input_json_delta``.
+    Content blocks are sequential, as Anthropic's are: a tool_use or thinking block that has not
+    finished is never interrupted. A dialect that interleaves parallel calls (OpenAI), or text
+    with a reasoning block it has not finished, has the other blocks' events held until the
+    open one finishes; a dialect that gives a call whole (Gemini) becomes one block with one
+    ``input_json_delta``. A reasoning block is a ``thinking`` block (its signature as
+    :func:`client_signature` gives it, in one ``signature_delta`` before it stops) or a
+    ``redacted_thinking`` block.
+
+    What the client assembles always equals the answer failover records (the renderer keeps a
+    :class:`~failover.inbound._relay.Relay`): the rest of a call's arguments or a block's text
+    is sent when it finishes, what the answer holds that was never sent is sent before
+    ``message_delta``, and an answer that no longer matches what was sent raises
+    :class:`~failover.inbound.RelayMismatch` (the server ends the stream with an error event).
 
     >>> r = EventRenderer("msg_1", "chat")
     >>> [name for name, _ in r.start() + r.render(TextDelta(text="Hi"))]
@@ -663,11 +767,12 @@ class EventRenderer:
         self.message_id = message_id
         self.model = model
         self.request_id = request_id  # shown in x_failover when the response has no record
+        self.relay = Relay()
         self._blocks = 0  # blocks started so far: the next block's index
-        self._open: int | None = None  # the block index now open
-        self._open_call: int | None = None  # the tool call (our index) whose block is open
-        self._calls: dict[int, _Call] = {}
-        self._held: list[object] = []  # events waiting for the open tool call to finish
+        self._open: _Block | None = None
+        self._call_block: dict[int, int] = {}  # tool call index -> its content block index
+        self._answer_blocks = 0  # text and tool_use blocks started (not thinking)
+        self._held: list[object] = []  # events waiting for the open tool_use / thinking block
         self._usage = Usage()
 
     # -- the frame ----------------------------------------------------------------------------
@@ -688,16 +793,33 @@ class EventRenderer:
     def end(self, completed: Completed) -> list[Event]:
         resp = completed.response
         out: list[Event] = []
-        held, self._held = self._held, []
-        for event in held:
-            out.extend(self._event(event))
+        relay = self.relay
+        # finish, with the answer's own, the block left open and every block or call waited for
+        while ((block := self._open) is not None and block.kind != "text") or self._held:
+            if block is not None and block.kind == "tool":
+                out += self._finish_call(block.key, nth(resp.tool_calls, block.key, "tool call"))
+            elif block is not None and block.kind == "thinking":
+                out += self._finish_thinking(block.key, nth(resp.reasoning, block.key, "reasoning block"))
+            elif any(isinstance(e, ReasoningDelta | ReasoningDone) for e in self._held):
+                i = relay.next_reasoning()
+                out += self._finish_thinking(i, nth(resp.reasoning, i, "reasoning block"))
+            else:
+                i = relay.next_call()
+                out += self._finish_call(i, nth(resp.tool_calls, i, "tool call"))
         out.extend(self._close())
-        if not self._blocks:  # an empty answer still has one (empty) text block, as Anthropic's does
-            text = "" if resp.tool_calls else _text(resp)
-            out.extend(self._open_text())
-            if text:
-                out.append(self._text_delta(text))
-            out.extend(self._close())
+        missing = self.relay.missing(resp)
+        for i, thought in missing.reasoning:
+            out += self._finish_thinking(i, thought)
+        if not self.relay.text_sent:
+            text = missing.text or ("" if resp.tool_calls else _text(resp))
+            # an answer with no text or tool_use block still has one (empty) text block, as Anthropic's does
+            if text or (not self._answer_blocks and not missing.calls):
+                out.extend(self._open_text())
+                if text:
+                    out.append(self._text_delta(text))
+                out.extend(self._close())
+        for i, call in missing.calls:
+            out += self._finish_call(i, call)
         delta: dict[str, Any] = {"stop_reason": stop_reason(resp), "stop_sequence": None}
         details = _stop_details(resp)
         if details is not None:
@@ -722,102 +844,162 @@ class EventRenderer:
         if isinstance(event, UsageUpdate):
             self._usage = event.usage
             return []
-        if not isinstance(event, TextDelta | ToolCallStart | ToolCallDelta | ToolCallDone):
+        if not isinstance(event, _ANSWER):
             return []  # Stop arrives again, complete, with the terminal event; Restarted is not offered
         if self._blocked_by(event):
             self._held.append(event)
             return []
         return self._event(event)
 
-    def _blocked_by(self, event: TextDelta | ToolCallStart | ToolCallDelta | ToolCallDone) -> bool:
-        """True when the event belongs to another block while a tool call's block is unfinished."""
-        if self._open_call is None or self._calls[self._open_call].done:
-            return False
+    def _blocked_by(self, event: object) -> bool:
+        """True when the event must wait: it belongs to another block while a tool_use or
+        thinking block is unfinished, or to a reasoning block or call after one that has not
+        finished (blocks) or started (calls) yet."""
+        block = self._open
+        exclusive = block is not None and block.kind != "text"
         if isinstance(event, TextDelta):
-            return bool(event.text)
-        return event.index != self._open_call
+            return exclusive and bool(event.text)
+        if isinstance(event, ReasoningDelta | ReasoningDone):
+            if event.index > self.relay.next_reasoning():
+                return True
+            return exclusive and not (block is not None and block.kind == "thinking" and block.key == event.index)
+        assert isinstance(event, ToolCallStart | ToolCallDelta | ToolCallDone)
+        if event.index > self.relay.next_call():
+            return True
+        return exclusive and not (block is not None and block.kind == "tool" and block.key == event.index)
 
     def _event(self, event: object) -> list[Event]:
         if isinstance(event, TextDelta):
             if not event.text:
                 return []
-            out = [] if self._open is not None and self._open_call is None else [*self._close(), *self._open_text()]
+            self.relay.sent_text(event.text)
+            out = [] if self._open is not None and self._open.kind == "text" else [*self._close(), *self._open_text()]
             return [*out, self._text_delta(event.text)]
+        if isinstance(event, ReasoningDelta):
+            return self._thinking(event.index, event.text)
+        if isinstance(event, ReasoningDone):
+            return self._finish_thinking(event.index, event.block)
         if isinstance(event, ToolCallStart):
             return self._start_call(event.index, event.id, event.name)
         if isinstance(event, ToolCallDelta):
             return self._call_args(event.index, event.arguments)
         if isinstance(event, ToolCallDone):
-            return self._finish_call(event)
+            return self._finish_call(event.index, event.call)
         return []
 
-    def _open_text(self) -> list[Event]:
-        index = self._next_block()
-        return [
-            (
-                "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
-            )
-        ]
+    # -- blocks -------------------------------------------------------------------------------
 
-    def _text_delta(self, text: str) -> Event:
-        delta = {"type": "text_delta", "text": text}
-        return ("content_block_delta", {"type": "content_block_delta", "index": self._open, "delta": delta})
-
-    def _next_block(self) -> int:
+    def _start(self, kind: Literal["text", "tool", "thinking"], content_block: dict[str, Any], key: int = -1) -> Event:
         index = self._blocks
         self._blocks += 1
-        self._open = index
-        self._open_call = None
-        return index
+        self._open = _Block(index, kind, key)
+        if kind != "thinking":
+            self._answer_blocks += 1
+        data = {"type": "content_block_start", "index": index, "content_block": content_block}
+        return ("content_block_start", data)
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> Event:
+        return ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+
+    def _open_text(self) -> list[Event]:
+        return [self._start("text", {"type": "text", "text": ""})]
+
+    def _text_delta(self, text: str) -> Event:
+        assert self._open is not None
+        return self._delta(self._open.index, {"type": "text_delta", "text": text})
 
     def _close(self) -> list[Event]:
         if self._open is None:
             return []
-        index, self._open, self._open_call = self._open, None, None
+        index, self._open = self._open.index, None
         return [("content_block_stop", {"type": "content_block_stop", "index": index})]
 
-    def _start_call(self, index: int, call_id: str, name: str) -> list[Event]:
-        if index in self._calls:
-            return []
+    def _released(self) -> list[Event]:
+        """The open tool_use / thinking block finished: the events that waited for it, in order."""
         out = self._close()
-        block = self._next_block()
-        self._open_call = index
-        self._calls[index] = _Call(block)
-        tool_use = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
-        out.append(("content_block_start", {"type": "content_block_start", "index": block, "content_block": tool_use}))
-        return out
-
-    def _call_args(self, index: int, arguments: str) -> list[Event]:
-        call = self._calls.get(index)
-        if call is None or call.done or not arguments:
-            return []
-        call.sent += arguments
-        delta = {"type": "input_json_delta", "partial_json": arguments}
-        return [("content_block_delta", {"type": "content_block_delta", "index": call.block, "delta": delta})]
-
-    def _finish_call(self, event: ToolCallDone) -> list[Event]:
-        c = event.call
-        out: list[Event] = []
-        if event.index not in self._calls:  # a dialect that gave the call whole
-            out.extend(self._start_call(event.index, c.id, c.name))
-        call = self._calls[event.index]
-        if call.done:
-            return out
-        if c.arguments != call.sent and c.arguments.startswith(call.sent):
-            out.extend(self._call_args(event.index, c.arguments[len(call.sent) :]))
-        call.done = True
-        if self._open == call.block:
-            out.extend(self._close())
         held, self._held = self._held, []
-        for waiting in held:  # the events that waited for this block, in their order
+        for waiting in held:
             out.extend(self.render(waiting))
         return out
 
+    def _thinking(self, index: int, text: str) -> list[Event]:
+        if not text:
+            return []
+        self.relay.sent_reasoning(index, text)  # more text for a finished block: RelayMismatch
+        out: list[Event] = []
+        block = self._open
+        if block is None or block.kind != "thinking" or block.key != index:
+            out.extend(self._close())
+            out.append(self._start("thinking", {"type": "thinking", "thinking": "", "signature": ""}, index))
+        assert self._open is not None
+        out.append(self._delta(self._open.index, {"type": "thinking_delta", "thinking": text}))
+        return out
+
+    def _finish_thinking(self, index: int, thought: Reasoning) -> list[Event]:
+        relay = self.relay
+        if relay.reasoning_done(index):
+            relay.finish_reasoning(index, thought)  # the same block again: nothing to send
+            return []
+        out: list[Event] = []
+        block = self._open
+        if thought.redacted is not None and not relay.reasoning_open(index):
+            relay.finish_reasoning(index, thought)
+            out.extend(self._close())
+            out.append(self._start("thinking", {"type": "redacted_thinking", "data": thought.redacted}, index))
+            return [*out, *self._released()]
+        if block is None or block.kind != "thinking" or block.key != index:
+            out.extend(self._close())
+            block = None
+            out.append(self._start("thinking", {"type": "thinking", "thinking": "", "signature": ""}, index))
+        assert self._open is not None
+        at = self._open.index
+        rest = relay.finish_reasoning(index, thought)
+        if rest:
+            out.append(self._delta(at, {"type": "thinking_delta", "thinking": rest}))
+        out.append(self._delta(at, {"type": "signature_delta", "signature": client_signature(thought)}))
+        return [*out, *self._released()]
+
+    def _start_call(self, index: int, call_id: str, name: str) -> list[Event]:
+        if self.relay.call_known(index):
+            return []
+        out = self._close()
+        tool_use = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+        out.append(self._start("tool", tool_use, index))
+        self._call_block[index] = self._blocks - 1
+        self.relay.sent_call(index, call_id, name)
+        return out
+
+    def _call_args(self, index: int, arguments: str) -> list[Event]:
+        relay = self.relay
+        if not arguments or not relay.call_known(index):
+            return []  # fragments of a call not started yet: the client gets them whole at its end
+        if relay.call_done(index):
+            raise RelayMismatch(f"tool call {index} got more arguments after it was finished")
+        relay.sent_arguments(index, arguments)
+        delta = {"type": "input_json_delta", "partial_json": arguments}
+        return [self._delta(self._call_block[index], delta)]
+
+    def _finish_call(self, index: int, c: ToolCall) -> list[Event]:
+        relay = self.relay
+        out: list[Event] = []
+        if not relay.call_known(index):  # a dialect that gave the call whole
+            out.extend(self._start_call(index, c.id, c.name))
+        elif relay.call_done(index):
+            relay.finish_call(index, c)  # the same call again: nothing to send
+            return out
+        rest = relay.finish_call(index, c)
+        if rest:
+            delta = {"type": "input_json_delta", "partial_json": rest}
+            out.append(self._delta(self._call_block[index], delta))
+        return [*out, *self._released()]
+
 
 __all__ = [
+    "SIGNATURE_MARK",
     "EventRenderer",
     "MessagesBody",
+    "RelayMismatch",
+    "client_signature",
     "error_body",
     "error_type_for",
     "message_body",
