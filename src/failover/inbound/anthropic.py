@@ -73,6 +73,7 @@ from ..model import (
     Response,
     ResponseFormat,
     StopReason,
+    StreamEvent,
     TextDelta,
     TextPart,
     Tool,
@@ -88,7 +89,7 @@ from ..model._reasoning import ANTHROPIC as _ANTHROPIC_SOURCE
 from ..model._reasoning import REASONING_SOURCES
 from ..model._request import ReasoningEffort
 from ..validation import DEFAULT_LIMITS, SchemaLimits
-from ._relay import Relay, RelayMismatch, nth
+from ._relay import Relay, RelayMismatch
 from ._wire import SchemaField, WireError, check_schemas, record_summary, validation_error
 
 Event = tuple[str, dict[str, Any]]
@@ -718,9 +719,6 @@ def error_body(
 # ------------------------------------------------------------------------------ streaming
 
 
-_ANSWER = (TextDelta, ReasoningDelta, ReasoningDone, ToolCallStart, ToolCallDelta, ToolCallDone)
-
-
 class _Block:
     """The content block now open: a text, a tool_use (``key`` = the call's index) or a thinking
     block (``key`` = the reasoning block's index). A tool_use or thinking block is never
@@ -752,11 +750,10 @@ class EventRenderer:
     :func:`client_signature` gives it, in one ``signature_delta`` before it stops) or a
     ``redacted_thinking`` block.
 
-    What the client assembles always equals the answer failover records (the renderer keeps a
-    :class:`~failover.inbound._relay.Relay`): the rest of a call's arguments or a block's text
-    is sent when it finishes, what the answer holds that was never sent is sent before
-    ``message_delta``, and an answer that no longer matches what was sent raises
-    :class:`~failover.inbound.RelayMismatch` (the server ends the stream with an error event).
+    The events pass through a :class:`~failover.inbound._relay.Relay` first, so what the client
+    assembles always equals the answer failover records: an answer that no longer matches what
+    was sent raises :class:`~failover.inbound.RelayMismatch` (the server ends the stream with an
+    error event).
 
     >>> r = EventRenderer("msg_1", "chat")
     >>> [name for name, _ in r.start() + r.render(TextDelta(text="Hi"))]
@@ -770,9 +767,8 @@ class EventRenderer:
         self.relay = Relay()
         self._blocks = 0  # blocks started so far: the next block's index
         self._open: _Block | None = None
-        self._call_block: dict[int, int] = {}  # tool call index -> its content block index
         self._answer_blocks = 0  # text and tool_use blocks started (not thinking)
-        self._held: list[object] = []  # events waiting for the open tool_use / thinking block
+        self._held: list[StreamEvent] = []  # events waiting for the open tool_use / thinking block
         self._usage = Usage()
 
     # -- the frame ----------------------------------------------------------------------------
@@ -793,33 +789,17 @@ class EventRenderer:
     def end(self, completed: Completed) -> list[Event]:
         resp = completed.response
         out: list[Event] = []
-        relay = self.relay
-        # finish, with the answer's own, the block left open and every block or call waited for
-        while ((block := self._open) is not None and block.kind != "text") or self._held:
-            if block is not None and block.kind == "tool":
-                out += self._finish_call(block.key, nth(resp.tool_calls, block.key, "tool call"))
-            elif block is not None and block.kind == "thinking":
-                out += self._finish_thinking(block.key, nth(resp.reasoning, block.key, "reasoning block"))
-            elif any(isinstance(e, ReasoningDelta | ReasoningDone) for e in self._held):
-                i = relay.next_reasoning()
-                out += self._finish_thinking(i, nth(resp.reasoning, i, "reasoning block"))
-            else:
-                i = relay.next_call()
-                out += self._finish_call(i, nth(resp.tool_calls, i, "tool call"))
+        for e in self.relay.end(resp):  # every block finished: nothing waits after this
+            out += self._place(e)
         out.extend(self._close())
-        missing = self.relay.missing(resp)
-        for i, thought in missing.reasoning:
-            out += self._finish_thinking(i, thought)
         if not self.relay.text_sent:
-            text = missing.text or ("" if resp.tool_calls else _text(resp))
+            text = "" if resp.tool_calls else _text(resp)  # structured output or a refusal without text
             # an answer with no text or tool_use block still has one (empty) text block, as Anthropic's does
-            if text or (not self._answer_blocks and not missing.calls):
+            if text or not self._answer_blocks:
                 out.extend(self._open_text())
                 if text:
                     out.append(self._text_delta(text))
                 out.extend(self._close())
-        for i, call in missing.calls:
-            out += self._finish_call(i, call)
         delta: dict[str, Any] = {"stop_reason": stop_reason(resp), "stop_sequence": None}
         details = _stop_details(resp)
         if details is not None:
@@ -840,51 +820,54 @@ class EventRenderer:
 
     # -- events -------------------------------------------------------------------------------
 
-    def render(self, event: object) -> list[Event]:
+    def render(self, event: StreamEvent) -> list[Event]:
+        out: list[Event] = []
+        for e in self.relay.feed(event):
+            out += self._place(e)
+        return out
+
+    def _place(self, event: StreamEvent) -> list[Event]:
         if isinstance(event, UsageUpdate):
             self._usage = event.usage
             return []
-        if not isinstance(event, _ANSWER):
-            return []  # Stop arrives again, complete, with the terminal event; Restarted is not offered
-        if self._blocked_by(event):
-            self._held.append(event)
+        block = self._open
+        if block is not None and block.kind != "text" and not self._belongs(event, block):
+            self._held.append(event)  # another block's: after the open one finishes
             return []
         return self._event(event)
 
-    def _blocked_by(self, event: object) -> bool:
-        """True when the event must wait: it belongs to another block while a tool_use or
-        thinking block is unfinished, or to a reasoning block or call after one that has not
-        finished (blocks) or started (calls) yet."""
-        block = self._open
-        exclusive = block is not None and block.kind != "text"
-        if isinstance(event, TextDelta):
-            return exclusive and bool(event.text)
+    @staticmethod
+    def _belongs(event: StreamEvent, block: _Block) -> bool:
         if isinstance(event, ReasoningDelta | ReasoningDone):
-            if event.index > self.relay.next_reasoning():
-                return True
-            return exclusive and not (block is not None and block.kind == "thinking" and block.key == event.index)
-        assert isinstance(event, ToolCallStart | ToolCallDelta | ToolCallDone)
-        if event.index > self.relay.next_call():
-            return True
-        return exclusive and not (block is not None and block.kind == "tool" and block.key == event.index)
+            return block.kind == "thinking" and event.index == block.key
+        if isinstance(event, ToolCallStart | ToolCallDelta | ToolCallDone):
+            return block.kind == "tool" and event.index == block.key
+        return not isinstance(event, TextDelta)  # Stop, Restarted: nothing to show
 
-    def _event(self, event: object) -> list[Event]:
+    def _event(self, event: StreamEvent) -> list[Event]:
         if isinstance(event, TextDelta):
-            if not event.text:
-                return []
-            self.relay.sent_text(event.text)
-            out = [] if self._open is not None and self._open.kind == "text" else [*self._close(), *self._open_text()]
+            out = [] if self._open is not None else self._open_text()
             return [*out, self._text_delta(event.text)]
         if isinstance(event, ReasoningDelta):
-            return self._thinking(event.index, event.text)
+            out = [] if self._open is not None and self._open.kind == "thinking" else self._open_thinking(event.index)
+            return [*out, self._delta({"type": "thinking_delta", "thinking": event.text})]
         if isinstance(event, ReasoningDone):
-            return self._finish_thinking(event.index, event.block)
+            block = event.block
+            if block.redacted is not None:  # never had deltas: a block of its own, start and stop
+                closed = self._close()
+                start = self._start("thinking", {"type": "redacted_thinking", "data": block.redacted}, event.index)
+                return [*closed, start, *self._released()]
+            out = [] if self._open is not None and self._open.kind == "thinking" else self._open_thinking(event.index)
+            signature = {"type": "signature_delta", "signature": client_signature(block)}
+            return [*out, self._delta(signature), *self._released()]
         if isinstance(event, ToolCallStart):
-            return self._start_call(event.index, event.id, event.name)
+            closed = self._close()
+            tool_use = {"type": "tool_use", "id": event.id, "name": event.name, "input": {}}
+            return [*closed, self._start("tool", tool_use, event.index)]
         if isinstance(event, ToolCallDelta):
-            return self._call_args(event.index, event.arguments)
+            return [self._delta({"type": "input_json_delta", "partial_json": event.arguments})]
         if isinstance(event, ToolCallDone):
-            return self._finish_call(event.index, event.call)
+            return self._released()
         return []
 
     # -- blocks -------------------------------------------------------------------------------
@@ -895,18 +878,22 @@ class EventRenderer:
         self._open = _Block(index, kind, key)
         if kind != "thinking":
             self._answer_blocks += 1
-        data = {"type": "content_block_start", "index": index, "content_block": content_block}
-        return ("content_block_start", data)
+        return ("content_block_start", {"type": "content_block_start", "index": index, "content_block": content_block})
 
-    def _delta(self, index: int, delta: dict[str, Any]) -> Event:
-        return ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+    def _delta(self, delta: dict[str, Any]) -> Event:
+        assert self._open is not None
+        return ("content_block_delta", {"type": "content_block_delta", "index": self._open.index, "delta": delta})
 
     def _open_text(self) -> list[Event]:
-        return [self._start("text", {"type": "text", "text": ""})]
+        closed = self._close()
+        return [*closed, self._start("text", {"type": "text", "text": ""})]
+
+    def _open_thinking(self, index: int) -> list[Event]:
+        closed = self._close()
+        return [*closed, self._start("thinking", {"type": "thinking", "thinking": "", "signature": ""}, index)]
 
     def _text_delta(self, text: str) -> Event:
-        assert self._open is not None
-        return self._delta(self._open.index, {"type": "text_delta", "text": text})
+        return self._delta({"type": "text_delta", "text": text})
 
     def _close(self) -> list[Event]:
         if self._open is None:
@@ -915,83 +902,12 @@ class EventRenderer:
         return [("content_block_stop", {"type": "content_block_stop", "index": index})]
 
     def _released(self) -> list[Event]:
-        """The open tool_use / thinking block finished: the events that waited for it, in order."""
+        """The open tool_use / thinking block finished: it stops, and the events that waited go out."""
         out = self._close()
         held, self._held = self._held, []
         for waiting in held:
-            out.extend(self.render(waiting))
+            out += self._place(waiting)
         return out
-
-    def _thinking(self, index: int, text: str) -> list[Event]:
-        if not text:
-            return []
-        self.relay.sent_reasoning(index, text)  # more text for a finished block: RelayMismatch
-        out: list[Event] = []
-        block = self._open
-        if block is None or block.kind != "thinking" or block.key != index:
-            out.extend(self._close())
-            out.append(self._start("thinking", {"type": "thinking", "thinking": "", "signature": ""}, index))
-        assert self._open is not None
-        out.append(self._delta(self._open.index, {"type": "thinking_delta", "thinking": text}))
-        return out
-
-    def _finish_thinking(self, index: int, thought: Reasoning) -> list[Event]:
-        relay = self.relay
-        if relay.reasoning_done(index):
-            relay.finish_reasoning(index, thought)  # the same block again: nothing to send
-            return []
-        out: list[Event] = []
-        block = self._open
-        if thought.redacted is not None and not relay.reasoning_open(index):
-            relay.finish_reasoning(index, thought)
-            out.extend(self._close())
-            out.append(self._start("thinking", {"type": "redacted_thinking", "data": thought.redacted}, index))
-            return [*out, *self._released()]
-        if block is None or block.kind != "thinking" or block.key != index:
-            out.extend(self._close())
-            block = None
-            out.append(self._start("thinking", {"type": "thinking", "thinking": "", "signature": ""}, index))
-        assert self._open is not None
-        at = self._open.index
-        rest = relay.finish_reasoning(index, thought)
-        if rest:
-            out.append(self._delta(at, {"type": "thinking_delta", "thinking": rest}))
-        out.append(self._delta(at, {"type": "signature_delta", "signature": client_signature(thought)}))
-        return [*out, *self._released()]
-
-    def _start_call(self, index: int, call_id: str, name: str) -> list[Event]:
-        if self.relay.call_known(index):
-            return []
-        out = self._close()
-        tool_use = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
-        out.append(self._start("tool", tool_use, index))
-        self._call_block[index] = self._blocks - 1
-        self.relay.sent_call(index, call_id, name)
-        return out
-
-    def _call_args(self, index: int, arguments: str) -> list[Event]:
-        relay = self.relay
-        if not arguments or not relay.call_known(index):
-            return []  # fragments of a call not started yet: the client gets them whole at its end
-        if relay.call_done(index):
-            raise RelayMismatch(f"tool call {index} got more arguments after it was finished")
-        relay.sent_arguments(index, arguments)
-        delta = {"type": "input_json_delta", "partial_json": arguments}
-        return [self._delta(self._call_block[index], delta)]
-
-    def _finish_call(self, index: int, c: ToolCall) -> list[Event]:
-        relay = self.relay
-        out: list[Event] = []
-        if not relay.call_known(index):  # a dialect that gave the call whole
-            out.extend(self._start_call(index, c.id, c.name))
-        elif relay.call_done(index):
-            relay.finish_call(index, c)  # the same call again: nothing to send
-            return out
-        rest = relay.finish_call(index, c)
-        if rest:
-            delta = {"type": "input_json_delta", "partial_json": rest}
-            out.append(self._delta(self._call_block[index], delta))
-        return [*out, *self._released()]
 
 
 __all__ = [

@@ -39,24 +39,23 @@ from ..model import (
     Part,
     Reasoning,
     ReasoningDelta,
-    ReasoningDone,
     Request,
     Response,
     ResponseFormat,
     StopReason,
+    StreamEvent,
     TextDelta,
     TextPart,
     Tool,
     ToolCall,
     ToolCallDelta,
-    ToolCallDone,
     ToolCallStart,
     ToolChoice,
     Usage,
 )
 from ..model._reasoning import OPENAI as _OPENAI_SOURCE
 from ..validation import DEFAULT_LIMITS, SchemaLimits
-from ._relay import Relay, RelayMismatch, nth
+from ._relay import Relay, RelayMismatch
 from ._wire import SchemaField, WireError, check_schemas, record_summary, validation_error
 
 
@@ -483,24 +482,21 @@ def error_body(
 class ChunkRenderer:
     """``chat.completion.chunk`` bodies for one streamed answer, from failover's stream events.
 
-    Stateful: it keeps what each client was sent (a :class:`~failover.inbound._relay.Relay`),
-    so a dialect that sends a call whole (Gemini) or completes it at the end still gives every
-    client the OpenAI shape (id and name on the first delta of a call, then argument
-    fragments), and what the client assembles always equals the answer failover records: the
-    rest of a call's arguments or of a reasoning block's text is sent when it is finished,
-    anything the answer holds that was never sent goes out before the finish chunk, and an
-    answer that no longer matches what was sent raises
-    :class:`~failover.inbound.RelayMismatch` (the server ends the stream with an error event).
-    Use: ``start()`` once, ``render(event)`` per event, ``end(completed)`` for the terminal
-    :class:`~failover.model.Completed`; the server writes each dict as ``data: <json>`` and
-    then ``data: [DONE]``.
+    The events pass through a :class:`~failover.inbound._relay.Relay` first, so a dialect that
+    sends a call whole (Gemini) or completes it at the end still gives every client the OpenAI
+    shape (id and name on the first delta of a call, then argument fragments, calls started in
+    index order), and what the client assembles always equals the answer failover records: an
+    answer that no longer matches what was sent raises :class:`~failover.inbound.RelayMismatch`
+    (the server ends the stream with an error event). Use: ``start()`` once, ``render(event)``
+    per event, ``end(completed)`` for the terminal :class:`~failover.model.Completed`; the
+    server writes each dict as ``data: <json>`` and then ``data: [DONE]``.
 
     >>> r = ChunkRenderer("chatcmpl-1", 1700000000, "chat", include_usage=True)
     >>> [c["choices"][0]["delta"] for c in r.start() + r.render(TextDelta(text="Hi"))]
     [{'role': 'assistant', 'content': ''}, {'content': 'Hi'}]
     """
 
-    __slots__ = ("_held", "completion_id", "created", "include_usage", "model", "relay", "request_id")
+    __slots__ = ("completion_id", "created", "include_usage", "model", "relay", "request_id")
 
     def __init__(
         self,
@@ -517,7 +513,6 @@ class ChunkRenderer:
         self.include_usage = include_usage
         self.request_id = request_id  # shown in x_failover when the response has no record
         self.relay = Relay()
-        self._held: list[object] = []  # a later reasoning block's or call's events, waiting for an earlier one
 
     def chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
         obj: dict[str, Any] = {
@@ -537,101 +532,36 @@ class ChunkRenderer:
         """The first chunk: the assistant role with empty content."""
         return [self.chunk({"role": "assistant", "content": ""})]
 
-    def render(self, event: object) -> list[dict[str, Any]]:
+    def render(self, event: StreamEvent) -> list[dict[str, Any]]:
         """The chunks for one stream event (none for usage, stop and restarts: they arrive
-        again, complete, with the terminal event).
-
-        Reasoning blocks go out one after another (the client joins their text) and calls start
-        in index order (the SDK files a new index at the end of its list): the events of a later
-        block or call wait until the earlier ones are finished or started."""
-        relay = self.relay
-        if isinstance(event, TextDelta):
-            if not event.text:
-                return []
-            relay.sent_text(event.text)
-            return [self.chunk({"content": event.text})]
-        if isinstance(event, ReasoningDelta | ReasoningDone):
-            if event.index > relay.next_reasoning():
-                self._held.append(event)
-                return []
-            if isinstance(event, ReasoningDelta):
-                if not event.text:
-                    return []
-                relay.sent_reasoning(event.index, event.text)
-                return [self.chunk({"reasoning_content": event.text})]
-            rest = relay.finish_reasoning(event.index, event.block)
-            out = [self.chunk({"reasoning_content": rest})] if rest else []
-            return out + self._released()
-        if isinstance(event, ToolCallStart | ToolCallDelta | ToolCallDone):
-            if event.index > relay.next_call():
-                self._held.append(event)
-                return []
-            if isinstance(event, ToolCallStart):
-                if relay.call_known(event.index):
-                    return []
-                relay.sent_call(event.index, event.id, event.name)
-                fn = {"name": event.name, "arguments": ""}
-                call = {"index": event.index, "id": event.id, "type": "function", "function": fn}
-                return [self.chunk({"tool_calls": [call]}), *self._released()]
-            if isinstance(event, ToolCallDelta):
-                return self._args(event.index, event.arguments)
-            return self._done(event.index, event.call)
-        return []
-
-    def _released(self) -> list[dict[str, Any]]:
-        """An earlier block finished or call started: the events that waited, in their order."""
-        held, self._held = self._held, []
+        again, complete, with the terminal event)."""
         out: list[dict[str, Any]] = []
-        for event in held:
-            out += self.render(event)
+        for e in self.relay.feed(event):
+            out += self._chunks(e)
         return out
 
-    def _args(self, index: int, arguments: str) -> list[dict[str, Any]]:
-        relay = self.relay
-        if not arguments or not relay.call_known(index):
-            return []  # fragments of a call not started yet: the client gets them whole at its end
-        if relay.call_done(index):
-            raise RelayMismatch(f"tool call {index} got more arguments after it was finished")
-        relay.sent_arguments(index, arguments)
-        return [self._args_chunk(index, arguments)]
-
-    def _args_chunk(self, index: int, arguments: str) -> dict[str, Any]:
-        return self.chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments}}]})
-
-    def _done(self, index: int, c: ToolCall) -> list[dict[str, Any]]:
-        relay = self.relay
-        if not relay.call_known(index):  # a dialect that gave the call whole
-            relay.sent_call(index, c.id, c.name)
-            relay.finish_call(index, c)
-            full = {"index": index, "id": c.id, "type": "function"}
-            fn = {"name": c.name, "arguments": c.arguments}
-            return [self.chunk({"tool_calls": [{**full, "function": fn}]}), *self._released()]
-        rest = relay.finish_call(index, c)
-        return [self._args_chunk(index, rest)] if rest else []
+    def _chunks(self, event: StreamEvent) -> list[dict[str, Any]]:
+        if isinstance(event, TextDelta):
+            return [self.chunk({"content": event.text})]
+        if isinstance(event, ReasoningDelta):
+            return [self.chunk({"reasoning_content": event.text})]  # DeepSeek's field: see the module docstring
+        if isinstance(event, ToolCallStart):
+            fn = {"name": event.name, "arguments": ""}
+            call = {"index": event.index, "id": event.id, "type": "function", "function": fn}
+            return [self.chunk({"tool_calls": [call]})]
+        if isinstance(event, ToolCallDelta):
+            return [self.chunk({"tool_calls": [{"index": event.index, "function": {"arguments": event.arguments}}]})]
+        return []
 
     def end(self, completed: Completed) -> list[dict[str, Any]]:
         """What the client was not sent yet (see the class docstring), the finish chunk (with
         the ``x_failover`` summary), then the usage chunk if asked for."""
         resp = completed.response
-        relay = self.relay
         out: list[dict[str, Any]] = []
-        # finish, with the answer's own, every block and call left open or waited for
-        while self._held or relay.open_reasoning() or relay.open_calls():
-            if relay.open_reasoning() or any(isinstance(e, ReasoningDelta | ReasoningDone) for e in self._held):
-                i = relay.next_reasoning()
-                out += self.render(ReasoningDone(index=i, block=nth(resp.reasoning, i, "reasoning block")))
-            else:
-                i = min(relay.open_calls(), default=relay.next_call())
-                out += self.render(ToolCallDone(index=i, call=nth(resp.tool_calls, i, "tool call")))
-        missing = relay.missing(resp)
-        thought = "".join(block.text for _, block in missing.reasoning)
-        if thought:
-            out.append(self.chunk({"reasoning_content": thought}))
-        text = missing.text if relay.text_sent else (_content(resp) or "")
-        if text:
-            out.append(self.chunk({"content": text}))
-        for i, call in missing.calls:
-            out += self._done(i, call)
+        for e in self.relay.end(resp):
+            out += self._chunks(e)
+        if not self.relay.text_sent and (content := _content(resp)):  # structured output without text
+            out.append(self.chunk({"content": content}))
         out.append(self.chunk({}, finish_reason(resp.stop_reason), x_failover=record_summary(resp, self.request_id)))
         if self.include_usage:
             out.append(
