@@ -40,12 +40,15 @@ from ..model import (
     ReasoningDelta,
     ReasoningDone,
     Response,
+    Restarted,
+    Stop,
     StreamEvent,
     TextDelta,
     ToolCall,
     ToolCallDelta,
     ToolCallDone,
     ToolCallStart,
+    UsageUpdate,
 )
 
 __all__ = ["Relay", "RelayMismatch", "mismatch_message"]
@@ -94,10 +97,10 @@ class Relay:
 
     # -- the stream ---------------------------------------------------------------------------------
 
-    def feed(self, event: StreamEvent) -> list[StreamEvent]:
+    def feed(self, event: object) -> list[StreamEvent]:
         """The events to show for one router event (none while it waits; more when it lets
         waiting events out or completes a call or block). Events a relay does not order (usage,
-        stop, restarts) pass through."""
+        stop, restarts) pass through; anything else (a terminal event) is not shown."""
         if isinstance(event, TextDelta):
             if not event.text:
                 return []
@@ -123,7 +126,7 @@ class Relay:
             if isinstance(event, ToolCallDelta):
                 return self._arguments(event)
             return self._finish_call(event)
-        return [event]
+        return [event] if isinstance(event, UsageUpdate | Stop | Restarted) else []
 
     def _released(self) -> list[StreamEvent]:
         """An earlier block finished or call started: the events that waited, in their order."""

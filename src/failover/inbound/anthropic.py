@@ -820,7 +820,7 @@ class EventRenderer:
 
     # -- events -------------------------------------------------------------------------------
 
-    def render(self, event: StreamEvent) -> list[Event]:
+    def render(self, event: object) -> list[Event]:
         out: list[Event] = []
         for e in self.relay.feed(event):
             out += self._place(e)

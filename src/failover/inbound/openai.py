@@ -532,7 +532,7 @@ class ChunkRenderer:
         """The first chunk: the assistant role with empty content."""
         return [self.chunk({"role": "assistant", "content": ""})]
 
-    def render(self, event: StreamEvent) -> list[dict[str, Any]]:
+    def render(self, event: object) -> list[dict[str, Any]]:
         """The chunks for one stream event (none for usage, stop and restarts: they arrive
         again, complete, with the terminal event)."""
         out: list[dict[str, Any]] = []
