@@ -97,16 +97,21 @@ class Relay:
 
     # -- the stream ---------------------------------------------------------------------------------
 
+    def sent_text(self, text: str) -> bool:
+        """Count a text delta as shown (the hot path: a renderer may call it for a TextDelta
+        instead of :meth:`feed`); False for an empty one, which is not shown."""
+        if not text:
+            return False
+        self._text_len += len(text)
+        self._text_crc = zlib.crc32(text.encode("utf-8", "surrogatepass"), self._text_crc)
+        return True
+
     def feed(self, event: object) -> list[StreamEvent]:
         """The events to show for one router event (none while it waits; more when it lets
         waiting events out or completes a call or block). Events a relay does not order (usage,
         stop, restarts) pass through; anything else (a terminal event) is not shown."""
         if isinstance(event, TextDelta):
-            if not event.text:
-                return []
-            self._text_len += len(event.text)
-            self._text_crc = zlib.crc32(event.text.encode("utf-8", "surrogatepass"), self._text_crc)
-            return [event]
+            return [event] if self.sent_text(event.text) else []
         if isinstance(event, _REASONING):
             if event.index > self._next_reasoning():
                 self._held.append(event)

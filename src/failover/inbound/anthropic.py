@@ -821,6 +821,16 @@ class EventRenderer:
     # -- events -------------------------------------------------------------------------------
 
     def render(self, event: object) -> list[Event]:
+        open_block = self._open
+        if type(event) is TextDelta and (open_block is None or open_block.kind == "text"):
+            # the hot path: a text delta with no tool_use or thinking block open
+            if not self.relay.sent_text(event.text):
+                return []
+            return (
+                [self._text_delta(event.text)]
+                if open_block is not None
+                else [*self._open_text(), self._text_delta(event.text)]
+            )
         out: list[Event] = []
         for e in self.relay.feed(event):
             out += self._place(e)

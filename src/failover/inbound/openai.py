@@ -535,6 +535,8 @@ class ChunkRenderer:
     def render(self, event: object) -> list[dict[str, Any]]:
         """The chunks for one stream event (none for usage, stop and restarts: they arrive
         again, complete, with the terminal event)."""
+        if type(event) is TextDelta:  # the hot path: one chunk per text delta
+            return [self.chunk({"content": event.text})] if self.relay.sent_text(event.text) else []
         out: list[dict[str, Any]] = []
         for e in self.relay.feed(event):
             out += self._chunks(e)
