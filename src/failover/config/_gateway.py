@@ -42,6 +42,7 @@ REQUEST_HEADERS = (
     "x-failover-side-effects",
     "x-failover-request-id",
     "x-failover-task-id",
+    "x-failover-live-reasoning",
 )
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 # The name of an environment variable, never its value: a key pasted here by mistake must not

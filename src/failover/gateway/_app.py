@@ -38,8 +38,9 @@ from starlette.routing import Mount
 from starlette.routing import Route as HttpRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..inbound import SchemaField, WireError, check_schema_limits, check_schemas
+from ..inbound import RelayMismatch, SchemaField, WireError, check_schema_limits, check_schemas
 from ..inbound._headers import record_headers  # shared with failover.httpx_client
+from ..inbound._relay import mismatch_message
 from ..inbound.openai import ChunkRenderer
 from ..inbound.openai import error_body as openai_error_body
 from ..inbound.openai import schema_fields as openai_schema_fields
@@ -57,7 +58,7 @@ from ..model._json import dumps as _dumps
 from ..model._text import LONE_SURROGATE, LONE_SURROGATE_FIX, lone_surrogate, may_hold_surrogates
 from ..policy import BreakerSnapshot
 from ..router import Router, RouteStream
-from ._envelope import RecentKeys, envelope_from
+from ._envelope import RecentKeys, envelope_from, live_reasoning_from
 from ._errors import ApiError, Scrubber, from_wire, unavailable_error
 from ._logs import ACCESS_LOGGER
 from ._metrics import CONTENT_TYPE, GatewayMetrics
@@ -775,6 +776,7 @@ class Endpoint(Generic[_B]):
                 tenant=tenant.name if tenant is not None else None,
                 recent=gw.recent_keys,
             )
+            live = live_reasoning_from(headers)  # x-failover-live-reasoning: a stream's reasoning as it comes
             if envelope.client_retry:  # charged to the retry budget: counted apart from new requests
                 gw.metrics.client_retries.labels(route).inc()
             req = self.to_request(body)
@@ -815,7 +817,7 @@ class Endpoint(Generic[_B]):
         try:
             if body.stream:
                 wire = self.wire(body, route, envelope)
-                reply = _StreamReply(gw, router, route, req, envelope, tenant, started, stop, wire)
+                reply = _StreamReply(gw, router, route, req, envelope, tenant, started, stop, wire, live)
                 await reply(scope, receive, send)
             else:
                 await self._complete(scope, receive, send, router, route, req, envelope, tenant, started, stop)
@@ -1006,8 +1008,10 @@ class _StreamReply:
         started: float,
         stop: asyncio.Future[None],
         wire: SseWire,
+        live_reasoning: bool = False,
     ) -> None:
         self.gw = gw
+        self.live_reasoning = live_reasoning
         self.router = router
         self.stop = stop
         self.route = route
@@ -1021,7 +1025,9 @@ class _StreamReply:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # the client has every delta already: the router need not keep the text for PartialOutput
-        rs = self.router.stream(self.route, self.request, self.envelope, keep_text=False)
+        rs = self.router.stream(
+            self.route, self.request, self.envelope, keep_text=False, live_reasoning=self.live_reasoning
+        )
         await rs.__aenter__()
         gone = _Disconnect(scope, receive)
         watch = self.gone = gone.future
@@ -1159,6 +1165,10 @@ class _StreamReply:
             record = exc.record
             status_note = exc.reason.value
             body += wire.failure(exc.reason.value, gw.scrub(f"{exc.reason.value}: {exc.message}"))
+        except RelayMismatch as exc:  # a dialect's answer changed under what was sent: say so, never hide it
+            status_note = f"stream_mismatch: {exc}"
+            log.error("stream %s: %s", self.envelope.request_id, status_note)
+            body += wire.failure("stream_mismatch", mismatch_message(exc, self.envelope.request_id))
         except Exception as exc:
             status_note = f"internal error {type(exc).__name__}"
             log.error("internal error on stream %s: %s", self.envelope.request_id, type(exc).__name__)

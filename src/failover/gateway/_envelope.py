@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
 from ..inbound import WireError
-from ..inbound._headers import envelope_with_headers
+from ..inbound._headers import envelope_with_headers, live_reasoning
 from ..model import Envelope
 from ._errors import ApiError
 from ._settings import EnvelopeDefaults
@@ -81,5 +81,14 @@ def envelope_from(
             max_attempts_limit=d.max_attempts_limit,
             replayed=None if recent is None else recent.checker(tenant),
         )
+    except WireError as err:
+        raise ApiError(err.status, err.message, type=err.type, code=err.code, param=err.param) from None
+
+
+def live_reasoning_from(headers: Mapping[str, str]) -> bool:
+    """``x-failover-live-reasoning`` (see :func:`failover.inbound._headers.live_reasoning`); a
+    value that is not a boolean is a 400 naming the header."""
+    try:
+        return live_reasoning(headers)
     except WireError as err:
         raise ApiError(err.status, err.message, type=err.type, code=err.code, param=err.param) from None

@@ -65,6 +65,10 @@ _HEADER_DOCS = {
     "x-failover-side-effects": ("string", "none, read_only or write_possible"),
     "x-failover-request-id": ("string", "your request id, 1-128 of A-Za-z0-9._:-"),
     "x-failover-task-id": ("string", "the agent task (the ledger's operation id), 1-128 of A-Za-z0-9._:-"),
+    "x-failover-live-reasoning": (
+        "string",
+        "true or false: stream reasoning as it comes (then a failure while the model thinks is not retried)",
+    ),
 }
 
 

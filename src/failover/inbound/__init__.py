@@ -9,13 +9,28 @@ gateway serves them over HTTP, and an in-process client can use them without one
 A body a dialect cannot accept raises :class:`WireError` (status, message naming the field,
 ``param``, OpenAI-style ``type`` and ``code``); the server maps it to its own error answer.
 
+What a client assembles from a stream always equals the answer failover records: the stream
+renderers send what is missing when a piece finishes and before the end, and raise
+:class:`RelayMismatch` when the finished answer no longer matches what the client was sent (the
+server then ends the stream with an error event rather than leave the client a different answer).
+
 Error tree::
 
     Exception
-     └── WireError        a refused request body (400 unless said)
+     ├── WireError        a refused request body (400 unless said)
+     └── RelayMismatch    a finished answer that differs from what a stream client was sent
 """
 
 from . import anthropic, openai
+from ._relay import RelayMismatch
 from ._wire import SchemaField, WireError, check_schema_limits, check_schemas
 
-__all__ = ["SchemaField", "WireError", "anthropic", "check_schema_limits", "check_schemas", "openai"]
+__all__ = [
+    "RelayMismatch",
+    "SchemaField",
+    "WireError",
+    "anthropic",
+    "check_schema_limits",
+    "check_schemas",
+    "openai",
+]

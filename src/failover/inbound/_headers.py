@@ -8,7 +8,8 @@ silently clamped.
 
 Request headers: ``x-failover-deadline-ms``, ``x-failover-max-attempts``, ``x-failover-max-cost``,
 ``x-failover-allow-fallback``, ``x-failover-side-effects``, ``x-failover-request-id``,
-``x-failover-task-id``. A request that says it is a client's retry (the official SDKs'
+``x-failover-task-id``; ``x-failover-live-reasoning`` (a stream's reasoning as it comes, see
+:func:`live_reasoning`). A request that says it is a client's retry (the official SDKs'
 ``x-stainless-retry-count`` above 0, or an ``Idempotency-Key`` seen before) is marked
 ``Envelope.client_retry``: its attempts are charged to the retry budget, not counted as new
 traffic.
@@ -131,6 +132,20 @@ def envelope_with_headers(
     return dataclasses.replace(base, **changes) if changes else base
 
 
+def live_reasoning(headers: Mapping[str, str]) -> bool:
+    """``x-failover-live-reasoning: true``: pass a stream's reasoning on as it comes
+    (``Router.stream(live_reasoning=True)``), so the first reasoning delta is the commit point.
+    By default reasoning waits with the attempt's other events until the answer begins, so a
+    failure while the model thinks is still retried or failed over. A plain request ignores it."""
+    raw = headers.get("x-failover-live-reasoning")
+    if raw is None:
+        return False
+    v = raw.strip().lower()
+    if v not in _TRUE | _FALSE:
+        raise _bad("x-failover-live-reasoning", f"{raw[:40]!r} is not a boolean", "send true or false")
+    return v in _TRUE
+
+
 def retry_headers(exc: Unavailable) -> dict[str, str]:
     """What a server tells the client of a failure about retrying it.
 
@@ -162,4 +177,4 @@ def record_headers(request_id: str, record: RouteRecord | None) -> dict[str, str
     return h
 
 
-__all__ = ["client_retry", "envelope_with_headers", "record_headers", "retry_headers"]
+__all__ = ["client_retry", "envelope_with_headers", "live_reasoning", "record_headers", "retry_headers"]

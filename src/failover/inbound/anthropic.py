@@ -16,9 +16,10 @@ What is translated and what is refused (a refusal is a 400 naming the field):
   blocks; ``is_error: true`` is carried as the text prefix ``"Error: "`` because no other
   dialect has the flag). Images inside a tool_result and other block types (document,
   search_result, server tool blocks, container_upload) are refused.
-* assistant content: text, tool_use; ``thinking`` / ``redacted_thinking`` blocks are
-  dropped (their signatures bind them to one Anthropic model; the answer may come from
-  another).
+* assistant content: text, tool_use, ``thinking`` and ``redacted_thinking`` blocks. Thinking
+  becomes the message's :class:`~failover.model.Reasoning`, and the router sends each block on
+  only to a target that can read it (see "Reasoning" below). An assistant turn of thinking only
+  is left out (nothing in it is an answer another turn can build on).
 * ``tools``: custom tools only (name, description, input_schema, strict); server tools
   (``web_search_*``, ``bash_*``, ...) are refused. ``tool_choice``: auto / any / tool / none;
   ``disable_parallel_tool_use: true`` is refused (no other dialect can promise it).
@@ -28,19 +29,35 @@ What is translated and what is refused (a refusal is a 400 naming the field):
 * ``thinking``: ``enabled`` maps its budget to a reasoning effort (>= 24576 high, >= 8192
   medium, >= 2048 low, else minimal, the inverse of the Anthropic dialect's budgets);
   ``adaptive`` and ``disabled`` leave the effort to the model. ``output_config.effort``
-  (low/medium/high; xhigh and max become high) wins over ``thinking``. Thinking blocks are
-  never returned (the normalized Response does not carry them).
+  (low/medium/high; xhigh and max become high) wins over ``thinking``.
 * ``output_config.format`` (and the older ``output_format``) of type ``json_schema`` ->
   structured output, validated before it counts.
 * ``metadata``, ``cache_control``, ``service_tier``, ``speed``, ``diagnostics``,
   ``user_profile_id``, ``workspace_id``: ignored (they do not change the answer);
   ``container``, ``mcp_servers``, ``context_management``, ``inference_geo``: refused.
+
+Reasoning goes back as Anthropic sends it: ``thinking`` blocks (``thinking_delta`` events, then
+one ``signature_delta``) and ``redacted_thinking`` blocks, in their order, before the answer's
+text and tool_use blocks (in a stream, in the order the model produced them). A block from an
+Anthropic model keeps its own signature, untouched. A block from another provider has no
+Anthropic signature, and the anthropic SDK needs one; it is given a signature failover issues
+(:func:`client_signature`): ``failover.v1.`` and the base64url of a JSON object naming the
+block's ``source`` format, its ``origin`` (the equivalence key of the target that wrote it) and
+that provider's own ``signature`` (a Gemini thought signature; null for Chat Completions
+reasoning). Anthropic signatures are base64, which has no ``.``, so the two can never be
+confused. When a client sends such a block back in its history, failover reads its source,
+origin and signature out of it again, so the router sends the block only to the model that
+wrote it and a real Anthropic target never receives a signature failover made up. Any other
+signature is an Anthropic one (source ``anthropic``, origin unknown); a ``failover.v1.``
+signature that does not decode is a 400 naming the field.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -49,10 +66,14 @@ from ..model import (
     ImagePart,
     Message,
     Part,
+    Reasoning,
+    ReasoningDelta,
+    ReasoningDone,
     Request,
     Response,
     ResponseFormat,
     StopReason,
+    StreamEvent,
     TextDelta,
     TextPart,
     Tool,
@@ -64,8 +85,11 @@ from ..model import (
     Usage,
     UsageUpdate,
 )
+from ..model._reasoning import ANTHROPIC as _ANTHROPIC_SOURCE
+from ..model._reasoning import REASONING_SOURCES
 from ..model._request import ReasoningEffort
 from ..validation import DEFAULT_LIMITS, SchemaLimits
+from ._relay import Relay, RelayMismatch
 from ._wire import SchemaField, WireError, check_schemas, record_summary, validation_error
 
 Event = tuple[str, dict[str, Any]]
@@ -375,7 +399,8 @@ def _user(m: UserMessage) -> list[Message]:
     return results + user
 
 
-def _assistant(m: AssistantMessage) -> Message | None:
+def _assistant(m: AssistantMessage, at: str) -> Message | None:
+    """One assistant turn; ``at`` is its field path (for a refused signature)."""
     if isinstance(m.content, str):
         return Message.assistant(m.content) if m.content else None
     text = "".join(b.text for b in m.content if isinstance(b, TextBlock))
@@ -385,19 +410,78 @@ def _assistant(m: AssistantMessage) -> Message | None:
         if isinstance(b, ToolUseBlock)
     )
     if not text and not calls:
-        return None  # only thinking blocks: nothing another model can read
-    return Message.assistant(text, tool_calls=calls)
+        return None  # only thinking blocks: no answer in it
+    reasoning = tuple(
+        _history_reasoning(b, f"{at}.content[{i}]")
+        for i, b in enumerate(m.content)
+        if isinstance(b, ThinkingBlock | RedactedThinkingBlock)
+    )
+    return Message.assistant(text, tool_calls=calls, reasoning=reasoning)
+
+
+# ------------------------------------------------------------------------------ reasoning
+
+# The mark of a signature failover issued for a block of another provider (see the module
+# docstring). Anthropic signatures are base64: never a ".", so never this prefix.
+SIGNATURE_MARK: Final = "failover.v1."
+
+
+def client_signature(block: Reasoning) -> str:
+    """The ``signature`` an Anthropic client is given for ``block``: its own for a block of an
+    Anthropic model, else one failover issues that names the block's source, origin and
+    signature (see the module docstring)."""
+    if block.source == _ANTHROPIC_SOURCE:
+        return block.signature or ""
+    payload = {"source": block.source, "origin": block.origin, "signature": block.signature}
+    raw = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    return SIGNATURE_MARK + base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _issued(signature: str, text: str, at: str) -> Reasoning:
+    """A block whose signature failover issued, as it was before it went to the client."""
+    token = signature[len(SIGNATURE_MARK) :]
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (ValueError, binascii.Error, RecursionError):
+        payload = None
+    source = payload.get("source") if isinstance(payload, dict) else None
+    origin = payload.get("origin") if isinstance(payload, dict) else None
+    theirs = payload.get("signature") if isinstance(payload, dict) else None
+    if (
+        source not in REASONING_SOURCES
+        or source == _ANTHROPIC_SOURCE  # never issued for an Anthropic block: it keeps its own
+        or not isinstance(origin, str | None)
+        or not isinstance(theirs, str | None)
+    ):
+        raise WireError(
+            400,
+            f"{at}.signature: starts with {SIGNATURE_MARK!r} but is not a signature failover issued; send the "
+            "thinking block back exactly as it was received, or leave the block out",
+            param=f"{at}.signature",
+        )
+    assert isinstance(source, str)
+    return Reasoning(text=text, signature=theirs, source=source, origin=origin)
+
+
+def _history_reasoning(block: ThinkingBlock | RedactedThinkingBlock, at: str) -> Reasoning:
+    """A thinking block of a client's history as failover's Reasoning (origin unknown unless
+    failover issued its signature)."""
+    if isinstance(block, RedactedThinkingBlock):
+        return Reasoning(redacted=block.data, source=_ANTHROPIC_SOURCE)
+    if block.signature.startswith(SIGNATURE_MARK):
+        return _issued(block.signature, block.thinking, at)
+    return Reasoning(text=block.thinking, signature=block.signature or None, source=_ANTHROPIC_SOURCE)
 
 
 def _messages(body: MessagesBody) -> tuple[Message, ...]:
     out = [Message.system(t) for t in _system_texts(body.system)]
-    for m in body.messages:
+    for i, m in enumerate(body.messages):
         if isinstance(m, SystemMessage):
             out.extend(Message.system(t) for t in _system_texts(m.content))
         elif isinstance(m, UserMessage):
             out.extend(_user(m))
         else:
-            msg = _assistant(m)
+            msg = _assistant(m, f"messages[{i}]")
             if msg is not None:
                 out.append(msg)
     return tuple(out)
@@ -549,6 +633,12 @@ def _tool_input(call: ToolCall) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _reasoning_block(block: Reasoning) -> dict[str, Any]:
+    if block.redacted is not None:
+        return {"type": "redacted_thinking", "data": block.redacted}
+    return {"type": "thinking", "thinking": block.text, "signature": client_signature(block)}
+
+
 def _stop_details(resp: Response) -> dict[str, Any] | None:
     if stop_reason(resp) != "refusal":
         return None
@@ -557,7 +647,7 @@ def _stop_details(resp: Response) -> dict[str, Any] | None:
 
 def message_body(resp: Response, *, message_id: str, model: str) -> dict[str, Any]:
     """A ``message`` body for a Response; ``model`` is the route the caller named."""
-    content: list[dict[str, Any]] = []
+    content: list[dict[str, Any]] = [_reasoning_block(b) for b in resp.reasoning]
     text = _text(resp)
     if text or not resp.tool_calls:
         content.append({"type": "text", "text": text})
@@ -629,15 +719,17 @@ def error_body(
 # ------------------------------------------------------------------------------ streaming
 
 
-class _Call:
-    """One tool call as rendered: its content block index and the arguments sent so far."""
+class _Block:
+    """The content block now open: a text, a tool_use (``key`` = the call's index) or a thinking
+    block (``key`` = the reasoning block's index). A tool_use or thinking block is never
+    interrupted: events of other blocks wait until it is finished."""
 
-    __slots__ = ("block", "done", "sent")
+    __slots__ = ("index", "key", "kind")
 
-    def __init__(self, block: int) -> None:
-        self.block = block
-        self.sent = ""
-        self.done = False
+    def __init__(self, index: int, kind: Literal["text", "tool", "thinking"], key: int = -1) -> None:
+        self.index = index
+        self.kind = kind
+        self.key = key
 
 
 class EventRenderer:
@@ -645,14 +737,23 @@ class EventRenderer:
 
     ``start()`` gives ``message_start`` and a ``ping``; ``render(event)`` turns failover's
     stream events into ``content_block_start`` / ``content_block_delta`` (``text_delta``,
-    ``input_json_delta``) / ``content_block_stop``; ``end(completed)`` closes the open block
-    and gives ``message_delta`` (stop_reason, usage) and ``message_stop``; ``error(...)`` is
-    the ``error`` event that ends a stream cut after output began.
+    ``thinking_delta`` and ``signature_delta``, ``input_json_delta``) / ``content_block_stop``;
+    ``end(completed)`` closes the open block and gives ``message_delta`` (stop_reason, usage) and
+    ``message_stop``; ``error(...)`` is the ``error`` event that ends a stream cut after output
+    began.
 
-    Content blocks are sequential, as Anthropic's are: a tool_use block that has not
-    finished is never interrupted. A dialect that interleaves parallel calls (OpenAI)
-    has the later calls' events held until the open one finishes; a dialect that gives a
-    call whole (Gemini) becomes one block with one ``input_json_delta``.
+    Content blocks are sequential, as Anthropic's are: a tool_use or thinking block that has not
+    finished is never interrupted. A dialect that interleaves parallel calls (OpenAI), or text
+    with a reasoning block it has not finished, has the other blocks' events held until the
+    open one finishes; a dialect that gives a call whole (Gemini) becomes one block with one
+    ``input_json_delta``. A reasoning block is a ``thinking`` block (its signature as
+    :func:`client_signature` gives it, in one ``signature_delta`` before it stops) or a
+    ``redacted_thinking`` block.
+
+    The events pass through a :class:`~failover.inbound._relay.Relay` first, so what the client
+    assembles always equals the answer failover records: an answer that no longer matches what
+    was sent raises :class:`~failover.inbound.RelayMismatch` (the server ends the stream with an
+    error event).
 
     >>> r = EventRenderer("msg_1", "chat")
     >>> [name for name, _ in r.start() + r.render(TextDelta(text="Hi"))]
@@ -663,11 +764,11 @@ class EventRenderer:
         self.message_id = message_id
         self.model = model
         self.request_id = request_id  # shown in x_failover when the response has no record
+        self.relay = Relay()
         self._blocks = 0  # blocks started so far: the next block's index
-        self._open: int | None = None  # the block index now open
-        self._open_call: int | None = None  # the tool call (our index) whose block is open
-        self._calls: dict[int, _Call] = {}
-        self._held: list[object] = []  # events waiting for the open tool call to finish
+        self._open: _Block | None = None
+        self._answer_blocks = 0  # text and tool_use blocks started (not thinking)
+        self._held: list[StreamEvent] = []  # events waiting for the open tool_use / thinking block
         self._usage = Usage()
 
     # -- the frame ----------------------------------------------------------------------------
@@ -688,16 +789,17 @@ class EventRenderer:
     def end(self, completed: Completed) -> list[Event]:
         resp = completed.response
         out: list[Event] = []
-        held, self._held = self._held, []
-        for event in held:
-            out.extend(self._event(event))
+        for e in self.relay.end(resp):  # every block finished: nothing waits after this
+            out += self._place(e)
         out.extend(self._close())
-        if not self._blocks:  # an empty answer still has one (empty) text block, as Anthropic's does
-            text = "" if resp.tool_calls else _text(resp)
-            out.extend(self._open_text())
-            if text:
-                out.append(self._text_delta(text))
-            out.extend(self._close())
+        if not self.relay.text_sent:
+            text = "" if resp.tool_calls else _text(resp)  # structured output or a refusal without text
+            # an answer with no text or tool_use block still has one (empty) text block, as Anthropic's does
+            if text or not self._answer_blocks:
+                out.extend(self._open_text())
+                if text:
+                    out.append(self._text_delta(text))
+                out.extend(self._close())
         delta: dict[str, Any] = {"stop_reason": stop_reason(resp), "stop_sequence": None}
         details = _stop_details(resp)
         if details is not None:
@@ -719,105 +821,111 @@ class EventRenderer:
     # -- events -------------------------------------------------------------------------------
 
     def render(self, event: object) -> list[Event]:
+        open_block = self._open
+        if type(event) is TextDelta and (open_block is None or open_block.kind == "text"):
+            # the hot path: a text delta with no tool_use or thinking block open
+            if not self.relay.sent_text(event.text):
+                return []
+            return (
+                [self._text_delta(event.text)]
+                if open_block is not None
+                else [*self._open_text(), self._text_delta(event.text)]
+            )
+        out: list[Event] = []
+        for e in self.relay.feed(event):
+            out += self._place(e)
+        return out
+
+    def _place(self, event: StreamEvent) -> list[Event]:
         if isinstance(event, UsageUpdate):
             self._usage = event.usage
             return []
-        if not isinstance(event, TextDelta | ToolCallStart | ToolCallDelta | ToolCallDone):
-            return []  # Stop arrives again, complete, with the terminal event; Restarted is not offered
-        if self._blocked_by(event):
-            self._held.append(event)
+        block = self._open
+        if block is not None and block.kind != "text" and not self._belongs(event, block):
+            self._held.append(event)  # another block's: after the open one finishes
             return []
         return self._event(event)
 
-    def _blocked_by(self, event: TextDelta | ToolCallStart | ToolCallDelta | ToolCallDone) -> bool:
-        """True when the event belongs to another block while a tool call's block is unfinished."""
-        if self._open_call is None or self._calls[self._open_call].done:
-            return False
-        if isinstance(event, TextDelta):
-            return bool(event.text)
-        return event.index != self._open_call
+    @staticmethod
+    def _belongs(event: StreamEvent, block: _Block) -> bool:
+        if isinstance(event, ReasoningDelta | ReasoningDone):
+            return block.kind == "thinking" and event.index == block.key
+        if isinstance(event, ToolCallStart | ToolCallDelta | ToolCallDone):
+            return block.kind == "tool" and event.index == block.key
+        return not isinstance(event, TextDelta)  # Stop, Restarted: nothing to show
 
-    def _event(self, event: object) -> list[Event]:
+    def _event(self, event: StreamEvent) -> list[Event]:
         if isinstance(event, TextDelta):
-            if not event.text:
-                return []
-            out = [] if self._open is not None and self._open_call is None else [*self._close(), *self._open_text()]
+            out = [] if self._open is not None else self._open_text()
             return [*out, self._text_delta(event.text)]
+        if isinstance(event, ReasoningDelta):
+            out = [] if self._open is not None and self._open.kind == "thinking" else self._open_thinking(event.index)
+            return [*out, self._delta({"type": "thinking_delta", "thinking": event.text})]
+        if isinstance(event, ReasoningDone):
+            block = event.block
+            if block.redacted is not None:  # never had deltas: a block of its own, start and stop
+                closed = self._close()
+                start = self._start("thinking", {"type": "redacted_thinking", "data": block.redacted}, event.index)
+                return [*closed, start, *self._released()]
+            out = [] if self._open is not None and self._open.kind == "thinking" else self._open_thinking(event.index)
+            signature = {"type": "signature_delta", "signature": client_signature(block)}
+            return [*out, self._delta(signature), *self._released()]
         if isinstance(event, ToolCallStart):
-            return self._start_call(event.index, event.id, event.name)
+            closed = self._close()
+            tool_use = {"type": "tool_use", "id": event.id, "name": event.name, "input": {}}
+            return [*closed, self._start("tool", tool_use, event.index)]
         if isinstance(event, ToolCallDelta):
-            return self._call_args(event.index, event.arguments)
+            return [self._delta({"type": "input_json_delta", "partial_json": event.arguments})]
         if isinstance(event, ToolCallDone):
-            return self._finish_call(event)
+            return self._released()
         return []
 
-    def _open_text(self) -> list[Event]:
-        index = self._next_block()
-        return [
-            (
-                "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
-            )
-        ]
+    # -- blocks -------------------------------------------------------------------------------
 
-    def _text_delta(self, text: str) -> Event:
-        delta = {"type": "text_delta", "text": text}
-        return ("content_block_delta", {"type": "content_block_delta", "index": self._open, "delta": delta})
-
-    def _next_block(self) -> int:
+    def _start(self, kind: Literal["text", "tool", "thinking"], content_block: dict[str, Any], key: int = -1) -> Event:
         index = self._blocks
         self._blocks += 1
-        self._open = index
-        self._open_call = None
-        return index
+        self._open = _Block(index, kind, key)
+        if kind != "thinking":
+            self._answer_blocks += 1
+        return ("content_block_start", {"type": "content_block_start", "index": index, "content_block": content_block})
+
+    def _delta(self, delta: dict[str, Any]) -> Event:
+        assert self._open is not None
+        return ("content_block_delta", {"type": "content_block_delta", "index": self._open.index, "delta": delta})
+
+    def _open_text(self) -> list[Event]:
+        closed = self._close()
+        return [*closed, self._start("text", {"type": "text", "text": ""})]
+
+    def _open_thinking(self, index: int) -> list[Event]:
+        closed = self._close()
+        return [*closed, self._start("thinking", {"type": "thinking", "thinking": "", "signature": ""}, index)]
+
+    def _text_delta(self, text: str) -> Event:
+        return self._delta({"type": "text_delta", "text": text})
 
     def _close(self) -> list[Event]:
         if self._open is None:
             return []
-        index, self._open, self._open_call = self._open, None, None
+        index, self._open = self._open.index, None
         return [("content_block_stop", {"type": "content_block_stop", "index": index})]
 
-    def _start_call(self, index: int, call_id: str, name: str) -> list[Event]:
-        if index in self._calls:
-            return []
+    def _released(self) -> list[Event]:
+        """The open tool_use / thinking block finished: it stops, and the events that waited go out."""
         out = self._close()
-        block = self._next_block()
-        self._open_call = index
-        self._calls[index] = _Call(block)
-        tool_use = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
-        out.append(("content_block_start", {"type": "content_block_start", "index": block, "content_block": tool_use}))
-        return out
-
-    def _call_args(self, index: int, arguments: str) -> list[Event]:
-        call = self._calls.get(index)
-        if call is None or call.done or not arguments:
-            return []
-        call.sent += arguments
-        delta = {"type": "input_json_delta", "partial_json": arguments}
-        return [("content_block_delta", {"type": "content_block_delta", "index": call.block, "delta": delta})]
-
-    def _finish_call(self, event: ToolCallDone) -> list[Event]:
-        c = event.call
-        out: list[Event] = []
-        if event.index not in self._calls:  # a dialect that gave the call whole
-            out.extend(self._start_call(event.index, c.id, c.name))
-        call = self._calls[event.index]
-        if call.done:
-            return out
-        if c.arguments != call.sent and c.arguments.startswith(call.sent):
-            out.extend(self._call_args(event.index, c.arguments[len(call.sent) :]))
-        call.done = True
-        if self._open == call.block:
-            out.extend(self._close())
         held, self._held = self._held, []
-        for waiting in held:  # the events that waited for this block, in their order
-            out.extend(self.render(waiting))
+        for waiting in held:
+            out += self._place(waiting)
         return out
 
 
 __all__ = [
+    "SIGNATURE_MARK",
     "EventRenderer",
     "MessagesBody",
+    "RelayMismatch",
+    "client_signature",
     "error_body",
     "error_type_for",
     "message_body",

@@ -5,7 +5,19 @@ as ``user`` or ``metadata``, are ignored; ones the gateway cannot honour, such a
 or ``logprobs``, are refused with a 400 naming the field), then turned into a
 :class:`~failover.model.Request`. A :class:`~failover.model.Response` goes back as a
 ``chat.completion`` body, and stream events as ``chat.completion.chunk`` bodies
-(:class:`ChunkRenderer`). No HTTP server here: a refused body raises
+(:class:`ChunkRenderer`).
+
+Reasoning travels as DeepSeek sends it, the field most Chat Completions clients read: an
+assistant ``message.reasoning_content`` (the text of every reasoning block, joined) and a
+``delta.reasoning_content`` per reasoning delta in a stream. Only that one field: the OpenAI
+Agents SDK reads ``reasoning_content`` and ``reasoning`` both, so sending the same text in both
+would show it twice there (pydantic-ai and LangChain's DeepSeek model read ``reasoning_content``
+too). Signatures and redacted blocks have no Chat Completions shape and are not sent. An
+assistant message a client sends back with ``reasoning_content`` (or ``reasoning``, as vLLM and
+OpenRouter name it) becomes that message's :class:`~failover.model.Reasoning` of source
+``"openai"``: the router sends it on only to Chat Completions targets.
+
+No HTTP server here: a refused body raises
 :class:`~failover.inbound.WireError`, which the gateway (or an in-process client) answers
 in its own way.
 
@@ -25,21 +37,25 @@ from ..model import (
     ImagePart,
     Message,
     Part,
+    Reasoning,
+    ReasoningDelta,
     Request,
     Response,
     ResponseFormat,
     StopReason,
+    StreamEvent,
     TextDelta,
     TextPart,
     Tool,
     ToolCall,
     ToolCallDelta,
-    ToolCallDone,
     ToolCallStart,
     ToolChoice,
     Usage,
 )
+from ..model._reasoning import OPENAI as _OPENAI_SOURCE
 from ..validation import DEFAULT_LIMITS, SchemaLimits
+from ._relay import Relay, RelayMismatch
 from ._wire import SchemaField, WireError, check_schemas, record_summary, validation_error
 
 
@@ -101,6 +117,9 @@ class AssistantMessage(_Edge):
     tool_calls: list[ToolCallIn] | None = None
     refusal: str | None = None
     name: str | None = None
+    # what the model thought, as DeepSeek (and older vLLM) name it, or as vLLM and OpenRouter do
+    reasoning_content: str | None = None
+    reasoning: str | None = None
 
 
 class ToolMessage(_Edge):
@@ -289,7 +308,16 @@ def _message(m: ChatMessage, at: str) -> Message:
         raise WireError(400, problem, param=f"{at}.content")
     calls = tuple(_call(c) for c in m.tool_calls or ())
     text = _text(m.content)
-    return Message(role="assistant", content=(TextPart(text=text),) if text else (), tool_calls=calls, name=m.name)
+    # vLLM sends the same text in both fields: one block, from the first that has any
+    thought = m.reasoning_content or m.reasoning
+    reasoning = (Reasoning(text=thought, source=_OPENAI_SOURCE),) if thought else ()
+    return Message(
+        role="assistant",
+        content=(TextPart(text=text),) if text else (),
+        tool_calls=calls,
+        name=m.name,
+        reasoning=reasoning,
+    )
 
 
 def _tools(defs: list[ToolDef]) -> tuple[Tool, ...]:
@@ -407,6 +435,9 @@ def assistant_message(resp: Response, content: str | None) -> dict[str, Any]:
     a wire client, reads it); the tool-call shape is the same for both.
     """
     message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": resp.refusal}
+    thought = resp.reasoning_text
+    if thought:  # DeepSeek's field; see the module docstring
+        message["reasoning_content"] = thought
     if resp.tool_calls:
         message["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
@@ -451,19 +482,21 @@ def error_body(
 class ChunkRenderer:
     """``chat.completion.chunk`` bodies for one streamed answer, from failover's stream events.
 
-    Stateful: it remembers how much of each tool call's arguments it already sent, so a
-    dialect that sends a call whole (Gemini) or completes it at the end still gives every
-    client the OpenAI shape (id and name on the first delta of a call, then argument
-    fragments). Use: ``start()`` once, ``render(event)`` per event, ``end(completed)`` for
-    the terminal :class:`~failover.model.Completed`; the server writes each dict as
-    ``data: <json>`` and then ``data: [DONE]``.
+    The events pass through a :class:`~failover.inbound._relay.Relay` first, so a dialect that
+    sends a call whole (Gemini) or completes it at the end still gives every client the OpenAI
+    shape (id and name on the first delta of a call, then argument fragments, calls started in
+    index order), and what the client assembles always equals the answer failover records: an
+    answer that no longer matches what was sent raises :class:`~failover.inbound.RelayMismatch`
+    (the server ends the stream with an error event). Use: ``start()`` once, ``render(event)``
+    per event, ``end(completed)`` for the terminal :class:`~failover.model.Completed`; the
+    server writes each dict as ``data: <json>`` and then ``data: [DONE]``.
 
     >>> r = ChunkRenderer("chatcmpl-1", 1700000000, "chat", include_usage=True)
     >>> [c["choices"][0]["delta"] for c in r.start() + r.render(TextDelta(text="Hi"))]
     [{'role': 'assistant', 'content': ''}, {'content': 'Hi'}]
     """
 
-    __slots__ = ("_args", "completion_id", "created", "include_usage", "model", "request_id")
+    __slots__ = ("completion_id", "created", "include_usage", "model", "relay", "request_id")
 
     def __init__(
         self,
@@ -479,7 +512,7 @@ class ChunkRenderer:
         self.model = model
         self.include_usage = include_usage
         self.request_id = request_id  # shown in x_failover when the response has no record
-        self._args: dict[int, str] = {}
+        self.relay = Relay()
 
     def chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
         obj: dict[str, Any] = {
@@ -502,39 +535,36 @@ class ChunkRenderer:
     def render(self, event: object) -> list[dict[str, Any]]:
         """The chunks for one stream event (none for usage, stop and restarts: they arrive
         again, complete, with the terminal event)."""
+        if type(event) is TextDelta:  # the hot path: one chunk per text delta
+            return [self.chunk({"content": event.text})] if self.relay.sent_text(event.text) else []
+        out: list[dict[str, Any]] = []
+        for e in self.relay.feed(event):
+            out += self._chunks(e)
+        return out
+
+    def _chunks(self, event: StreamEvent) -> list[dict[str, Any]]:
         if isinstance(event, TextDelta):
-            return [self.chunk({"content": event.text})] if event.text else []
+            return [self.chunk({"content": event.text})]
+        if isinstance(event, ReasoningDelta):
+            return [self.chunk({"reasoning_content": event.text})]  # DeepSeek's field: see the module docstring
         if isinstance(event, ToolCallStart):
-            self._args[event.index] = ""
             fn = {"name": event.name, "arguments": ""}
             call = {"index": event.index, "id": event.id, "type": "function", "function": fn}
             return [self.chunk({"tool_calls": [call]})]
         if isinstance(event, ToolCallDelta):
-            self._args[event.index] = self._args.get(event.index, "") + event.arguments
-            return [self._args_chunk(event.index, event.arguments)]
-        if isinstance(event, ToolCallDone):
-            return self._done(event)
-        return []
-
-    def _args_chunk(self, index: int, arguments: str) -> dict[str, Any]:
-        return self.chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments}}]})
-
-    def _done(self, event: ToolCallDone) -> list[dict[str, Any]]:
-        sent = self._args.get(event.index)
-        c = event.call
-        if sent is None:  # a dialect that gave the call whole
-            self._args[event.index] = c.arguments
-            full = {"index": event.index, "id": c.id, "type": "function"}
-            return [self.chunk({"tool_calls": [{**full, "function": {"name": c.name, "arguments": c.arguments}}]})]
-        if c.arguments != sent and c.arguments.startswith(sent):
-            self._args[event.index] = c.arguments
-            return [self._args_chunk(event.index, c.arguments[len(sent) :])]
+            return [self.chunk({"tool_calls": [{"index": event.index, "function": {"arguments": event.arguments}}]})]
         return []
 
     def end(self, completed: Completed) -> list[dict[str, Any]]:
-        """The finish chunk (with the ``x_failover`` summary), then the usage chunk if asked for."""
+        """What the client was not sent yet (see the class docstring), the finish chunk (with
+        the ``x_failover`` summary), then the usage chunk if asked for."""
         resp = completed.response
-        out = [self.chunk({}, finish_reason(resp.stop_reason), x_failover=record_summary(resp, self.request_id))]
+        out: list[dict[str, Any]] = []
+        for e in self.relay.end(resp):
+            out += self._chunks(e)
+        if not self.relay.text_sent and (content := _content(resp)):  # structured output without text
+            out.append(self.chunk({"content": content}))
+        out.append(self.chunk({}, finish_reason(resp.stop_reason), x_failover=record_summary(resp, self.request_id)))
         if self.include_usage:
             out.append(
                 {
@@ -553,6 +583,7 @@ class ChunkRenderer:
 __all__ = [
     "ChatCompletionBody",
     "ChunkRenderer",
+    "RelayMismatch",
     "completion_body",
     "error_body",
     "finish_reason",

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..model import Envelope, FailureKind, PartialOutput, Request, Unavailable
+from ..model import Envelope, FailureKind, PartialOutput, Reasoning, Request, Unavailable
 from ..model._ids import new_id
+from ..model._reasoning import REASONING_SOURCES
 
 
 def fresh_envelope(template: Envelope | None) -> Envelope:
@@ -47,3 +48,32 @@ def partial_unavailable(event: PartialOutput) -> Unavailable:
         request_id=event.record.request_id,
         record=event.record,
     )
+
+
+def block_data(block: Reasoning) -> dict[str, Any]:
+    """A reasoning block as plain data a framework keeps on its message, to give back next turn."""
+    return {
+        "text": block.text,
+        "signature": block.signature,
+        "redacted": block.redacted,
+        "source": block.source,
+        "origin": block.origin,
+    }
+
+
+def reasoning_block(data: object) -> Reasoning | None:
+    """The block :func:`block_data` kept, or None for data that is not one."""
+    if not isinstance(data, Mapping):
+        return None
+    text, signature, redacted = data.get("text", ""), data.get("signature"), data.get("redacted")
+    source, origin = data.get("source"), data.get("origin")
+    if not (
+        isinstance(text, str)
+        and isinstance(signature, str | None)
+        and isinstance(redacted, str | None)
+        and source in REASONING_SOURCES
+        and isinstance(origin, str | None)
+    ):
+        return None
+    assert isinstance(source, str)
+    return Reasoning(text=text, signature=signature, redacted=redacted, source=source, origin=origin)

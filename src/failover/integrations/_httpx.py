@@ -51,10 +51,11 @@ from functools import cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast, overload
 
-from ..inbound import WireError
+from ..inbound import RelayMismatch, WireError
 from ..inbound import anthropic as ant
 from ..inbound import openai as oai
-from ..inbound._headers import envelope_with_headers, record_headers, retry_headers
+from ..inbound._headers import envelope_with_headers, live_reasoning, record_headers, retry_headers
+from ..inbound._relay import mismatch_message
 from ..model import (
     Completed,
     Envelope,
@@ -390,6 +391,7 @@ class _Prepared:
     call: _Call
     route: str
     envelope: Envelope
+    live_reasoning: bool = False  # x-failover-live-reasoning: a stream's reasoning as it comes
 
 
 class _Core:
@@ -471,6 +473,7 @@ class _Core:
                 max_deadline_ms=self.options.max_deadline_ms,
                 max_attempts_limit=self.options.max_attempts_limit,
             )
+            live = live_reasoning(headers)
         except WireError as err:
             return self._error(wire, err.status, err.message, code=err.code, param=err.param)
         except UnknownRoute:
@@ -483,7 +486,7 @@ class _Core:
                 code="model_not_found",
                 param="model",
             )
-        return _Prepared(wire, call, route, env)
+        return _Prepared(wire, call, route, env, live)
 
     async def answer(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> _Answer:
         prepared = self.prepare(method, path, headers, body)
@@ -492,7 +495,7 @@ class _Core:
         wire, call, route, env = prepared.wire, prepared.call, prepared.route, prepared.envelope
         try:
             if call.stream:
-                return await self._stream(wire, call, route, env)
+                return await self._stream(wire, call, route, env, prepared.live_reasoning)
             return await self._complete(wire, call, route, env)
         except InvalidRequest as exc:  # the Router refused the text before any attempt
             return self._error(wire, 400, str(exc), code="invalid_unicode", param=exc.field)
@@ -515,9 +518,9 @@ class _Core:
         headers = {"content-type": "application/json", **record_headers(request_id, record)}
         return _Plain(200, headers, _dumps(wire.body(resp, call.model)))
 
-    async def _stream(self, wire: _Wire, call: _Call, route: str, env: Envelope) -> _Answer:
+    async def _stream(self, wire: _Wire, call: _Call, route: str, env: Envelope, live: bool = False) -> _Answer:
         """Wait for the first event, so that a failure before any output is an error status."""
-        rs = self.router.stream(route, call.request, env)
+        rs = self.router.stream(route, call.request, env, live_reasoning=live)
         await rs.__aenter__()
         events: AsyncIterator[Any] = aiter(rs)
         try:
@@ -565,6 +568,9 @@ class _Core:
         except Unavailable as exc:  # not expected after the commit point; still never a splice
             self._done(exc.record)
             yield out.error(exc.reason.value, self.scrub(f"{exc.reason.value}: {exc.message}"))
+        except RelayMismatch as exc:  # a dialect's answer changed under what was sent: say so, never hide it
+            log.error("stream %s: stream_mismatch: %s", env.request_id, exc)
+            yield out.error("stream_mismatch", mismatch_message(exc, env.request_id))
 
 
 # -- httpx / httpx2 glue ------------------------------------------------------------------------------

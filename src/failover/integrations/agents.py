@@ -18,6 +18,15 @@ output items (assistant message, function calls) with ``Usage``. Hosted tools (w
 search, computer use), ``previous_response_id``, conversations and prompt templates are
 Responses-API server state and raise ``agents.exceptions.UserError``.
 
+Reasoning comes back as the SDK's own Chat Completions models give it: the SDK's converter and
+stream handler read ``reasoning_content`` (failover's Chat Completions shape) into a ``reasoning``
+output item whose summary is the text (``response.reasoning_summary_text.delta`` events when
+streamed). The item's ``provider_data["failover_reasoning"]`` keeps failover's blocks as they came
+(text, signature, redacted data, source and origin), so when the item is sent back in the next
+turn's input the router gives each block only to a target that can read it (a Claude tool loop
+gets its signed thinking back). A reasoning item from elsewhere is sent back as its text, which
+only Chat Completions targets read.
+
 Each call's RouteRecord is kept on the model: ``model.record_for(response.request_id)`` for any
 ``ModelResponse`` in ``result.raw_responses`` (``request_id`` is failover's request id), or
 ``model.last_record``. No answer within the envelope raises :class:`failover.Unavailable` out
@@ -27,14 +36,15 @@ router already spent the envelope's recovery).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 
 from agents.agent_output import AgentOutputSchemaBase
-from agents.exceptions import UserError
+from agents.exceptions import ModelBehaviorError, UserError
 from agents.handoffs import Handoff
 from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
 from agents.model_settings import ModelSettings
@@ -47,27 +57,26 @@ from agents.tool import Tool
 from agents.usage import Usage as AgentsUsage
 from openai import AsyncStream
 from openai.types.chat import ChatCompletionChunk, ChatCompletionMessage
-from openai.types.completion_usage import CompletionUsage
 from openai.types.responses import Response as ResponsesResponse
+from openai.types.responses import ResponseReasoningItem
 from openai.types.responses.response_prompt_param import ResponsePromptParam
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
+from ..inbound import RelayMismatch
 from ..inbound import openai as oai
 from ..model import (
     Completed,
     Envelope,
     PartialOutput,
+    Reasoning,
     Request,
     Response,
     RouteRecord,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallStart,
     Unavailable,
     Usage,
 )
 from ..router import Router
-from ._common import fresh_envelope, openai_request, partial_unavailable
+from ._common import block_data, fresh_envelope, openai_request, partial_unavailable, reasoning_block
 
 __all__ = ["FailoverModel", "FailoverProvider"]
 
@@ -134,8 +143,10 @@ class FailoverModel(Model):
             raise
         self._keep(resp.record)
         message = ChatCompletionMessage.model_validate(_message(resp))
+        output = Converter.message_to_output_items(message)
+        _keep_blocks(output, resp.reasoning)
         return ModelResponse(
-            output=Converter.message_to_output_items(message),
+            output=output,
             usage=_usage(resp.usage),
             response_id=None,  # no Responses-API server state behind it
             request_id=resp.record.request_id if resp.record is not None else None,
@@ -171,30 +182,41 @@ class FailoverModel(Model):
             parallel_tool_calls=False,
             reasoning=model_settings.reasoning,
         )
+        answer: list[Response] = []  # the Completed answer, once the stream has it
         async with self.router.stream(self.route, request, fresh_envelope(self.envelope)) as s:
-            chunks = self._chunks(s)
+            chunks = self._chunks(s, answer)
             stream = cast(AsyncStream[ChatCompletionChunk], chunks)
             async for event in ChatCmplStreamHandler.handle_stream(shell, stream, model=self.route):
+                if event.type == "response.completed" and answer:
+                    _keep_blocks(event.response.output, answer[0].reasoning)
                 yield event
 
-    async def _chunks(self, events: AsyncIterator[object]) -> AsyncIterator[ChatCompletionChunk]:
-        created = int(time.time())
+    async def _chunks(
+        self, events: AsyncIterator[object], answer: list[Response]
+    ) -> AsyncIterator[ChatCompletionChunk]:
+        """Our stream as the chunks the gateway would send (the same renderer: calls started in
+        order, completed, and never different from the recorded answer)."""
+        renderer = oai.ChunkRenderer("chatcmpl-failover", int(time.time()), self.route, include_usage=True)
+        bodies = renderer.start()
         try:
             async for event in events:
-                body = _chunk_body(event)
-                if isinstance(event, Completed):
-                    self._keep(event.response.record)
                 if isinstance(event, PartialOutput):
                     self._keep(event.record)
                     raise partial_unavailable(event)
-                if body is not None:
-                    body.update(
-                        id="chatcmpl-failover", object="chat.completion.chunk", created=created, model=self.route
-                    )
+                if isinstance(event, Completed):
+                    self._keep(event.response.record)
+                    answer.append(event.response)
+                    bodies += renderer.end(event)
+                else:
+                    bodies += renderer.render(event)
+                for body in bodies:
                     yield ChatCompletionChunk.model_validate(body)
+                bodies = []
         except Unavailable as exc:
             self._keep(exc.record)
             raise
+        except RelayMismatch as exc:
+            raise ModelBehaviorError(f"failover: {exc}") from exc
 
 
 class FailoverProvider(ModelProvider):
@@ -243,10 +265,15 @@ def _request(
     output_schema: AgentOutputSchemaBase | None,
     handoffs: list[Handoff],
 ) -> Request:
-    messages: list[Any] = list(Converter.items_to_messages(input))
+    items, kept = _marked(input)
+    # every reasoning item goes back as reasoning_content (the router decides which target reads it)
+    messages: list[Any] = list(
+        Converter.items_to_messages(items, model="failover", should_replay_reasoning_content=lambda _: True)
+    )
     if system_instructions:
         messages.insert(0, {"role": "system", "content": system_instructions})
     body: dict[str, Any] = {"messages": _plain(messages)}
+    blocks = _unmark(body["messages"], kept)
     converted = [Converter.tool_to_openai(t) for t in tools] + [Converter.convert_handoff_tool(h) for h in handoffs]
     if converted:
         body["tools"] = _plain(converted)
@@ -263,9 +290,67 @@ def _request(
     if settings.reasoning is not None and settings.reasoning.effort in ("minimal", "low", "medium", "high"):
         body["reasoning_effort"] = settings.reasoning.effort
     try:
-        return openai_request(body)
+        request = openai_request(body)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    if not blocks:
+        return request
+    messages_out = tuple(  # one Message per body message, in order
+        dataclasses.replace(m, reasoning=blocks[i]) if i in blocks else m for i, m in enumerate(request.messages)
+    )
+    return dataclasses.replace(request, messages=messages_out)
+
+
+# A reasoning item of ours goes through the SDK's converter as this mark (its summary), which the
+# converter puts on the assistant message it belongs to; the mark is then swapped for the blocks.
+_MARK = "\x00failover-reasoning:"
+_BLOCKS = "failover_reasoning"
+
+
+def _marked(input: str | list[TResponseInputItem]) -> tuple[Any, list[tuple[Reasoning, ...]]]:
+    """``input`` with failover's reasoning items marked, and their blocks by mark number."""
+    if isinstance(input, str):
+        return input, []
+    kept: list[tuple[Reasoning, ...]] = []
+    items: list[Any] = []
+    for item in input:
+        raw: Any = item  # a TypedDict; the Runner may hand over a model object too
+        if hasattr(raw, "model_dump"):
+            raw = raw.model_dump(exclude_unset=True)
+        data = raw.get("provider_data") if isinstance(raw, dict) and raw.get("type") == "reasoning" else None
+        found = data.get(_BLOCKS) if isinstance(data, dict) else None
+        blocks = tuple(b for b in map(reasoning_block, found) if b is not None) if isinstance(found, list) else ()
+        if blocks:
+            items.append({**raw, "summary": [{"type": "summary_text", "text": f"{_MARK}{len(kept)}"}]})
+            kept.append(blocks)
+        else:
+            items.append(item)
+    return items, kept
+
+
+def _unmark(messages: list[dict[str, Any]], kept: Sequence[tuple[Reasoning, ...]]) -> dict[int, tuple[Reasoning, ...]]:
+    """Take the marks off the converted messages: message index -> the blocks it carries."""
+    out: dict[int, tuple[Reasoning, ...]] = {}
+    for i, m in enumerate(messages):
+        mark = m.get("reasoning_content") if m.get("role") == "assistant" else None
+        if isinstance(mark, str) and mark.startswith(_MARK):
+            del m["reasoning_content"]
+            out[i] = kept[int(mark[len(_MARK) :])]
+    return out
+
+
+def _keep_blocks(output: list[Any], reasoning: tuple[Reasoning, ...]) -> None:
+    """Keep failover's blocks on the answer's reasoning item (one is added for blocks without
+    text, which the SDK's converter makes no item for)."""
+    if not reasoning:
+        return
+    item: Any = next((i for i in output if getattr(i, "type", None) == "reasoning"), None)
+    if item is None:
+        item = ResponseReasoningItem(id=FAKE_RESPONSES_ID, summary=[], type="reasoning")
+        output.insert(0, item)
+    data = dict(getattr(item, "provider_data", None) or {})
+    data[_BLOCKS] = [block_data(r) for r in reasoning]
+    item.provider_data = data  # the SDK's own extra field for what a provider needs back
 
 
 def _plain(value: Any) -> Any:
@@ -300,30 +385,3 @@ def _usage(u: Usage) -> AgentsUsage:
         ),
         output_tokens_details=OutputTokensDetails(reasoning_tokens=u.reasoning_tokens),
     )
-
-
-def _completion_usage(u: Usage) -> CompletionUsage:
-    return CompletionUsage.model_validate(oai.usage_body(u))  # the gateway's usage object, typed
-
-
-def _chunk_body(event: object) -> dict[str, Any] | None:
-    """One stream event as the ``choices``/``usage`` of a Chat Completions chunk (None: nothing to send)."""
-    delta: dict[str, Any]
-    if isinstance(event, TextDelta):
-        delta = {"content": event.text}
-    elif isinstance(event, ToolCallStart):
-        fn = {"name": event.name, "arguments": ""}
-        delta = {"tool_calls": [{"index": event.index, "id": event.id, "type": "function", "function": fn}]}
-    elif isinstance(event, ToolCallDelta):
-        delta = {"tool_calls": [{"index": event.index, "function": {"arguments": event.arguments}}]}
-    elif isinstance(event, Completed):
-        resp = event.response
-        finish = oai.finish_reason(resp.stop_reason)
-        if resp.text == "" and resp.parsed is not None and not resp.tool_calls:
-            choice = {"index": 0, "delta": {"content": json.dumps(resp.parsed)}, "finish_reason": finish}
-        else:
-            choice = {"index": 0, "delta": {}, "finish_reason": finish}
-        return {"choices": [choice], "usage": _completion_usage(resp.usage).model_dump()}
-    else:
-        return None
-    return {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}

@@ -15,6 +15,14 @@ calls and tool results map the same way everywhere. The answer comes back as an
 ``AIMessage``: text, ``tool_calls``, ``usage_metadata``, ``response_metadata``
 (``finish_reason``, ``model_name``, ``failover`` = ``RouteRecord.to_dict()``).
 
+Reasoning is in ``additional_kwargs``, where LangChain's chat models for reasoning APIs put it:
+``reasoning_content`` (the text of every block, joined; ``AIMessage.content_blocks`` shows it as a
+standard ``reasoning`` block), and ``failover_reasoning``, failover's blocks as they came (text,
+signature, redacted data, source and origin). Streamed chunks carry the same keys, so the chunks
+added up equal the plain answer. Sent back in the history, ``failover_reasoning`` goes to each
+target that can read it (a Claude tool loop gets its signed thinking back); a message with only
+``reasoning_content`` (another model's) is sent as text only Chat Completions targets read.
+
 No answer within the envelope raises :class:`failover.Unavailable` (LangChain passes it through
 ``ainvoke`` and reports it to ``on_llm_error`` callbacks); a stream cut after text reached the
 caller raises ``Unavailable`` with reason ``partial_output``. The Router is async: ``invoke`` /
@@ -24,6 +32,7 @@ caller raises ``Unavailable`` with reason ``partial_output``. The Router is asyn
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from operator import itemgetter
@@ -39,19 +48,25 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict
 
+from ..inbound._relay import Relay
 from ..model import (
     Completed,
     Envelope,
     PartialOutput,
+    Reasoning,
+    ReasoningDelta,
+    ReasoningDone,
     Request,
     Response,
+    StreamEvent,
     TextDelta,
     ToolCallDelta,
     ToolCallStart,
     Usage,
 )
+from ..model._reasoning import OPENAI
 from ..router import Router, SyncRouter
-from ._common import fresh_envelope, openai_request, partial_unavailable
+from ._common import block_data, fresh_envelope, openai_request, partial_unavailable, reasoning_block
 
 __all__ = ["FailoverChatModel"]
 
@@ -97,7 +112,13 @@ class FailoverChatModel(BaseChatModel):
                 body[name] = kwargs[name]
         if stop:
             body["stop"] = stop
-        return openai_request(body)
+        request = openai_request(body)
+        # the reasoning of each AI message goes on the assistant message it became (in order)
+        kept = iter([_history_reasoning(m) for m in messages if isinstance(m, AIMessage)])
+        out = [
+            dataclasses.replace(m, reasoning=next(kept, ())) if m.role == "assistant" else m for m in request.messages
+        ]
+        return dataclasses.replace(request, messages=tuple(out))
 
     def _envelope(self, kwargs: dict[str, Any]) -> Envelope:
         given = kwargs.get("envelope")
@@ -144,15 +165,20 @@ class FailoverChatModel(BaseChatModel):
         if isinstance(self.router, SyncRouter):
             raise NotImplementedError("streaming needs the async Router: pass router=Router(...) and use astream")
         request = self._request(messages, stop, kwargs)
+        relay = Relay()  # the chunks add up to the recorded answer, or RelayMismatch is raised
         async with self.router.stream(self.route, request, self._envelope(kwargs)) as s:
             async for event in s:
-                chunk = _chunk(event)
-                if chunk is not None:
-                    if run_manager is not None and isinstance(event, TextDelta):
-                        await run_manager.on_llm_new_token(event.text, chunk=chunk)
-                    yield chunk
                 if isinstance(event, PartialOutput):
                     raise partial_unavailable(event)
+                shown = relay.end(event.response) if isinstance(event, Completed) else relay.feed(event)
+                for e in shown:
+                    chunk = _chunk(e)
+                    if chunk is not None:
+                        if run_manager is not None and isinstance(e, TextDelta):
+                            await run_manager.on_llm_new_token(e.text, chunk=chunk)
+                        yield chunk
+                if isinstance(event, Completed):
+                    yield _last_chunk(event.response, relay.text_sent)
 
     def _stream(
         self,
@@ -178,6 +204,7 @@ class FailoverChatModel(BaseChatModel):
                     }
                     for i, c in enumerate(message.tool_calls)
                 ],
+                additional_kwargs=message.additional_kwargs,
                 usage_metadata=message.usage_metadata,
                 response_metadata=message.response_metadata,
                 chunk_position="last",
@@ -280,9 +307,31 @@ def _text(resp: Response) -> str:
     return json.dumps(resp.parsed, separators=(",", ":"))
 
 
+def _reasoning_kwargs(reasoning: tuple[Reasoning, ...]) -> dict[str, Any]:
+    if not reasoning:
+        return {}
+    out: dict[str, Any] = {"failover_reasoning": [block_data(b) for b in reasoning]}
+    text = "".join(b.text for b in reasoning)
+    if text:
+        out["reasoning_content"] = text
+    return out
+
+
+def _history_reasoning(message: AIMessage) -> tuple[Reasoning, ...]:
+    """The reasoning an AI message of the history carries (see the module docstring)."""
+    kept = message.additional_kwargs.get("failover_reasoning")
+    if isinstance(kept, list):
+        blocks = tuple(b for b in map(reasoning_block, kept) if b is not None)
+        if blocks:
+            return blocks
+    text = message.additional_kwargs.get("reasoning_content")
+    return (Reasoning(text=text, source=OPENAI),) if isinstance(text, str) and text else ()
+
+
 def _message(resp: Response) -> AIMessage:
     return AIMessage(
         content=_text(resp),
+        additional_kwargs=_reasoning_kwargs(resp.reasoning),
         tool_calls=[
             {"name": c.name, "args": dict(c.parsed or {}), "id": c.id, "type": "tool_call"} for c in resp.tool_calls
         ],
@@ -296,24 +345,34 @@ def _result(resp: Response) -> ChatResult:
     return ChatResult(generations=[ChatGeneration(message=_message(resp))])
 
 
-def _chunk(event: object) -> ChatGenerationChunk | None:
-    """One stream event as a LangChain chunk; the Completed event carries usage and metadata."""
+def _chunk(event: StreamEvent) -> ChatGenerationChunk | None:
+    """One (relayed) stream event as a LangChain chunk."""
     if isinstance(event, TextDelta):
         return ChatGenerationChunk(message=AIMessageChunk(content=event.text))
+    if isinstance(event, ReasoningDelta):
+        return ChatGenerationChunk(
+            message=AIMessageChunk(content="", additional_kwargs={"reasoning_content": event.text})
+        )
+    if isinstance(event, ReasoningDone):
+        kept = {"failover_reasoning": [block_data(event.block)]}  # lists add up block by block
+        return ChatGenerationChunk(message=AIMessageChunk(content="", additional_kwargs=kept))
     if isinstance(event, ToolCallStart):
         chunks = [{"name": event.name, "args": "", "id": event.id, "index": event.index, "type": "tool_call_chunk"}]
         return ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=chunks))
     if isinstance(event, ToolCallDelta):
         chunks = [{"name": None, "args": event.arguments, "id": None, "index": event.index, "type": "tool_call_chunk"}]
         return ChatGenerationChunk(message=AIMessageChunk(content="", tool_call_chunks=chunks))
-    if isinstance(event, Completed):
-        resp = event.response
-        return ChatGenerationChunk(
-            message=AIMessageChunk(
-                content="",
-                usage_metadata=_usage(resp.usage),
-                response_metadata=_metadata(resp),
-                chunk_position="last",
-            )
-        )
     return None
+
+
+def _last_chunk(resp: Response, text_sent: bool) -> ChatGenerationChunk:
+    """The Completed event's chunk: usage and metadata (and structured output sent without text)."""
+    content = "" if text_sent or resp.text else _text(resp)
+    return ChatGenerationChunk(
+        message=AIMessageChunk(
+            content=content,
+            usage_metadata=_usage(resp.usage),
+            response_metadata=_metadata(resp),
+            chunk_position="last",
+        )
+    )

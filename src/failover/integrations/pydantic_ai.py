@@ -15,6 +15,15 @@ instructions, function and output tools, ``tool_choice``, native JSON-schema out
 ``ModelResponse`` with text and tool-call parts, usage, ``finish_reason``,
 ``provider_response_id`` and ``provider_details["failover"]`` (``RouteRecord.to_dict()``).
 
+Reasoning is a ``ThinkingPart`` per block (``ThinkingPartDelta`` events when streamed), before the
+text: ``content`` is the readable text, ``signature`` the provider's (for a redacted Anthropic
+block, ``id="redacted_thinking"`` and its data, as pydantic-ai's own Anthropic model keeps it),
+``provider_name="failover"`` and ``provider_details`` the block's ``source`` format and ``origin``
+target. Sent back in the history, each block goes only to a target that can read it (a Claude
+tool loop gets its signed thinking back); a thinking part of another model is sent as its
+provider's format where pydantic-ai names it (``anthropic``, ``google-*``), else as text only Chat
+Completions targets read.
+
 No answer within the envelope raises a pydantic-ai ``ModelAPIError`` subclass picked from the
 reason (``ModelRateLimitError``, ``ModelQuotaExceededError``, ``ModelTimeoutError``,
 ``ModelContextWindowExceededError``, ``ModelAuthenticationError``, ``ModelNotFoundError``,
@@ -48,6 +57,7 @@ from pydantic_ai.messages import (
     SystemPromptPart,
     TextContent,
     TextPart,
+    ThinkingPart,
     ToolCallPart,
     UserPromptPart,
 )
@@ -61,6 +71,8 @@ from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
+from ..inbound import RelayMismatch
+from ..inbound._relay import Relay
 from ..model import (
     Completed,
     Envelope,
@@ -69,10 +81,14 @@ from ..model import (
     Message,
     Part,
     PartialOutput,
+    Reasoning,
+    ReasoningDelta,
+    ReasoningDone,
     Request,
     Response,
     ResponseFormat,
     StopReason,
+    StreamEvent,
     TextDelta,
     Tool,
     ToolCall,
@@ -83,6 +99,7 @@ from ..model import (
     Usage,
 )
 from ..model import TextPart as OurText
+from ..model._reasoning import ANTHROPIC, GEMINI, OPENAI
 from ..router import Router
 from ..router._stream import RouteStream
 from ._common import fresh_envelope, partial_unavailable
@@ -301,8 +318,41 @@ def _response_message(m: ModelResponse) -> list[Message]:
         if isinstance(p, ToolCallPart)
     )
     text = "\n\n".join(texts)
-    # thinking, native tool and file parts are the provider's own state: another model cannot read them
-    return [Message.assistant(text, tool_calls=calls)] if text or calls else []
+    # native tool and file parts are the provider's own state: another model cannot read them
+    reasoning = tuple(r for p in m.parts if isinstance(p, ThinkingPart) if (r := _reasoning(p)) is not None)
+    return [Message.assistant(text, tool_calls=calls, reasoning=reasoning)] if text or calls else []
+
+
+def _reasoning(part: ThinkingPart) -> Reasoning | None:
+    """A thinking part of the history as a block the router sends only to a target that reads it."""
+    redacted = part.id == "redacted_thinking"  # pydantic-ai's shape of a redacted Anthropic block
+    details = part.provider_details or {}
+    if part.provider_name == "failover" and details.get("source") in (ANTHROPIC, GEMINI, OPENAI):
+        origin = details.get("origin")
+        return Reasoning(
+            text="" if redacted else part.content,
+            signature=None if redacted else part.signature,
+            redacted=part.signature if redacted else None,
+            source=details["source"],
+            origin=origin if isinstance(origin, str) else None,
+        )
+    if part.provider_name == "anthropic":
+        if redacted:
+            return Reasoning(redacted=part.signature or "", source=ANTHROPIC)
+        return Reasoning(text=part.content, signature=part.signature, source=ANTHROPIC)
+    if part.provider_name is not None and part.provider_name.startswith("google"):
+        return Reasoning(text=part.content, signature=part.signature, source=GEMINI)
+    return Reasoning(text=part.content, source=OPENAI) if part.content else None
+
+
+def _thinking(block: Reasoning) -> ThinkingPart:
+    """A block as a pydantic-ai thinking part (see the module docstring)."""
+    details = {"source": block.source, "origin": block.origin}
+    if block.redacted is not None:
+        return ThinkingPart(
+            "", id="redacted_thinking", signature=block.redacted, provider_name="failover", provider_details=details
+        )
+    return ThinkingPart(block.text, signature=block.signature, provider_name="failover", provider_details=details)
 
 
 # -- Response -> pydantic-ai -----------------------------------------------------------------------
@@ -327,7 +377,7 @@ def _details(resp: Response) -> dict[str, Any]:
 
 
 def _model_response(resp: Response, name: str) -> ModelResponse:
-    parts: list[ModelResponsePart] = []
+    parts: list[ModelResponsePart] = [_thinking(b) for b in resp.reasoning]
     text = resp.text
     if not text and resp.parsed is not None and not resp.tool_calls:
         text = json.dumps(resp.parsed)
@@ -353,12 +403,17 @@ def _api_error(name: str, exc: Unavailable) -> errors.ModelAPIError:
 
 @dataclass
 class _Streamed(StreamedResponse):
-    """Our stream events as pydantic-ai's: text deltas, tool-call deltas, then usage and finish."""
+    """Our stream events as pydantic-ai's: thinking, text and tool-call deltas, then usage and finish.
+
+    The events pass through a :class:`~failover.inbound._relay.Relay`, so the parts pydantic-ai
+    assembles are the answer failover records (a call given whole or completed at its end, in
+    order); an answer that changed under them is ``UnexpectedModelBehavior``."""
 
     _name: str = ""
     _first: object = None
     _stream: RouteStream | None = None
     _timestamp: datetime = field(default_factory=lambda: datetime.now(tz=UTC))
+    _relay: Relay = field(default_factory=Relay)
 
     async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
         assert self._stream is not None
@@ -373,13 +428,45 @@ class _Streamed(StreamedResponse):
                     return
                 except Unavailable as exc:
                     raise _api_error(self._name, exc) from exc
-            for out in self._map(event):
-                yield out
+            try:
+                shown = self._end(event) if isinstance(event, Completed) else self._relay.feed(event)
+            except RelayMismatch as exc:
+                raise errors.UnexpectedModelBehavior(f"failover: {exc}") from exc
+            if isinstance(event, PartialOutput):
+                raise _api_error(self._name, partial_unavailable(event))
+            for e in shown:
+                for out in self._map(e):
+                    yield out
 
-    def _map(self, event: object) -> list[ModelResponseStreamEvent]:
+    def _end(self, event: Completed) -> list[StreamEvent]:
+        resp = event.response
+        shown = self._relay.end(resp)
+        if not self._relay.text_sent and resp.parsed is not None and not resp.tool_calls:
+            shown.append(TextDelta(text=json.dumps(resp.parsed)))  # structured output without text
+        self._usage = _usage(resp.usage)
+        self.finish_reason = _FINISH.get(resp.stop_reason)
+        self.provider_details = _details(resp)
+        self.provider_response_id = resp.response_id or resp.provider_request_id
+        return shown
+
+    def _map(self, event: StreamEvent) -> list[ModelResponseStreamEvent]:
         pm = self._parts_manager
         if isinstance(event, TextDelta):
             return list(pm.handle_text_delta(vendor_part_id="content", content=event.text))
+        if isinstance(event, ReasoningDelta):
+            key = ("reasoning", event.index)
+            return list(pm.handle_thinking_delta(vendor_part_id=key, content=event.text, provider_name="failover"))
+        if isinstance(event, ReasoningDone):
+            part = _thinking(event.block)  # the block's text already went out as deltas
+            return list(
+                pm.handle_thinking_delta(
+                    vendor_part_id=("reasoning", event.index),
+                    id=part.id,
+                    signature=part.signature,
+                    provider_name="failover",
+                    provider_details=part.provider_details,
+                )
+            )
         if isinstance(event, ToolCallStart):
             e = pm.handle_tool_call_delta(
                 vendor_part_id=("tool", event.index), tool_name=event.name, tool_call_id=event.id
@@ -388,15 +475,6 @@ class _Streamed(StreamedResponse):
         if isinstance(event, ToolCallDelta):
             e = pm.handle_tool_call_delta(vendor_part_id=("tool", event.index), args=event.arguments)
             return [e] if e is not None else []
-        if isinstance(event, Completed):
-            resp = event.response
-            self._usage = _usage(resp.usage)
-            self.finish_reason = _FINISH.get(resp.stop_reason)
-            self.provider_details = _details(resp)
-            self.provider_response_id = resp.response_id or resp.provider_request_id
-            return []
-        if isinstance(event, PartialOutput):
-            raise _api_error(self._name, partial_unavailable(event))
         return []
 
     async def close_stream(self) -> None:
