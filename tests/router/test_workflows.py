@@ -383,3 +383,17 @@ async def test_truncation_spent_on_thinking_is_repaired_with_less_effort() -> No
     assert resp.text == "done"
     # at the target's max output already (4096): no room to grow, so think less instead
     assert [(c.json["reasoning_effort"], c.json["max_tokens"]) for c in a.calls] == [("high", 4096), ("medium", 4096)]
+
+
+@pytest.mark.parametrize("budget", [0.3, 0.7, 1.1, 2.9, 7.3])
+async def test_a_hang_cut_by_the_deadline_is_deadline_exhausted_whatever_the_float_sum(budget: float) -> None:
+    """A hanging target whose attempt the deadline cuts: the request ends because time ran
+    out (504 deadline_exhausted), not as the target's own timeout. On virtual time the cut
+    lands at start + (deadline - start), which a float sum may leave a hair short of the
+    deadline: that must not turn the answer into a retryable 503."""
+    a = FakeProvider("a", OA, Script.always(Reply.hang()))
+    r = router([target(a, cap=60.0, attempts=1)], [], a)
+    with pytest.raises(Unavailable) as ei:
+        await r.complete("r", Request.simple("hi"), Envelope(budget=budget))
+    assert ei.value.reason is FailureKind.DEADLINE_EXHAUSTED, ei.value
+    assert ei.value.record.elapsed_ms == pytest.approx(budget * 1000)

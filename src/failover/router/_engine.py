@@ -448,11 +448,16 @@ def _spent_kind(s: RunState, now: float) -> FailureKind:
 # -- the end --------------------------------------------------------------------------------------
 
 
+_NO_TIME = 1e-3
+
+
 def conclude(
     s: RunState, attempts: Sequence[Attempt], excluded: Sequence[Exclusion], now: float, budget: float
 ) -> Stop:
     """Why the request failed once every candidate was left (the loop found no answer)."""
-    if now >= s.deadline_at or s.short_of_time:
+    # Less than a millisecond left is none: an attempt cut at the deadline can end a hair before
+    # it (a timer that fires early by the clock's resolution, a float sum of start + cap).
+    if s.deadline_at - now < _NO_TIME or s.short_of_time:
         left = max(0.0, s.deadline_at - now)
         return Stop(
             FailureKind.DEADLINE_EXHAUSTED,
