@@ -55,14 +55,23 @@ def chunk(delta: Mapping[str, object] | None = None, finish: str | None = None, 
     }
 
 
-def call_delta(index: int, arguments: str = "", id: str | None = None, name: str | None = None) -> dict[str, object]:
+def frag(index: int, arguments: str = "", id: str | None = None, name: str | None = None) -> dict[str, object]:
+    """One entry of ``delta.tool_calls``: a fragment of call ``index`` (its head with id and name)."""
     fn: dict[str, object] = {"arguments": arguments}
     if name is not None:
         fn["name"] = name
     out: dict[str, object] = {"index": index, "function": fn}
     if id is not None:
         out |= {"id": id, "type": "function"}
-    return {"tool_calls": [out]}
+    return out
+
+
+def calls(*fragments: dict[str, object]) -> dict[str, object]:
+    return {"tool_calls": list(fragments)}
+
+
+def call_delta(index: int, arguments: str = "", id: str | None = None, name: str | None = None) -> dict[str, object]:
+    return calls(frag(index, arguments, id, name))
 
 
 # ----------------------------------------------------------------------- captured streams
@@ -125,8 +134,10 @@ def test_08_parallel_tool_calls(wire: Path) -> None:
     ]
     assert [len([d for d in r.of(ToolCallDelta) if d.index == i]) for i in (0, 1)] == [11, 9]
     assert r.done == [ToolCallDone(index=0, call=first), ToolCallDone(index=1, call=second)]
-    # Call 0 is complete when index 1 starts, not only at the end.
-    assert r.events.index(r.done[0]) == r.events.index(starts[1]) - 1
+    # Every call is complete only when the choice finishes (a later fragment may belong to any
+    # call): both dones come together, just before the stop.
+    stop_at = r.events.index(r.stops[0])
+    assert [r.events.index(d) for d in r.done] == [stop_at - 2, stop_at - 1]
     assert r.stops == [Stop(reason=StopReason.TOOL_USE, raw="tool_calls")]
     assert r.text == ""
     resp = r.response()
@@ -306,6 +317,80 @@ def test_malformed_arguments_are_done_with_parsed_none_and_fail_at_finish() -> N
     f = r.failure()
     assert f.kind is FailureKind.TOOL_CALL_MALFORMED
     assert "f" in f.message
+
+
+def test_interleaved_calls_are_each_complete_at_the_finish() -> None:
+    # The issue's repro: call 0's second fragment comes after call 1 opened. Each call is a
+    # buffer of its own, complete only when the choice finishes.
+    body = sse(
+        chunk(call_delta(0, "", id="call_a", name="get_weather")),
+        chunk(call_delta(0, '{"city": ')),
+        chunk(call_delta(1, "", id="call_b", name="search")),
+        chunk(call_delta(0, '"Paris"}')),
+        chunk(call_delta(1, '{"q": "x"}')),
+        chunk(finish="tool_calls"),
+    )
+    r = run(OA, body)
+    check_tool_invariants(r)
+    weather = ToolCall(id="call_a", name="get_weather", arguments='{"city": "Paris"}', parsed={"city": "Paris"})
+    search = ToolCall(id="call_b", name="search", arguments='{"q": "x"}', parsed={"q": "x"})
+    assert r.done == [ToolCallDone(index=0, call=weather), ToolCallDone(index=1, call=search)]
+    assert r.events[-3:] == [*r.done, Stop(reason=StopReason.TOOL_USE, raw="tool_calls")]
+    assert r.response().tool_calls == (weather, search)
+
+
+def test_fragments_in_one_chunk_for_several_calls() -> None:
+    body = sse(
+        chunk(calls(frag(0, "", "c0", "f"), frag(1, "", "c1", "g"))),
+        chunk(calls(frag(0, '{"a":'), frag(1, '{"b":'))),
+        chunk(calls(frag(1, " 2}"), frag(0, " 1}"))),
+        chunk(finish="tool_calls"),
+    )
+    r = run(OA, body)
+    check_tool_invariants(r)
+    assert [(c.id, c.parsed) for c in r.response().tool_calls] == [("c0", {"a": 1}), ("c1", {"b": 2})]
+
+
+def test_an_index_reused_with_a_new_id_is_a_new_call() -> None:
+    # Ollama and some proxies number every parallel call 0; the ids still tell them apart.
+    body = sse(
+        chunk(call_delta(0, "", id="c1", name="f")),
+        chunk(call_delta(0, '{"a": 1}')),
+        chunk(call_delta(0, "", id="c2", name="g")),
+        chunk(call_delta(0, '{"b": 2}')),
+        chunk(finish="tool_calls"),
+    )
+    r = run(OA, body)
+    check_tool_invariants(r)
+    assert [(d.index, d.call.id, d.call.parsed) for d in r.done] == [(0, "c1", {"a": 1}), (1, "c2", {"b": 2})]
+
+
+def test_indexes_that_do_not_start_at_zero_are_numbered_from_zero() -> None:
+    # Some proxies number calls from 1: the events still number them 0, 1 (what an SDK client
+    # assembling the relayed stream needs), in the order the server opened them.
+    body = sse(
+        chunk(call_delta(1, "", id="c1", name="f")),
+        chunk(call_delta(2, "", id="c2", name="g")),
+        chunk(call_delta(1, "{}")),
+        chunk(call_delta(2, "{}")),
+        chunk(finish="tool_calls"),
+    )
+    r = run(OA, body)
+    check_tool_invariants(r)
+    assert [(d.index, d.call.id) for d in r.done] == [(0, "c1"), (1, "c2")]
+
+
+def test_nothing_after_the_finish_reason_changes_the_answer() -> None:
+    body = sse(
+        chunk(call_delta(0, "{}", id="c1", name="f")),
+        chunk(finish="tool_calls"),
+        chunk(call_delta(0, "garbage")),
+        chunk({"content": "late"}, finish="stop"),
+    )
+    r = run(OA, body)
+    check_tool_invariants(r)
+    assert len(r.stops) == 1 and r.text == ""
+    assert r.response().tool_calls == (ToolCall(id="c1", name="f", arguments="{}", parsed={}),)
 
 
 def test_blank_arguments_parse_as_an_empty_object() -> None:

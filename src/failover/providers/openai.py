@@ -411,17 +411,17 @@ def _classify(status: int, code: str | None, err_type: str | None, message: str 
 
 
 class _Call:
-    """One streamed tool call, bucketed by its wire ``index``."""
+    """One streamed tool call: its position among the calls, and the fragments seen so far."""
 
-    __slots__ = ("done", "id", "name", "parts", "position", "started")
+    __slots__ = ("done", "id", "index", "name", "parts", "started")
 
-    def __init__(self, position: int) -> None:
-        self.position = position
+    def __init__(self, index: int) -> None:
+        self.index = index  # the call's position in this response (see _ChunkStream)
         self.id = ""
         self.name = ""
         self.parts: list[str] = []
         self.started = False
-        self.done: ToolCall | None = None  # the complete call, once it is
+        self.done: ToolCall | None = None  # the complete call, once its choice finished
 
     def call(self) -> ToolCall:
         if self.done is not None:
@@ -433,27 +433,39 @@ class _Call:
 class _ChunkStream:
     """``chat.completion.chunk`` events to stream events; ``finish`` reuses the body parse's rules.
 
-    Only choice 0 is followed (as ``parse`` reads ``choices[0]``). Text deltas are passed on
-    as they come; refusal deltas are held back and make the answer a CONTENT_FILTERED failure
-    at the end, as a non-streamed refusal does. Tool calls are bucketed by ``index``: a call
-    is announced when its id or name appears, its argument fragments are passed on, and it
-    is complete (``ToolCallDone``, arguments parsed once) when the next index starts or the
-    choice finishes. The terminal marker is ``finish_reason``; ``[DONE]`` and the usage-only
-    chunk after it are welcome but not required.
+    Only choice 0 is followed (as ``parse`` reads ``choices[0]``), up to its ``finish_reason``.
+    Text deltas are passed on as they come; refusal deltas are held back and make the answer a
+    CONTENT_FILTERED failure at the end, as a non-streamed refusal does.
+
+    Tool calls are assembled as the official SDK assembles them: one buffer per call, keyed by
+    the fragment's ``index``, taking fragments in any interleaving. A call is announced
+    (``ToolCallStart``) once its id or name is known, each argument fragment is passed on as
+    it comes (``ToolCallDelta``), and every call is complete (``ToolCallDone``, arguments
+    parsed once) only when the choice finishes: a later fragment may still belong to any call.
+    The events' ``index`` numbers the calls 0, 1, ... in the order the server opened them,
+    which is the wire ``index`` for every server that follows the protocol (the SDK uses it
+    as a list position too); calls are announced in that order, and the Response lists them
+    in it. Servers that break
+    the numbering are read too: a call without an ``index`` is found by its id (or is the
+    last call), and an ``index`` reused with a new id (Ollama, some proxies) opens a new call.
+    The terminal marker is ``finish_reason``; ``[DONE]`` and the usage-only chunk after it
+    are welcome but not required.
     """
 
     __slots__ = (
-        "_by_index",
+        "_announced",
         "_calls",
         "_finish",
         "_headers",
         "_id",
+        "_last",
         "_meta",
         "_model",
         "_refusal",
         "_target",
         "_text",
         "_usage",
+        "_wire",
     )
 
     def __init__(self, target: Target, headers: Mapping[str, str], meta: HeaderMeta) -> None:
@@ -464,8 +476,10 @@ class _ChunkStream:
         self._model: str | None = None
         self._text: list[str] = []
         self._refusal: list[str] = []
-        self._calls: list[_Call] = []  # in order of appearance
-        self._by_index: dict[int, _Call] = {}
+        self._calls: list[_Call] = []  # by position: the order the server opened them
+        self._wire: dict[int, _Call] = {}  # wire index -> the call its fragments go to now
+        self._last: _Call | None = None  # the call the last fragment went to
+        self._announced = 0  # calls[:announced] have had their ToolCallStart
         self._finish: str | None = None
         self._usage = Usage()
 
@@ -486,7 +500,7 @@ class _ChunkStream:
         if self._model is None:
             self._model = chunk.get("model") or None
         out: list[StreamEvent] = []
-        if choices and isinstance(choices, list):
+        if choices and isinstance(choices, list) and self._finish is None:
             choice = choices[0]
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 delta = choice.get("delta")
@@ -508,7 +522,11 @@ class _ChunkStream:
                 finish = choice.get("finish_reason")
                 if finish and isinstance(finish, str):
                     self._finish = finish
-                    self._close_calls(None, out)
+                    for call in self._calls:  # the choice is complete, and so is every call
+                        if not call.started:
+                            self._start(call, out)
+                        call.done = call.call()
+                        out.append(ToolCallDone(index=call.index, call=call.done))
                     stop = _stop_reason(finish, bool(self._calls), bool(self._refusal))
                     out.append(StopEvent(reason=stop, raw=finish))
         usage = chunk.get("usage")
@@ -527,22 +545,21 @@ class _ChunkStream:
     # ------------------------------------------------------------------------------ internals
 
     def _tool_delta(self, raw: dict[str, Any], out: list[StreamEvent]) -> None:
-        index = raw.get("index")
-        if not isinstance(index, int):
-            # Some compatible servers omit the index: a new id starts a new call.
-            new_id = raw.get("id")
-            last = self._calls[-1] if self._calls else None
-            if last is not None and (not new_id or new_id == last.id):
-                index = next(i for i, c in self._by_index.items() if c is last)
-            else:
-                index = max(self._by_index, default=-1) + 1
-        call = self._by_index.get(index)
-        if call is None:
-            self._close_calls(index, out)  # the next index started: the previous calls are complete
-            call = self._by_index[index] = _Call(len(self._calls))
-            self._calls.append(call)
         call_id = raw.get("id")
-        if call_id and isinstance(call_id, str) and not call.id:
+        if not (call_id and isinstance(call_id, str)):
+            call_id = ""
+        wire = raw.get("index")
+        if type(wire) is int:
+            call = self._wire.get(wire)
+            if call is None or (call_id and call.id and call_id != call.id):
+                # A new index, or an index reused for another call (a new id): a new call.
+                call = self._wire[wire] = self._open()
+        elif call_id:  # no index (some compatible servers): the call with this id, else a new one
+            call = next((c for c in self._calls if c.id == call_id), None) or self._open()
+        else:  # neither: the fragment continues the last call
+            call = self._last or self._open()
+        self._last = call
+        if call_id and not call.id:
             call.id = call_id
         fn = raw.get("function")
         if not isinstance(fn, dict):
@@ -551,28 +568,36 @@ class _ChunkStream:
         if name and isinstance(name, str) and not call.name:
             call.name = name  # set once: some servers repeat the name on every fragment
         if not call.started and (call.id or call.name):
-            self._start(call, out)
+            self._announce(out)
         arguments = fn.get("arguments")
         if arguments is not None and not isinstance(arguments, str):
             arguments = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))  # an object, whole
         if arguments:
             call.parts.append(arguments)
             if call.started:
-                out.append(ToolCallDelta(index=call.position, arguments=arguments))
+                out.append(ToolCallDelta(index=call.index, arguments=arguments))
+
+    def _announce(self, out: list[StreamEvent]) -> None:
+        """Start the calls that can be, in order: a call is announced once its id or name is
+        known and every call before it has been (so a client assembling the events by index,
+        as the SDK does with a list, never sees index 1 before index 0)."""
+        calls = self._calls
+        n = self._announced
+        while n < len(calls) and (calls[n].id or calls[n].name):
+            self._start(calls[n], out)
+            n += 1
+        self._announced = n
+
+    def _open(self) -> _Call:
+        call = _Call(len(self._calls))
+        self._calls.append(call)
+        return call
 
     def _start(self, call: _Call, out: list[StreamEvent]) -> None:
         call.started = True
-        out.append(ToolCallStart(index=call.position, id=call.id, name=call.name))
+        out.append(ToolCallStart(index=call.index, id=call.id, name=call.name))
         if call.parts:  # fragments that came before the id and name
-            out.append(ToolCallDelta(index=call.position, arguments="".join(call.parts)))
-
-    def _close_calls(self, keep: int | None, out: list[StreamEvent]) -> None:
-        for index, call in self._by_index.items():
-            if index != keep and call.done is None:
-                if not call.started:
-                    self._start(call, out)
-                call.done = call.call()
-                out.append(ToolCallDone(index=call.position, call=call.done))
+            out.append(ToolCallDelta(index=call.index, arguments="".join(call.parts)))
 
     def _response(self) -> Response:
         refusal = "".join(self._refusal) or None
