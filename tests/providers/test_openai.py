@@ -391,6 +391,27 @@ def test_empty_choices_is_a_server_error() -> None:
             FailureKind.PROVIDER_OVERLOADED,
         ),
         (429, '{"error":{"message":"over","code":"billing_hard_limit_reached"}}', FailureKind.QUOTA_EXHAUSTED),
+        # a specific code refines the status ...
+        (
+            500,
+            '{"error":{"message":"busy","type":"server_error","code":"server_is_overloaded"}}',
+            FailureKind.PROVIDER_OVERLOADED,
+        ),
+        (503, '{"error":{"message":"Slow Down","type":"server_error","code":"slow_down"}}', FailureKind.RATE_LIMITED),
+        (
+            429,
+            '{"error":{"message":"no credits","type":"insufficient_quota","code":"credit_balance_exhausted"}}',
+            FailureKind.QUOTA_EXHAUSTED,
+        ),
+        (400, '{"error":{"code":"image_content_policy_violation","message":"x"}}', FailureKind.CONTENT_FILTERED),
+        # ... a generic type does not (OpenAI's 401 for a missing key is an invalid_request_error) ...
+        (
+            401,
+            '{"error":{"message":"You didn\'t provide an API key.","type":"invalid_request_error","code":null}}',
+            FailureKind.AUTHENTICATION_OR_PERMISSION,
+        ),
+        # ... and a filter code on a 5xx is the provider's failure
+        (500, '{"error":{"code":"content_filter","message":"filter service down"}}', FailureKind.PROVIDER_SERVER_ERROR),
         (302, "", FailureKind.PROVIDER_SERVER_ERROR),
         (400, "[1, 2, 3]", FailureKind.INVALID_REQUEST),
         (400, '{"error": "plain string error"}', FailureKind.INVALID_REQUEST),
@@ -419,6 +440,58 @@ def test_200_with_error_envelope_uses_its_code() -> None:
     body = '{"error":{"message":"Provider returned error","code":429}}'
     f = parse_fail(D.parse(T, response(200, body)))
     assert f.kind is FailureKind.RATE_LIMITED
+
+
+@pytest.mark.parametrize(
+    ("body", "kind", "code"),
+    [
+        ('{"error":{"message":"x","type":"None","param":"None","code":"503"}}', FailureKind.PROVIDER_OVERLOADED, "503"),
+        ('{"error":{"message":"x","code":"rate_limit_exceeded"}}', FailureKind.RATE_LIMITED, "rate_limit_exceeded"),
+        (
+            '{"error":{"message":"x","type":"invalid_request_error"}}',
+            FailureKind.INVALID_REQUEST,
+            "invalid_request_error",
+        ),
+        ('{"error":{"message":"x","type":"authentication_error"}}', FailureKind.AUTHENTICATION_OR_PERMISSION, None),
+    ],
+)
+def test_200_error_envelope_codes(body: str, kind: FailureKind, code: str | None) -> None:
+    # LiteLLM sends the upstream status as a string code; a type names the failure when the
+    # status (200) does not.
+    f = parse_fail(D.parse(T, response(200, body)))
+    assert f.kind is kind
+    if code is not None:
+        assert f.provider_code == code
+
+
+def test_200_with_choices_and_an_error_is_the_error() -> None:
+    # OpenRouter: the provider failed after all; the choice ends with "error" and carries it.
+    body = json.dumps(
+        {
+            "id": "gen-1",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": ""},
+                    "finish_reason": "error",
+                    "error": {"code": 502, "message": "Provider returned error"},
+                }
+            ],
+        }
+    )
+    f = parse_fail(D.parse(T, response(200, body)))
+    assert f.kind is FailureKind.PROVIDER_SERVER_ERROR
+    assert "Provider returned error" in f.message
+
+
+def test_finish_reason_error_without_an_error_object_is_a_server_error() -> None:
+    body = {
+        "id": "x",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hal"}, "finish_reason": "error"}],
+    }
+    f = parse_fail(D.parse(T, response(200, json.dumps(body))))
+    assert f.kind is FailureKind.PROVIDER_SERVER_ERROR
+    assert f.response is not None and f.response.text == "Hal"
 
 
 @pytest.mark.parametrize("body", ["", "not json", "<html></html>", '{"object": "list"}', "null"])

@@ -285,11 +285,100 @@ def test_error_payload_mid_stream_raises_classified_failure() -> None:
         ({"message": "You exceeded your current quota", "code": "insufficient_quota"}, FailureKind.QUOTA_EXHAUSTED),
         ({"message": "upstream overloaded", "code": 503}, FailureKind.PROVIDER_OVERLOADED),
         ("plain string error", FailureKind.PROVIDER_SERVER_ERROR),
+        # by code, whatever the 200 the stream came with
+        (
+            {"message": "busy", "type": "service_unavailable_error", "code": "server_is_overloaded"},
+            FailureKind.PROVIDER_OVERLOADED,
+        ),
+        ({"message": "TPM", "type": "tokens", "code": "rate_limit_exceeded"}, FailureKind.RATE_LIMITED),
+        ({"message": "ramp", "type": "rate_limit_error", "code": "slow_down"}, FailureKind.RATE_LIMITED),
+        ({"message": "no credits", "code": "credit_balance_exhausted"}, FailureKind.QUOTA_EXHAUSTED),
+        ({"message": "flagged", "code": "invalid_prompt"}, FailureKind.CONTENT_FILTERED),
+        ({"message": "bad key", "code": "invalid_api_key"}, FailureKind.AUTHENTICATION_OR_PERMISSION),
+        ({"message": "gone", "code": "model_not_found"}, FailureKind.MODEL_NOT_FOUND),
+        ({"message": "busy", "code": "429"}, FailureKind.RATE_LIMITED),  # LiteLLM: the status as a string
+        # by type, when there is no specific code
+        ({"message": "x", "type": "service_unavailable_error"}, FailureKind.PROVIDER_OVERLOADED),
+        ({"message": "x", "type": "overloaded_error"}, FailureKind.PROVIDER_OVERLOADED),
+        ({"message": "x", "type": "invalid_request_error"}, FailureKind.INVALID_REQUEST),
+        ({"message": "x", "type": "authentication_error"}, FailureKind.AUTHENTICATION_OR_PERMISSION),
+        ({"message": "x", "code": "request_timeout"}, FailureKind.TRANSPORT_TRANSIENT),
+        # by the provider's words
+        (
+            {"message": "This model's maximum context length is 65536 tokens", "type": "invalid_request_error"},
+            FailureKind.CONTEXT_OVERFLOW,
+        ),
+        ({"message": "The engine is currently overloaded", "type": "server_error"}, FailureKind.PROVIDER_OVERLOADED),
     ],
 )
 def test_error_payload_uses_the_body_classifier(error: object, kind: FailureKind) -> None:
     r = run(OA, sse({"error": error}))
     assert r.raised is not None and r.raised.kind is kind
+
+
+CONSTRUCTED = Path(__file__).resolve().parent / "constructed"
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "code", "text"),
+    [
+        (
+            "openai-chat-midstream-01-server-is-overloaded.sse",
+            FailureKind.PROVIDER_OVERLOADED,
+            "server_is_overloaded",
+            "The forecast for Paris",
+        ),
+        (
+            "openai-chat-midstream-02-rate-limit-exceeded.sse",
+            FailureKind.RATE_LIMITED,
+            "rate_limit_exceeded",
+            "The forecast for Paris",
+        ),
+        (
+            "openai-chat-midstream-03-insufficient-quota.sse",
+            FailureKind.QUOTA_EXHAUSTED,
+            "insufficient_quota",
+            "The forecast for Paris",
+        ),
+        (
+            "openai-chat-midstream-04-server-error.sse",
+            FailureKind.PROVIDER_SERVER_ERROR,
+            "server_error",
+            "The forecast for Paris",
+        ),
+        (
+            "openai-chat-midstream-05-openrouter-finish-error.sse",
+            FailureKind.PROVIDER_SERVER_ERROR,
+            "server_error",
+            "The forecast for Paris",
+        ),
+        (
+            "openai-chat-midstream-06-vllm-status-code.sse",
+            FailureKind.PROVIDER_OVERLOADED,
+            "ServiceUnavailableError",
+            "The forecast for Paris",
+        ),
+        ("openai-chat-midstream-07-error-before-content.sse", FailureKind.RATE_LIMITED, "rate_limit_exceeded", ""),
+    ],
+)
+def test_midstream_error_samples_are_classified_by_code(name: str, kind: FailureKind, code: str, text: str) -> None:
+    # CONSTRUCTED samples: no real capture of an error in the middle of a Chat Completions
+    # stream exists (constructed/README.md says what each is built from).
+    r = run(OA, (CONSTRUCTED / name).read_bytes(), {"x-request-id": "req_9"})
+    f = r.raised
+    assert f is not None, r.result
+    assert (f.kind, f.provider_code, f.status) == (kind, code, 200)
+    assert f.provider_request_id == "req_9"
+    assert r.text == text
+    assert f.response is not None and f.response.text == text  # what had arrived, for the trace
+
+
+def test_finish_reason_error_ends_the_stream_as_a_server_error() -> None:
+    r = run(OA, sse(chunk({"content": "Hal"}), chunk(finish="error")))
+    f = r.failure()
+    assert f.kind is FailureKind.PROVIDER_SERVER_ERROR
+    assert "finish_reason error" in f.message
+    assert f.response is not None and f.response.text == "Hal"
 
 
 def test_malformed_json_event_raises() -> None:

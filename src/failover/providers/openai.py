@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final, NoReturn
 from urllib.parse import quote
 
 from ..model import (
@@ -72,12 +72,72 @@ _FINISH = {
     "content_filter": StopReason.CONTENT_FILTER,
 }
 
-# Money, not flow: waiting will not help (error-codes guide: "You exceeded your current quota").
-_QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"})
-# The prompt itself was refused: Azure's prompt filter ("content_filter"), image policy
-# ("content_policy_violation") and o-series "invalid_prompt" ("flagged as potentially violating").
-_FILTER_CODES = frozenset({"content_filter", "content_policy_violation", "invalid_prompt"})
-_AUTH_CODES = frozenset({"invalid_api_key", "invalid_organization", "unsupported_country_region_territory"})
+_K = FailureKind
+# What an error's ``code`` (or ``type``) says, whatever the HTTP status: 200 for an error in a
+# stream or a proxy's 200 envelope, or a status the code refines (insufficient_quota comes as
+# a 429 but waiting will not help; server_is_overloaded is capacity, not this key's rate).
+# Sources: OpenAI's error-codes guide, the codes of the API's own error objects
+# (openai-python types: Responses ResponseError, sessions' SessionTurnError), and what
+# compatible servers send (llama.cpp, DeepSeek, proxies).
+_CODE_KINDS: Final[Mapping[str, FailureKind]] = {
+    # money, not flow: waiting will not help ("You exceeded your current quota")
+    "insufficient_quota": _K.QUOTA_EXHAUSTED,
+    "billing_hard_limit_reached": _K.QUOTA_EXHAUSTED,
+    "billing_not_active": _K.QUOTA_EXHAUSTED,
+    "credit_balance_exhausted": _K.QUOTA_EXHAUSTED,
+    "usage_limit_exceeded": _K.QUOTA_EXHAUSTED,
+    "project_spend_limit_exceeded": _K.QUOTA_EXHAUSTED,
+    "organization_spend_limit_exceeded": _K.QUOTA_EXHAUSTED,
+    "organization_usage_limit_exceeded": _K.QUOTA_EXHAUSTED,
+    # this key's rate: requests or tokens per minute, or traffic that grew too fast ("slow_down",
+    # a 503 before it was a 429: the cure is a lower rate from this key, not another replica)
+    "rate_limit_exceeded": _K.RATE_LIMITED,
+    "slow_down": _K.RATE_LIMITED,
+    # the provider's capacity
+    "server_is_overloaded": _K.PROVIDER_OVERLOADED,
+    "server_overloaded": _K.PROVIDER_OVERLOADED,
+    "context_length_exceeded": _K.CONTEXT_OVERFLOW,
+    "exceed_context_size_error": _K.CONTEXT_OVERFLOW,  # llama.cpp
+    "invalid_api_key": _K.AUTHENTICATION_OR_PERMISSION,
+    "invalid_organization": _K.AUTHENTICATION_OR_PERMISSION,
+    "unsupported_country_region_territory": _K.AUTHENTICATION_OR_PERMISSION,
+    "model_not_found": _K.MODEL_NOT_FOUND,
+}
+# The prompt (or an image in it) was refused: Azure's prompt filter ("content_filter"), image
+# policy, o-series "invalid_prompt" ("flagged as potentially violating"), the Responses API's
+# policy codes. Read as a filter below 500 only: a 5xx is the provider's failure whatever it says.
+_FILTER_CODES = frozenset(
+    {
+        "content_filter",
+        "content_policy_violation",
+        "invalid_prompt",
+        "image_content_policy_violation",
+        "bio_policy",
+        "cyber_policy",
+        "misalignment_policy_violation",
+    }
+)
+# Generic types and codes, which only name the failure when the status does not (a 2xx): on an
+# error status they say less than it does (OpenAI's 401 for a missing key has type
+# invalid_request_error, and DeepSeek's context overflow is code invalid_request_error too).
+_TYPE_KINDS: Final[Mapping[str, FailureKind]] = {
+    "invalid_request_error": _K.INVALID_REQUEST,
+    "invalid_request": _K.INVALID_REQUEST,
+    "authentication_error": _K.AUTHENTICATION_OR_PERMISSION,
+    "permission_error": _K.AUTHENTICATION_OR_PERMISSION,
+    "not_found_error": _K.MODEL_NOT_FOUND,
+    "resource_not_found": _K.MODEL_NOT_FOUND,
+    "rate_limit_error": _K.RATE_LIMITED,
+    "tokens": _K.RATE_LIMITED,  # OpenAI's 429 type: tokens (or requests) per minute
+    "requests": _K.RATE_LIMITED,
+    "service_unavailable_error": _K.PROVIDER_OVERLOADED,
+    "overloaded_error": _K.PROVIDER_OVERLOADED,
+    "server_error": _K.PROVIDER_SERVER_ERROR,
+    "internal_error": _K.PROVIDER_SERVER_ERROR,
+    "api_error": _K.PROVIDER_SERVER_ERROR,
+    "request_timeout": _K.TRANSPORT_TRANSIENT,
+    "connection_failed": _K.TRANSPORT_TRANSIENT,
+}
 
 _MAX_TOKENS_FIELDS = frozenset({"max_tokens", "max_completion_tokens"})
 
@@ -152,6 +212,9 @@ class OpenAIDialect:
         if 200 <= response.status < 300:
             body = as_dict(data)
             if "choices" in body:
+                err = body.get("error") or as_dict(next(iter(as_list(body["choices"])), None)).get("error")
+                if err:  # the answer failed after all: OpenRouter puts the error beside the choice
+                    return _error(target, response, meta, {"error": err})
                 return _parse_completion(body, response.status, meta)
             # A 200 with an error envelope: proxies (OpenRouter, LiteLLM) report upstream
             # failures this way; its code is often the upstream HTTP status.
@@ -322,6 +385,11 @@ def _judge(result: Response, status: int, meta: HeaderMeta) -> Response | Failur
         return _fail(
             result, status, meta, FailureKind.CONTENT_FILTERED, "the output was withheld by the content filter"
         )
+    if result.raw_stop_reason == "error":
+        # OpenRouter ends a choice this way when the model's provider failed mid-answer
+        return _fail(
+            result, status, meta, FailureKind.PROVIDER_SERVER_ERROR, "the answer ended with finish_reason error"
+        )
     if result.raw_stop_reason == "length":
         return _fail(result, status, meta, FailureKind.TRUNCATED, "the output hit max_tokens (finish_reason length)")
     malformed = [c.name or "?" for c in result.tool_calls if c.parsed is None]
@@ -368,11 +436,16 @@ def _error(target: Target, response: HttpResponse, meta: HeaderMeta, data: Any) 
         err = body
     message = as_str(err.get("message")) or as_str(body.get("detail"))
     err_type = as_str(err.get("type"))
+    if err_type == "None":  # LiteLLM stringifies a missing type
+        err_type = None
     raw_code = err.get("code")
-    code = raw_code if isinstance(raw_code, str) else None
+    code = raw_code if isinstance(raw_code, str) and raw_code else None
     status = response.status
-    if not 400 <= status < 600 and isinstance(raw_code, int) and 400 <= raw_code < 600:
-        status = raw_code  # a 200 error envelope that carries the upstream status
+    number = _status_code(raw_code)
+    if not 400 <= status < 600 and number is not None:
+        # the upstream status, in a 200 error envelope or a mid-stream error event
+        # (OpenRouter, vLLM and LiteLLM send it as the code, LiteLLM as a string)
+        status, code = number, None
     kind = _classify(status, code, err_type, message)
     return error_failure(
         provider="openai",
@@ -380,30 +453,43 @@ def _error(target: Target, response: HttpResponse, meta: HeaderMeta, data: Any) 
         target=target,
         response=response,
         meta=meta,
-        code=code or err_type or (str(raw_code) if isinstance(raw_code, int) else None),
+        code=code or err_type or (str(raw_code) if number is not None else None),
         message=message,
     )
 
 
+def _status_code(raw: Any) -> int | None:
+    """An error ``code`` that is an HTTP status (``503`` or ``"503"``), else None."""
+    if isinstance(raw, str) and len(raw) == 3 and raw.isdigit():
+        raw = int(raw)
+    if isinstance(raw, int) and not isinstance(raw, bool) and 400 <= raw < 600:
+        return raw
+    return None
+
+
 def _classify(status: int, code: str | None, err_type: str | None, message: str | None) -> FailureKind:
-    codes = {c for c in (code, err_type) if c}
-    if codes & _QUOTA_CODES:
-        return FailureKind.QUOTA_EXHAUSTED  # arrives as a 429: must not be replayed as a rate limit
-    if codes & _FILTER_CODES and status < 500:
-        return FailureKind.CONTENT_FILTERED
-    if "context_length_exceeded" in codes:
-        return FailureKind.CONTEXT_OVERFLOW
-    if codes & _AUTH_CODES:
-        return FailureKind.AUTHENTICATION_OR_PERMISSION
-    if "model_not_found" in codes:
-        return FailureKind.MODEL_NOT_FOUND
+    """One kind from status, code, type and message: the code when it is specific, then the
+    message's known wordings, then the status (or, for an error inside a 200, the type)."""
+    answered = not 400 <= status < 600  # an error inside a 200: the status says nothing
+    for c in (code, err_type):
+        if c:
+            kind = _CODE_KINDS.get(c)
+            if kind is not None:
+                return kind
+            if c in _FILTER_CODES and status < 500:
+                return FailureKind.CONTENT_FILTERED
     text = f"{code or ''} {err_type or ''} {message or ''}"
-    if status in (400, 413, 422) and CONTEXT_OVERFLOW.search(text):
+    if (answered or status in (400, 413, 422)) and CONTEXT_OVERFLOW.search(text):
         return FailureKind.CONTEXT_OVERFLOW
-    if (status == 429 or status >= 500) and "overloaded" in text.lower():
-        # "server_is_overloaded" (503), and the older "The engine is currently overloaded"
-        # that came as a 429 or 500: capacity, not this key's rate.
+    if (answered or status == 429 or status >= 500) and "overloaded" in text.lower():
+        # the older "The engine is currently overloaded" (type server_error, as a 429 or 500):
+        # capacity, not this key's rate
         return FailureKind.PROVIDER_OVERLOADED
+    if answered:
+        for c in (code, err_type):
+            kind = _TYPE_KINDS.get(c) if c else None
+            if kind is not None:
+                return kind
     return kind_from_status(status)
 
 
@@ -489,11 +575,10 @@ class _ChunkStream:
             return EMPTY
         chunk = load_event(data, "openai", self._target, self._meta)
         choices = chunk.get("choices")
-        err = chunk.get("error")
-        if err and not choices:
-            # {"error": {...}} mid-stream (OpenAI, vLLM, proxies): classified like an error body.
-            failure = _error(self._target, event_response(data, self._headers), self._meta, chunk)
-            raise StreamFailed(with_partial(failure, self._response()))
+        if chunk.get("error"):
+            # {"error": {...}} mid-stream (OpenAI, vLLM, proxies; OpenRouter's beside a choice
+            # that finishes with "error"): classified by its code and type, like an error body.
+            self._fail(chunk, data)
         if self._id is None:
             # Azure's content-filter chunks carry an empty id and model before the real ones.
             self._id = chunk.get("id") or None
@@ -519,6 +604,8 @@ class _ChunkStream:
                         for raw in calls:
                             if isinstance(raw, dict):
                                 self._tool_delta(raw, out)
+                if choice.get("error"):  # an error on the choice itself (OpenRouter)
+                    self._fail({"error": choice["error"]}, data)
                 finish = choice.get("finish_reason")
                 if finish and isinstance(finish, str):
                     self._finish = finish
@@ -576,6 +663,10 @@ class _ChunkStream:
             call.parts.append(arguments)
             if call.started:
                 out.append(ToolCallDelta(index=call.index, arguments=arguments))
+
+    def _fail(self, body: dict[str, Any], data: str) -> NoReturn:
+        failure = _error(self._target, event_response(data, self._headers), self._meta, body)
+        raise StreamFailed(with_partial(failure, self._response()))
 
     def _announce(self, out: list[StreamEvent]) -> None:
         """Start the calls that can be, in order: a call is announced once its id or name is
