@@ -22,6 +22,9 @@ from ..model import (
     FailureKind,
     ImagePart,
     Message,
+    Reasoning,
+    ReasoningDelta,
+    ReasoningDone,
     Request,
     Response,
     StopReason,
@@ -39,6 +42,7 @@ from ..model import (
     UsageUpdate,
 )
 from ..model import Stop as StopEvent
+from ..model._reasoning import OPENAI as _SOURCE
 from ..transport._types import HttpRequest, HttpResponse
 from ._base import SSEEvent, StreamFailed, StreamParser
 from ._common import (
@@ -215,7 +219,7 @@ class OpenAIDialect:
                 err = body.get("error") or as_dict(next(iter(as_list(body["choices"])), None)).get("error")
                 if err:  # the answer failed after all: OpenRouter puts the error beside the choice
                     return _error(target, response, meta, {"error": err})
-                return _parse_completion(body, response.status, meta)
+                return _parse_completion(body, response.status, meta, target.key)
             # A 200 with an error envelope: proxies (OpenRouter, LiteLLM) report upstream
             # failures this way; its code is often the upstream HTTP status.
             if isinstance(body.get("error"), dict):
@@ -257,6 +261,14 @@ def _message(m: Message) -> dict[str, Any]:
                 }
                 for tc in m.tool_calls
             ]
+            # The turn's reasoning goes back only beside its tool calls: DeepSeek's thinking mode
+            # (and Moonshot's) refuses a tool-call turn without it (400) and ignores it on any
+            # other turn, while servers that do not know the field may refuse it anywhere. Only
+            # text this format carries: blocks of another format never reach here unless the
+            # target produced them, and their signatures could not be sent anyway.
+            thought = [r.text for r in m.reasoning if r.source == _SOURCE]
+            if thought:
+                out["reasoning_content"] = "".join(thought)
     elif len(m.content) == 1 and isinstance(m.content[0], TextPart):
         out["content"] = m.content[0].text  # the compact form every compatible server accepts
     elif m.role == "system":
@@ -304,7 +316,7 @@ def _tool_choice(choice: ToolChoice) -> Any:
 # -------------------------------------------------------------------- parse helpers
 
 
-def _parse_completion(body: dict[str, Any], status: int, meta: HeaderMeta) -> Response | Failure:
+def _parse_completion(body: dict[str, Any], status: int, meta: HeaderMeta, origin: str) -> Response | Failure:
     choices = as_list(body.get("choices"))
     choice = as_dict(choices[0]) if choices else {}
     message = as_dict(choice.get("message"))
@@ -318,8 +330,10 @@ def _parse_completion(body: dict[str, Any], status: int, meta: HeaderMeta) -> Re
                 id=as_str(call.get("id")) or "", name=as_str(fn.get("name")) or "", arguments=arguments, parsed=parsed
             )
         )
+    thought = _thought(message)
     result = _result(
         text=_content_text(message.get("content")),
+        reasoning=(Reasoning(text=thought, source=_SOURCE, origin=origin),) if thought else (),
         refusal=as_str(message.get("refusal")) or None,
         calls=tuple(calls),
         raw_finish=as_str(choice.get("finish_reason")),
@@ -346,6 +360,7 @@ def _stop_reason(raw_finish: str | None, has_calls: bool, refused: bool) -> Stop
 def _result(
     *,
     text: str,
+    reasoning: tuple[Reasoning, ...],
     refusal: str | None,
     calls: tuple[ToolCall, ...],
     raw_finish: str | None,
@@ -358,6 +373,7 @@ def _result(
     return Response(
         text=text,
         tool_calls=calls,
+        reasoning=reasoning,
         usage=usage,
         stop_reason=_stop_reason(raw_finish, bool(calls), refusal is not None),
         raw_stop_reason=raw_finish,
@@ -402,6 +418,18 @@ def _judge(result: Response, status: int, meta: HeaderMeta) -> Response | Failur
             f"tool call arguments are not a JSON object: {', '.join(malformed)}",
         )
     return result
+
+
+def _thought(container: dict[str, Any]) -> str | None:
+    """The readable reasoning in a message or a delta, if any.
+
+    ``reasoning_content``: DeepSeek, vLLM before 0.11, SGLang, llama.cpp, Moonshot and most
+    compatible servers; ``reasoning``: vLLM since (which may still send an empty
+    ``reasoning_content`` beside it) and OpenRouter. OpenRouter's ``reasoning_details`` repeat
+    the same text as typed blocks with opaque signatures and encrypted data; they are not read.
+    """
+    text = container.get("reasoning_content") or container.get("reasoning")
+    return text if text and isinstance(text, str) else None
 
 
 def _content_text(content: Any) -> str:
@@ -540,6 +568,7 @@ class _ChunkStream:
 
     __slots__ = (
         "_announced",
+        "_blocks",
         "_calls",
         "_finish",
         "_headers",
@@ -547,9 +576,11 @@ class _ChunkStream:
         "_last",
         "_meta",
         "_model",
+        "_origin",
         "_refusal",
         "_target",
         "_text",
+        "_thinking",
         "_usage",
         "_wire",
     )
@@ -568,6 +599,9 @@ class _ChunkStream:
         self._announced = 0  # calls[:announced] have had their ToolCallStart
         self._finish: str | None = None
         self._usage = Usage()
+        self._origin = target.key
+        self._blocks: list[Reasoning] = []  # complete reasoning blocks
+        self._thinking: list[str] | None = None  # the open block's text, while one is open
 
     def feed(self, event: SSEEvent) -> Sequence[StreamEvent]:
         data = event.data
@@ -590,17 +624,29 @@ class _ChunkStream:
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 delta = choice.get("delta")
                 if delta and isinstance(delta, dict):
+                    thought = delta.get("reasoning_content") or delta.get("reasoning")  # see _thought
+                    if thought and isinstance(thought, str):
+                        if self._thinking is None:
+                            self._thinking = []
+                        self._thinking.append(thought)
+                        out.append(ReasoningDelta(index=len(self._blocks), text=thought))
                     content = delta.get("content")
                     if content:
                         text = content if isinstance(content, str) else _content_text(content)
                         if text:
+                            if self._thinking is not None:  # the answer begins: the thinking is done
+                                self._close_thinking(out)
                             self._text.append(text)
                             out.append(TextDelta(text=text))
                     refusal = delta.get("refusal")
                     if refusal and isinstance(refusal, str):
+                        if self._thinking is not None:
+                            self._close_thinking(out)
                         self._refusal.append(refusal)
                     calls = delta.get("tool_calls")
                     if calls and isinstance(calls, list):
+                        if self._thinking is not None:
+                            self._close_thinking(out)
                         for raw in calls:
                             if isinstance(raw, dict):
                                 self._tool_delta(raw, out)
@@ -609,6 +655,8 @@ class _ChunkStream:
                 finish = choice.get("finish_reason")
                 if finish and isinstance(finish, str):
                     self._finish = finish
+                    if self._thinking is not None:
+                        self._close_thinking(out)
                     for call in self._calls:  # the choice is complete, and so is every call
                         if not call.started:
                             self._start(call, out)
@@ -664,6 +712,12 @@ class _ChunkStream:
             if call.started:
                 out.append(ToolCallDelta(index=call.index, arguments=arguments))
 
+    def _close_thinking(self, out: list[StreamEvent]) -> None:
+        block = Reasoning(text="".join(self._thinking or ()), source=_SOURCE, origin=self._origin)
+        out.append(ReasoningDone(index=len(self._blocks), block=block))
+        self._blocks.append(block)
+        self._thinking = None
+
     def _fail(self, body: dict[str, Any], data: str) -> NoReturn:
         failure = _error(self._target, event_response(data, self._headers), self._meta, body)
         raise StreamFailed(with_partial(failure, self._response()))
@@ -692,8 +746,12 @@ class _ChunkStream:
 
     def _response(self) -> Response:
         refusal = "".join(self._refusal) or None
+        reasoning = tuple(self._blocks)
+        if self._thinking is not None:  # cut while thinking: what had arrived
+            reasoning += (Reasoning(text="".join(self._thinking), source=_SOURCE, origin=self._origin),)
         return _result(
             text="".join(self._text),
+            reasoning=reasoning,
             refusal=refusal,
             calls=tuple(c.call() for c in self._calls),
             raw_finish=self._finish,
