@@ -344,6 +344,44 @@ def test_rate_limit_headers_on_success_do_not_break_parse() -> None:
     assert r.text == "x"
 
 
+def test_the_completion_a_server_sends_for_a_stream_request_it_did_not_stream() -> None:
+    # vLLM / SGLang shaped (what such a server sends when it ignores stream: true): nulls for
+    # what is absent, an empty tool_calls list, its own extra fields; reasoning in `reasoning`.
+    body = {
+        "id": "chatcmpl-9f",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "Qwen/Qwen3-8B",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": "Paris.",
+                    "refusal": None,
+                    "annotations": None,
+                    "audio": None,
+                    "function_call": None,
+                    "tool_calls": [],
+                    "reasoning": "The capital of France.",
+                    "reasoning_content": None,
+                },
+                "logprobs": None,
+                "finish_reason": "stop",
+                "stop_reason": None,
+            }
+        ],
+        "usage": {"prompt_tokens": 12, "total_tokens": 30, "completion_tokens": 18, "prompt_tokens_details": None},
+        "prompt_logprobs": None,
+        "kv_transfer_params": None,
+    }
+    r = parse_ok(D.parse(T, response(200, json.dumps(body), content_type="application/json")))
+    assert (r.text, r.tool_calls, r.stop_reason) == ("Paris.", (), StopReason.END_TURN)
+    assert r.reasoning_text == "The capital of France."
+    assert r.reasoning[0].origin == T.key and r.reasoning[0].source == "openai"
+    assert r.usage == Usage(input_tokens=12, output_tokens=18)
+
+
 def test_empty_choices_is_a_server_error() -> None:
     body = json.dumps({"id": "x", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 0}})
     f = parse_fail(D.parse(T, response(200, body)))
