@@ -373,6 +373,15 @@ def test_midstream_error_samples_are_classified_by_code(name: str, kind: Failure
     assert f.response is not None and f.response.text == text  # what had arrived, for the trace
 
 
+def test_an_error_on_the_finishing_choice_is_classified_by_its_code() -> None:
+    last = chunk(finish="error")
+    last["choices"][0]["error"] = {"code": 429, "message": "Rate limit exceeded upstream"}  # type: ignore[index]
+    r = run(OA, sse(chunk({"content": "Hal"}), last))
+    assert r.raised is not None
+    assert (r.raised.kind, r.raised.provider_code) == (FailureKind.RATE_LIMITED, "429")
+    assert r.raised.response is not None and r.raised.response.text == "Hal"
+
+
 def test_finish_reason_error_ends_the_stream_as_a_server_error() -> None:
     r = run(OA, sse(chunk({"content": "Hal"}), chunk(finish="error")))
     f = r.failure()

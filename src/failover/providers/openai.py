@@ -3,7 +3,10 @@
 Wire reference: platform.openai.com/docs/api-reference/chat and openai-python's
 ``types/chat``. Compatible servers differ in small ways this module tolerates: DeepSeek's
 ``prompt_cache_hit_tokens`` and octet-stream errors, arguments sent as objects, content
-sent as a list of parts.
+sent as a list of parts, tool-call indexes reused, missing or counted from 1, errors inside
+a 200 with the status as their code. Reasoning is read from ``reasoning_content`` (DeepSeek
+and most servers) or ``reasoning`` (vLLM >= 0.11, OpenRouter) and sent back as
+``reasoning_content`` beside a turn's tool calls (see ``_message``).
 
 Streams (``stream_parser``) are ``chat.completion.chunk`` events. The Responses API
 (``/v1/responses``, ``response.output_text.delta`` events) is a different dialect and is not
@@ -263,9 +266,9 @@ def _message(m: Message) -> dict[str, Any]:
             ]
             # The turn's reasoning goes back only beside its tool calls: DeepSeek's thinking mode
             # (and Moonshot's) refuses a tool-call turn without it (400) and ignores it on any
-            # other turn, while servers that do not know the field may refuse it anywhere. Only
-            # text this format carries: blocks of another format never reach here unless the
-            # target produced them, and their signatures could not be sent anyway.
+            # other turn, while servers that do not know the field may refuse it anywhere. The
+            # router has already left out what this target cannot read; of the rest, only this
+            # format's text is sent (another format's signatures have no place here).
             thought = [r.text for r in m.reasoning if r.source == _SOURCE]
             if thought:
                 out["reasoning_content"] = "".join(thought)
@@ -549,7 +552,10 @@ class _ChunkStream:
 
     Only choice 0 is followed (as ``parse`` reads ``choices[0]``), up to its ``finish_reason``.
     Text deltas are passed on as they come; refusal deltas are held back and make the answer a
-    CONTENT_FILTERED failure at the end, as a non-streamed refusal does.
+    CONTENT_FILTERED failure at the end, as a non-streamed refusal does. Reasoning deltas are
+    block 0 (``ReasoningDelta``), complete (``ReasoningDone``) when the answer begins (text,
+    refusal or a tool call) or the choice finishes; reasoning after that is the next block.
+    An ``error`` in a chunk, or on the choice, fails the stream, classified by its code.
 
     Tool calls are assembled as the official SDK assembles them: one buffer per call, keyed by
     the fragment's ``index``, taking fragments in any interleaving. A call is announced
@@ -559,9 +565,9 @@ class _ChunkStream:
     The events' ``index`` numbers the calls 0, 1, ... in the order the server opened them,
     which is the wire ``index`` for every server that follows the protocol (the SDK uses it
     as a list position too); calls are announced in that order, and the Response lists them
-    in it. Servers that break
-    the numbering are read too: a call without an ``index`` is found by its id (or is the
-    last call), and an ``index`` reused with a new id (Ollama, some proxies) opens a new call.
+    in it. Servers that break the numbering are read too: a call without an ``index`` is found
+    by its id (or is the last call), an ``index`` reused with a new id (Ollama, some proxies)
+    opens a new call, and indexes counted from 1 are counted from 0.
     The terminal marker is ``finish_reason``; ``[DONE]`` and the usage-only chunk after it
     are welcome but not required.
     """
@@ -624,12 +630,13 @@ class _ChunkStream:
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 delta = choice.get("delta")
                 if delta and isinstance(delta, dict):
-                    thought = delta.get("reasoning_content") or delta.get("reasoning")  # see _thought
-                    if thought and isinstance(thought, str):
-                        if self._thinking is None:
-                            self._thinking = []
-                        self._thinking.append(thought)
-                        out.append(ReasoningDelta(index=len(self._blocks), text=thought))
+                    if "reasoning_content" in delta or "reasoning" in delta:  # see _thought
+                        thought = delta.get("reasoning_content") or delta.get("reasoning")
+                        if thought and isinstance(thought, str):
+                            if self._thinking is None:
+                                self._thinking = []
+                            self._thinking.append(thought)
+                            out.append(ReasoningDelta(index=len(self._blocks), text=thought))
                     content = delta.get("content")
                     if content:
                         text = content if isinstance(content, str) else _content_text(content)
@@ -650,10 +657,10 @@ class _ChunkStream:
                         for raw in calls:
                             if isinstance(raw, dict):
                                 self._tool_delta(raw, out)
-                if choice.get("error"):  # an error on the choice itself (OpenRouter)
-                    self._fail({"error": choice["error"]}, data)
                 finish = choice.get("finish_reason")
                 if finish and isinstance(finish, str):
+                    if choice.get("error"):  # an error on the choice as it ends (OpenRouter)
+                        self._fail({"error": choice["error"]}, data)
                     self._finish = finish
                     if self._thinking is not None:
                         self._close_thinking(out)
