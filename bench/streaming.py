@@ -3,6 +3,8 @@
     .bench-venv/bin/python bench/streaming.py              # all rows (httpx-sse, openai, anthropic installed)
     .venv/bin/python bench/streaming.py --rounds 3         # quicker; rows whose package is missing are skipped
     .bench-venv/bin/python bench/streaming.py --chunk 64   # 64-byte reads instead of one read per event
+    .venv/bin/python bench/streaming.py --baseline 2f58002 --only-baseline   # just the parser-vs-earlier table
+    .venv/bin/python bench/streaming.py --only-baseline --instructions 200   # and instruction counts (valgrind)
 
 Set up the bench venv once (if absent):
 ``python3 -m venv .bench-venv && .bench-venv/bin/pip install -e '.[test]' httpx-sse``
@@ -27,6 +29,16 @@ N-byte reads instead (so events and characters straddle reads).
   ``client.messages.stream()`` uses) for the Anthropic one. "(c) decode" rows stop after the
   SDK's SSE decoder.
 
+A second table compares failover's OpenAI StreamParser with the same parser at an earlier
+commit (``--baseline``, default 2f58002: before tool calls were assembled per call until the
+finish and reasoning was read), loaded from git beside the current package, in the same
+run: openai-chat/07 (text), openai-chat/08 (two parallel tool calls) and a synthetic stream
+of four parallel calls with 40 argument fragments each (sent one call after the other, so
+the old parser assembles it right too; the answers are checked to agree). "decode + parse"
+includes the SSE decoder, "parse only" feeds pre-decoded events. Each round times 20 short
+batches per variant in pairs (order swapped every pair); the ratio is the median over the
+pairs, which a burst of other work on a shared machine moves far less than whole rounds.
+
 "decode" rows stop at SSE events; "decode + assemble" rows produce the final answer, and
 their text and tool calls are checked to agree before anything is timed. Time is
 ``time.process_time_ns()`` (CPU of the process); the variants alternate within each round and
@@ -39,10 +51,15 @@ from __future__ import annotations
 import argparse
 import codecs
 import gc
+import importlib.util
 import json
+import os
 import platform
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -269,6 +286,200 @@ def sdk_anthropic(chunks: list[bytes]) -> Any:
     return snapshot
 
 
+# --------------------------------------------------------------------------- the parser at an earlier commit
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_baseline(ref: str) -> Any:
+    """``OpenAIDialect`` as it was at ``ref``, imported as a sibling module of the current one
+    (so it runs on the same helpers and model), or None when git cannot show it."""
+    try:
+        source = subprocess.run(
+            ["git", "show", f"{ref}:src/failover/providers/openai.py"], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="failover-bench-"))
+    path = folder / "openai_baseline.py"
+    path.write_bytes(source)
+    name = f"failover.providers._openai_at_{ref}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module.OpenAIDialect()
+
+
+def parallel_calls_body(calls: int = 4, fragments: int = 40) -> bytes:
+    """``calls`` tool calls of ``fragments`` argument fragments each, one call after the other."""
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        data = {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "gpt-4o-2024-08-06",
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+        return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
+
+    out = [chunk({"role": "assistant", "content": None})]
+    for i in range(calls):
+        args = json.dumps({f"field_{k}": f"value number {k} of call {i}" for k in range(fragments // 4)})
+        step = -(-len(args) // fragments)
+        fn = {"name": f"tool_{i}", "arguments": ""}
+        head = {"index": i, "id": f"call_{i:024d}", "type": "function", "function": fn}
+        out.append(chunk({"tool_calls": [head]}))
+        for at in range(0, len(args), step):
+            out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": args[at : at + step]}}]}))
+    out.append(chunk({}, finish="tool_calls"))
+    usage = {"prompt_tokens": 80, "completion_tokens": 400, "total_tokens": 480}
+    out.append(b"data: " + json.dumps({"id": "chatcmpl-bench", "choices": [], "usage": usage}).encode() + b"\n\n")
+    return b"".join(out) + b"data: [DONE]\n\n"
+
+
+def parse_full(adapter: Any) -> Callable[[list[bytes]], Any]:
+    target = _target(Dialect.OPENAI)
+
+    def run(chunks: list[bytes]) -> Any:
+        parser = adapter.stream_parser(target, REQUEST, {})
+        d = SSEDecoder()
+        feed = parser.feed
+        for chunk in chunks:
+            for item in d.feed(chunk):
+                if type(item) is SSEEvent:
+                    feed(item)
+        for item in d.flush():
+            if type(item) is SSEEvent:
+                feed(item)
+        return parser.finish()
+
+    return run
+
+
+def parse_only(adapter: Any) -> Callable[[list[SSEEvent]], Any]:
+    target = _target(Dialect.OPENAI)
+
+    def run(events: list[SSEEvent]) -> Any:
+        parser = adapter.stream_parser(target, REQUEST, {})
+        feed = parser.feed
+        for event in events:
+            feed(event)
+        return parser.finish()
+
+    return run
+
+
+def baseline_inputs() -> dict[str, bytes]:
+    lines = (WIRE / "openai-chat/07-stream-text-include-usage-obfuscation.jsonl").read_bytes().splitlines()
+    return {
+        "openai-chat/07 (text)": b"".join(b"data: " + ln + b"\n\n" for ln in lines if ln.strip()) + b"data: [DONE]\n\n",
+        "openai-chat/08 (2 calls)": (WIRE / "openai-chat/08-stream-parallel-tool-calls.sse").read_bytes(),
+        "4 calls x 40 fragments": parallel_calls_body(),
+    }
+
+
+def compare_baseline(ref: str, rounds: int, target_events: int, size: int | None) -> None:
+    old = load_baseline(ref)
+    if old is None:
+        print(f"NOTE: git cannot show {ref}: the parser-vs-{ref} table is skipped.")
+        return
+    new = dialect_for(Dialect.OPENAI)
+    inputs = baseline_inputs()
+    cases = []
+    for label, body in inputs.items():
+        chunks = split(body, size)
+        events = [e for e in _decode_all(body) if isinstance(e, SSEEvent)]
+        variants = [
+            ("decode + parse", parse_full(new), parse_full(old), chunks),
+            ("parse only", parse_only(new), parse_only(old), events),
+        ]
+        for kind, fn_new, fn_old, data in variants:
+            a, b = fn_new(data), fn_old(data)
+            assert isinstance(a, Response) and isinstance(b, Response), (a, b)
+            if (a.text, a.tool_calls, a.usage, a.stop_reason) != (b.text, b.tool_calls, b.usage, b.stop_reason):
+                raise SystemExit(f"the parser at {ref} disagrees on {label}")
+            cases.append((label, len(events), kind, fn_new, fn_old, data, [], []))
+    # Short batches in pairs (the order swapped every pair), so a burst of other work on the
+    # machine lands in few pairs; each pair gives a ratio, and the median ratio is reported.
+    batches = 20
+    for r in range(rounds):
+        for _label, n, _kind, fn_new, fn_old, data, t_new, t_old in cases:
+            reps = max(1, target_events // (n * batches))
+            for b in range(batches):
+                pair = ((fn_new, t_new), (fn_old, t_old))
+                for fn, samples in pair if (r + b) % 2 == 0 else pair[::-1]:
+                    gc.collect()
+                    start = time.process_time_ns()
+                    for _ in range(reps):
+                        fn(data)
+                    samples.append((time.process_time_ns() - start) / reps)
+    print()
+    print(f"OpenAI StreamParser: this tree against {ref} ({rounds} rounds of {batches} paired batches; CPU per stream)")
+    print()
+    print(
+        f"| stream | events | variant | µs/stream now | µs/stream at {ref} | now / {ref} (median of pairs) "
+        "| middle half of pairs | fastest / fastest |"
+    )
+    print("| --- | ---: | --- | ---: | ---: | ---: | --- | ---: |")
+    for label, n, kind, _fn_new, _fn_old, _data, t_new, t_old in cases:
+        ratios = sorted(x / y for x, y in zip(t_new, t_old, strict=True))
+        q1, q3 = ratios[len(ratios) // 4], ratios[(3 * len(ratios)) // 4]
+        now_us, then_us = statistics.median(t_new) / 1000, statistics.median(t_old) / 1000
+        print(
+            f"| {label} | {n} | {kind} | {now_us:,.1f} | {then_us:,.1f} "
+            f"| {statistics.median(ratios):.3f}x | {q1:.3f}–{q3:.3f} | {min(t_new) / min(t_old):.3f}x |"
+        )
+
+
+def count_instructions(ref: str, reps: int) -> None:
+    """Instructions per stream of "parse only", counted by callgrind: a cost that does not move
+    when other work shares the machine. This script runs under callgrind once per stream and
+    parser, parsing the stream ``reps`` times, and once parsing nothing (imports, inputs and
+    pre-decoding are the same in every run); (run - empty run) / reps is one stream's parse."""
+    if shutil.which("valgrind") is None:
+        print("NOTE: valgrind is not installed: no instruction counts.")
+        return
+
+    def run(label: str, variant: str) -> int:
+        with tempfile.TemporaryDirectory() as folder:
+            out = Path(folder) / "callgrind.out"
+            cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__]
+            cmd += ["--baseline", ref, "--_parse", label, variant, "--reps", str(reps)]
+            subprocess.run(cmd, check=True, capture_output=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+            for line in out.read_text().splitlines():
+                if line.startswith(("summary:", "totals:")):
+                    return int(line.split()[1])
+        raise RuntimeError("no total in callgrind's output")
+
+    empty = run("", "none")
+    print()
+    print(f"OpenAI StreamParser, parse only: instructions per stream (callgrind; {reps} parses per run)")
+    print()
+    print(f"| stream | instructions now | instructions at {ref} | now / {ref} |")
+    print("| --- | ---: | ---: | ---: |")
+    for label in baseline_inputs():
+        now = (run(label, "now") - empty) / reps
+        then = (run(label, ref) - empty) / reps
+        print(f"| {label} | {now:,.0f} | {then:,.0f} | {now / then:.3f}x |")
+
+
+def _parse_for_count(ref: str, label: str, variant: str, reps: int) -> None:
+    parsers = {"now": parse_only(dialect_for(Dialect.OPENAI)), ref: parse_only(load_baseline(ref))}
+    events = {k: [e for e in _decode_all(v) if isinstance(e, SSEEvent)] for k, v in baseline_inputs().items()}
+    for fn in parsers.values():  # warm both the same way in every run, the empty one too
+        for data in events.values():
+            fn(data)
+    if variant == "none":
+        return
+    fn, data = parsers[variant], events[label]
+    for _ in range(reps):
+        fn(data)
+
+
 # --------------------------------------------------------------------------- agreement
 
 
@@ -315,8 +526,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--events", type=int, default=60_000, help="SSE events per variant per round")
     parser.add_argument("--chunk", type=int, default=None, help="bytes per read (default: one read per event)")
+    parser.add_argument("--baseline", default="2f58002", help="git ref of the OpenAI parser to compare with ('' skips)")
+    parser.add_argument("--only-baseline", action="store_true", help="only the parser-vs-baseline table")
+    parser.add_argument("--instructions", type=int, default=0, metavar="REPS", help="count instructions too")
+    parser.add_argument("--_parse", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--reps", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
+    if args._parse:  # one run under callgrind, for count_instructions
+        _parse_for_count(args.baseline, args._parse[0], args._parse[1], args.reps)
+        return
+    if args.only_baseline:
+        print(f"Python {platform.python_version()} on {platform.machine()} {platform.system()}; {date.today()}")
+        compare_baseline(args.baseline, args.rounds, args.events, args.chunk)
+        if args.instructions:
+            count_instructions(args.baseline, args.instructions)
+        return
     streams = load_streams()
     chunks = {s.label: split(s.body, args.chunk) for s in streams}
     rows: list[Row] = []
@@ -388,6 +613,10 @@ def main() -> None:
     print()
     for s in streams:
         print(f"{s.label}: {len(s.body):,} bytes, {s.events} events, {s.output_tokens} output tokens")
+    if args.baseline:
+        compare_baseline(args.baseline, args.rounds, args.events, args.chunk)
+        if args.instructions:
+            count_instructions(args.baseline, args.instructions)
 
 
 if __name__ == "__main__":

@@ -344,6 +344,44 @@ def test_rate_limit_headers_on_success_do_not_break_parse() -> None:
     assert r.text == "x"
 
 
+def test_the_completion_a_server_sends_for_a_stream_request_it_did_not_stream() -> None:
+    # vLLM / SGLang shaped (what such a server sends when it ignores stream: true): nulls for
+    # what is absent, an empty tool_calls list, its own extra fields; reasoning in `reasoning`.
+    body = {
+        "id": "chatcmpl-9f",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "Qwen/Qwen3-8B",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": "Paris.",
+                    "refusal": None,
+                    "annotations": None,
+                    "audio": None,
+                    "function_call": None,
+                    "tool_calls": [],
+                    "reasoning": "The capital of France.",
+                    "reasoning_content": None,
+                },
+                "logprobs": None,
+                "finish_reason": "stop",
+                "stop_reason": None,
+            }
+        ],
+        "usage": {"prompt_tokens": 12, "total_tokens": 30, "completion_tokens": 18, "prompt_tokens_details": None},
+        "prompt_logprobs": None,
+        "kv_transfer_params": None,
+    }
+    r = parse_ok(D.parse(T, response(200, json.dumps(body), content_type="application/json")))
+    assert (r.text, r.tool_calls, r.stop_reason) == ("Paris.", (), StopReason.END_TURN)
+    assert r.reasoning_text == "The capital of France."
+    assert r.reasoning[0].origin == T.key and r.reasoning[0].source == "openai"
+    assert r.usage == Usage(input_tokens=12, output_tokens=18)
+
+
 def test_empty_choices_is_a_server_error() -> None:
     body = json.dumps({"id": "x", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 0}})
     f = parse_fail(D.parse(T, response(200, body)))
@@ -391,6 +429,27 @@ def test_empty_choices_is_a_server_error() -> None:
             FailureKind.PROVIDER_OVERLOADED,
         ),
         (429, '{"error":{"message":"over","code":"billing_hard_limit_reached"}}', FailureKind.QUOTA_EXHAUSTED),
+        # a specific code refines the status ...
+        (
+            500,
+            '{"error":{"message":"busy","type":"server_error","code":"server_is_overloaded"}}',
+            FailureKind.PROVIDER_OVERLOADED,
+        ),
+        (503, '{"error":{"message":"Slow Down","type":"server_error","code":"slow_down"}}', FailureKind.RATE_LIMITED),
+        (
+            429,
+            '{"error":{"message":"no credits","type":"insufficient_quota","code":"credit_balance_exhausted"}}',
+            FailureKind.QUOTA_EXHAUSTED,
+        ),
+        (400, '{"error":{"code":"image_content_policy_violation","message":"x"}}', FailureKind.CONTENT_FILTERED),
+        # ... a generic type does not (OpenAI's 401 for a missing key is an invalid_request_error) ...
+        (
+            401,
+            '{"error":{"message":"You didn\'t provide an API key.","type":"invalid_request_error","code":null}}',
+            FailureKind.AUTHENTICATION_OR_PERMISSION,
+        ),
+        # ... and a filter code on a 5xx is the provider's failure
+        (500, '{"error":{"code":"content_filter","message":"filter service down"}}', FailureKind.PROVIDER_SERVER_ERROR),
         (302, "", FailureKind.PROVIDER_SERVER_ERROR),
         (400, "[1, 2, 3]", FailureKind.INVALID_REQUEST),
         (400, '{"error": "plain string error"}', FailureKind.INVALID_REQUEST),
@@ -419,6 +478,58 @@ def test_200_with_error_envelope_uses_its_code() -> None:
     body = '{"error":{"message":"Provider returned error","code":429}}'
     f = parse_fail(D.parse(T, response(200, body)))
     assert f.kind is FailureKind.RATE_LIMITED
+
+
+@pytest.mark.parametrize(
+    ("body", "kind", "code"),
+    [
+        ('{"error":{"message":"x","type":"None","param":"None","code":"503"}}', FailureKind.PROVIDER_OVERLOADED, "503"),
+        ('{"error":{"message":"x","code":"rate_limit_exceeded"}}', FailureKind.RATE_LIMITED, "rate_limit_exceeded"),
+        (
+            '{"error":{"message":"x","type":"invalid_request_error"}}',
+            FailureKind.INVALID_REQUEST,
+            "invalid_request_error",
+        ),
+        ('{"error":{"message":"x","type":"authentication_error"}}', FailureKind.AUTHENTICATION_OR_PERMISSION, None),
+    ],
+)
+def test_200_error_envelope_codes(body: str, kind: FailureKind, code: str | None) -> None:
+    # LiteLLM sends the upstream status as a string code; a type names the failure when the
+    # status (200) does not.
+    f = parse_fail(D.parse(T, response(200, body)))
+    assert f.kind is kind
+    if code is not None:
+        assert f.provider_code == code
+
+
+def test_200_with_choices_and_an_error_is_the_error() -> None:
+    # OpenRouter: the provider failed after all; the choice ends with "error" and carries it.
+    body = json.dumps(
+        {
+            "id": "gen-1",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": ""},
+                    "finish_reason": "error",
+                    "error": {"code": 502, "message": "Provider returned error"},
+                }
+            ],
+        }
+    )
+    f = parse_fail(D.parse(T, response(200, body)))
+    assert f.kind is FailureKind.PROVIDER_SERVER_ERROR
+    assert "Provider returned error" in f.message
+
+
+def test_finish_reason_error_without_an_error_object_is_a_server_error() -> None:
+    body = {
+        "id": "x",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hal"}, "finish_reason": "error"}],
+    }
+    f = parse_fail(D.parse(T, response(200, json.dumps(body))))
+    assert f.kind is FailureKind.PROVIDER_SERVER_ERROR
+    assert f.response is not None and f.response.text == "Hal"
 
 
 @pytest.mark.parametrize("body", ["", "not json", "<html></html>", '{"object": "list"}', "null"])

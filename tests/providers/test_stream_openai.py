@@ -55,14 +55,23 @@ def chunk(delta: Mapping[str, object] | None = None, finish: str | None = None, 
     }
 
 
-def call_delta(index: int, arguments: str = "", id: str | None = None, name: str | None = None) -> dict[str, object]:
+def frag(index: int, arguments: str = "", id: str | None = None, name: str | None = None) -> dict[str, object]:
+    """One entry of ``delta.tool_calls``: a fragment of call ``index`` (its head with id and name)."""
     fn: dict[str, object] = {"arguments": arguments}
     if name is not None:
         fn["name"] = name
     out: dict[str, object] = {"index": index, "function": fn}
     if id is not None:
         out |= {"id": id, "type": "function"}
-    return {"tool_calls": [out]}
+    return out
+
+
+def calls(*fragments: dict[str, object]) -> dict[str, object]:
+    return {"tool_calls": list(fragments)}
+
+
+def call_delta(index: int, arguments: str = "", id: str | None = None, name: str | None = None) -> dict[str, object]:
+    return calls(frag(index, arguments, id, name))
 
 
 # ----------------------------------------------------------------------- captured streams
@@ -125,8 +134,10 @@ def test_08_parallel_tool_calls(wire: Path) -> None:
     ]
     assert [len([d for d in r.of(ToolCallDelta) if d.index == i]) for i in (0, 1)] == [11, 9]
     assert r.done == [ToolCallDone(index=0, call=first), ToolCallDone(index=1, call=second)]
-    # Call 0 is complete when index 1 starts, not only at the end.
-    assert r.events.index(r.done[0]) == r.events.index(starts[1]) - 1
+    # Every call is complete only when the choice finishes (a later fragment may belong to any
+    # call): both dones come together, just before the stop.
+    stop_at = r.events.index(r.stops[0])
+    assert [r.events.index(d) for d in r.done] == [stop_at - 2, stop_at - 1]
     assert r.stops == [Stop(reason=StopReason.TOOL_USE, raw="tool_calls")]
     assert r.text == ""
     resp = r.response()
@@ -274,11 +285,109 @@ def test_error_payload_mid_stream_raises_classified_failure() -> None:
         ({"message": "You exceeded your current quota", "code": "insufficient_quota"}, FailureKind.QUOTA_EXHAUSTED),
         ({"message": "upstream overloaded", "code": 503}, FailureKind.PROVIDER_OVERLOADED),
         ("plain string error", FailureKind.PROVIDER_SERVER_ERROR),
+        # by code, whatever the 200 the stream came with
+        (
+            {"message": "busy", "type": "service_unavailable_error", "code": "server_is_overloaded"},
+            FailureKind.PROVIDER_OVERLOADED,
+        ),
+        ({"message": "TPM", "type": "tokens", "code": "rate_limit_exceeded"}, FailureKind.RATE_LIMITED),
+        ({"message": "ramp", "type": "rate_limit_error", "code": "slow_down"}, FailureKind.RATE_LIMITED),
+        ({"message": "no credits", "code": "credit_balance_exhausted"}, FailureKind.QUOTA_EXHAUSTED),
+        ({"message": "flagged", "code": "invalid_prompt"}, FailureKind.CONTENT_FILTERED),
+        ({"message": "bad key", "code": "invalid_api_key"}, FailureKind.AUTHENTICATION_OR_PERMISSION),
+        ({"message": "gone", "code": "model_not_found"}, FailureKind.MODEL_NOT_FOUND),
+        ({"message": "busy", "code": "429"}, FailureKind.RATE_LIMITED),  # LiteLLM: the status as a string
+        # by type, when there is no specific code
+        ({"message": "x", "type": "service_unavailable_error"}, FailureKind.PROVIDER_OVERLOADED),
+        ({"message": "x", "type": "overloaded_error"}, FailureKind.PROVIDER_OVERLOADED),
+        ({"message": "x", "type": "invalid_request_error"}, FailureKind.INVALID_REQUEST),
+        ({"message": "x", "type": "authentication_error"}, FailureKind.AUTHENTICATION_OR_PERMISSION),
+        ({"message": "x", "code": "request_timeout"}, FailureKind.TRANSPORT_TRANSIENT),
+        # by the provider's words
+        (
+            {"message": "This model's maximum context length is 65536 tokens", "type": "invalid_request_error"},
+            FailureKind.CONTEXT_OVERFLOW,
+        ),
+        ({"message": "The engine is currently overloaded", "type": "server_error"}, FailureKind.PROVIDER_OVERLOADED),
     ],
 )
 def test_error_payload_uses_the_body_classifier(error: object, kind: FailureKind) -> None:
     r = run(OA, sse({"error": error}))
     assert r.raised is not None and r.raised.kind is kind
+
+
+CONSTRUCTED = Path(__file__).resolve().parent / "constructed"
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "code", "text"),
+    [
+        (
+            "openai-chat-midstream-01-server-is-overloaded.sse",
+            FailureKind.PROVIDER_OVERLOADED,
+            "server_is_overloaded",
+            "The forecast for Paris",
+        ),
+        (
+            "openai-chat-midstream-02-rate-limit-exceeded.sse",
+            FailureKind.RATE_LIMITED,
+            "rate_limit_exceeded",
+            "The forecast for Paris",
+        ),
+        (
+            "openai-chat-midstream-03-insufficient-quota.sse",
+            FailureKind.QUOTA_EXHAUSTED,
+            "insufficient_quota",
+            "The forecast for Paris",
+        ),
+        (
+            "openai-chat-midstream-04-server-error.sse",
+            FailureKind.PROVIDER_SERVER_ERROR,
+            "server_error",
+            "The forecast for Paris",
+        ),
+        (
+            "openai-chat-midstream-05-openrouter-finish-error.sse",
+            FailureKind.PROVIDER_SERVER_ERROR,
+            "server_error",
+            "The forecast for Paris",
+        ),
+        (
+            "openai-chat-midstream-06-vllm-status-code.sse",
+            FailureKind.PROVIDER_OVERLOADED,
+            "ServiceUnavailableError",
+            "The forecast for Paris",
+        ),
+        ("openai-chat-midstream-07-error-before-content.sse", FailureKind.RATE_LIMITED, "rate_limit_exceeded", ""),
+    ],
+)
+def test_midstream_error_samples_are_classified_by_code(name: str, kind: FailureKind, code: str, text: str) -> None:
+    # CONSTRUCTED samples: no real capture of an error in the middle of a Chat Completions
+    # stream exists (constructed/README.md says what each is built from).
+    r = run(OA, (CONSTRUCTED / name).read_bytes(), {"x-request-id": "req_9"})
+    f = r.raised
+    assert f is not None, r.result
+    assert (f.kind, f.provider_code, f.status) == (kind, code, 200)
+    assert f.provider_request_id == "req_9"
+    assert r.text == text
+    assert f.response is not None and f.response.text == text  # what had arrived, for the trace
+
+
+def test_an_error_on_the_finishing_choice_is_classified_by_its_code() -> None:
+    last = chunk(finish="error")
+    last["choices"][0]["error"] = {"code": 429, "message": "Rate limit exceeded upstream"}  # type: ignore[index]
+    r = run(OA, sse(chunk({"content": "Hal"}), last))
+    assert r.raised is not None
+    assert (r.raised.kind, r.raised.provider_code) == (FailureKind.RATE_LIMITED, "429")
+    assert r.raised.response is not None and r.raised.response.text == "Hal"
+
+
+def test_finish_reason_error_ends_the_stream_as_a_server_error() -> None:
+    r = run(OA, sse(chunk({"content": "Hal"}), chunk(finish="error")))
+    f = r.failure()
+    assert f.kind is FailureKind.PROVIDER_SERVER_ERROR
+    assert "finish_reason error" in f.message
+    assert f.response is not None and f.response.text == "Hal"
 
 
 def test_malformed_json_event_raises() -> None:
@@ -306,6 +415,80 @@ def test_malformed_arguments_are_done_with_parsed_none_and_fail_at_finish() -> N
     f = r.failure()
     assert f.kind is FailureKind.TOOL_CALL_MALFORMED
     assert "f" in f.message
+
+
+def test_interleaved_calls_are_each_complete_at_the_finish() -> None:
+    # The issue's repro: call 0's second fragment comes after call 1 opened. Each call is a
+    # buffer of its own, complete only when the choice finishes.
+    body = sse(
+        chunk(call_delta(0, "", id="call_a", name="get_weather")),
+        chunk(call_delta(0, '{"city": ')),
+        chunk(call_delta(1, "", id="call_b", name="search")),
+        chunk(call_delta(0, '"Paris"}')),
+        chunk(call_delta(1, '{"q": "x"}')),
+        chunk(finish="tool_calls"),
+    )
+    r = run(OA, body)
+    check_tool_invariants(r)
+    weather = ToolCall(id="call_a", name="get_weather", arguments='{"city": "Paris"}', parsed={"city": "Paris"})
+    search = ToolCall(id="call_b", name="search", arguments='{"q": "x"}', parsed={"q": "x"})
+    assert r.done == [ToolCallDone(index=0, call=weather), ToolCallDone(index=1, call=search)]
+    assert r.events[-3:] == [*r.done, Stop(reason=StopReason.TOOL_USE, raw="tool_calls")]
+    assert r.response().tool_calls == (weather, search)
+
+
+def test_fragments_in_one_chunk_for_several_calls() -> None:
+    body = sse(
+        chunk(calls(frag(0, "", "c0", "f"), frag(1, "", "c1", "g"))),
+        chunk(calls(frag(0, '{"a":'), frag(1, '{"b":'))),
+        chunk(calls(frag(1, " 2}"), frag(0, " 1}"))),
+        chunk(finish="tool_calls"),
+    )
+    r = run(OA, body)
+    check_tool_invariants(r)
+    assert [(c.id, c.parsed) for c in r.response().tool_calls] == [("c0", {"a": 1}), ("c1", {"b": 2})]
+
+
+def test_an_index_reused_with_a_new_id_is_a_new_call() -> None:
+    # Ollama and some proxies number every parallel call 0; the ids still tell them apart.
+    body = sse(
+        chunk(call_delta(0, "", id="c1", name="f")),
+        chunk(call_delta(0, '{"a": 1}')),
+        chunk(call_delta(0, "", id="c2", name="g")),
+        chunk(call_delta(0, '{"b": 2}')),
+        chunk(finish="tool_calls"),
+    )
+    r = run(OA, body)
+    check_tool_invariants(r)
+    assert [(d.index, d.call.id, d.call.parsed) for d in r.done] == [(0, "c1", {"a": 1}), (1, "c2", {"b": 2})]
+
+
+def test_indexes_that_do_not_start_at_zero_are_numbered_from_zero() -> None:
+    # Some proxies number calls from 1: the events still number them 0, 1 (what an SDK client
+    # assembling the relayed stream needs), in the order the server opened them.
+    body = sse(
+        chunk(call_delta(1, "", id="c1", name="f")),
+        chunk(call_delta(2, "", id="c2", name="g")),
+        chunk(call_delta(1, "{}")),
+        chunk(call_delta(2, "{}")),
+        chunk(finish="tool_calls"),
+    )
+    r = run(OA, body)
+    check_tool_invariants(r)
+    assert [(d.index, d.call.id) for d in r.done] == [(0, "c1"), (1, "c2")]
+
+
+def test_nothing_after_the_finish_reason_changes_the_answer() -> None:
+    body = sse(
+        chunk(call_delta(0, "{}", id="c1", name="f")),
+        chunk(finish="tool_calls"),
+        chunk(call_delta(0, "garbage")),
+        chunk({"content": "late"}, finish="stop"),
+    )
+    r = run(OA, body)
+    check_tool_invariants(r)
+    assert len(r.stops) == 1 and r.text == ""
+    assert r.response().tool_calls == (ToolCall(id="c1", name="f", arguments="{}", parsed={}),)
 
 
 def test_blank_arguments_parse_as_an_empty_object() -> None:

@@ -3,7 +3,10 @@
 Wire reference: platform.openai.com/docs/api-reference/chat and openai-python's
 ``types/chat``. Compatible servers differ in small ways this module tolerates: DeepSeek's
 ``prompt_cache_hit_tokens`` and octet-stream errors, arguments sent as objects, content
-sent as a list of parts.
+sent as a list of parts, tool-call indexes reused, missing or counted from 1, errors inside
+a 200 with the status as their code. Reasoning is read from ``reasoning_content`` (DeepSeek
+and most servers) or ``reasoning`` (vLLM >= 0.11, OpenRouter) and sent back as
+``reasoning_content`` beside a turn's tool calls (see ``_message``).
 
 Streams (``stream_parser``) are ``chat.completion.chunk`` events. The Responses API
 (``/v1/responses``, ``response.output_text.delta`` events) is a different dialect and is not
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final, NoReturn
 from urllib.parse import quote
 
 from ..model import (
@@ -22,6 +25,9 @@ from ..model import (
     FailureKind,
     ImagePart,
     Message,
+    Reasoning,
+    ReasoningDelta,
+    ReasoningDone,
     Request,
     Response,
     StopReason,
@@ -39,6 +45,7 @@ from ..model import (
     UsageUpdate,
 )
 from ..model import Stop as StopEvent
+from ..model._reasoning import OPENAI as _SOURCE
 from ..transport._types import HttpRequest, HttpResponse
 from ._base import SSEEvent, StreamFailed, StreamParser
 from ._common import (
@@ -72,12 +79,72 @@ _FINISH = {
     "content_filter": StopReason.CONTENT_FILTER,
 }
 
-# Money, not flow: waiting will not help (error-codes guide: "You exceeded your current quota").
-_QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"})
-# The prompt itself was refused: Azure's prompt filter ("content_filter"), image policy
-# ("content_policy_violation") and o-series "invalid_prompt" ("flagged as potentially violating").
-_FILTER_CODES = frozenset({"content_filter", "content_policy_violation", "invalid_prompt"})
-_AUTH_CODES = frozenset({"invalid_api_key", "invalid_organization", "unsupported_country_region_territory"})
+_K = FailureKind
+# What an error's ``code`` (or ``type``) says, whatever the HTTP status: 200 for an error in a
+# stream or a proxy's 200 envelope, or a status the code refines (insufficient_quota comes as
+# a 429 but waiting will not help; server_is_overloaded is capacity, not this key's rate).
+# Sources: OpenAI's error-codes guide, the codes of the API's own error objects
+# (openai-python types: Responses ResponseError, sessions' SessionTurnError), and what
+# compatible servers send (llama.cpp, DeepSeek, proxies).
+_CODE_KINDS: Final[Mapping[str, FailureKind]] = {
+    # money, not flow: waiting will not help ("You exceeded your current quota")
+    "insufficient_quota": _K.QUOTA_EXHAUSTED,
+    "billing_hard_limit_reached": _K.QUOTA_EXHAUSTED,
+    "billing_not_active": _K.QUOTA_EXHAUSTED,
+    "credit_balance_exhausted": _K.QUOTA_EXHAUSTED,
+    "usage_limit_exceeded": _K.QUOTA_EXHAUSTED,
+    "project_spend_limit_exceeded": _K.QUOTA_EXHAUSTED,
+    "organization_spend_limit_exceeded": _K.QUOTA_EXHAUSTED,
+    "organization_usage_limit_exceeded": _K.QUOTA_EXHAUSTED,
+    # this key's rate: requests or tokens per minute, or traffic that grew too fast ("slow_down",
+    # a 503 before it was a 429: the cure is a lower rate from this key, not another replica)
+    "rate_limit_exceeded": _K.RATE_LIMITED,
+    "slow_down": _K.RATE_LIMITED,
+    # the provider's capacity
+    "server_is_overloaded": _K.PROVIDER_OVERLOADED,
+    "server_overloaded": _K.PROVIDER_OVERLOADED,
+    "context_length_exceeded": _K.CONTEXT_OVERFLOW,
+    "exceed_context_size_error": _K.CONTEXT_OVERFLOW,  # llama.cpp
+    "invalid_api_key": _K.AUTHENTICATION_OR_PERMISSION,
+    "invalid_organization": _K.AUTHENTICATION_OR_PERMISSION,
+    "unsupported_country_region_territory": _K.AUTHENTICATION_OR_PERMISSION,
+    "model_not_found": _K.MODEL_NOT_FOUND,
+}
+# The prompt (or an image in it) was refused: Azure's prompt filter ("content_filter"), image
+# policy, o-series "invalid_prompt" ("flagged as potentially violating"), the Responses API's
+# policy codes. Read as a filter below 500 only: a 5xx is the provider's failure whatever it says.
+_FILTER_CODES = frozenset(
+    {
+        "content_filter",
+        "content_policy_violation",
+        "invalid_prompt",
+        "image_content_policy_violation",
+        "bio_policy",
+        "cyber_policy",
+        "misalignment_policy_violation",
+    }
+)
+# Generic types and codes, which only name the failure when the status does not (a 2xx): on an
+# error status they say less than it does (OpenAI's 401 for a missing key has type
+# invalid_request_error, and DeepSeek's context overflow is code invalid_request_error too).
+_TYPE_KINDS: Final[Mapping[str, FailureKind]] = {
+    "invalid_request_error": _K.INVALID_REQUEST,
+    "invalid_request": _K.INVALID_REQUEST,
+    "authentication_error": _K.AUTHENTICATION_OR_PERMISSION,
+    "permission_error": _K.AUTHENTICATION_OR_PERMISSION,
+    "not_found_error": _K.MODEL_NOT_FOUND,
+    "resource_not_found": _K.MODEL_NOT_FOUND,
+    "rate_limit_error": _K.RATE_LIMITED,
+    "tokens": _K.RATE_LIMITED,  # OpenAI's 429 type: tokens (or requests) per minute
+    "requests": _K.RATE_LIMITED,
+    "service_unavailable_error": _K.PROVIDER_OVERLOADED,
+    "overloaded_error": _K.PROVIDER_OVERLOADED,
+    "server_error": _K.PROVIDER_SERVER_ERROR,
+    "internal_error": _K.PROVIDER_SERVER_ERROR,
+    "api_error": _K.PROVIDER_SERVER_ERROR,
+    "request_timeout": _K.TRANSPORT_TRANSIENT,
+    "connection_failed": _K.TRANSPORT_TRANSIENT,
+}
 
 _MAX_TOKENS_FIELDS = frozenset({"max_tokens", "max_completion_tokens"})
 
@@ -152,7 +219,10 @@ class OpenAIDialect:
         if 200 <= response.status < 300:
             body = as_dict(data)
             if "choices" in body:
-                return _parse_completion(body, response.status, meta)
+                err = body.get("error") or as_dict(next(iter(as_list(body["choices"])), None)).get("error")
+                if err:  # the answer failed after all: OpenRouter puts the error beside the choice
+                    return _error(target, response, meta, {"error": err})
+                return _parse_completion(body, response.status, meta, target.key)
             # A 200 with an error envelope: proxies (OpenRouter, LiteLLM) report upstream
             # failures this way; its code is often the upstream HTTP status.
             if isinstance(body.get("error"), dict):
@@ -194,6 +264,14 @@ def _message(m: Message) -> dict[str, Any]:
                 }
                 for tc in m.tool_calls
             ]
+            # The turn's reasoning goes back only beside its tool calls: DeepSeek's thinking mode
+            # (and Moonshot's) refuses a tool-call turn without it (400) and ignores it on any
+            # other turn, while servers that do not know the field may refuse it anywhere. The
+            # router has already left out what this target cannot read; of the rest, only this
+            # format's text is sent (another format's signatures have no place here).
+            thought = [r.text for r in m.reasoning if r.source == _SOURCE]
+            if thought:
+                out["reasoning_content"] = "".join(thought)
     elif len(m.content) == 1 and isinstance(m.content[0], TextPart):
         out["content"] = m.content[0].text  # the compact form every compatible server accepts
     elif m.role == "system":
@@ -241,7 +319,7 @@ def _tool_choice(choice: ToolChoice) -> Any:
 # -------------------------------------------------------------------- parse helpers
 
 
-def _parse_completion(body: dict[str, Any], status: int, meta: HeaderMeta) -> Response | Failure:
+def _parse_completion(body: dict[str, Any], status: int, meta: HeaderMeta, origin: str) -> Response | Failure:
     choices = as_list(body.get("choices"))
     choice = as_dict(choices[0]) if choices else {}
     message = as_dict(choice.get("message"))
@@ -255,8 +333,10 @@ def _parse_completion(body: dict[str, Any], status: int, meta: HeaderMeta) -> Re
                 id=as_str(call.get("id")) or "", name=as_str(fn.get("name")) or "", arguments=arguments, parsed=parsed
             )
         )
+    thought = _thought(message)
     result = _result(
         text=_content_text(message.get("content")),
+        reasoning=(Reasoning(text=thought, source=_SOURCE, origin=origin),) if thought else (),
         refusal=as_str(message.get("refusal")) or None,
         calls=tuple(calls),
         raw_finish=as_str(choice.get("finish_reason")),
@@ -283,6 +363,7 @@ def _stop_reason(raw_finish: str | None, has_calls: bool, refused: bool) -> Stop
 def _result(
     *,
     text: str,
+    reasoning: tuple[Reasoning, ...],
     refusal: str | None,
     calls: tuple[ToolCall, ...],
     raw_finish: str | None,
@@ -295,6 +376,7 @@ def _result(
     return Response(
         text=text,
         tool_calls=calls,
+        reasoning=reasoning,
         usage=usage,
         stop_reason=_stop_reason(raw_finish, bool(calls), refusal is not None),
         raw_stop_reason=raw_finish,
@@ -322,6 +404,11 @@ def _judge(result: Response, status: int, meta: HeaderMeta) -> Response | Failur
         return _fail(
             result, status, meta, FailureKind.CONTENT_FILTERED, "the output was withheld by the content filter"
         )
+    if result.raw_stop_reason == "error":
+        # OpenRouter ends a choice this way when the model's provider failed mid-answer
+        return _fail(
+            result, status, meta, FailureKind.PROVIDER_SERVER_ERROR, "the answer ended with finish_reason error"
+        )
     if result.raw_stop_reason == "length":
         return _fail(result, status, meta, FailureKind.TRUNCATED, "the output hit max_tokens (finish_reason length)")
     malformed = [c.name or "?" for c in result.tool_calls if c.parsed is None]
@@ -334,6 +421,18 @@ def _judge(result: Response, status: int, meta: HeaderMeta) -> Response | Failur
             f"tool call arguments are not a JSON object: {', '.join(malformed)}",
         )
     return result
+
+
+def _thought(container: dict[str, Any]) -> str | None:
+    """The readable reasoning in a message or a delta, if any.
+
+    ``reasoning_content``: DeepSeek, vLLM before 0.11, SGLang, llama.cpp, Moonshot and most
+    compatible servers; ``reasoning``: vLLM since (which may still send an empty
+    ``reasoning_content`` beside it) and OpenRouter. OpenRouter's ``reasoning_details`` repeat
+    the same text as typed blocks with opaque signatures and encrypted data; they are not read.
+    """
+    text = container.get("reasoning_content") or container.get("reasoning")
+    return text if text and isinstance(text, str) else None
 
 
 def _content_text(content: Any) -> str:
@@ -368,11 +467,16 @@ def _error(target: Target, response: HttpResponse, meta: HeaderMeta, data: Any) 
         err = body
     message = as_str(err.get("message")) or as_str(body.get("detail"))
     err_type = as_str(err.get("type"))
+    if err_type == "None":  # LiteLLM stringifies a missing type
+        err_type = None
     raw_code = err.get("code")
-    code = raw_code if isinstance(raw_code, str) else None
+    code = raw_code if isinstance(raw_code, str) and raw_code else None
     status = response.status
-    if not 400 <= status < 600 and isinstance(raw_code, int) and 400 <= raw_code < 600:
-        status = raw_code  # a 200 error envelope that carries the upstream status
+    number = _status_code(raw_code)
+    if not 400 <= status < 600 and number is not None:
+        # the upstream status, in a 200 error envelope or a mid-stream error event
+        # (OpenRouter, vLLM and LiteLLM send it as the code, LiteLLM as a string)
+        status, code = number, None
     kind = _classify(status, code, err_type, message)
     return error_failure(
         provider="openai",
@@ -380,30 +484,43 @@ def _error(target: Target, response: HttpResponse, meta: HeaderMeta, data: Any) 
         target=target,
         response=response,
         meta=meta,
-        code=code or err_type or (str(raw_code) if isinstance(raw_code, int) else None),
+        code=code or err_type or (str(raw_code) if number is not None else None),
         message=message,
     )
 
 
+def _status_code(raw: Any) -> int | None:
+    """An error ``code`` that is an HTTP status (``503`` or ``"503"``), else None."""
+    if isinstance(raw, str) and len(raw) == 3 and raw.isdigit():
+        raw = int(raw)
+    if isinstance(raw, int) and not isinstance(raw, bool) and 400 <= raw < 600:
+        return raw
+    return None
+
+
 def _classify(status: int, code: str | None, err_type: str | None, message: str | None) -> FailureKind:
-    codes = {c for c in (code, err_type) if c}
-    if codes & _QUOTA_CODES:
-        return FailureKind.QUOTA_EXHAUSTED  # arrives as a 429: must not be replayed as a rate limit
-    if codes & _FILTER_CODES and status < 500:
-        return FailureKind.CONTENT_FILTERED
-    if "context_length_exceeded" in codes:
-        return FailureKind.CONTEXT_OVERFLOW
-    if codes & _AUTH_CODES:
-        return FailureKind.AUTHENTICATION_OR_PERMISSION
-    if "model_not_found" in codes:
-        return FailureKind.MODEL_NOT_FOUND
+    """One kind from status, code, type and message: the code when it is specific, then the
+    message's known wordings, then the status (or, for an error inside a 200, the type)."""
+    answered = not 400 <= status < 600  # an error inside a 200: the status says nothing
+    for c in (code, err_type):
+        if c:
+            kind = _CODE_KINDS.get(c)
+            if kind is not None:
+                return kind
+            if c in _FILTER_CODES and status < 500:
+                return FailureKind.CONTENT_FILTERED
     text = f"{code or ''} {err_type or ''} {message or ''}"
-    if status in (400, 413, 422) and CONTEXT_OVERFLOW.search(text):
+    if (answered or status in (400, 413, 422)) and CONTEXT_OVERFLOW.search(text):
         return FailureKind.CONTEXT_OVERFLOW
-    if (status == 429 or status >= 500) and "overloaded" in text.lower():
-        # "server_is_overloaded" (503), and the older "The engine is currently overloaded"
-        # that came as a 429 or 500: capacity, not this key's rate.
+    if (answered or status == 429 or status >= 500) and "overloaded" in text.lower():
+        # the older "The engine is currently overloaded" (type server_error, as a 429 or 500):
+        # capacity, not this key's rate
         return FailureKind.PROVIDER_OVERLOADED
+    if answered:
+        for c in (code, err_type):
+            kind = _TYPE_KINDS.get(c) if c else None
+            if kind is not None:
+                return kind
     return kind_from_status(status)
 
 
@@ -411,17 +528,17 @@ def _classify(status: int, code: str | None, err_type: str | None, message: str 
 
 
 class _Call:
-    """One streamed tool call, bucketed by its wire ``index``."""
+    """One streamed tool call: its position among the calls, and the fragments seen so far."""
 
-    __slots__ = ("done", "id", "name", "parts", "position", "started")
+    __slots__ = ("done", "id", "index", "name", "parts", "started")
 
-    def __init__(self, position: int) -> None:
-        self.position = position
+    def __init__(self, index: int) -> None:
+        self.index = index  # the call's position in this response (see _ChunkStream)
         self.id = ""
         self.name = ""
         self.parts: list[str] = []
         self.started = False
-        self.done: ToolCall | None = None  # the complete call, once it is
+        self.done: ToolCall | None = None  # the complete call, once its choice finished
 
     def call(self) -> ToolCall:
         if self.done is not None:
@@ -433,27 +550,45 @@ class _Call:
 class _ChunkStream:
     """``chat.completion.chunk`` events to stream events; ``finish`` reuses the body parse's rules.
 
-    Only choice 0 is followed (as ``parse`` reads ``choices[0]``). Text deltas are passed on
-    as they come; refusal deltas are held back and make the answer a CONTENT_FILTERED failure
-    at the end, as a non-streamed refusal does. Tool calls are bucketed by ``index``: a call
-    is announced when its id or name appears, its argument fragments are passed on, and it
-    is complete (``ToolCallDone``, arguments parsed once) when the next index starts or the
-    choice finishes. The terminal marker is ``finish_reason``; ``[DONE]`` and the usage-only
-    chunk after it are welcome but not required.
+    Only choice 0 is followed (as ``parse`` reads ``choices[0]``), up to its ``finish_reason``.
+    Text deltas are passed on as they come; refusal deltas are held back and make the answer a
+    CONTENT_FILTERED failure at the end, as a non-streamed refusal does. Reasoning deltas are
+    block 0 (``ReasoningDelta``), complete (``ReasoningDone``) when the answer begins (text,
+    refusal or a tool call) or the choice finishes; reasoning after that is the next block.
+    An ``error`` in a chunk, or on the choice, fails the stream, classified by its code.
+
+    Tool calls are assembled as the official SDK assembles them: one buffer per call, keyed by
+    the fragment's ``index``, taking fragments in any interleaving. A call is announced
+    (``ToolCallStart``) once its id or name is known, each argument fragment is passed on as
+    it comes (``ToolCallDelta``), and every call is complete (``ToolCallDone``, arguments
+    parsed once) only when the choice finishes: a later fragment may still belong to any call.
+    The events' ``index`` numbers the calls 0, 1, ... in the order the server opened them,
+    which is the wire ``index`` for every server that follows the protocol (the SDK uses it
+    as a list position too); calls are announced in that order, and the Response lists them
+    in it. Servers that break the numbering are read too: a call without an ``index`` is found
+    by its id (or is the last call), an ``index`` reused with a new id (Ollama, some proxies)
+    opens a new call, and indexes counted from 1 are counted from 0.
+    The terminal marker is ``finish_reason``; ``[DONE]`` and the usage-only chunk after it
+    are welcome but not required.
     """
 
     __slots__ = (
-        "_by_index",
+        "_announced",
+        "_blocks",
         "_calls",
         "_finish",
         "_headers",
         "_id",
+        "_last",
         "_meta",
         "_model",
+        "_origin",
         "_refusal",
         "_target",
         "_text",
+        "_thinking",
         "_usage",
+        "_wire",
     )
 
     def __init__(self, target: Target, headers: Mapping[str, str], meta: HeaderMeta) -> None:
@@ -464,10 +599,15 @@ class _ChunkStream:
         self._model: str | None = None
         self._text: list[str] = []
         self._refusal: list[str] = []
-        self._calls: list[_Call] = []  # in order of appearance
-        self._by_index: dict[int, _Call] = {}
+        self._calls: list[_Call] = []  # by position: the order the server opened them
+        self._wire: dict[int, _Call] = {}  # wire index -> the call its fragments go to now
+        self._last: _Call | None = None  # the call the last fragment went to
+        self._announced = 0  # calls[:announced] have had their ToolCallStart
         self._finish: str | None = None
         self._usage = Usage()
+        self._origin = target.key
+        self._blocks: list[Reasoning] = []  # complete reasoning blocks
+        self._thinking: list[str] | None = None  # the open block's text, while one is open
 
     def feed(self, event: SSEEvent) -> Sequence[StreamEvent]:
         data = event.data
@@ -475,40 +615,60 @@ class _ChunkStream:
             return EMPTY
         chunk = load_event(data, "openai", self._target, self._meta)
         choices = chunk.get("choices")
-        err = chunk.get("error")
-        if err and not choices:
-            # {"error": {...}} mid-stream (OpenAI, vLLM, proxies): classified like an error body.
-            failure = _error(self._target, event_response(data, self._headers), self._meta, chunk)
-            raise StreamFailed(with_partial(failure, self._response()))
+        if chunk.get("error"):
+            # {"error": {...}} mid-stream (OpenAI, vLLM, proxies; OpenRouter's beside a choice
+            # that finishes with "error"): classified by its code and type, like an error body.
+            self._fail(chunk, data)
         if self._id is None:
             # Azure's content-filter chunks carry an empty id and model before the real ones.
             self._id = chunk.get("id") or None
         if self._model is None:
             self._model = chunk.get("model") or None
         out: list[StreamEvent] = []
-        if choices and isinstance(choices, list):
+        if choices and isinstance(choices, list) and self._finish is None:
             choice = choices[0]
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 delta = choice.get("delta")
                 if delta and isinstance(delta, dict):
+                    if "reasoning_content" in delta or "reasoning" in delta:  # see _thought
+                        thought = delta.get("reasoning_content") or delta.get("reasoning")
+                        if thought and isinstance(thought, str):
+                            if self._thinking is None:
+                                self._thinking = []
+                            self._thinking.append(thought)
+                            out.append(ReasoningDelta(index=len(self._blocks), text=thought))
                     content = delta.get("content")
                     if content:
                         text = content if isinstance(content, str) else _content_text(content)
                         if text:
+                            if self._thinking is not None:  # the answer begins: the thinking is done
+                                self._close_thinking(out)
                             self._text.append(text)
                             out.append(TextDelta(text=text))
                     refusal = delta.get("refusal")
                     if refusal and isinstance(refusal, str):
+                        if self._thinking is not None:
+                            self._close_thinking(out)
                         self._refusal.append(refusal)
                     calls = delta.get("tool_calls")
                     if calls and isinstance(calls, list):
+                        if self._thinking is not None:
+                            self._close_thinking(out)
                         for raw in calls:
                             if isinstance(raw, dict):
                                 self._tool_delta(raw, out)
                 finish = choice.get("finish_reason")
                 if finish and isinstance(finish, str):
+                    if choice.get("error"):  # an error on the choice as it ends (OpenRouter)
+                        self._fail({"error": choice["error"]}, data)
                     self._finish = finish
-                    self._close_calls(None, out)
+                    if self._thinking is not None:
+                        self._close_thinking(out)
+                    for call in self._calls:  # the choice is complete, and so is every call
+                        if not call.started:
+                            self._start(call, out)
+                        call.done = call.call()
+                        out.append(ToolCallDone(index=call.index, call=call.done))
                     stop = _stop_reason(finish, bool(self._calls), bool(self._refusal))
                     out.append(StopEvent(reason=stop, raw=finish))
         usage = chunk.get("usage")
@@ -527,22 +687,21 @@ class _ChunkStream:
     # ------------------------------------------------------------------------------ internals
 
     def _tool_delta(self, raw: dict[str, Any], out: list[StreamEvent]) -> None:
-        index = raw.get("index")
-        if not isinstance(index, int):
-            # Some compatible servers omit the index: a new id starts a new call.
-            new_id = raw.get("id")
-            last = self._calls[-1] if self._calls else None
-            if last is not None and (not new_id or new_id == last.id):
-                index = next(i for i, c in self._by_index.items() if c is last)
-            else:
-                index = max(self._by_index, default=-1) + 1
-        call = self._by_index.get(index)
-        if call is None:
-            self._close_calls(index, out)  # the next index started: the previous calls are complete
-            call = self._by_index[index] = _Call(len(self._calls))
-            self._calls.append(call)
         call_id = raw.get("id")
-        if call_id and isinstance(call_id, str) and not call.id:
+        if not (call_id and isinstance(call_id, str)):
+            call_id = ""
+        wire = raw.get("index")
+        if type(wire) is int:
+            call = self._wire.get(wire)
+            if call is None or (call_id and call.id and call_id != call.id):
+                # A new index, or an index reused for another call (a new id): a new call.
+                call = self._wire[wire] = self._open()
+        elif call_id:  # no index (some compatible servers): the call with this id, else a new one
+            call = next((c for c in self._calls if c.id == call_id), None) or self._open()
+        else:  # neither: the fragment continues the last call
+            call = self._last or self._open()
+        self._last = call
+        if call_id and not call.id:
             call.id = call_id
         fn = raw.get("function")
         if not isinstance(fn, dict):
@@ -551,33 +710,55 @@ class _ChunkStream:
         if name and isinstance(name, str) and not call.name:
             call.name = name  # set once: some servers repeat the name on every fragment
         if not call.started and (call.id or call.name):
-            self._start(call, out)
+            self._announce(out)
         arguments = fn.get("arguments")
         if arguments is not None and not isinstance(arguments, str):
             arguments = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))  # an object, whole
         if arguments:
             call.parts.append(arguments)
             if call.started:
-                out.append(ToolCallDelta(index=call.position, arguments=arguments))
+                out.append(ToolCallDelta(index=call.index, arguments=arguments))
+
+    def _close_thinking(self, out: list[StreamEvent]) -> None:
+        block = Reasoning(text="".join(self._thinking or ()), source=_SOURCE, origin=self._origin)
+        out.append(ReasoningDone(index=len(self._blocks), block=block))
+        self._blocks.append(block)
+        self._thinking = None
+
+    def _fail(self, body: dict[str, Any], data: str) -> NoReturn:
+        failure = _error(self._target, event_response(data, self._headers), self._meta, body)
+        raise StreamFailed(with_partial(failure, self._response()))
+
+    def _announce(self, out: list[StreamEvent]) -> None:
+        """Start the calls that can be, in order: a call is announced once its id or name is
+        known and every call before it has been (so a client assembling the events by index,
+        as the SDK does with a list, never sees index 1 before index 0)."""
+        calls = self._calls
+        n = self._announced
+        while n < len(calls) and (calls[n].id or calls[n].name):
+            self._start(calls[n], out)
+            n += 1
+        self._announced = n
+
+    def _open(self) -> _Call:
+        call = _Call(len(self._calls))
+        self._calls.append(call)
+        return call
 
     def _start(self, call: _Call, out: list[StreamEvent]) -> None:
         call.started = True
-        out.append(ToolCallStart(index=call.position, id=call.id, name=call.name))
+        out.append(ToolCallStart(index=call.index, id=call.id, name=call.name))
         if call.parts:  # fragments that came before the id and name
-            out.append(ToolCallDelta(index=call.position, arguments="".join(call.parts)))
-
-    def _close_calls(self, keep: int | None, out: list[StreamEvent]) -> None:
-        for index, call in self._by_index.items():
-            if index != keep and call.done is None:
-                if not call.started:
-                    self._start(call, out)
-                call.done = call.call()
-                out.append(ToolCallDone(index=call.position, call=call.done))
+            out.append(ToolCallDelta(index=call.index, arguments="".join(call.parts)))
 
     def _response(self) -> Response:
         refusal = "".join(self._refusal) or None
+        reasoning = tuple(self._blocks)
+        if self._thinking is not None:  # cut while thinking: what had arrived
+            reasoning += (Reasoning(text="".join(self._thinking), source=_SOURCE, origin=self._origin),)
         return _result(
             text="".join(self._text),
+            reasoning=reasoning,
             refusal=refusal,
             calls=tuple(c.call() for c in self._calls),
             raw_finish=self._finish,
