@@ -341,9 +341,15 @@ async def test_deepseek_reasoning_through_the_router_and_back() -> None:
     assert sent["tool_calls"][0]["id"] == "call_00_kw"
 
 
-async def test_plain_json_answer_to_a_stream_request_through_the_router() -> None:
+@pytest.mark.parametrize(
+    "ctype",
+    ["application/json; charset=utf-8", "text/event-stream", "text/plain", None],
+    ids=["json", "labelled-a-stream", "text", "no-type"],
+)
+async def test_plain_json_answer_to_a_stream_request_through_the_router(ctype: str | None) -> None:
     # A compatible server that ignores stream: true: its JSON body, reasoning and calls
-    # included, reaches the streaming caller as the events a stream of it would have carried.
+    # included, reaches the streaming caller as the events a stream of it would have carried,
+    # whatever content type it labels the body with (some say text/event-stream, or nothing).
     message = {
         "role": "assistant",
         "content": "Checking.",
@@ -358,7 +364,7 @@ async def test_plain_json_answer_to_a_stream_request_through_the_router() -> Non
         "model": "m",
         "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
     }
-    answer = Answer(200, {"content-type": "application/json; charset=utf-8"}, json.dumps(body).encode())
+    answer = Answer(200, {} if ctype is None else {"content-type": ctype}, json.dumps(body, indent=1).encode())
     async with Upstream(answer).running() as up:
         got = await stream(up.target())
     assert got.kind is None

@@ -64,7 +64,7 @@ def test_a_history_without_reasoning_is_passed_as_is() -> None:
 def _output(live: bool = False) -> tuple[Output, list[StreamEvent]]:
     seen: list[StreamEvent] = []
     out = Output(seen.append)
-    out.source = "anthropic"
+    out.source, out.origin = "anthropic", CLAUDE
     if live:
         out.live_reasoning()
     return out, seen
@@ -88,7 +88,8 @@ def test_live_reasoning_commits_at_the_first_reasoning_event() -> None:
     out.deliver([ReasoningDelta(index=0, text="thinking out loud")])
     assert out.started and seen == [ReasoningDelta(index=0, text="thinking out loud")]
     # a cut while the block is open: the caller keeps what it was shown, as a partial block
-    assert out.partial_reasoning() == (Reasoning(text="thinking out loud", source="anthropic"),)
+    # (with its origin: the next request sends it back only to the model that wrote it)
+    assert out.partial_reasoning() == (Reasoning(text="thinking out loud", source="anthropic", origin=CLAUDE),)
 
 
 def test_an_answer_of_reasoning_only_is_flushed_before_the_end() -> None:

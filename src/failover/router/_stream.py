@@ -70,6 +70,7 @@ class Output:
         "pause",
         "reasoning",
         "response_id",
+        "origin",
         "sink",
         "source",
         "started",
@@ -90,6 +91,7 @@ class Output:
         self.reasoning: list[Reasoning] = []  # blocks completed and delivered
         self.thinking: dict[int, list[str]] = {}  # block index -> text delivered, while a block is open
         self.source = ""  # the reasoning format of the attempt being streamed (its dialect's)
+        self.origin: str | None = None  # and the equivalence key of its target
         self.response_id = new_id("resp_")
 
     def live_reasoning(self) -> None:
@@ -130,7 +132,9 @@ class Output:
     def partial_reasoning(self) -> tuple[Reasoning, ...]:
         """The reasoning the caller was shown: whole blocks, then any block cut while open."""
         cut = [
-            Reasoning(text="".join(parts), source=self.source) for _, parts in sorted(self.thinking.items()) if parts
+            Reasoning(text="".join(parts), source=self.source, origin=self.origin)
+            for _, parts in sorted(self.thinking.items())
+            if parts
         ]
         return (*self.reasoning, *cut)
 
@@ -171,7 +175,7 @@ async def stream_exchange(
     st: StreamingTransport = transport  # type: ignore[assignment]
     dialect = router.dialect(target)
     out = run.output
-    out.source = dialect.reasoning_source
+    out.source, out.origin = dialect.reasoning_source, target.key
     total_at = start + total
     idle = target.timeouts.idle
     first_at: float | None = None
@@ -195,8 +199,20 @@ async def stream_exchange(
                         out.deliver(response_events(outcome))
                 else:
                     parser = dialect.stream_parser(target, request, resp.headers)
-                    decoder = SSEDecoder(getattr(transport, "max_response_bytes", MAX_EVENT_CHARS))
+                    limit = getattr(transport, "max_response_bytes", MAX_EVENT_CHARS)
+                    decoder = SSEDecoder(limit)
+                    # Until the first event, the bytes are kept: a server that answers a stream
+                    # request with one JSON document under an event-stream (or no) content type
+                    # sends no event at all, and that document is its answer.
+                    raw: list[bytes] | None = []
+                    kept = 0
                     async for chunk in resp.aiter_bytes():
+                        if raw is not None:
+                            if first_at is None and kept + len(chunk) <= limit:
+                                raw.append(chunk)
+                                kept += len(chunk)
+                            else:
+                                raw = None
                         # A big read (a provider far ahead of a slow caller) is fed in slices, so
                         # the caller's backpressure holds it back every slice: at most a slice's
                         # events are decoded ahead of the bounded buffer, not a whole read's.
@@ -221,7 +237,14 @@ async def stream_exchange(
                         if not isinstance(item, SSEComment):
                             first_at = first_at or loop.time()
                             out.deliver(parser.feed(item))
-                    outcome = parser.finish()
+                    body = b"".join(raw) if first_at is None and raw else b""
+                    if body.lstrip()[:1] in (b"{", b"["):
+                        first_at, streamed = loop.time(), False
+                        outcome = dialect.parse(target, HttpResponse(status=status, headers=resp.headers, body=body))
+                        if isinstance(outcome, Response):
+                            out.deliver(response_events(outcome))
+                    else:
+                        outcome = parser.finish()
     except TimeoutError:
         now = loop.time()
         if now >= total_at - 1e-9:
