@@ -18,7 +18,7 @@ from ._base import StreamFailed
 from ._common import DETAIL_LIMIT, outcome_failure, redact
 from ._headers import HeaderMeta
 
-__all__ = ["EMPTY", "INCOMPLETE", "event_response", "incomplete", "load_event", "with_partial"]
+__all__ = ["EMPTY", "INCOMPLETE", "event_response", "incomplete", "load_event", "malformed", "with_partial"]
 
 EMPTY: Final[tuple[StreamEvent, ...]] = ()  # what ``feed`` returns for pings and role-only chunks
 INCOMPLETE: Final = "stream ended before completion"
@@ -30,13 +30,13 @@ def load_event(data: str, provider: str, target: Target, meta: HeaderMeta) -> di
     try:
         value = loads(data)
     except (ValueError, RecursionError) as exc:
-        raise _malformed(data, provider, target, meta, str(exc)) from None
+        raise malformed(data, provider, target, meta, str(exc)) from None
     if not isinstance(value, dict):
-        raise _malformed(data, provider, target, meta, f"expected a JSON object, got {type(value).__name__}")
+        raise malformed(data, provider, target, meta, f"expected a JSON object, got {type(value).__name__}")
     return value
 
 
-def _malformed(data: str, provider: str, target: Target, meta: HeaderMeta, why: str) -> StreamFailed:
+def malformed(data: str, provider: str, target: Target, meta: HeaderMeta, why: str) -> StreamFailed:
     text = redact(data, target)
     excerpt = " ".join(text.split())
     if len(excerpt) > _EXCERPT:

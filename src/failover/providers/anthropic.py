@@ -55,7 +55,7 @@ from ._common import (
     with_query,
 )
 from ._headers import HeaderMeta, anthropic_rate_limits, read_meta
-from ._streaming import EMPTY, _malformed, event_response, incomplete, load_event, with_partial
+from ._streaming import EMPTY, event_response, incomplete, load_event, malformed, with_partial
 
 __all__ = ["AnthropicDialect"]
 
@@ -619,7 +619,7 @@ class _MessageStream:
                 # and so does this parser: which block a later fragment means is unknowable.
                 if index <= self._last_index:
                     why = f"content_block_start index {index} after index {self._last_index}"
-                    raise _malformed(event.data, "anthropic", self._target, self._meta, why)
+                    raise malformed(event.data, "anthropic", self._target, self._meta, why)
                 self._last_index = index
             return self._block_start(data)
         if kind == "content_block_stop":
