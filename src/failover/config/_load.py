@@ -44,15 +44,19 @@ from urllib.parse import urlsplit
 from pydantic import Field, ValidationError
 
 from ..model import (
+    Auth,
+    AuthKind,
     ConfigError,
     ConfigProblem,
     Contract,
+    Dialect,
     Limits,
     Price,
     Route,
     Secret,
     Target,
     Timeouts,
+    Vertex,
 )
 from ..policy import Backoff, BreakerConfig, BreakerSettings, RetryBudget
 from ..policy._selection import contract_violation
@@ -198,6 +202,16 @@ class _RestSpec(ConfigSpec):
     routes: dict[str, RouteSpec] = Field(default_factory=dict)
 
 
+# The dialects each credential chain can authorise: SigV4 for Bedrock's API, a google-auth
+# token for Gemini and Anthropic models (Vertex AI, or the Gemini API with OAuth), an Entra ID
+# token for Azure OpenAI.
+_AUTH_DIALECTS = {
+    AuthKind.AWS: (Dialect.BEDROCK,),
+    AuthKind.GOOGLE: (Dialect.GEMINI, Dialect.ANTHROPIC),
+    AuthKind.AZURE: (Dialect.OPENAI, Dialect.OPENAI_RESPONSES),
+}
+
+
 def _loopback(url: str) -> bool:
     host = (urlsplit(url).hostname or "").strip("[]")
     if host == "localhost":
@@ -259,13 +273,69 @@ class _Check:
             return Secret(text), f"file:{path}"
         return None, None
 
+    def cloud(self, name: str, spec: TargetSpec) -> tuple[str, Auth | None, Vertex | None]:
+        """The base URL (given, or derived from a Bedrock region or a Vertex location), the
+        credential chain and the Vertex project of a target; each mismatch reported."""
+        where = ("targets", name)
+        vertex = Vertex(project=spec.vertex.project, location=spec.vertex.location) if spec.vertex else None
+        if vertex is not None and spec.dialect not in (Dialect.GEMINI, Dialect.ANTHROPIC):
+            self.out.error(
+                (*where, "vertex"),
+                f"Vertex AI serves Gemini and Anthropic models, not the {spec.dialect.value} dialect",
+                "use dialect: gemini or dialect: anthropic, or remove vertex:",
+            )
+        auth = None
+        if spec.auth is not None:
+            a = spec.auth
+            auth = Auth(
+                kind=a.kind,
+                profile=a.profile,
+                credentials_file=a.credentials_file,
+                scope=a.scope,
+                tenant_id=a.tenant_id,
+                client_id=a.client_id,
+            )
+            allowed = _AUTH_DIALECTS[a.kind]
+            if spec.dialect not in allowed:
+                self.out.error(
+                    (*where, "auth", "kind"),
+                    f"{a.kind.value} credentials do not apply to the {spec.dialect.value} dialect",
+                    f"use them with dialect: {' or '.join(d.value for d in allowed)}",
+                )
+            if a.credentials_file:
+                self.need(f"file:{a.credentials_file}")
+                if not self.offline and not Path(a.credentials_file).is_file():
+                    self.out.error(
+                        (*where, "auth", "credentials_file"),
+                        f"cannot read {a.credentials_file}",
+                        "point it at the service account's JSON key file, or remove it to use the "
+                        "application default credentials",
+                    )
+        if spec.base_url is not None:
+            return spec.base_url, auth, vertex
+        if vertex is not None:
+            host = "aiplatform.googleapis.com"
+            return f"https://{host if vertex.location == 'global' else f'{vertex.location}-{host}'}", auth, vertex
+        if spec.dialect is Dialect.BEDROCK:
+            if spec.region:
+                return f"https://bedrock-runtime.{spec.region}.amazonaws.com", auth, vertex
+            self.out.error(
+                (*where, "region"),
+                "a Bedrock target needs its AWS region (the endpoint and the signature's region)",
+                "set region: us-east-1 (or the region of the model or inference profile)",
+            )
+            return "https://bedrock-runtime.invalid", auth, vertex
+        self.out.error((*where, "base_url"), "missing", "set base_url: https://... (the API's root)")
+        return "http://invalid", auth, vertex
+
     def target(self, name: str, spec: TargetSpec) -> Target:
         key, credential = self.secret(name, spec)
+        base_url, auth, vertex = self.cloud(name, spec)
         return Target(
             name=name,
             dialect=spec.dialect,
             model=spec.model,
-            base_url=spec.base_url,
+            base_url=base_url,
             api_key=key,
             credential=credential,
             region=spec.region,
@@ -285,6 +355,8 @@ class _Check:
             headers=tuple(spec.headers.items()),
             query=tuple(spec.query.items()),
             azure_deployment=spec.azure_deployment,
+            auth=auth,
+            vertex=vertex,
         )
 
     # --- routes --------------------------------------------------------------------------
@@ -452,7 +524,9 @@ class _Check:
         for name, t in spec.targets.items():
             if {"api_key_env", "api_key_file"} & t.model_fields_set:  # given, or `null` on purpose
                 continue
-            if _loopback(t.base_url) or _CREDENTIAL_HEADERS & {h.lower() for h in t.headers}:
+            if t.auth is not None or t.vertex is not None or t.dialect is Dialect.BEDROCK:  # a cloud chain
+                continue
+            if t.base_url is None or _loopback(t.base_url) or _CREDENTIAL_HEADERS & {h.lower() for h in t.headers}:
                 continue
             self.out.warning(
                 ("targets", name),

@@ -8,11 +8,11 @@ The checks that need more than one field at a time are in ``_load``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..model import Capability, Dialect
+from ..model import AuthKind, Capability, Dialect
 from ..state import StateSpec
 from ..transport._limits import DEFAULT_MAX_DECODED_RATIO, DEFAULT_MAX_RESPONSE_BYTES
 from ._gateway import EnvName, GatewaySpec, LedgerSpec
@@ -42,9 +42,28 @@ class TimeoutsSpec(_Strict):
     min_useful: float = Field(0.05, ge=0)
 
 
+class AuthSpec(_Strict):
+    """``auth:``: a cloud credential chain. ``auth: aws`` is short for ``{kind: aws}``."""
+
+    kind: AuthKind
+    profile: str | None = Field(None, min_length=1)  # aws: a named profile (default: botocore's chain)
+    credentials_file: str | None = Field(None, min_length=1)  # google: a service-account file (default: ADC)
+    scope: str | None = Field(None, min_length=1)  # google / azure: the OAuth scope (default: the service's)
+    tenant_id: str | None = Field(None, min_length=1)  # azure: one tenant (default: DefaultAzureCredential)
+    client_id: str | None = Field(None, min_length=1)  # azure: a user-assigned identity or app
+
+
+class VertexSpec(_Strict):
+    """``vertex:``: Google Vertex AI serves this Gemini or Anthropic model."""
+
+    project: str = Field(min_length=1)
+    location: str = Field(min_length=1)  # a region such as us-east5, or global
+
+
 class TargetSpec(_Strict):
     dialect: Dialect
-    base_url: str
+    # required, except for bedrock (from its region) and vertex targets (from their location)
+    base_url: str | None = None
     model: str = Field(min_length=1)
     api_key_env: EnvName | None = None  # the variable's name; `null` on purpose: a server that needs no key
     api_key_file: str | None = None
@@ -65,13 +84,22 @@ class TargetSpec(_Strict):
     headers: dict[str, str] = {}
     query: dict[str, str] = {}
     azure_deployment: bool = False
+    auth: AuthSpec | None = None
+    vertex: VertexSpec | None = None
 
     @field_validator("base_url")
     @classmethod
-    def _url(cls, v: str) -> str:
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
         if not v.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return v.rstrip("/")
+
+    @field_validator("auth", mode="before")
+    @classmethod
+    def _auth_kind(cls, v: Any) -> Any:
+        return {"kind": v} if isinstance(v, str) else v
 
 
 class ContractSpec(_Strict):

@@ -43,12 +43,14 @@ from ._stream import (
     ToolCallStart,
     UsageUpdate,
 )
-from ._target import Capability, Dialect, Limits, Price, Secret, Target, Timeouts
+from ._target import Auth, AuthKind, Capability, Dialect, Limits, Price, Secret, Target, Timeouts, Vertex
 
 __all__ = [
     "DISPOSITIONS",
     "Action",
     "Attempt",
+    "Auth",
+    "AuthKind",
     "Capability",
     "Completed",
     "ConfigError",
@@ -104,6 +106,7 @@ __all__ = [
     "Usage",
     "UsageUpdate",
     "Validation",
+    "Vertex",
     "Wait",
     "Workflow",
     "disposition",

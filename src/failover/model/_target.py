@@ -9,8 +9,10 @@ from enum import StrEnum
 
 class Dialect(StrEnum):
     OPENAI = "openai"  # OpenAI Chat Completions, and every OpenAI-compatible server
-    ANTHROPIC = "anthropic"  # Anthropic Messages
-    GEMINI = "gemini"  # Gemini generateContent
+    OPENAI_RESPONSES = "openai-responses"  # the OpenAI Responses API (/v1/responses), stateless
+    ANTHROPIC = "anthropic"  # Anthropic Messages (also Claude on Vertex AI, with ``vertex``)
+    GEMINI = "gemini"  # Gemini generateContent (also on Vertex AI, with ``vertex``)
+    BEDROCK = "bedrock"  # AWS Bedrock Converse / ConverseStream
 
 
 class Capability(StrEnum):
@@ -87,6 +89,43 @@ class Timeouts:
     min_useful: float = 0.05
 
 
+class AuthKind(StrEnum):
+    """How a request is authorised, beyond a static API key in a header."""
+
+    AWS = "aws"  # SigV4, signed with botocore from its credential chain (env, profile, instance role)
+    GOOGLE = "google"  # an OAuth access token from google-auth (application default credentials or a file)
+    AZURE = "azure"  # a Microsoft Entra ID token from azure-identity
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Auth:
+    """A cloud credential chain. Holds where the credentials come from, never the credentials.
+
+    ``profile``: AWS: a named profile of the shared config files (None: botocore's default
+    chain). ``credentials_file``: Google: a service-account JSON file (None: application
+    default credentials). ``scope``: the OAuth scope or Entra resource scope (None: the
+    service's usual one). ``tenant_id`` / ``client_id``: Azure: pick one identity (None:
+    ``DefaultAzureCredential``'s chain).
+    """
+
+    kind: AuthKind
+    profile: str | None = None
+    credentials_file: str | None = None
+    scope: str | None = None
+    tenant_id: str | None = None
+    client_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Vertex:
+    """Google Vertex AI: the project and location a model is served from (``global`` or a
+    region such as ``us-east5``). A Gemini or Anthropic target with this is called at Vertex's
+    URL with a google-auth token."""
+
+    project: str
+    location: str
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Target:
     """One callable endpoint: a model behind a base URL with one credential.
@@ -118,6 +157,8 @@ class Target:
     headers: tuple[tuple[str, str], ...] = ()  # extra static headers (e.g. api-version)
     query: tuple[tuple[str, str], ...] = ()  # extra query params (e.g. Azure api-version)
     azure_deployment: bool = False  # Azure-style: /openai/deployments/{model}/..., api-key header
+    auth: Auth | None = None  # a cloud credential chain instead of (or beside) api_key
+    vertex: Vertex | None = None  # Gemini / Anthropic models served by Google Vertex AI
     extra: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..auth import AuthError, Authorizers
 from ..config import Config, load_config
 from ..ledger import Ledger, tenant_task_id
 from ..model import (
@@ -158,6 +159,7 @@ class Router:
         count_timeout: float = 0.5,
         ledger: Ledger | None = None,
         hooks: Iterable[Hook] = (),
+        auth: Authorizers | None = None,
     ) -> None:
         items = routes.values() if isinstance(routes, Mapping) else routes
         self.routes: dict[str, Route] = {r.name: r for r in items}
@@ -166,6 +168,8 @@ class Router:
         # and HttpxTransport remain available.
         self.transport: Transport = transport if transport is not None else Http1Transport()
         self.transport_enforces_total = bool(getattr(self.transport, "enforces_total", False))
+        # cloud credential chains (SigV4, google-auth, Entra ID) for the targets that need one
+        self.auth = auth if auth is not None else Authorizers()
         self.retry_budget = retry_budget if retry_budget is not None else RetryBudget()
         self.backoff = backoff or Backoff()
         self.health = health or HealthBoard()
@@ -328,6 +332,7 @@ class Router:
 
     async def aclose(self) -> None:
         await self.transport.aclose()
+        await self.auth.aclose()
         await close_shared(self.breakers, self.limiters, self.retry_budget)  # failover.state, if any
 
     async def __aenter__(self) -> Router:
@@ -447,7 +452,12 @@ class _Run:
         counts = await asyncio.gather(
             *(
                 count_exactly(
-                    ts[0], self.request, self.router.transport, timeout=timeout, dialect=self.router.dialect(ts[0])
+                    ts[0],
+                    self.request,
+                    self.router.transport,
+                    timeout=timeout,
+                    dialect=self.router.dialect(ts[0]),
+                    authorize=self.router.auth.authorize if self.router.auth.needed(ts[0]) else None,
                 )
                 for ts in groups.values()
             )
@@ -888,6 +898,8 @@ class _Run:
             else:
                 dialect = router.dialect(target)
                 http = dialect.build(target, request)
+                if router.auth.needed(target):
+                    http = await router.auth.authorize(target, http)
                 if router.transport_enforces_total:
                     resp = await router.transport.send(http, connect_timeout=connect, total_timeout=total)
                 else:
@@ -901,6 +913,8 @@ class _Run:
             )
         except TransportError as exc:
             outcome = _transport_failure(exc, total, left, target)
+        except AuthError as exc:  # the target's credential chain gave nothing to send with
+            outcome = Failure(kind=FailureKind.AUTHENTICATION_OR_PERMISSION, message=str(exc))
         contract_ok: bool | None = None
         task_ok: bool | None = None
         if isinstance(outcome, Response):

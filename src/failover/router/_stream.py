@@ -20,6 +20,7 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ..auth import AuthError
 from ..model import (
     Completed,
     Failure,
@@ -185,6 +186,8 @@ async def stream_exchange(
     try:
         async with asyncio.timeout_at(min(start + target.timeouts.first_event, total_at)) as timer:
             http = dialect.build(target, request, stream=True)
+            if router.auth.needed(target):
+                http = await router.auth.authorize(target, http)
             async with st.stream(http, connect_timeout=connect) as resp:
                 status = resp.status
                 if status != 200:
@@ -256,6 +259,8 @@ async def stream_exchange(
         outcome = Failure(kind=FailureKind.TIMEOUT, phase=phase, message=f"no {phase.value} event within {cap:.3f}s")
     except StreamFailed as exc:
         outcome = exc.failure
+    except AuthError as exc:  # the target's credential chain gave nothing to send with
+        outcome = Failure(kind=FailureKind.AUTHENTICATION_OR_PERMISSION, message=str(exc))
     except EventTooLarge as exc:  # leaving the stream's block has closed the connection
         outcome = Failure(kind=FailureKind.PROVIDER_SERVER_ERROR, status=status, message=str(exc))
     except TransportError as exc:

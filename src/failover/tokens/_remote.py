@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeGuard, runtime_checkable
 
 from ..model import Failure, Request, Target
@@ -88,6 +89,7 @@ async def count_exactly(
     *,
     timeout: float,  # noqa: ASYNC109 - the transport takes it as connect and total timeouts
     dialect: object | None = None,
+    authorize: Callable[[Target, HttpRequest], Awaitable[HttpRequest]] | None = None,
 ) -> int | None:
     """The provider's own count of ``request``'s input tokens on ``target``, or None.
 
@@ -95,7 +97,8 @@ async def count_exactly(
     ``timeout`` seconds (keep it short: the request waits for it, and its deadline keeps
     running). None when the dialect has no count endpoint (OpenAI), when ``timeout`` is not
     positive, and on any failure: an error status, a timeout, a transport error, a body
-    without a count. ``dialect`` defaults to the shared adapter of ``target.dialect``.
+    without a count. ``dialect`` defaults to the shared adapter of ``target.dialect``;
+    ``authorize`` signs or authorises the request for targets whose cloud needs it.
     Cancellation propagates.
     """
     adapter = _dialect(target, dialect)
@@ -104,6 +107,8 @@ async def count_exactly(
     try:
         http = adapter.build_count(target, request)
         async with asyncio.timeout(timeout):
+            if authorize is not None:
+                http = await authorize(target, http)
             response = await transport.send(
                 http, connect_timeout=min(target.timeouts.connect, timeout), total_timeout=timeout
             )

@@ -12,14 +12,21 @@ from ..model._json import dumps
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HttpRequest:
-    """An HTTP request a dialect built. ``headers`` may hold a credential: never log them."""
+    """An HTTP request a dialect built. ``headers`` may hold a credential: never log them.
+
+    ``content``: the body's exact bytes, when they are fixed before sending (a SigV4
+    signature covers them); otherwise the body is ``json`` serialized by the transport.
+    """
 
     method: str
     url: str
     headers: Mapping[str, str] = field(repr=False)
     json: Mapping[str, Any] | None = None
+    content: bytes | None = field(default=None, repr=False)
 
     def body_bytes(self) -> bytes:
+        if self.content is not None:
+            return self.content
         return b"" if self.json is None else dumps(self.json)
 
 
