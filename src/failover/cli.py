@@ -188,9 +188,20 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _lab(args: argparse.Namespace) -> int:
-    from .lab import SeedOptions, render, run_virtual
+    from .lab import LabPolicies, SeedOptions, render, run_virtual
     from .lab._custom import BadInput, CustomScenario, parse_custom_text
 
+    policies = LabPolicies()
+    if args.config is not None:
+        from .config import check_config
+
+        report = check_config(args.config, offline=True)  # the simulator sends nothing: no credentials
+        _print_problems(report)
+        cfg = report.config
+        if cfg is None:
+            print(f"failover lab: {args.config}: {len(report.errors)} error(s)", file=sys.stderr)
+            return 2
+        policies = LabPolicies.of(cfg.backoff, cfg.retry_budget, Path(args.config).name)
     custom: CustomScenario | None = None
     if args.once and args.scenario is None:
         print("failover lab: --once needs --scenario FILE (the scenario to run)", file=sys.stderr)
@@ -205,14 +216,14 @@ def _lab(args: argparse.Namespace) -> int:
             print(f"failover lab: {args.scenario}: {exc}", file=sys.stderr)
             return 2
         if args.once:
-            print(render(run_virtual(SeedOptions(scenario="custom", custom=custom))))
+            print(render(run_virtual(SeedOptions(scenario="custom", custom=custom, policies=policies))))
             return 0
     import uvicorn
 
     from .lab._web import lab_app
 
     print(f"failover lab: http://{args.host}:{args.port}/", file=sys.stderr)
-    uvicorn.run(lab_app(custom), host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(lab_app(custom, policies=policies), host=args.host, port=args.port, log_level="warning")
     return 0
 
 
@@ -349,6 +360,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lab.add_argument(
         "--once", action="store_true", help="with --scenario: print one run as text and exit instead of serving"
+    )
+    lab.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a failover config file: checked whole (no credentials needed), and the simulator runs with its "
+        "backoff and retry_budget",
     )
     lab.set_defaults(func=_lab)
     return parser

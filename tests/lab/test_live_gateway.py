@@ -287,3 +287,16 @@ async def test_the_drain_ends_every_stream() -> None:
     async with _client(app, ADMIN_KEY) as c:  # and no new one opens while it drains
         r = await c.get("/lab/api/live/stream")
     assert r.status_code == 503
+
+
+async def test_the_gateways_lab_simulates_with_the_gateways_own_policies() -> None:
+    kit, app = _kit(None)
+    async with _client(app) as c:
+        meta = (await c.get("/lab/api/meta")).json()
+    backoff = kit.router.backoff
+    assert meta["policies"]["source"] == "this gateway's config"
+    assert meta["policies"]["backoff"] == {
+        "base": backoff.base,
+        "cap": backoff.cap,
+        "max_retry_after": backoff.max_retry_after,
+    }

@@ -193,6 +193,8 @@ def test_page_in_system_chromium(lab_url: str) -> None:
     with lab_page(lab_url) as page:
         runs = _wait_render(page, 1)
         _check_page(page, SeedOptions())
+        # where the simulator's policies come from: here the lab's own (`failover lab --config` names a file)
+        assert page.inner_text("#policies").startswith("Policies (the lab's own): backoff full jitter, base 0.2 s")
 
         # Keyboard only: tab to the scenario select and pick "A times out".
         page.focus("#scenario")

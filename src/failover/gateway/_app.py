@@ -1305,11 +1305,14 @@ def _breaker_entry(snap: BreakerSnapshot, now: float) -> dict[str, Any]:
 
 
 def _lab_app(gw: Gateway) -> ASGIApp:
+    from ..lab._seed import LabPolicies
     from ..lab._web import lab_app  # imported only when the lab is switched on
 
+    # the simulator runs with the served config's policies (a fresh budget with its parameters)
+    policies = LabPolicies.of(gw.router.backoff, gw.router.retry_budget, "this gateway's config")
     keep = gw.settings.lab_live_keep
     if keep is None:
-        return lab_app()
+        return lab_app(policies=policies)
     from ..lab._live import LiveRecords
     from ..lab._web import LiveView
 
@@ -1328,12 +1331,13 @@ def _lab_app(gw: Gateway) -> ASGIApp:
         return None
 
     return lab_app(
+        policies=policies,
         live=LiveView(
             records=records,
             authorize=authorize,
             routes=lambda: list(gw.router.routes),
             closing=lambda: gw.draining,
-        )
+        ),
     )
 
 

@@ -1,11 +1,21 @@
 """The simulator: the real router on virtual loop time, with fake providers."""
 
 from ._report import render, timeline
-from ._seed import CAPABILITIES, SCENARIOS, SeedOptions, SeedResult, all_combinations, run_seed, run_virtual
+from ._seed import (
+    CAPABILITIES,
+    SCENARIOS,
+    LabPolicies,
+    SeedOptions,
+    SeedResult,
+    all_combinations,
+    run_seed,
+    run_virtual,
+)
 
 __all__ = [
     "CAPABILITIES",
     "SCENARIOS",
+    "LabPolicies",
     "SeedOptions",
     "SeedResult",
     "all_combinations",

@@ -29,7 +29,7 @@ from ..model import (
     Timeouts,
     Unavailable,
 )
-from ..policy import Backoff, RetryBudget
+from ..policy import Backoff, RetryBudget, Unlimited
 from ..router import Router
 from ..testing import FakeNetwork, FakeProvider, Reply, Script
 from ._custom import CustomScenario
@@ -54,6 +54,51 @@ PIXEL = (
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LabPolicies:
+    """The retry policies the simulator's router runs with: the lab's own by default, or a
+    config file's (``failover lab --config``, and the gateway's own /lab). ``source`` names
+    where they came from."""
+
+    backoff: Backoff = field(default_factory=lambda: Backoff(base=0.2, cap=1.0))
+    budget_ratio: float | None = 0.1  # None: no retry budget
+    budget_floor: int = 10
+    budget_window: float = 10.0
+    source: str | None = None  # a config file's name; None: the lab's built-in policies
+
+    @classmethod
+    def of(cls, backoff: Backoff, budget: RetryBudget | Unlimited, source: str) -> LabPolicies:
+        if isinstance(budget, Unlimited):
+            return cls(backoff=backoff, budget_ratio=None, source=source)
+        return cls(
+            backoff=backoff,
+            budget_ratio=budget.ratio,
+            budget_floor=budget.floor,
+            budget_window=budget.window,
+            source=source,
+        )
+
+    def retry_budget(self) -> RetryBudget | Unlimited:
+        """A fresh budget with these parameters (a run never shares a budget's state)."""
+        if self.budget_ratio is None:
+            return Unlimited()
+        return RetryBudget(ratio=self.budget_ratio, floor=self.budget_floor, window=self.budget_window)
+
+    def describe(self) -> dict[str, Any]:
+        b = self.backoff
+        budget = None
+        if self.budget_ratio is not None:
+            budget = {"ratio": self.budget_ratio, "floor": self.budget_floor, "window": self.budget_window}
+        return {
+            "source": self.source,
+            "backoff": {"base": b.base, "cap": b.cap, "max_retry_after": b.max_retry_after},
+            "retry_budget": budget,
+        }
+
+
+BUILT_IN = LabPolicies()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SeedOptions:
     """What the user can turn in the seed diagram."""
 
@@ -67,6 +112,7 @@ class SeedOptions:
     # Seconds of the budget A's replays must leave to the next candidate; None: automatic (the
     # candidate's least useful time plus its expected latency, and no replay after a timeout).
     fallback_reserve: float | None = None
+    policies: LabPolicies = BUILT_IN  # backoff and retry budget (a config file's, with --config)
 
     def __post_init__(self) -> None:
         if self.scenario == CUSTOM:
@@ -175,8 +221,8 @@ async def run_seed(opts: SeedOptions) -> SeedResult:
     router = Router(
         [route],
         transport=FakeNetwork(*providers.values()),
-        retry_budget=RetryBudget(),
-        backoff=Backoff(base=0.2, cap=1.0),
+        retry_budget=opts.policies.retry_budget(),
+        backoff=opts.policies.backoff,
         rng=random.Random(opts.seed),
         stream_threshold=0.0 if _streams(opts) else None,  # custom "stream: true": every attempt streams
     )
@@ -222,11 +268,13 @@ def all_combinations(**overrides: Any) -> Iterator[SeedOptions]:
 
 
 __all__ = [
+    "BUILT_IN",
     "CAPABILITIES",
     "CUSTOM",
     "MAX_BUDGET",
     "MAX_RETRIES",
     "SCENARIOS",
+    "LabPolicies",
     "SeedOptions",
     "SeedResult",
     "all_combinations",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -42,7 +43,18 @@ from ._custom import EXAMPLE, BadInput, CustomScenario, parse_custom_text
 from ._live import OUTCOMES, WORKFLOWS, LiveFilter, LiveRecords, TooManyViewers, Viewer, snapshot_event
 from ._load import DEFAULT_SCHEDULE, MAX_CLIENTS, MAX_DURATION, MAX_REQUESTS, LoadResult, parse_load, run_load
 from ._pattern import NothingToReplay, scenario_from_record
-from ._seed import CAPABILITIES, CUSTOM, MAX_BUDGET, MAX_RETRIES, SCENARIOS, SeedOptions, SeedResult, run_virtual
+from ._seed import (
+    BUILT_IN,
+    CAPABILITIES,
+    CUSTOM,
+    MAX_BUDGET,
+    MAX_RETRIES,
+    SCENARIOS,
+    LabPolicies,
+    SeedOptions,
+    SeedResult,
+    run_virtual,
+)
 
 STATIC = Path(__file__).parent / "static"
 
@@ -165,7 +177,8 @@ async def _run(request: Request) -> Response:
         opts = parse_options(await _body(request))
     except BadInput as exc:
         return _bad(exc)
-    result = await asyncio.to_thread(run_virtual, opts)
+    policies: LabPolicies = request.app.state.policies
+    result = await asyncio.to_thread(run_virtual, dataclasses.replace(opts, policies=policies))
     return JSONResponse(result_body(result))
 
 
@@ -298,11 +311,14 @@ class _EventStream(StreamingResponse):
             self.records.unsubscribe(viewer)
 
 
-def lab_app(custom: CustomScenario | None = None, *, live: LiveView | None = None) -> Starlette:
+def lab_app(
+    custom: CustomScenario | None = None, *, live: LiveView | None = None, policies: LabPolicies = BUILT_IN
+) -> Starlette:
     """The lab's ASGI app: mount it anywhere (the page uses relative URLs).
 
     ``custom``: a scenario to preload into the page's custom editor (``failover lab --scenario``).
-    ``live``: the gateway's live view of its own requests (off when None)."""
+    ``live``: the gateway's live view of its own requests (off when None). ``policies``: the
+    backoff and retry budget the simulator runs with (a config file's, or the lab's own)."""
 
     async def meta(request: Request) -> Response:
         return JSONResponse(
@@ -314,10 +330,11 @@ def lab_app(custom: CustomScenario | None = None, *, live: LiveView | None = Non
                 "schedule": DEFAULT_SCHEDULE,
                 "limits": {"clients": MAX_CLIENTS, "duration": MAX_DURATION, "requests": MAX_REQUESTS},
                 "live": live is not None,
+                "policies": policies.describe(),
             }
         )
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/", _index, methods=["GET"]),
             Route("/api/meta", meta, methods=["GET"]),
@@ -327,6 +344,8 @@ def lab_app(custom: CustomScenario | None = None, *, live: LiveView | None = Non
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ]
     )
+    app.state.policies = policies
+    return app
 
 
 __all__ = ["BadInput", "LiveView", "lab_app", "load_body", "parse_options", "result_body"]

@@ -777,10 +777,23 @@ async function init() {
     $("schedule").value = meta.schedule;
     if (meta.preloaded) $("scenario").value = "custom";
     if (meta.live) initLive();
+    $("policies").textContent = describePolicies(meta.policies);
   } catch (err) {
     $("summary").replaceChildren(el("p", { class: "error" }, `Could not reach the lab server: ${err}`));
   }
   run();
+}
+
+// One line: where the simulator's backoff and retry budget come from, and their values.
+function describePolicies(p) {
+  if (!p) return "";
+  const b = p.backoff;
+  const backoff = `backoff full jitter, base ${b.base} s, cap ${b.cap} s, Retry-After up to ${b.max_retry_after} s`;
+  const r = p.retry_budget;
+  const budget = r
+    ? `retry budget ${Math.round(r.ratio * 100)}% of first attempts + ${r.floor} per ${r.window} s`
+    : "no retry budget";
+  return `Policies (${p.source ? "from " + p.source : "the lab's own"}): ${backoff}; ${budget}.`;
 }
 
 document.addEventListener("DOMContentLoaded", init);
