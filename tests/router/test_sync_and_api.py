@@ -15,6 +15,7 @@ def test_public_api_is_exactly_the_curated_names() -> None:
         assert getattr(failover, name) is not None
     public = {n for n in dir(failover) if not n.startswith("_")}
     subpackages = {
+        "auth",
         "config",
         "gateway",
         "inbound",

@@ -204,8 +204,8 @@ def test_scenario_is_yaml_loadable() -> None:
 def test_provider_rejects_bad_names_and_dialects() -> None:
     with pytest.raises(ValueError, match="lower-case DNS label"):
         FakeProvider("Bad Name")
-    with pytest.raises(ValueError, match="unknown dialect 'bedrock'"):
-        FakeProvider("a", "bedrock")
+    with pytest.raises(ValueError, match="unknown dialect 'cohere'"):
+        FakeProvider("a", "cohere")
     with pytest.raises(ValueError, match=r"FakeProvider 'a' script, reply #1: 'nope'"):
         FakeProvider("a", "openai", ["nope"])
 

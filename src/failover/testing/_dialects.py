@@ -40,11 +40,23 @@ from ..model import Dialect
 from ._script import STREAM_FAULT_KINDS, Reply, ReplyKind
 from ._stream import Timing
 
-__all__ = ["Endpoint", "Exchange", "Rendered", "check_request", "endpoint_for", "render", "render_unknown_path"]
+__all__ = [
+    "SPOKEN",
+    "Endpoint",
+    "Exchange",
+    "Rendered",
+    "check_request",
+    "endpoint_for",
+    "render",
+    "render_unknown_path",
+]
 
 _JSON = "application/json"
 _GEMINI_JSON = "application/json; charset=UTF-8"
 _SSE = "text/event-stream; charset=utf-8"
+
+# The dialects the fault kit speaks (answers, streams and errors in each one's own shape).
+SPOKEN = frozenset({Dialect.OPENAI, Dialect.ANTHROPIC, Dialect.GEMINI})
 
 _DEFAULT_WINDOW = {Dialect.OPENAI: 128_000, Dialect.ANTHROPIC: 200_000, Dialect.GEMINI: 1_048_576}
 

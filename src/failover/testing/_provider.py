@@ -32,7 +32,16 @@ from typing import TYPE_CHECKING, Any
 from ..model import Dialect, Secret, Target
 from ..model._record import mark_connected
 from ..transport._types import HttpRequest, HttpResponse, StreamingResponse, TransportError
-from ._dialects import Exchange, Rendered, check_request, endpoint_for, render, render_unknown_path, requested_model
+from ._dialects import (
+    SPOKEN,
+    Exchange,
+    Rendered,
+    check_request,
+    endpoint_for,
+    render,
+    render_unknown_path,
+    requested_model,
+)
 from ._script import Outcome, Reply, ReplyKind, Script, ScriptSpec
 from ._stream import Dropped, Playback
 
@@ -235,11 +244,12 @@ class FakeProvider:
             raise ValueError(f"FakeProvider latency must be a finite number >= 0, got {latency!r}")
         if not isinstance(connect_latency, int | float) or not math.isfinite(connect_latency) or connect_latency < 0:
             raise ValueError(f"FakeProvider connect_latency must be a finite number >= 0, got {connect_latency!r}")
-        try:
-            self.dialect = Dialect(dialect)
-        except ValueError:
-            choices = ", ".join(d.value for d in Dialect)
-            raise ValueError(f"FakeProvider {name!r}: unknown dialect {dialect!r}; expected one of {choices}") from None
+        spoken = {d.value: d for d in SPOKEN}
+        found = spoken.get(str(dialect))
+        if found is None:
+            choices = ", ".join(sorted(spoken))
+            raise ValueError(f"FakeProvider {name!r}: unknown dialect {dialect!r}; expected one of {choices}")
+        self.dialect: Dialect = found
         self.name = name
         self.model: str = model or _DEFAULT_MODEL[self.dialect]
         self._report_model = model  # None: answers echo the model the request named
