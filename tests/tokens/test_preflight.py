@@ -21,7 +21,7 @@ from failover.tokens import (
     preflight,
     reserved_output,
 )
-from failover.tokens._counter import _clear_caches
+from failover.tokens._calibrate import _clear_caches
 from failover.transport._types import Transport
 
 from ._transports import Canned

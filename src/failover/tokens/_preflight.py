@@ -25,7 +25,8 @@ from typing import Protocol
 
 from ..model import Dialect, Request, Target
 from ..transport._types import Transport
-from ._counter import TokenCounter, counter_for
+from ._choose import counter_for
+from ._counter import TokenCounter
 from ._remote import count_exactly, counts_remotely, near_window
 
 __all__ = ["CompactionHook", "PreflightResult", "measure", "preflight", "reserved_output"]
