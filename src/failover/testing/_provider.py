@@ -211,6 +211,9 @@ class FakeProvider:
     * ``api_key``: when given, a request must carry exactly this key where the dialect's
       clients put it (``Authorization: Bearer`` / ``api-key``, ``x-api-key``,
       ``x-goog-api-key`` or ``?key=``), or it gets the real "unauthorized" answer.
+    * ``secret_key``: Bedrock: with ``api_key`` (the access key id), the secret access key;
+      the request's SigV4 signature is then recomputed with botocore, and a wrong one gets
+      Bedrock's ``InvalidSignatureException``. (Without it only the key id is checked.)
     * ``validate``: answer like the real API when a request lacks a required field
       (``model``, ``messages``, Anthropic ``max_tokens`` and the ``anthropic-version``
       header, Gemini ``contents``) or is not JSON.
@@ -234,6 +237,7 @@ class FakeProvider:
         api_key: str | None = None,
         validate: bool = True,
         connect_latency: float = 0.0,
+        secret_key: str | None = None,
     ) -> None:
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ValueError(
@@ -257,6 +261,7 @@ class FakeProvider:
         self.connect_latency = float(connect_latency)
         self.validate = validate
         self._api_key = api_key
+        self._secret_key = secret_key
         self._script = Script.parse(script, where=f"FakeProvider {name!r} script")
         self._position = 0
         self._slots: list[_Slot] = []
@@ -276,15 +281,18 @@ class FakeProvider:
 
     @property
     def base_url(self) -> str:
-        """``http://<name>.fake/v1`` (Gemini: ``/v1beta``): the Target base URL convention."""
+        """``http://<name>.fake/v1`` (Gemini: ``/v1beta``; Bedrock: the root, as its endpoint has
+        no version): the Target base URL convention."""
+        if self.dialect is Dialect.BEDROCK:
+            return self.root_url
         return f"{self.root_url}/{'v1beta' if self.dialect is Dialect.GEMINI else 'v1'}"
 
     def target(self, model: str | None = None, **overrides: Any) -> Target:
         """A :class:`~failover.model.Target` that points at this provider through FakeNetwork.
 
         ``name`` defaults to the provider's name, ``model`` to the provider's model,
-        ``api_key`` to ``Secret("sk-fake-<name>")``; any other Target field
-        can be given.
+        ``api_key`` to ``Secret("sk-fake-<name>")`` (Bedrock: none, its requests are signed
+        with AWS credentials, for ``region`` us-east-1); any other Target field can be given.
         """
         fields: dict[str, Any] = {
             "name": self.name,
@@ -293,6 +301,8 @@ class FakeProvider:
             "base_url": self.base_url,
             "api_key": Secret(f"sk-fake-{self.name}"),
         }
+        if self.dialect is Dialect.BEDROCK:
+            fields.update(api_key=None, region="us-east-1")
         fields.update(overrides)
         return Target(**fields)
 
@@ -357,9 +367,11 @@ class FakeProvider:
         connect_timeout: float = math.inf,
         on_cancel: Callable[[], Outcome] = _default_on_cancel,
         log: list[_Slot] | None = None,
+        wire: tuple[str, str, bytes] | None = None,
     ) -> tuple[_Slot, Rendered]:
         """Answer one request. Raises _Reset / _ConnectFailed for the scripted transport
-        failures; records a cancellation (timeout, disconnect) with the loop time."""
+        failures; records a cancellation (timeout, disconnect) with the loop time. ``wire``:
+        the request as received (method, absolute URL, body bytes), for signature checks."""
         loop = asyncio.get_running_loop()
         arrived = loop.time()
         dialect = self.dialect
@@ -373,7 +385,19 @@ class FakeProvider:
             pass
         elif (
             self.validate
-            and (problem := check_request(dialect, endpoint, path, headers, query, data, api_key=self._api_key))
+            and (
+                problem := check_request(
+                    dialect,
+                    endpoint,
+                    path,
+                    headers,
+                    query,
+                    data,
+                    api_key=self._api_key,
+                    secret_key=self._secret_key,
+                    wire=wire,
+                )
+            )
             is not None
         ):
             reply = problem
@@ -385,9 +409,10 @@ class FakeProvider:
         self._serial += 1
         serial = self._serial
         model = requested_model(dialect, endpoint, data)
-        stream = (
-            endpoint.stream_path if endpoint is not None and dialect is Dialect.GEMINI else data.get("stream") is True
-        )
+        if dialect in (Dialect.GEMINI, Dialect.BEDROCK):
+            stream = endpoint is not None and endpoint.stream_path
+        else:
+            stream = data.get("stream") is True
         slot = _Slot(
             ReceivedCall(
                 provider=self.name,
@@ -482,6 +507,7 @@ _DEFAULT_MODEL = {
     Dialect.OPENAI: "gpt-4o-mini",
     Dialect.ANTHROPIC: "claude-haiku-4-5",
     Dialect.GEMINI: "gemini-2.5-flash",
+    Dialect.BEDROCK: "us.anthropic.claude-haiku-4-5-20251001-v1:0",
 }
 
 
@@ -594,6 +620,7 @@ class FakeNetwork:
                     request.json,
                     connect_timeout=connect_timeout,
                     log=self._log,
+                    wire=(request.method, request.url, request.body_bytes()),
                 )
                 body = rendered.body
                 if rendered.timing is not None:  # the body takes time: read it all, on schedule
@@ -641,6 +668,7 @@ class FakeNetwork:
                 request.json,
                 connect_timeout=connect_timeout,
                 log=self._log,
+                wire=(request.method, request.url, request.body_bytes()),
             )
         except _Reset:
             raise TransportError(
