@@ -148,7 +148,7 @@ async def test_no_credentials_says_what_to_set_and_nothing_secret() -> None:
 
 async def test_an_unknown_profile_is_named(env_credentials: None) -> None:
     del env_credentials
-    with pytest.raises(AuthError, match="'missing'.*auth.profile"):
+    with pytest.raises(AuthError, match=r"'missing'.*auth\.profile"):
         await AwsSigner(Auth(kind=AuthKind.AWS, profile="missing")).authorize(
             TARGET, DIALECT.build(TARGET, Request.simple("x"))
         )
@@ -157,7 +157,7 @@ async def test_an_unknown_profile_is_named(env_credentials: None) -> None:
 @pytest.mark.usefixtures("env_credentials")
 async def test_no_region_to_sign_for() -> None:
     local = Target(name="local", dialect=Dialect.BEDROCK, model="m", base_url="http://127.0.0.1:9")
-    with pytest.raises(AuthError, match="no AWS region.*AWS_REGION"):
+    with pytest.raises(AuthError, match=r"no AWS region.*AWS_REGION"):
         await AwsSigner(Auth(kind=AuthKind.AWS)).authorize(local, DIALECT.build(local, Request.simple("x")))
 
 

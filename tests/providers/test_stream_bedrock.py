@@ -175,7 +175,7 @@ def test_a_frame_whose_payload_is_not_json() -> None:
 
 
 def test_max_tokens_mid_tool_call_is_truncated() -> None:
-    frames = _stream()[:6] + [event_frame("messageStop", {"stopReason": "max_tokens"})]
+    frames = [*_stream()[:6], event_frame("messageStop", {"stopReason": "max_tokens"})]
     _, outcome = _run(b"".join(frames))
     assert isinstance(outcome, Failure) and outcome.kind is FailureKind.TRUNCATED
 

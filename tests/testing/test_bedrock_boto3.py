@@ -174,8 +174,12 @@ def test_a_mid_stream_exception_is_the_sdks_event_stream_error(
     p.load([Reply.error_event_after(3, cause=cause, text="one two three four five")])
     out = client(srv, p).converse_stream(modelId=MODEL, messages=MESSAGES)
     seen: list[str] = []
-    with pytest.raises(EventStreamError) as info:
+
+    def read() -> None:
         for event in out["stream"]:
             seen.extend(event)
+
+    with pytest.raises(EventStreamError) as info:
+        read()
     assert info.value.response["Error"]["Code"] == code
     assert seen[0] == "messageStart" and "contentBlockDelta" in seen
