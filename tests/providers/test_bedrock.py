@@ -377,6 +377,22 @@ def test_an_unknown_error_falls_back_to_its_status() -> None:
     assert isinstance(out, Failure) and out.kind is FailureKind.PROVIDER_SERVER_ERROR
 
 
+def test_another_providers_call_ids_are_mapped_the_same_for_call_and_result(service: ServiceModel) -> None:
+    long_id = "call/" + "x" * 80
+    request = Request(
+        messages=(
+            Message.user("q"),
+            Message.assistant(tool_calls=(ToolCall(id=long_id, name="get_weather", arguments="{}"),)),
+            Message.tool(long_id, "sunny"),
+        ),
+        tools=(WEATHER,),
+    )
+    body = DIALECT.build(TARGET, request).json or {}
+    use = body["messages"][1]["content"][0]["toolUse"]["toolUseId"]
+    assert use == body["messages"][2]["content"][0]["toolResult"]["toolUseId"] == ("call_" + "x" * 80)[:64]
+    _validate(service, "Converse", {"modelId": MODEL, **body})
+
+
 def test_user_parts_that_are_blank_are_left_out() -> None:
     request = Request(messages=(Message(role="user", content=(TextPart(text=""), TextPart(text="hi"))),))
     assert (DIALECT.build(TARGET, request).json or {})["messages"] == [{"role": "user", "content": [{"text": "hi"}]}]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import mimetypes
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
@@ -50,6 +51,7 @@ from .anthropic import _THINKING_BUDGET
 
 __all__ = ["JSON_TOOL", "BedrockDialect"]
 
+_NOT_IN_ID: Final = re.compile(r"[^a-zA-Z0-9_.:-]")
 _IMAGE_FORMATS: Final = {
     "image/png": "png",
     "image/jpeg": "jpeg",
@@ -164,7 +166,7 @@ def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
             continue  # hoisted to the top-level "system"
         if m.role == "tool":
             result: dict[str, Any] = {
-                "toolUseId": m.tool_call_id or "",
+                "toolUseId": tool_use_id(m.tool_call_id),
                 "content": [{"text": m.text}] if m.text else [],
             }
             role, blocks = "user", [{"toolResult": result}]
@@ -175,7 +177,8 @@ def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
             if m.text:
                 blocks.append({"text": m.text})
             blocks.extend(
-                {"toolUse": {"toolUseId": tc.id, "name": tc.name, "input": _tool_input(tc)}} for tc in m.tool_calls
+                {"toolUse": {"toolUseId": tool_use_id(tc.id), "name": tc.name, "input": _tool_input(tc)}}
+                for tc in m.tool_calls
             )
             if not m.text and not m.tool_calls:
                 continue  # an empty turn is refused; thinking alone answers nothing
@@ -189,6 +192,13 @@ def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
         else:
             out.append({"role": role, "content": blocks})
     return out
+
+
+def tool_use_id(call_id: str | None) -> str:
+    """A call id as Converse takes it (``[a-zA-Z0-9_.:-]{1,64}``): another provider's id (a
+    history from before a failover) is mapped, the same way for the call and its result."""
+    text = _NOT_IN_ID.sub("_", call_id or "")[:64]
+    return text or "tooluse_0"
 
 
 def _part(p: TextPart | ImagePart) -> dict[str, Any] | None:
