@@ -305,6 +305,12 @@ NS = ":http://internal.amazon.com/coral/com.amazon.bedrock/"
 ERRORS = [
     (429, "ThrottlingException", "Too many requests, please wait before trying again.", FailureKind.RATE_LIMITED),
     (429, "ThrottlingException", "Too many tokens, please wait before trying again.", FailureKind.RATE_LIMITED),
+    (
+        429,
+        "ThrottlingException",
+        "Too many tokens per day, please wait before trying again.",
+        FailureKind.QUOTA_EXHAUSTED,
+    ),
     (503, "ServiceUnavailableException", "Bedrock is unable to process your request.", FailureKind.PROVIDER_OVERLOADED),
     (429, "ModelNotReadyException", "Model is not ready to serve inference requests.", FailureKind.TRANSPORT_TRANSIENT),
     (500, "InternalServerException", "The system encountered an unexpected error.", FailureKind.PROVIDER_SERVER_ERROR),

@@ -244,6 +244,10 @@ def classify(status: int, err_type: str | None, message: str | None) -> FailureK
             return FailureKind.CONTEXT_OVERFLOW
         if any(w in lowered for w in _NOT_SERVED):
             return FailureKind.MODEL_NOT_FOUND
+    if err_type == "ThrottlingException" and "per day" in lowered:
+        # "Too many tokens per day, please wait before trying again.": the account's daily
+        # quota for the model, not a rate a short wait restores
+        return FailureKind.QUOTA_EXHAUSTED
     if err_type is not None:
         kind = _TYPE_KIND.get(err_type) or _TYPE_KIND.get(err_type[:1].upper() + err_type[1:])
         if kind is not None:
