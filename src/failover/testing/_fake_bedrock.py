@@ -53,7 +53,10 @@ __all__ = [
     "check_bedrock",
     "encode_frame",
     "error_frame",
+    "event_frame",
+    "exception_frame",
     "malformed_frame",
+    "presented_key_id",
     "render_bedrock_error",
     "render_bedrock_ok",
     "unknown_path",
@@ -61,7 +64,6 @@ __all__ = [
 ]
 
 EVENTSTREAM = "application/vnd.amazon.eventstream"
-JSON_TOOL = "json_output"  # the structured-output tool failover's Bedrock dialect forces
 _ERRORTYPE_NS = "http://internal.amazon.com/coral/com.amazon.bedrock/"
 _AUTH_NS = "http://internal.amazon.com/coral/com.amazon.coral.service/"
 
