@@ -357,6 +357,7 @@ class _Check:
             azure_deployment=spec.azure_deployment,
             auth=auth,
             vertex=vertex,
+            dimensions=spec.dimensions,
         )
 
     # --- routes --------------------------------------------------------------------------

@@ -86,6 +86,7 @@ class TargetSpec(_Strict):
     azure_deployment: bool = False
     auth: AuthSpec | None = None
     vertex: VertexSpec | None = None
+    dimensions: int | None = Field(None, gt=0)  # embedding targets: the vector size when a request names none
 
     @field_validator("base_url")
     @classmethod

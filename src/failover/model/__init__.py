@@ -1,5 +1,6 @@
 """The vocabulary every module speaks: plain typed data, no I/O."""
 
+from ._embedding import Embeddings, EmbedInput, EmbedRequest
 from ._errors import ConfigError, ConfigProblem, FailoverError, InvalidRequest, Unavailable, UnknownRoute
 from ._failure import (
     DISPOSITIONS,
@@ -57,6 +58,9 @@ __all__ = [
     "Contract",
     "Dialect",
     "Disposition",
+    "EmbedInput",
+    "EmbedRequest",
+    "Embeddings",
     "Envelope",
     "Exclusion",
     "FailoverError",

@@ -159,6 +159,9 @@ class Target:
     azure_deployment: bool = False  # Azure-style: /openai/deployments/{model}/..., api-key header
     auth: Auth | None = None  # a cloud credential chain instead of (or beside) api_key
     vertex: Vertex | None = None  # Gemini / Anthropic models served by Google Vertex AI
+    # Embedding targets: the vector size asked for when a request names none (None: the model's
+    # own). Part of what makes two targets' vectors comparable, beside the equivalence key.
+    dimensions: int | None = None
     extra: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property

@@ -19,7 +19,7 @@ from ._capacity import render as render_capacity
 from ._deadline import Deadline
 from ._health import HealthBoard, TargetHealth
 from ._ratelimit import LimiterBoard, LimitWaitTooLong, Reservation, TargetLimiter
-from ._selection import Candidate, Plan, contract_violation, plan, required_capabilities
+from ._selection import Candidate, Plan, contract_violation, embedding_violation, plan, required_capabilities
 
 __all__ = [
     "Backoff",
@@ -50,6 +50,7 @@ __all__ = [
     "Unlimited",
     "canary_problems",
     "contract_violation",
+    "embedding_violation",
     "plan",
     "plan_capacity",
     "render_capacity",

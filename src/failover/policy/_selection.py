@@ -84,6 +84,37 @@ def contract_violation(
     return None
 
 
+def embedding_violation(
+    target: Target, route: Route, reference: Target, dimensions: int | None, largest_input: int
+) -> str | None:
+    """Why ``target`` cannot embed for ``route``, or None.
+
+    Vectors are only comparable with those of the same model at the same size, so the only
+    candidates are equivalents of ``reference`` (the route's first primary: what the caller's
+    stored vectors came from) giving vectors of its size: ``dimensions`` when the request
+    names one, else each target's own ``dimensions``. A cross-model fallback is never one.
+    The route's contract still applies (regions, retention, safety, languages, minimum
+    window), and each input must fit the target's window on its own."""
+    if target not in route.primary:
+        return (
+            f"embedding_model_differs: {target.key} is a cross-model fallback; its vectors are not "
+            f"comparable with {reference.key}'s"
+        )
+    if target.key != reference.key:
+        return f"embedding_model_differs: {target.key} is not {reference.key}; their vectors are not comparable"
+    want = dimensions if dimensions is not None else reference.dimensions
+    got = dimensions if dimensions is not None else target.dimensions
+    if got != want:
+        return (
+            f"dimensions_differ: {target.name} gives vectors of {got or 'the model default'} dimensions, "
+            f"{reference.name} of {want or 'the model default'}"
+        )
+    reason = contract_violation(target, route, frozenset(), largest_input, None)
+    if reason is not None and reason.startswith("input ~"):
+        return f"an input of ~{largest_input} tokens exceeds context window {target.context_window}"
+    return reason
+
+
 def plan(
     route: Route,
     request: Request,
@@ -93,8 +124,12 @@ def plan(
     health: HealthBoard,
     now: float,
     breakers: BreakerBoard | NoBreakers | None = None,
+    violation: Callable[[Target], str | None] | None = None,
 ) -> Plan:
-    """Order the route's targets into candidates, with a reason for every one left out."""
+    """Order the route's targets into candidates, with a reason for every one left out.
+
+    ``violation`` replaces the contract filter (:func:`contract_violation`) for requests of
+    another kind: embeddings (:func:`embedding_violation`)."""
     required = required_capabilities(route, request, envelope)
     excluded: list[Exclusion] = []
     holds: list[Hold] = []
@@ -103,7 +138,10 @@ def plan(
     def admit(targets: Iterable[Target], tier: Phase) -> None:
         kept: list[Target] = []
         for t in targets:
-            reason = contract_violation(t, route, required, input_tokens(t), request.max_tokens)
+            if violation is None:
+                reason = contract_violation(t, route, required, input_tokens(t), request.max_tokens)
+            else:
+                reason = violation(t)
             if reason is None and tier is Phase.FALLBACK and not envelope.allow_fallback:
                 reason = "cross-model fallback not allowed by the envelope"
             if reason is None and envelope.max_cost is not None:

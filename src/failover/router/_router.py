@@ -25,7 +25,7 @@ import math
 import os
 import random
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,9 @@ from ..model import (
     Attempt,
     Capability,
     ConfigError,
+    Embeddings,
+    EmbedInput,
+    EmbedRequest,
     Envelope,
     Failure,
     FailureKind,
@@ -309,6 +312,49 @@ class Router:
         if live_reasoning:
             run.output.live_reasoning()
         return RouteStream(run, coalesce=coalesce)
+
+    async def embed(
+        self,
+        route: str | Route,
+        inputs: str | Sequence[str] | EmbedRequest,
+        *,
+        dimensions: int | None = None,
+        input_type: EmbedInput | str | None = None,
+        envelope: Envelope | None = None,
+    ) -> Embeddings:
+        """One vector per input, in input order (with ``.record``), or :class:`Unavailable`.
+
+        >>> out = await router.embed("search", ["first text", "second text"], dimensions=256)
+        >>> len(out.vectors), out.dimensions, out.record.target_used
+        (2, 256, 'openai-us')
+
+        The same deadline, classification, replays, breakers, limits and record as
+        :meth:`complete`, but failover only to an equivalent of the route's first primary that
+        gives vectors of the same size: a cross-model fallback never answers an embedding
+        request (vectors of different models are not comparable), and the record says why
+        each target was left out. ``input_type`` (``query``, ``document``, ``similarity``,
+        ``classification``, ``clustering``) tunes the vectors where the model takes a hint.
+        :class:`~failover.model.InvalidRequest` before any call for no input, an empty one, or
+        a bad ``dimensions`` or ``input_type``."""
+        from ._embed import EmbedRun, embed_request  # it builds on this module
+
+        req = embed_request(inputs, dimensions, input_type)
+        run = EmbedRun(self, self.route(route), req, envelope or Envelope())
+        record: RouteRecord | None = None
+        try:
+            try:
+                resp = await run.execute()
+            except Unavailable as exc:
+                self.stats.observe(record := exc.record)
+                raise
+            record = resp.record
+            if record is not None:
+                self.stats.observe(record)
+            out: Embeddings = resp.parsed
+            return replace(out, record=record)
+        finally:
+            if self.hooks:
+                run.ended(record)
 
     def _breaker_changed(self, event: BreakerEvent) -> None:
         opened = self._opened
@@ -734,6 +780,10 @@ class _Run:
             self.router.retry_budget.refund(self.loop.time(), lane.pool)
         self.state.refund(lane)
 
+    def output_reserve(self, target: Target, request: Request) -> int:
+        """The output tokens the limiter holds for an attempt until its usage is known."""
+        return request.max_tokens or target.max_output_tokens
+
     def streams(self, target: Target, request: Request) -> bool:
         """Stream this attempt? Always for a streaming caller; for a plain call only when the
         caller's own ``max_tokens`` promises a generation longer than a silent connection should
@@ -757,7 +807,7 @@ class _Run:
             try:
                 reservation = await limiter.acquire(
                     input_tokens=self.input_tokens(target),
-                    max_output_tokens=request.max_tokens or target.max_output_tokens,
+                    max_output_tokens=self.output_reserve(target, request),
                     deadline_at=until - target.timeouts.min_useful,
                     tenant=self.env.tenant,
                 )

@@ -39,6 +39,7 @@ from email.utils import formatdate
 from typing import Any
 
 from ..model import Dialect
+from ._fake_embeddings import bedrock_error, embed_answer, embed_model, embed_problem
 from ._script import STREAM_FAULT_KINDS, Reply, ReplyKind
 from ._stream import Timing
 
@@ -72,7 +73,7 @@ _DEFAULT_WINDOW = {
 class Endpoint:
     """What a request path asks for: ``generate`` (stream or not) or ``count_tokens``."""
 
-    operation: str  # "generate" | "count_tokens"
+    operation: str  # "generate" | "count_tokens" | "embed"
     stream_path: bool = False  # Gemini :streamGenerateContent, Bedrock /converse-stream
     model: str | None = None  # Gemini, Bedrock: the model named in the path
 
@@ -136,6 +137,9 @@ def endpoint_for(dialect: Dialect, path: str) -> Endpoint | None:
     Only the END of the path matters, so any prefix works (``/v1``, ``/openai/deployments/x``,
     ``/<provider>/v1``...).
     """
+    embeds = embed_model(dialect, path)  # embeddings: testing/_fake_embeddings.py
+    if embeds is not None:
+        return Endpoint("embed", model=embeds or None)
     if dialect is Dialect.OPENAI:
         return Endpoint("generate") if path.endswith("/chat/completions") else None
     if dialect is Dialect.BEDROCK:
@@ -229,6 +233,9 @@ def check_request(
             return Reply.unauthorized(message=_NO_KEY[dialect])
         if key != api_key:
             return Reply.unauthorized()
+    if endpoint.operation == "embed":
+        problem = embed_problem(dialect, path, body)
+        return Reply.invalid(problem) if problem is not None else None
     if dialect is Dialect.OPENAI:
         if not isinstance(body.get("model"), str) and "/deployments/" not in path:
             return Reply.invalid("you must provide a model parameter")
@@ -267,6 +274,8 @@ def render(reply: Reply, ex: Exchange) -> Rendered:
         # No event to put the error in: the plain error a non-streaming client would get.
         reply = Reply(kind=reply.cause or ReplyKind.OVERLOADED, message=reply.message)
         kind = reply.kind
+    if ex.endpoint.operation == "embed" and (reply.has_ok_body or ex.dialect is Dialect.BEDROCK):
+        return _embeddings(reply, ex)
     if reply.has_ok_body:
         if reply.plain and ex.stream:
             ex = replace(ex, plain=True)
@@ -293,6 +302,28 @@ def render(reply: Reply, ex: Exchange) -> Rendered:
 
         return render_bedrock_error(reply, ex)
     return _gemini_error(reply, ex)
+
+
+def _embeddings(reply: Reply, ex: Exchange) -> Rendered:
+    """An embeddings answer (testing/_fake_embeddings.py); the other dialects' errors are
+    their generation errors."""
+    if reply.has_ok_body:
+        status, headers, body = embed_answer(
+            ex.dialect, ex.path, ex.body, model=ex.model, request_id=ex.request_id, response_id=ex.response_id
+        )
+        rendered = Rendered(status, headers, body)
+        return _timed(reply, rendered, ex) if reply.timed else rendered
+    if not reply.is_http_answer:
+        raise ValueError(f"a {reply.kind.value} reply has no HTTP answer to render")
+    status, headers, body = bedrock_error(
+        reply.kind.value,
+        request_id=ex.request_id,
+        message=reply.message,
+        retry_headers=_retry_headers(reply),
+        tokens=reply.prompt_tokens or 0,
+        limit=reply.limit or 8192,
+    )
+    return Rendered(status, headers, body)
 
 
 def render_unknown_path(dialect: Dialect, method: str, path: str, request_id: str) -> Rendered:

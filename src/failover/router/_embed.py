@@ -1,0 +1,317 @@
+"""``Router.embed``: an embedding request through the same recovery engine as generation.
+
+:class:`EmbedRun` is the plain request's :class:`~failover.router._router._Run` with three
+things changed, so the deadline, the engine's decisions (replays with backoff and
+Retry-After, equivalent failover, the time kept for the next tier), breakers, the limiter,
+the retry budget, hedging, hooks and the RouteRecord are the very same code:
+
+* the candidates: :func:`~failover.policy.embedding_violation` replaces the contract filter,
+  so only equivalents of the route's first primary that give vectors of its size are ever
+  tried, and the record says why every other target was left out;
+* the token count: the inputs' own tokens (for the limiter, cost and each target's window);
+* the exchange: the inputs are split into the provider's batch size, the batches sent
+  concurrently within the attempt (its one timeout covers them all; the first failure ends
+  it), and the vectors put back in input order.
+
+The exchange hands the loop a :class:`~failover.model.Response` whose ``parsed`` is the
+:class:`~failover.model.Embeddings`: the loop only reads a result's usage, rate limits and
+record, and ``Router.embed`` unwraps it. It never leaves the router.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ..auth import AuthError
+from ..model import (
+    Attempt,
+    Capability,
+    Embeddings,
+    EmbedInput,
+    EmbedRequest,
+    Envelope,
+    Failure,
+    FailureKind,
+    InvalidRequest,
+    Message,
+    Phase,
+    Request,
+    Response,
+    Route,
+    Target,
+    TimeoutPhase,
+    Usage,
+    Validation,
+)
+from ..model._record import watch_connect
+from ..policy import Plan, embedding_violation, plan
+from ..providers.embeddings import EmbedAdapter, dimensions_of, embed_adapter_for
+from ..tokens import counter_for
+from ..transport import TransportError
+from ._router import Router, _Run, _total_msg, _transport_failure
+
+# Batches of one attempt in flight at once (Titan embeds one text a call: a request of 100
+# texts is 100 calls, which must not all open a connection at the same moment).
+PARALLEL_BATCHES = 8
+
+# The loop's Request for an embedding run: no messages, no max_tokens (nothing is generated).
+_NO_REQUEST = Request(messages=())
+
+
+class EmbedRun(_Run):
+    """One embedding request on its way through its candidates (see the module docstring)."""
+
+    def __init__(self, router: Router, route: Route, request: EmbedRequest, envelope: Envelope) -> None:
+        super().__init__(router, route, _NO_REQUEST, envelope)
+        self.embed = request
+        self.compacted = True  # no compaction hook: an input is embedded whole or not at all
+        self._counts: dict[str, list[int]] = {}  # counter name -> tokens of each input
+
+    # -- tokens ----------------------------------------------------------------------------
+
+    def counts(self, target: Target) -> list[int]:
+        counter = counter_for(target)
+        n = self._counts.get(counter.name)
+        if n is None:
+            text = getattr(counter, "count_text", None)
+            if text is not None:
+                n = [int(text(t)) for t in self.embed.inputs]
+            else:
+                n = [counter.count(Request(messages=(Message.user(t),))) for t in self.embed.inputs]
+            self._counts[counter.name] = n
+        return n
+
+    def local_tokens(self, target: Target) -> int:
+        return sum(self.counts(target))
+
+    def output_reserve(self, target: Target, request: Request) -> int:
+        return 0  # an embedding generates nothing
+
+    def overflows(self, required: frozenset[Capability]) -> list[tuple[Target, int]]:
+        """The route's embedding candidates that only an input longer than their window keeps out."""
+        out = []
+        for t in self.route.primary:
+            over = max(self.counts(t)) - t.context_window
+            if over > 0 and self.why_not(t) is None:
+                out.append((t, over))
+        return out
+
+    # -- candidates ------------------------------------------------------------------------
+
+    def why_not(self, target: Target) -> str | None:
+        """Why ``target`` cannot embed this request, ignoring its window."""
+        route = self.route
+        if not route.primary:
+            return "the route has no primary target"
+        adapter = embed_adapter_for(target.dialect)
+        if adapter is None:
+            return f"embeddings_unsupported: the {target.dialect} dialect has no embeddings endpoint"
+        unsupported = adapter.unsupported(target)
+        if unsupported is not None:
+            return f"embeddings_unsupported: {unsupported}"
+        return None
+
+    def violation(self, target: Target) -> str | None:
+        reason = embedding_violation(
+            target, self.route, self.route.primary[0], self.embed.dimensions, max(self.counts(target))
+        )
+        return reason or self.why_not(target)
+
+    async def make_plan(self) -> Plan:
+        route = self.route
+        if not route.primary:
+            return Plan(candidates=(), excluded=(), required=frozenset())
+        return plan(
+            route,
+            self.request,
+            self.env,
+            input_tokens=self.input_tokens,
+            health=self.router.health,
+            now=self.t0,
+            breakers=self.router.breakers,
+            violation=self.violation,
+        )
+
+    # -- one attempt -----------------------------------------------------------------------
+
+    async def _exchange(
+        self, target: Target, phase: Phase, request: Request, start: float, until: float, hedge: bool
+    ) -> Response | Failure:
+        router, loop = self.router, self.loop
+        left = self.deadline.remaining(start)
+        total = min(target.attempt_cap(), max(0.0, until - start))
+        connect = min(target.timeouts.connect, total)
+        adapter = embed_adapter_for(target.dialect)
+        assert adapter is not None  # the plan admitted only targets with one
+        status: int | None = None
+        outcome: Embeddings | Failure
+        connected = watch_connect()
+        try:
+            async with asyncio.timeout(total):
+                status, outcome = await self._send_all(target, adapter, connect, start + total)
+        except TimeoutError:
+            outcome = Failure(
+                kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message=_total_msg(total, left, target)
+            )
+        except TransportError as exc:
+            outcome = _transport_failure(exc, total, left, target)
+        except AuthError as exc:
+            outcome = Failure(kind=FailureKind.AUTHENTICATION_OR_PERMISSION, message=str(exc))
+        if isinstance(outcome, Embeddings):
+            outcome = _checked(outcome, target, self.embed, status)
+        end = loop.time()
+        failure = outcome if isinstance(outcome, Failure) else None
+        usage: Usage | None = None
+        cost, estimated = 0.0, False
+        if isinstance(outcome, Embeddings):
+            tokens = outcome.usage.input_tokens
+            if tokens <= 0:  # the provider counted nothing: ours stands in, and says so
+                tokens, estimated = self.local_tokens(target), True
+            usage = Usage(input_tokens=tokens)
+            cost = target.price.cost(tokens, 0)
+        elif failure is not None and failure.kind is FailureKind.TIMEOUT and failure.phase is not TimeoutPhase.CONNECT:
+            cost, estimated = target.price.cost(self.local_tokens(target), 0), True
+        self.state.spent += cost
+        attempt = Attempt(
+            index=len(self.rec.attempts),
+            target=target.name,
+            model=target.model,
+            phase=phase,
+            start=start - self.t0,
+            end=end - self.t0,
+            connect_timeout=connect,
+            total_timeout=total,
+            connected=connected[0] - self.t0 if connected else None,
+            outcome="ok" if failure is None else failure.label,
+            failure=failure,
+            hedge=hedge,
+            contract_ok=True if failure is None else (False if failure.kind is FailureKind.CONTRACT_FAILURE else None),
+            status=status,
+            usage=usage,
+            cost=cost,
+            cost_estimated=estimated,
+            provider_request_id=failure.provider_request_id if failure is not None else outcome.provider_request_id,
+        )
+        self.rec.attempts.append(attempt)
+        router.health.observe(target, failure, end - start, end)
+        if failure is not None:
+            return failure
+        assert isinstance(outcome, Embeddings) and usage is not None
+        self.used = attempt
+        record = self.rec.freeze(end, used=attempt, outcome="ok", validation=Validation(transport=True, contract=True))
+        return Response(
+            parsed=replace(outcome, usage=usage),
+            usage=usage,
+            model=outcome.model,
+            provider_request_id=outcome.provider_request_id,
+            rate_limits=outcome.rate_limits,
+            record=record,
+        )
+
+    async def _send_all(
+        self, target: Target, adapter: EmbedAdapter, connect: float, until: float
+    ) -> tuple[int | None, Embeddings | Failure]:
+        """Every batch of the request; the first failure (in the order they end) ends the attempt."""
+        size = max(1, adapter.batch_size(target))
+        n = len(self.embed.inputs)
+        parts = [self.embed.part(i, i + size) for i in range(0, n, size)]
+        if len(parts) == 1:
+            return await self._send(target, adapter, parts[0], connect, until)
+        gate = asyncio.Semaphore(PARALLEL_BATCHES)
+
+        async def one(part: EmbedRequest) -> tuple[int | None, Embeddings | Failure]:
+            async with gate:
+                return await self._send(target, adapter, part, connect, until)
+
+        tasks = [asyncio.ensure_future(one(p)) for p in parts]
+        position: dict[asyncio.Future[tuple[int | None, Embeddings | Failure]], int] = {
+            task: i for i, task in enumerate(tasks)
+        }
+        answers: dict[int, Embeddings] = {}
+        try:
+            pending: set[asyncio.Future[tuple[int | None, Embeddings | Failure]]] = set(tasks)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    status, out = task.result()  # a transport error or timeout propagates
+                    if isinstance(out, Failure):
+                        return status, out
+                    answers[position[task]] = out
+        finally:
+            for task in tasks:
+                task.cancel()  # a no-op for the finished ones
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return 200, _merged([answers[i] for i in range(len(tasks))])
+
+    async def _send(
+        self, target: Target, adapter: EmbedAdapter, part: EmbedRequest, connect: float, until: float
+    ) -> tuple[int | None, Embeddings | Failure]:
+        router = self.router
+        http = adapter.build_embed(target, part)
+        if router.auth.needed(target):
+            http = await router.auth.authorize(target, http)
+        total = max(0.0, until - self.loop.time())
+        resp = await router.transport.send(http, connect_timeout=min(connect, total), total_timeout=total)
+        return resp.status, adapter.parse_embed(target, part, resp)
+
+
+def _merged(parts: Sequence[Embeddings]) -> Embeddings:
+    first = parts[0]
+    return Embeddings(
+        vectors=tuple(v for p in parts for v in p.vectors),
+        model=first.model,
+        usage=Usage(input_tokens=sum(p.usage.input_tokens for p in parts)),
+        provider_request_id=first.provider_request_id,
+        rate_limits=parts[-1].rate_limits,
+    )
+
+
+def _checked(result: Embeddings, target: Target, request: EmbedRequest, status: int | None) -> Embeddings | Failure:
+    """Vectors of the size that was asked for, all of one size: vectors of another size are
+    not comparable with the caller's, whatever else is right about them."""
+    sizes = {len(v) for v in result.vectors}
+    want = dimensions_of(target, request)
+    if want is not None and sizes != {want}:
+        got = ", ".join(str(s) for s in sorted(sizes))
+        return Failure(
+            kind=FailureKind.CONTRACT_FAILURE,
+            message=f"{target.name} answered vectors of {got} dimensions; {want} were asked for",
+            status=status,
+            provider_request_id=result.provider_request_id,
+            provider_code="dimensions_differ",
+        )
+    if len(sizes) > 1:
+        return Failure(
+            kind=FailureKind.PROVIDER_SERVER_ERROR,
+            message=f"{target.name} answered vectors of different sizes ({', '.join(map(str, sorted(sizes)))})",
+            status=status,
+            provider_request_id=result.provider_request_id,
+        )
+    return result
+
+
+def embed_request(
+    inputs: str | Sequence[str] | EmbedRequest, dimensions: int | None, input_type: EmbedInput | str | None
+) -> EmbedRequest:
+    """The request ``Router.embed`` was given, checked (InvalidRequest naming the field)."""
+    if isinstance(inputs, EmbedRequest):
+        req = inputs
+    else:
+        kind: EmbedInput | None = None
+        if input_type is not None:
+            try:
+                kind = EmbedInput(input_type)
+            except ValueError:
+                choices = ", ".join(e.value for e in EmbedInput)
+                raise InvalidRequest(
+                    "input_type", f"{input_type!r} is not known", f"use one of {choices}, or None"
+                ) from None
+        texts = (inputs,) if isinstance(inputs, str) else tuple(inputs)
+        req = EmbedRequest(inputs=texts, dimensions=dimensions, input_type=kind)
+    req.check()
+    return req
+
+
+__all__ = ["PARALLEL_BATCHES", "EmbedRun", "embed_request"]
