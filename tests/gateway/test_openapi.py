@@ -56,6 +56,10 @@ async def test_openapi_json_describes_the_endpoints() -> None:
     messages = doc["components"]["schemas"]["MessagesRequest"]
     assert {"model", "max_tokens", "messages"} <= set(messages["required"])
     assert "/v1/messages" in doc["paths"]
+    embeddings = doc["components"]["schemas"]["EmbeddingsRequest"]
+    assert {"model", "input"} <= set(embeddings["required"])
+    assert set(embeddings["properties"]["encoding_format"]["enum"]) == {"float", "base64"}
+    assert "/v1/embeddings" in doc["paths"]
 
 
 def _check(response: Any) -> None:
@@ -85,5 +89,5 @@ def test_fuzz_no_gateway_5xx(case: Any) -> None:
 
 
 def test_the_fuzz_reached_the_router() -> None:
-    """Runs after the fuzz (file order): a real route answered on both chat endpoints."""
-    assert {"/v1/chat/completions", "/v1/messages"} <= REACHED, REACHED
+    """Runs after the fuzz (file order): a real route answered on the chat endpoints and embeddings."""
+    assert {"/v1/chat/completions", "/v1/messages", "/v1/embeddings"} <= REACHED, REACHED

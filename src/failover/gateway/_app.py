@@ -1,6 +1,6 @@
 """The OpenAI-compatible ASGI app: ``create_app(router, settings)``.
 
-Endpoints: ``POST /v1/chat/completions`` (plain and SSE), ``GET /v1/models`` (the routes),
+Endpoints: ``POST /v1/chat/completions`` (plain and SSE), ``POST /v1/embeddings``, ``GET /v1/models`` (the routes),
 ``GET /v1/models/{route}``, ``GET /admin/health`` (admin key), ``GET /healthz``.
 
 The chat endpoint is a plain ASGI callable rather than a Starlette request handler, so that
@@ -24,7 +24,7 @@ import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, cast
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -37,6 +37,7 @@ from starlette.responses import Response
 from starlette.routing import Mount
 from starlette.routing import Route as HttpRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
+from typing_extensions import TypeVar
 
 from ..inbound import RelayMismatch, SchemaField, WireError, check_schema_limits, check_schemas
 from ..inbound._headers import record_headers  # shared with failover.httpx_client
@@ -649,7 +650,16 @@ class _DialectBody(Protocol):
     def stream(self) -> bool | None: ...
 
 
+class _Answered(Protocol):
+    """What the lifecycle reads of a plain answer, whatever the endpoint: its record."""
+
+    @property
+    def record(self) -> RouteRecord | None: ...
+
+
 _B = TypeVar("_B", bound=_DialectBody)
+_Q = TypeVar("_Q", default=Request)  # what the router is asked (a chat Request unless said)
+_A = TypeVar("_A", bound=_Answered, default=Answer)  # what it answers
 
 
 def _check_route(router: Router, route: str, tenant: Tenant | None) -> None:
@@ -671,7 +681,7 @@ def _check_route(router: Router, route: str, tenant: Tenant | None) -> None:
         )
 
 
-class Endpoint(Generic[_B]):
+class Endpoint(Generic[_B, _Q, _A]):
     """One dialect's ``POST`` endpoint as an ASGI app: the request lifecycle every dialect
     shares (drain check, auth, body, route, envelope, quotas, in-flight registration, the
     interruptible call, error mapping, accounting), written once so the dialects cannot
@@ -710,7 +720,7 @@ class Endpoint(Generic[_B]):
         del body  # its hundreds of thousands of objects are freed here, not by the loop (~30 ms)
         raise from_wire(problem) from None
 
-    def to_request(self, body: _B) -> Request:
+    def to_request(self, body: _B) -> _Q:
         """The body as the router's Request; an ApiError if it cannot be translated. Its JSON
         Schemas are not looked at here (before the tenant is admitted): :meth:`Gateway.check_schemas`
         checks their limits and compiles them once it is."""
@@ -725,10 +735,14 @@ class Endpoint(Generic[_B]):
         raise NotImplementedError
 
     def answer(
-        self, resp: Answer, route: str, request_id: str, record: RouteRecord | None
+        self, resp: _A, route: str, request_id: str, record: RouteRecord | None
     ) -> tuple[bytes, Mapping[str, str]]:
         """A plain answer's JSON body and headers."""
         raise NotImplementedError
+
+    def call(self, router: Router, route: str, req: _Q, envelope: Envelope) -> Coroutine[Any, Any, _A]:
+        """The router call of a plain answer: ``complete`` for a chat dialect."""
+        return cast("Coroutine[Any, Any, _A]", router.complete(route, cast(Request, req), envelope))
 
     def error_response(
         self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
@@ -817,7 +831,8 @@ class Endpoint(Generic[_B]):
         try:
             if body.stream:
                 wire = self.wire(body, route, envelope)
-                reply = _StreamReply(gw, router, route, req, envelope, tenant, started, stop, wire, live)
+                chat = cast(Request, req)  # only chat dialects stream
+                reply = _StreamReply(gw, router, route, chat, envelope, tenant, started, stop, wire, live)
                 await reply(scope, receive, send)
             else:
                 await self._complete(scope, receive, send, router, route, req, envelope, tenant, started, stop)
@@ -831,7 +846,7 @@ class Endpoint(Generic[_B]):
         send: Send,
         router: Router,
         route: str,
-        req: Request,
+        req: _Q,
         envelope: Envelope,
         tenant: Tenant | None,
         started: float,
@@ -841,7 +856,7 @@ class Endpoint(Generic[_B]):
         gw = self.gw
         response: Response
         try:
-            outcome = await _interruptible(router.complete(route, req, envelope), scope, receive, stop)
+            outcome = await _interruptible(self.call(router, route, req, envelope), scope, receive, stop)
         except Unavailable as exc:
             err = unavailable_error(exc, gw.scrub)
             gw.finish(
@@ -1485,7 +1500,8 @@ def create_app(
             if close_router:
                 await gw.router.aclose()
 
-    from ._messages import Messages, count_tokens  # here, not at the top: _messages builds on this module
+    from ._embeddings import EmbeddingsEndpoint  # here, not at the top: they build on this module
+    from ._messages import Messages, count_tokens
 
     app = GatewayApp(
         fast_dispatch=not middleware,  # CORS must see every request
@@ -1493,6 +1509,7 @@ def create_app(
             HttpRoute("/v1/chat/completions", ChatCompletions(gw), methods=["POST"]),
             HttpRoute("/v1/messages", Messages(gw), methods=["POST"]),
             HttpRoute("/v1/messages/count_tokens", count_tokens(gw), methods=["POST"]),
+            HttpRoute("/v1/embeddings", EmbeddingsEndpoint(gw), methods=["POST"]),
             HttpRoute("/v1/models", models, methods=["GET"]),
             HttpRoute("/v1/models/{name:path}", model, methods=["GET"]),
             HttpRoute("/admin/health", admin_health, methods=["GET"]),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..inbound.anthropic import MessagesBody
+from ..inbound.embeddings import EmbeddingsBody
 from ._openai import ChatCompletionBody
 from ._settings import REQUEST_HEADERS
 
@@ -228,6 +229,61 @@ def _count_tokens_path() -> dict[str, Any]:
     }
 
 
+_EMBEDDINGS = {
+    "type": "object",
+    "required": ["object", "data", "model", "usage"],
+    "properties": {
+        "object": {"const": "list"},
+        "data": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["object", "index", "embedding"],
+                "properties": {
+                    "object": {"const": "embedding"},
+                    "index": {"type": "integer", "minimum": 0},
+                    "embedding": {
+                        "description": "floats, or base64 of little-endian float32 (encoding_format base64)",
+                        "oneOf": [{"type": "array", "items": {"type": "number"}}, {"type": "string"}],
+                    },
+                },
+            },
+        },
+        "model": {"type": "string", "description": "the route"},
+        "usage": {
+            "type": "object",
+            "required": ["prompt_tokens", "total_tokens"],
+            "properties": {"prompt_tokens": {"type": "integer"}, "total_tokens": {"type": "integer"}},
+        },
+    },
+}
+
+
+def _embeddings_path(params: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "post": {
+            "summary": "Embeddings over a route: its primary model or an equivalent of it, never another model",
+            "parameters": params,
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/EmbeddingsRequest"},
+                        "example": {"model": "chat", "input": ["first text", "second text"]},
+                    }
+                },
+            },
+            "responses": {
+                "200": {
+                    "description": "one vector per input, in input order",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/EmbeddingList"}}},
+                },
+                **_ERRORS,
+            },
+        }
+    }
+
+
 def openapi_schema(*, metrics: bool = True) -> dict[str, Any]:
     body = ChatCompletionBody.model_json_schema(ref_template=_REF)
     defs = body.pop("$defs", {})
@@ -270,6 +326,7 @@ def openapi_schema(*, metrics: bool = True) -> dict[str, Any]:
         },
         "/v1/messages": _messages_path(chat_params),
         "/v1/messages/count_tokens": _count_tokens_path(),
+        "/v1/embeddings": _embeddings_path([p for p in chat_params if p["name"] != "x-failover-live-reasoning"]),
         "/v1/models": {
             "get": _get(
                 "The routes this key may use",
@@ -325,6 +382,8 @@ def openapi_schema(*, metrics: bool = True) -> dict[str, Any]:
                 "Message": _MESSAGE,
                 "AnthropicError": _ANTHROPIC_ERROR,
                 "ChatCompletion": _COMPLETION,
+                "EmbeddingsRequest": EmbeddingsBody.model_json_schema(ref_template=_REF),
+                "EmbeddingList": _EMBEDDINGS,
                 "Model": _MODEL,
                 "Error": _ERROR,
             },

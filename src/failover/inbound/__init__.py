@@ -21,7 +21,7 @@ Error tree::
      └── RelayMismatch    a finished answer that differs from what a stream client was sent
 """
 
-from . import anthropic, openai
+from . import anthropic, embeddings, openai
 from ._relay import RelayMismatch
 from ._wire import SchemaField, WireError, check_schema_limits, check_schemas
 
@@ -30,6 +30,7 @@ __all__ = [
     "SchemaField",
     "WireError",
     "anthropic",
+    "embeddings",
     "check_schema_limits",
     "check_schemas",
     "openai",

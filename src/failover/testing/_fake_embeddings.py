@@ -112,8 +112,13 @@ def _list(value: Any) -> list[Any]:
 
 
 def embed_problem(dialect: Dialect, path: str, body: Mapping[str, Any]) -> str | None:
-    """What the real API says of a body it refuses before any model runs (None: acceptable)."""
+    """What the real API says of a body it refuses before any model runs (None: acceptable):
+    a required field missing, or more dimensions than the model has."""
     model = embed_model(dialect, path) or ""
+    asked = _asked_dims(dialect, path, body, model)
+    native = _native(model or str(body.get("model", "")))
+    if asked is not None and not 0 < asked <= native:
+        return f"dimensions {asked} is not supported by this model: at most {native}"
     if dialect is Dialect.OPENAI:
         if not isinstance(body.get("model"), str) and "/deployments/" not in path:
             return "you must provide a model parameter"
@@ -170,6 +175,24 @@ def fake_vector(text: str, dimensions: int) -> list[float]:
     v = [rng.gauss(0.0, 1.0) for _ in range(dimensions)]
     norm = math.sqrt(sum(x * x for x in v)) or 1.0
     return [round(x / norm, 6) for x in v]
+
+
+def _asked_dims(dialect: Dialect, path: str, body: Mapping[str, Any], model: str) -> int | None:
+    """The size a body asks for (None: the model's own)."""
+    value: Any
+    if dialect is Dialect.OPENAI:
+        value = body.get("dimensions")
+    elif dialect is Dialect.GEMINI and _vertex(path):
+        params = body.get("parameters")
+        value = params.get("outputDimensionality") if isinstance(params, Mapping) else None
+    elif dialect is Dialect.GEMINI:
+        first = next(iter(_list(body.get("requests"))), None)
+        value = first.get("outputDimensionality") if isinstance(first, Mapping) else None
+    else:
+        value = body.get("output_dimension" if _cohere(model) else "dimensions")
+    if value is None:
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
 def _tokens(text: str) -> int:

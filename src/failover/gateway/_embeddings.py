@@ -1,0 +1,77 @@
+"""``POST /v1/embeddings``: OpenAI's embeddings endpoint over ``Router.embed``.
+
+The body is read by :mod:`failover.inbound.embeddings`; everything else is the chat
+endpoint's lifecycle (:class:`~failover.gateway._app.Endpoint`): ``model`` names a route,
+tenant keys, quotas, the envelope from the ``x-failover-*`` headers, drain, a client that
+leaves cancelling the upstream calls, metrics, the access log, the ``x-failover-*``
+response headers and OpenAI's error bodies with the gateway's statuses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from starlette.responses import Response
+
+from ..inbound import SchemaField, WireError
+from ..inbound.embeddings import EmbeddingsBody, embeddings_body, parse_body, to_embed_request
+from ..model import Embeddings, EmbedRequest, Envelope, RouteRecord
+from ..model._json import dumps
+from ..router import Router
+from ._app import Endpoint, record_headers
+from ._errors import ApiError, from_wire
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """What the router is asked, and how the client wants the vectors written."""
+
+    request: EmbedRequest
+    encoding_format: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    embeddings: Embeddings
+    encoding_format: str
+
+    @property
+    def record(self) -> RouteRecord | None:
+        return self.embeddings.record
+
+
+class EmbeddingsEndpoint(Endpoint[EmbeddingsBody, _Asked, _Answer]):
+    """``POST /v1/embeddings``: vectors from a route's primary model or its equivalents only."""
+
+    path = "/v1/embeddings"
+
+    def parse(self, raw: bytes) -> EmbeddingsBody:
+        try:
+            return parse_body(self.gw.decode_json(raw))
+        except WireError as exc:
+            raise from_wire(exc) from None
+
+    def to_request(self, body: EmbeddingsBody) -> _Asked:
+        try:
+            return _Asked(to_embed_request(body), body.encoding_format)
+        except WireError as exc:
+            raise from_wire(exc) from None
+
+    def schema_fields(self, body: EmbeddingsBody) -> list[SchemaField]:
+        return []  # no client JSON Schema in an embeddings request
+
+    async def call(self, router: Router, route: str, req: _Asked, envelope: Envelope) -> _Answer:
+        out = await router.embed(route, req.request, envelope=envelope)
+        return _Answer(out, req.encoding_format)
+
+    def answer(
+        self, resp: _Answer, route: str, request_id: str, record: RouteRecord | None
+    ) -> tuple[bytes, Mapping[str, str]]:
+        out = embeddings_body(resp.embeddings, model=route, encoding_format=resp.encoding_format)
+        return dumps(out), record_headers(request_id, record)
+
+    def error_response(
+        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
+    ) -> Response:
+        return self.gw.error_response(err, request_id=request_id, record=record)
