@@ -188,7 +188,9 @@ async def test_an_input_over_every_window_is_refused_before_any_call(fakes: Fake
 
 async def test_the_limiter_counts_the_inputs_tokens(fakes: Fakes) -> None:
     srv, us = fakes.srv, fakes.us
-    route = Route(name="tpm", primary=(_target(srv, us, limits=Limits(input_tpm=50), tokenizer="estimate"),))
+    # an embedding generates nothing: it holds no output room, whatever max_output_tokens says
+    limits = Limits(input_tpm=50, output_tpm=100)
+    route = Route(name="tpm", primary=(_target(srv, us, limits=limits, tokenizer="estimate", max_output_tokens=4096),))
     router = _router(route)
     out = await router.embed("tpm", ["a few words"])  # fits
     assert out.record is not None and out.record.target_used == "us"
@@ -314,3 +316,30 @@ async def test_a_route_whose_only_targets_cannot_embed_says_so() -> None:
         assert "embeddings_unsupported" in info.value.record.excluded[0].reason
         assert chat.calls == []
         await router.aclose()
+
+
+def test_vectors_of_another_size_than_asked_are_a_contract_failure() -> None:
+    from failover.model import Embeddings, EmbedRequest, Failure
+    from failover.router._embed import _checked
+
+    t = Target(name="t", dialect="openai", model=SMALL, base_url="http://x", dimensions=4)  # type: ignore[arg-type]
+    ok = Embeddings(vectors=([0.0] * 4, [1.0] * 4))
+    assert _checked(ok, t, EmbedRequest(inputs=("a", "b")), 200) is ok
+    wrong = _checked(ok, t, EmbedRequest(inputs=("a", "b"), dimensions=8), 200)
+    assert isinstance(wrong, Failure) and wrong.kind is FailureKind.CONTRACT_FAILURE
+    assert wrong.provider_code == "dimensions_differ" and "4 dimensions; 8 were asked for" in wrong.message
+    ragged = _checked(
+        Embeddings(vectors=([0.0] * 4, [1.0] * 3)), replace(t, dimensions=None), EmbedRequest(inputs=("a", "b")), 200
+    )
+    assert isinstance(ragged, Failure) and ragged.kind is FailureKind.PROVIDER_SERVER_ERROR
+
+
+def test_sync_router_embeds() -> None:
+    from failover import SyncRouter
+    from failover.testing import FakeNetwork
+
+    p = FakeProvider("p", "openai", model=SMALL)
+    route = Route(name="r", primary=(p.target(),))
+    with SyncRouter(lambda: Router([route], transport=FakeNetwork(p))) as router:
+        out = router.embed("r", "one text", dimensions=8)
+    assert [list(v) for v in out.vectors] == [fake_vector("one text", 8)]

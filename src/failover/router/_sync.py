@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from ..model import Envelope, Request, Response, Route
+from ..model import Embeddings, EmbedInput, EmbedRequest, Envelope, Request, Response, Route
 from ._router import Router
 
 T = TypeVar("T")
@@ -48,6 +48,20 @@ class SyncRouter:
 
     def complete(self, route: str | Route, request: Request, envelope: Envelope | None = None) -> Response:
         return self._run(self._router.complete(route, request, envelope))
+
+    def embed(
+        self,
+        route: str | Route,
+        inputs: str | Sequence[str] | EmbedRequest,
+        *,
+        dimensions: int | None = None,
+        input_type: EmbedInput | str | None = None,
+        envelope: Envelope | None = None,
+    ) -> Embeddings:
+        """:meth:`Router.embed`, blocking."""
+        return self._run(
+            self._router.embed(route, inputs, dimensions=dimensions, input_type=input_type, envelope=envelope)
+        )
 
     def close(self) -> None:
         if self._loop.is_closed():
