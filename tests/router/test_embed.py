@@ -343,3 +343,21 @@ def test_sync_router_embeds() -> None:
     with SyncRouter(lambda: Router([route], transport=FakeNetwork(p))) as router:
         out = router.embed("r", "one text", dimensions=8)
     assert [list(v) for v in out.vectors] == [fake_vector("one text", 8)]
+
+
+async def test_batches_are_kept_to_what_one_answer_may_hold() -> None:
+    from failover.testing import FakeNetwork
+
+    p = FakeProvider("p", "openai", model="text-embedding-3-large")
+    net = FakeNetwork(p)
+    net.max_response_bytes = 1024 * 1024  # type: ignore[attr-defined]  # as a transport's limit says
+    router = _router(Route(name="r", primary=(p.target(),)), transport=net)
+    texts = [f"t{i}" for i in range(30)]
+    out = await router.embed("r", texts)  # the model's own size: 3,072 floats a vector
+    # 1 MiB of answer at 24 bytes a dimension: 12 vectors a call, not OpenAI's 2,048
+    assert [len(c.json["input"]) for c in p.calls if c.json] == [12, 12, 6]
+    assert [list(v) for v in out.vectors] == [fake_vector(t, 3072) for t in texts]
+    p.clear()
+    await router.embed("r", texts, dimensions=256)
+    assert [len(c.json["input"]) for c in p.calls if c.json] == [30]
+    await router.aclose()

@@ -50,11 +50,19 @@ from ..policy import Plan, embedding_violation, plan
 from ..providers.embeddings import EmbedAdapter, dimensions_of, embed_adapter_for
 from ..tokens import counter_for
 from ..transport import TransportError
+from ..transport._limits import DEFAULT_MAX_RESPONSE_BYTES
 from ._router import Router, _Run, _total_msg, _transport_failure
 
 # Batches of one attempt in flight at once (Titan embeds one text a call: a request of 100
 # texts is 100 calls, which must not all open a connection at the same moment).
 PARALLEL_BATCHES = 8
+
+# What one vector may take in a JSON answer, per dimension: OpenAI and Google pretty-print
+# them, one float a line ("      -0.0069292834,\n"). A batch is kept to what the transport
+# reads in one answer (max_response_bytes), at the size asked for, or at the largest usual
+# size when the model's own is used: an answer cut at that limit would fail every attempt.
+BYTES_PER_DIMENSION = 24
+UNKNOWN_DIMENSIONS = 3072
 
 # The loop's Request for an embedding run: no messages, no max_tokens (nothing is generated).
 _NO_REQUEST = Request(messages=())
@@ -214,7 +222,7 @@ class EmbedRun(_Run):
         self, target: Target, adapter: EmbedAdapter, connect: float, until: float
     ) -> tuple[int | None, Embeddings | Failure]:
         """Every batch of the request; the first failure (in the order they end) ends the attempt."""
-        size = max(1, adapter.batch_size(target))
+        size = self.batch_size(target, adapter)
         n = len(self.embed.inputs)
         parts = [self.embed.part(i, i + size) for i in range(0, n, size)]
         if len(parts) == 1:
@@ -244,6 +252,13 @@ class EmbedRun(_Run):
                 task.cancel()  # a no-op for the finished ones
             await asyncio.gather(*tasks, return_exceptions=True)
         return 200, _merged([answers[i] for i in range(len(tasks))])
+
+    def batch_size(self, target: Target, adapter: EmbedAdapter) -> int:
+        """The provider's batch size, or fewer, so that one answer fits the transport's limit."""
+        dims = dimensions_of(target, self.embed) or UNKNOWN_DIMENSIONS
+        room = getattr(self.router.transport, "max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)
+        fits = int(room * 0.9) // (dims * BYTES_PER_DIMENSION)
+        return max(1, min(adapter.batch_size(target), fits))
 
     async def _send(
         self, target: Target, adapter: EmbedAdapter, part: EmbedRequest, connect: float, until: float

@@ -172,7 +172,8 @@ def fake_vector(text: str, dimensions: int) -> list[float]:
     """A unit vector of ``dimensions`` drawn from a seed of ``text``: the same everywhere."""
     seed = int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8], "big")
     rng = random.Random(seed)
-    v = [rng.gauss(0.0, 1.0) for _ in range(dimensions)]
+    draw = rng.random
+    v = [draw() - 0.5 for _ in range(dimensions)]
     norm = math.sqrt(sum(x * x for x in v)) or 1.0
     return [round(x / norm, 6) for x in v]
 
