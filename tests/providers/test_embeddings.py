@@ -363,11 +363,11 @@ def test_cohere_answer_in_both_shapes_with_the_header_count(by_type: bool) -> No
     ("status", "error_type", "message", "kind"),
     [
         (429, "ThrottlingException", "Too many requests, please wait before trying again.", "rate_limited"),
-        (429, "ModelNotReadyException", "Model is not ready for inference.", "provider_overloaded"),
+        (429, "ModelNotReadyException", "Model is not ready for inference.", "transport_transient"),
         (503, "ServiceUnavailableException", "Bedrock is unable to process your request.", "provider_overloaded"),
         (500, "InternalServerException", "The system encountered an unexpected error.", "provider_server_error"),
         (424, "ModelErrorException", "The model failed to process the request.", "provider_server_error"),
-        (408, "ModelTimeoutException", "Model has timed out.", "transport_transient"),
+        (408, "ModelTimeoutException", "Model has timed out.", "timeout"),
         (400, "ServiceQuotaExceededException", "Your request exceeds the service quota.", "quota_exhausted"),
         (403, "AccessDeniedException", "You don't have access to the model.", "authentication_or_permission"),
         (

@@ -22,9 +22,8 @@ Bedrock            ``POST {base}/model/{id}/invoke`` (InvokeModel). Titan Text E
                    output_dimension}`` -> ``embeddings`` (a list, or ``{"float": [...]}``), 96 a call.
 =================  =========================================================================
 
-Bedrock's errors are classified here by status and ``x-amzn-errortype`` only (the error
-shapes of InvokeModel in botocore's service model); they are the same exceptions as
-Converse's.
+Errors are each dialect's generation errors, classified by the same code: InvokeModel's
+exceptions (botocore's service model) are Converse's.
 """
 
 from __future__ import annotations
@@ -39,17 +38,16 @@ from urllib.parse import quote
 from ..model import Dialect, Embeddings, EmbedInput, EmbedRequest, Failure, FailureKind, Target, Usage
 from ..model._json import dumps
 from ..transport._types import HttpRequest, HttpResponse
+from . import _bedrock_parse as _bedrock
 from . import gemini as _gemini
 from . import openai as _openai
 from ._common import (
-    CONTEXT_OVERFLOW,
     as_dict,
     as_int,
     as_list,
     as_str,
     decode_json,
     error_failure,
-    kind_from_status,
     unreadable,
     with_query,
 )
@@ -318,41 +316,6 @@ _COHERE_INPUT: Final[Mapping[EmbedInput, str]] = {
     EmbedInput.CLASSIFICATION: "classification",
     EmbedInput.CLUSTERING: "clustering",
 }
-_BEDROCK_REQUEST_IDS = ("x-amzn-requestid", "x-amz-request-id")
-
-# InvokeModel's error shapes (botocore's bedrock-runtime service model), by x-amzn-errortype.
-_BEDROCK_KINDS: Final[Mapping[str, FailureKind]] = {
-    "ThrottlingException": FailureKind.RATE_LIMITED,  # 429
-    "ModelNotReadyException": FailureKind.PROVIDER_OVERLOADED,  # 429: the model is being loaded; retry
-    "ServiceUnavailableException": FailureKind.PROVIDER_OVERLOADED,  # 503
-    "InternalServerException": FailureKind.PROVIDER_SERVER_ERROR,  # 500
-    "ModelErrorException": FailureKind.PROVIDER_SERVER_ERROR,  # 424: the model failed on this input
-    "ModelTimeoutException": FailureKind.TRANSPORT_TRANSIENT,  # 408: the model took too long
-    "ServiceQuotaExceededException": FailureKind.QUOTA_EXHAUSTED,  # 400: the account's quota
-    "AccessDeniedException": FailureKind.AUTHENTICATION_OR_PERMISSION,  # 403
-    "UnrecognizedClientException": FailureKind.AUTHENTICATION_OR_PERMISSION,
-    "InvalidSignatureException": FailureKind.AUTHENTICATION_OR_PERMISSION,
-    "ExpiredTokenException": FailureKind.AUTHENTICATION_OR_PERMISSION,
-    "ResourceNotFoundException": FailureKind.MODEL_NOT_FOUND,  # 404
-    "ValidationException": FailureKind.INVALID_REQUEST,  # 400 (too long: context_overflow, below)
-}
-# Bedrock's wording of an input over the model's limit, beside the generic ones.
-_TOO_LONG = ("too long", "too many input tokens", "exceeds the maximum")
-
-
-def _bedrock_error(target: Target, response: HttpResponse, meta: HeaderMeta) -> Failure:
-    body = as_dict(decode_json(response.body))
-    header = response.headers.get("x-amzn-errortype") or as_str(body.get("__type")) or ""
-    code = header.split(":", 1)[0].rsplit("#", 1)[-1] or None
-    message = as_str(body.get("message")) or as_str(body.get("Message"))
-    kind = _BEDROCK_KINDS.get(code or "") or kind_from_status(response.status)
-    if kind is FailureKind.INVALID_REQUEST and message:
-        low = message.lower()
-        if CONTEXT_OVERFLOW.search(message) or any(w in low for w in _TOO_LONG):
-            kind = FailureKind.CONTEXT_OVERFLOW
-    return error_failure(
-        provider="bedrock", kind=kind, target=target, response=response, meta=meta, code=code, message=message
-    )
 
 
 def _is_cohere(model: str) -> bool:
@@ -397,10 +360,10 @@ class BedrockEmbeddings:
         return HttpRequest(method="POST", url=url, headers=headers, json=body, content=dumps(body))
 
     def parse_embed(self, target: Target, request: EmbedRequest, response: HttpResponse) -> Embeddings | Failure:
-        meta = read_meta(response.headers, request_id_headers=_BEDROCK_REQUEST_IDS)
-        if not 200 <= response.status < 300:
-            return _bedrock_error(target, response, meta)
+        meta = read_meta(response.headers, request_id_headers=_bedrock.REQUEST_ID_HEADERS)
         body = as_dict(decode_json(response.body))
+        if not 200 <= response.status < 300:
+            return _bedrock.error(target, response, meta, body)  # InvokeModel's errors are Converse's
         want = len(request.inputs)
         counted = parse_int(first_header(response.headers, ("x-amzn-bedrock-input-token-count",)))
         if _is_cohere(target.model):

@@ -39,7 +39,7 @@ from email.utils import formatdate
 from typing import Any
 
 from ..model import Dialect
-from ._fake_embeddings import bedrock_error, embed_answer, embed_model, embed_problem
+from ._fake_embeddings import embed_answer, embed_model, embed_problem
 from ._script import STREAM_FAULT_KINDS, Reply, ReplyKind
 from ._stream import Timing
 
@@ -224,16 +224,20 @@ def check_request(
     key id of the SigV4 signature; with ``secret_key`` and the request as received
     (``wire``: method, URL, body bytes) the signature itself is checked."""
     if dialect is Dialect.BEDROCK:
-        from ._fake_bedrock import check_bedrock
+        from ._fake_bedrock import check_bedrock, check_signature
 
-        return check_bedrock(headers, body, api_key=api_key, secret_key=secret_key, wire=wire)
-    if api_key is not None:
+        if endpoint.operation != "embed":
+            return check_bedrock(headers, body, api_key=api_key, secret_key=secret_key, wire=wire)
+        refused = check_signature(headers, api_key=api_key, secret_key=secret_key, wire=wire)
+        if refused is not None:
+            return refused
+    elif api_key is not None:
         key = presented_key(dialect, headers, query)
         if not key:
             return Reply.unauthorized(message=_NO_KEY[dialect])
         if key != api_key:
             return Reply.unauthorized()
-    if endpoint.operation == "embed":
+    if endpoint.operation == "embed":  # testing/_fake_embeddings.py
         problem = embed_problem(dialect, path, body)
         return Reply.invalid(problem) if problem is not None else None
     if dialect is Dialect.OPENAI:
@@ -274,7 +278,7 @@ def render(reply: Reply, ex: Exchange) -> Rendered:
         # No event to put the error in: the plain error a non-streaming client would get.
         reply = Reply(kind=reply.cause or ReplyKind.OVERLOADED, message=reply.message)
         kind = reply.kind
-    if ex.endpoint.operation == "embed" and (reply.has_ok_body or ex.dialect is Dialect.BEDROCK):
+    if ex.endpoint.operation == "embed" and reply.has_ok_body:  # errors: each dialect's own, below
         return _embeddings(reply, ex)
     if reply.has_ok_body:
         if reply.plain and ex.stream:
@@ -305,25 +309,12 @@ def render(reply: Reply, ex: Exchange) -> Rendered:
 
 
 def _embeddings(reply: Reply, ex: Exchange) -> Rendered:
-    """An embeddings answer (testing/_fake_embeddings.py); the other dialects' errors are
-    their generation errors."""
-    if reply.has_ok_body:
-        status, headers, body = embed_answer(
-            ex.dialect, ex.path, ex.body, model=ex.model, request_id=ex.request_id, response_id=ex.response_id
-        )
-        rendered = Rendered(status, headers, body)
-        return _timed(reply, rendered, ex) if reply.timed else rendered
-    if not reply.is_http_answer:
-        raise ValueError(f"a {reply.kind.value} reply has no HTTP answer to render")
-    status, headers, body = bedrock_error(
-        reply.kind.value,
-        request_id=ex.request_id,
-        message=reply.message,
-        retry_headers=_retry_headers(reply),
-        tokens=reply.prompt_tokens or 0,
-        limit=reply.limit or 8192,
+    """The 200 of an embeddings request (testing/_fake_embeddings.py)."""
+    status, headers, body = embed_answer(
+        ex.dialect, ex.path, ex.body, model=ex.model, request_id=ex.request_id, response_id=ex.response_id
     )
-    return Rendered(status, headers, body)
+    rendered = Rendered(status, headers, body)
+    return _timed(reply, rendered, ex) if reply.timed else rendered
 
 
 def render_unknown_path(dialect: Dialect, method: str, path: str, request_id: str) -> Rendered:

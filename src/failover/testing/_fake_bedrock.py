@@ -123,14 +123,9 @@ def check_bedrock(
     """What Bedrock refuses before any model runs: a missing or foreign signature (with
     ``api_key``), a wrong one (with ``secret_key`` and the request as received, ``wire`` =
     (method, URL, body bytes)), no ``messages``."""
-    if api_key is not None:
-        key = presented_key_id(headers)
-        if key is None or "x-amz-date" not in headers:
-            return Reply.unauthorized(message=MISSING_TOKEN)
-        if key != api_key:
-            return Reply.unauthorized(message=BAD_KEY)
-        if secret_key is not None and wire is not None and not verify_sigv4(*wire, headers, api_key, secret_key):
-            return Reply.unauthorized(message=BAD_SIGNATURE)
+    refused = check_signature(headers, api_key=api_key, secret_key=secret_key, wire=wire)
+    if refused is not None:
+        return refused
     messages = body.get("messages")
     if not isinstance(messages, list):
         return Reply.invalid(
@@ -142,6 +137,27 @@ def check_bedrock(
             "A conversation must start with a user message. "
             "Try again with a conversation that starts with a user message."
         )
+    return None
+
+
+def check_signature(
+    headers: Mapping[str, str],
+    *,
+    api_key: str | None,
+    secret_key: str | None = None,
+    wire: tuple[str, str, bytes] | None = None,
+) -> Reply | None:
+    """What AWS refuses before any operation runs (only with ``api_key``): a missing or
+    foreign signature, or (with ``secret_key`` and ``wire``) a wrong one."""
+    if api_key is None:
+        return None
+    key = presented_key_id(headers)
+    if key is None or "x-amz-date" not in headers:
+        return Reply.unauthorized(message=MISSING_TOKEN)
+    if key != api_key:
+        return Reply.unauthorized(message=BAD_KEY)
+    if secret_key is not None and wire is not None and not verify_sigv4(*wire, headers, api_key, secret_key):
+        return Reply.unauthorized(message=BAD_SIGNATURE)
     return None
 
 

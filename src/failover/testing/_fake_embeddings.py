@@ -11,13 +11,12 @@
 * Bedrock InvokeModel ``.../model/{id}/invoke``: Titan Text Embeddings ``{"embedding",
   "inputTextTokenCount", "embeddingsByType"}``; Cohere Embed ``{"id", "texts",
   "embeddings", "response_type"}`` (``{"float": [...]}`` when ``embedding_types`` is sent);
-  the ``x-amzn-bedrock-input-token-count`` header. Errors: the status, ``x-amzn-errortype``
-  and ``{"message"}`` of InvokeModel's exceptions.
+  the ``x-amzn-bedrock-input-token-count`` header.
 
 Vectors are deterministic: each is a unit vector drawn from a seed of its text, of the
 requested size (the model's usual size when none is asked for), so equal texts give equal
-vectors on every fake and in every run. Errors of the other dialects are their generation
-errors (the same envelopes). A 200 kind that only means something for generation (truncate,
+vectors on every fake and in every run. Errors are each dialect's generation errors (the same
+envelopes; InvokeModel's are Converse's). A 200 kind that only means something for generation (truncate,
 refuse, content_filter, malformed_tool_args, schema_invalid) is answered with the vectors.
 
 This module is pure and knows nothing of the rest of the kit: ``_dialects`` dispatches here.
@@ -38,7 +37,7 @@ from urllib.parse import unquote
 
 from ..model import Dialect
 
-__all__ = ["bedrock_error", "embed_answer", "embed_model", "embed_problem"]
+__all__ = ["embed_answer", "embed_model", "embed_problem", "fake_vector"]
 
 Answer = tuple[int, tuple[tuple[str, str], ...], bytes]
 
@@ -285,54 +284,3 @@ def embed_answer(
     vector = fake_vector(texts[0], size) if texts else []
     out = {"embedding": vector, "inputTextTokenCount": tokens, "embeddingsByType": {"float": vector}}
     return 200, headers, _dumps(out)
-
-
-# -- Bedrock's errors ------------------------------------------------------------------------------
-
-_BEDROCK_ERRORS = {
-    "rate_limit": (429, "ThrottlingException", "Too many requests, please wait before trying again."),
-    "quota": (
-        400,
-        "ServiceQuotaExceededException",
-        "Your request exceeds the service quota for your account. You can view your quotas at "
-        "https://docs.aws.amazon.com/servicequotas/latest/userguide/gs-request-quota.html",
-    ),
-    "overloaded": (503, "ServiceUnavailableException", "Bedrock is unable to process your request."),
-    "server_error": (
-        500,
-        "InternalServerException",
-        "The system encountered an unexpected error during processing. Try your request again.",
-    ),
-    "unauthorized": (403, "UnrecognizedClientException", "The security token included in the request is invalid."),
-    "not_found": (404, "ResourceNotFoundException", "Could not resolve the foundation model from its identifier."),
-    "context_overflow": (400, "ValidationException", "Too many input tokens."),  # with the numbers, below
-    "invalid": (
-        400,
-        "ValidationException",
-        "Malformed input request: #: extraneous key [temperature] is not permitted, please reformat your input "
-        "and try again.",
-    ),
-}
-
-
-def bedrock_error(
-    kind: str,
-    *,
-    request_id: str,
-    message: str | None = None,
-    retry_headers: tuple[tuple[str, str], ...] = (),
-    tokens: int = 0,
-    limit: int = 8192,
-) -> Answer:
-    """An InvokeModel error: the status, ``x-amzn-errortype`` and ``{"message"}`` of the
-    exception that stands for reply ``kind`` (the name of a :class:`ReplyKind` with an HTTP answer)."""
-    status, error_type, text = _BEDROCK_ERRORS.get(kind, _BEDROCK_ERRORS["invalid"])
-    if kind == "context_overflow":
-        text = f"Too many input tokens. Max input tokens: {limit}, request input token count: {max(tokens, limit + 1)}"
-    headers = (
-        ("content-type", _JSON),
-        ("x-amzn-requestid", request_id),
-        ("x-amzn-errortype", f"{error_type}:http://internal.amazon.com/coral/com.amazon.bedrock/"),
-        *retry_headers,
-    )
-    return status, headers, _dumps({"message": message or text})
