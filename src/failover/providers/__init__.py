@@ -13,11 +13,20 @@ from ._base import DialectAdapter
 from .anthropic import AnthropicDialect
 from .gemini import GeminiDialect
 from .openai import OpenAIDialect
+from .responses import OpenAIResponsesDialect
 
-__all__ = ["AnthropicDialect", "DialectAdapter", "GeminiDialect", "OpenAIDialect", "dialect_for"]
+__all__ = [
+    "AnthropicDialect",
+    "DialectAdapter",
+    "GeminiDialect",
+    "OpenAIDialect",
+    "OpenAIResponsesDialect",
+    "dialect_for",
+]
 
 _DIALECTS: Mapping[Dialect, DialectAdapter] = {
     Dialect.OPENAI: OpenAIDialect(),
+    Dialect.OPENAI_RESPONSES: OpenAIResponsesDialect(),
     Dialect.ANTHROPIC: AnthropicDialect(),
     Dialect.GEMINI: GeminiDialect(),
 }
