@@ -13,7 +13,8 @@ interleaving of their events, and an event that comes before its item's
 * ``function_call`` items -> ``ToolCallStart`` (``call_id``, ``name``) when the item is added,
   ``ToolCallDelta`` per ``response.function_call_arguments.delta``, ``ToolCallDone`` when the
   item is done (its final arguments are the call's). Calls are numbered 0, 1, ... in the order
-  they appear and announced in that order.
+  they appear; they are announced, and done, in that order (a call finished before an earlier
+  one waits for it).
 * ``reasoning`` items -> ``ReasoningDelta`` per ``response.reasoning_summary_text.delta`` (a
   blank line between summary parts) or ``response.reasoning_text.delta`` (open models), and
   ``ReasoningDone`` when the item is done, carrying its ``encrypted_content`` as the signature.
@@ -116,6 +117,7 @@ class ResponsesStream:
         "_by_id",
         "_by_index",
         "_calls",
+        "_done",
         "_final",
         "_headers",
         "_id",
@@ -136,6 +138,7 @@ class ResponsesStream:
         self._by_index: dict[int, _Item] = {}
         self._by_id: dict[str, _Item] = {}
         self._calls: list[_Item] = []  # by call number
+        self._done = 0  # calls[:done] have had their ToolCallDone
         self._blocks: list[_Item] = []  # reasoning items, by block number
         self._text: list[str] = []  # every text delta sent, in order
         self._refusal: list[str] = []
@@ -322,7 +325,10 @@ class ResponsesStream:
         item.done = True
         arguments, parsed = tool_arguments("".join(item.args))
         item.call = ToolCall(id=item.id, name=item.name, arguments=arguments, parsed=parsed)
-        out.append(ToolCallDone(index=item.index, call=item.call))
+        # done in call order: a call finished before an earlier one waits for it
+        while self._done < len(self._calls) and (ready := self._calls[self._done].call) is not None:
+            out.append(ToolCallDone(index=self._done, call=ready))
+            self._done += 1
 
     def _close_block(self, item: _Item, raw: Mapping[str, Any], out: list[StreamEvent]) -> None:
         item.done = True

@@ -12,7 +12,8 @@ tool calls (``function_call`` items, without item ids: nothing is stored to refe
 results (``function_call_output``), and the reasoning items this dialect read earlier, sent
 back by their ``encrypted_content`` (an item without it can only be found by id in a store,
 so it is left out). Tools are flat function tools (``name``, ``description``, ``parameters``,
-``strict``), structured output is ``text.format``, ``max_tokens`` is ``max_output_tokens``.
+``strict``), structured output is ``text.format``, ``max_tokens`` is ``max_output_tokens``
+(at least 16: the API refuses less).
 
 A reasoning effort asks for ``reasoning.effort`` and ``include: ["reasoning.encrypted_content"]``
 (the only way a stateless tool loop can give a reasoning model its reasoning back; models
@@ -59,6 +60,7 @@ from ._streaming import with_partial
 __all__ = ["OpenAIResponsesDialect"]
 
 REQUEST_ID_HEADERS: Final = ("x-request-id", "apim-request-id")
+MIN_OUTPUT_TOKENS: Final = 16  # the least max_output_tokens the API accepts
 _SUMMARIES: Final = frozenset({"auto", "concise", "detailed"})
 _ENDED: Final = frozenset({"completed", "incomplete"})
 _FAILED: Final = frozenset({"failed", "cancelled"})
@@ -125,18 +127,19 @@ def _parse_response(
         response_id=as_str(data.get("id")),
         meta=meta,
     )
-    if raw in _FAILED:
-        err = as_dict(data.get("error")) or {"message": f"the response {raw}"}
+    status = as_str(data.get("status"))
+    if status in _FAILED:
+        err = as_dict(data.get("error")) or {"message": f"the response {status}"}
         return with_partial(openai_error(PROVIDER, target, response, meta, {"error": err}), res)
-    if raw not in _ENDED:  # queued or in progress: a background response, which is never asked for
+    if status not in _ENDED:  # queued or in progress: a background response, which is never asked for
         failure = error_failure(
             provider=PROVIDER,
             kind=FailureKind.PROVIDER_SERVER_ERROR,
             target=target,
             response=response,
             meta=meta,
-            code=raw,
-            message=f"the response is not finished (status {raw})",
+            code=status,
+            message=f"the response is not finished (status {status})",
         )
         return with_partial(failure, res)
     return judge(res, response.status, meta)
@@ -164,7 +167,8 @@ def request_body(target: Target, request: Request, *, stream: bool = False) -> d
     elif fmt is not None and fmt.kind == "json_object":
         out["text"] = {"format": {"type": "json_object"}}
     if request.max_tokens is not None:
-        out["max_output_tokens"] = request.max_tokens
+        # the API refuses a budget under 16 (400 integer_below_min_value): ask for its least
+        out["max_output_tokens"] = max(request.max_tokens, MIN_OUTPUT_TOKENS)
     if request.temperature is not None:
         out["temperature"] = request.temperature
     if request.top_p is not None:

@@ -480,6 +480,7 @@ def _events_in(rendered: Rendered) -> int:
 
 _DEFAULT_MODEL = {
     Dialect.OPENAI: "gpt-4o-mini",
+    Dialect.OPENAI_RESPONSES: "gpt-5-mini",
     Dialect.ANTHROPIC: "claude-haiku-4-5",
     Dialect.GEMINI: "gemini-2.5-flash",
 }
@@ -488,6 +489,8 @@ _DEFAULT_MODEL = {
 def _response_id(dialect: Dialect, name: str, serial: int) -> str:
     if dialect is Dialect.OPENAI:
         return f"chatcmpl-{name}-{serial}"
+    if dialect is Dialect.OPENAI_RESPONSES:
+        return f"resp_{name}_{serial}"
     if dialect is Dialect.ANTHROPIC:
         return f"msg_{name}_{serial}"
     return f"{name}-{serial}"

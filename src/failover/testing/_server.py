@@ -126,7 +126,7 @@ class FakeServer:
         """The ``base_url`` the provider's official SDK expects: ``openai`` wants ``.../v1``;
         ``anthropic`` and ``google-genai`` append the version themselves, so they get the root."""
         p = self._provider(provider)
-        return self.api_url_for(p) if p.dialect is Dialect.OPENAI else self.url_for(p)
+        return self.api_url_for(p) if p.dialect in (Dialect.OPENAI, Dialect.OPENAI_RESPONSES) else self.url_for(p)
 
     def target_for(self, provider: FakeProvider | str, model: str | None = None, **overrides: Any) -> Target:
         """A Target that reaches ``provider`` through this server (see FakeProvider.target)."""
