@@ -18,6 +18,9 @@ import openai
 import pydantic
 import pytest
 
+from failover import Capability, Message, Request, Route, Router, Tool
+from failover.model import Completed
+from failover.policy import Unlimited
 from failover.testing import FakeProvider, FakeServer, Reply, Script
 
 pytestmark = [pytest.mark.e2e, pytest.mark.looptime]
@@ -214,3 +217,47 @@ async def _read_into(stream: Any, deltas: list[str]) -> None:
     async for event in stream:
         if event.type == "response.output_text.delta":
             deltas.append(event.delta)
+
+
+# -- the SDK as the oracle: failover's Router reads the same stream the same way ---------------------
+
+ORACLE = [
+    Reply.ok("It is sunny in Paris today."),
+    Reply.ok("Checking both.", tool_calls=CALLS, interleave=True),
+    Reply.ok("19.", reasoning="Add 12 and 7, then answer."),
+    Reply.ok(tool_calls=CALLS, split_bytes=5),
+]
+
+
+@pytest.mark.parametrize("reply", ORACLE, ids=["text", "interleaved-calls", "reasoning", "split-writes"])
+async def test_the_router_reads_a_stream_as_the_sdk_does(reply: Reply) -> None:
+    # two fakes of one name, one reply each: the same response, byte for byte (ids, signatures)
+    theirs, mine = FakeProvider("r", "openai-responses", [reply]), FakeProvider("r", "openai-responses", [reply])
+    async with FakeServer(theirs) as srv, openai.AsyncOpenAI(base_url=srv.base_url_for(theirs), api_key="sk") as client:
+        include: Any = ["reasoning.encrypted_content"]
+        hi: Any = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}]
+        async with client.responses.stream(
+            model="gpt-5-mini", input=hi, tools=TOOLS, reasoning={"effort": "low"}, include=include, store=False
+        ) as stream:
+            sdk = await stream.get_final_response()
+    async with FakeServer(mine) as srv:
+        target = srv.target_for(mine, tokenizer="estimate", capabilities=frozenset(Capability))
+        tools = tuple(Tool(name=t["name"], parameters=t["parameters"], strict=True) for t in TOOLS)
+        request = Request(messages=(Message.user("hi"),), tools=tools, reasoning_effort="low")
+        router = Router([Route(name="r", primary=(target,))], retry_budget=Unlimited())
+        async with router, router.stream("r", request) as s:
+            events = [e async for e in s]
+    assert theirs.calls[0].json == mine.calls[0].json  # the same request, so the same answer
+    end = events[-1]
+    assert isinstance(end, Completed), end
+    ours = end.response
+    calls = [item for item in sdk.output if item.type == "function_call"]
+    reasoning = [item for item in sdk.output if item.type == "reasoning"]
+    assert ours.text == sdk.output_text
+    assert [(c.id, c.name, c.arguments) for c in ours.tool_calls] == [(c.call_id, c.name, c.arguments) for c in calls]
+    assert [(b.text, b.signature) for b in ours.reasoning] == [
+        ("\n\n".join(s.text for s in r.summary), r.encrypted_content) for r in reasoning
+    ]
+    assert sdk.usage is not None
+    assert (ours.usage.input_tokens, ours.usage.output_tokens) == (sdk.usage.input_tokens, sdk.usage.output_tokens)
+    assert ours.response_id == sdk.id
