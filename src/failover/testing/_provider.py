@@ -202,8 +202,9 @@ class FakeProvider:
     * ``script``: a :class:`Script`, or its data form (a list of replies, ``{"replies": ...,
       "default": ...}``, or one reply for every call). Default: ``ok`` to every call.
     * ``model``: the provider's model (what a Target names) and the model its answers report.
-      Default: a typical name for the dialect (``gpt-4o-mini``, ``claude-haiku-4-5``,
-      ``gemini-2.5-flash``), and answers then echo whatever model the request named.
+      Default: a typical name for the dialect (``gpt-4o-mini``, ``gpt-5-mini`` for Responses,
+      ``claude-haiku-4-5``, ``gemini-2.5-flash``), and answers then echo whatever model the
+      request named.
     * ``latency``: seconds added before every answer (on top of each reply's own).
     * ``connect_latency``: seconds the connection takes before the request is sent; one longer
       than the caller's connect timeout fails as a connect timeout. The moment it is up is
@@ -213,7 +214,8 @@ class FakeProvider:
       ``x-goog-api-key`` or ``?key=``), or it gets the real "unauthorized" answer.
     * ``validate``: answer like the real API when a request lacks a required field
       (``model``, ``messages``, Anthropic ``max_tokens`` and the ``anthropic-version``
-      header, Gemini ``contents``) or is not JSON.
+      header, Gemini ``contents``, Responses ``input``; a Responses ``max_output_tokens``
+      under 16) or is not JSON.
 
     Calls rejected by ``api_key`` or ``validate`` are recorded with ``scripted=False`` and do
     not consume a scripted reply.
