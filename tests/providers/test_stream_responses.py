@@ -403,3 +403,33 @@ def test_unknown_events_are_skipped() -> None:
     ]
     r = run(RS, events(CREATED, *odd, text_delta(1, "ok"), COMPLETED))
     assert r.response().text == "ok"
+
+
+def test_items_without_their_done_event_are_finished_as_the_response_lists_them() -> None:
+    summary = {
+        "type": "response.reasoning_summary_text.delta",
+        "item_id": "rs_0",
+        "output_index": 0,
+        "summary_index": 0,
+        "delta": "Plan.",
+    }
+    reasoning = {
+        "id": "rs_0",
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": "Plan."}],
+        "encrypted_content": "enc-final",
+    }
+    call = {"id": "fc_1", "type": "function_call", "call_id": "call_a", "name": "search", "arguments": '{"q":"x"}'}
+    body = events(
+        CREATED,
+        summary,
+        fc_added(1, "call_a", "search"),
+        fc_delta(1, '{"q":'),
+        {"type": "response.completed", "response": response(output=[reasoning, call])},
+    )
+    r = run(RS, body)
+    check_tool_invariants(r)
+    resp = r.response()
+    assert [(b.text, b.signature) for b in resp.reasoning] == [("Plan.", "enc-final")]
+    assert [(c.id, c.parsed) for c in resp.tool_calls] == [("call_a", {"q": "x"})]
+    assert [e.arguments for e in r.of(ToolCallDelta)] == ['{"q":', '"x"}']

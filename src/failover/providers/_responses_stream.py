@@ -84,6 +84,7 @@ class _Item:
         "done",
         "id",
         "index",
+        "key",
         "kind",
         "lock",
         "name",
@@ -95,6 +96,7 @@ class _Item:
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
+        self.key = ""  # the item's id
         self.id = ""  # function_call: the call_id
         self.name = ""
         self.index = -1  # the call's or block's number (-1: not numbered yet)
@@ -230,6 +232,7 @@ class ResponsesStream:
             self._by_index.setdefault(at, item)
         if isinstance(item_id, str) and item_id:
             self._by_id.setdefault(item_id, item)
+            item.key = item.key or item_id
         return item
 
     def _added(self, ev: Mapping[str, Any], out: list[StreamEvent]) -> None:
@@ -371,14 +374,20 @@ class ResponsesStream:
     def _end(self, response: dict[str, Any], out: list[StreamEvent]) -> None:
         self._head(response)
         self._final = response
+        output = response.get("output")
         if not self._by_index and not self._by_id and not self._calls:  # the items came in this event only
-            self._whole(read_output(response.get("output"), self._origin), out)
+            self._whole(read_output(output, self._origin), out)
+        # items whose output_item.done never came: finished as the response lists them
+        final = {as_str(i.get("id")): i for i in output if isinstance(i, dict)} if isinstance(output, list) else {}
         for item in list(self._calls):
             if not item.done:
+                listed = final.get(item.key) or {}
+                if isinstance(listed.get("arguments"), str):
+                    self._settle_args(item, listed["arguments"], out)
                 self._close_call(item, out)
         for item in list(self._blocks):
             if not item.done:
-                self._close_block(item, {}, out)
+                self._close_block(item, final.get(item.key) or {}, out)
         self._usage = usage(as_dict(response.get("usage")))
         out.append(UsageUpdate(usage=self._usage))
         raw = raw_stop(response)
