@@ -11,12 +11,14 @@ from collections.abc import Mapping
 from ..model import Dialect
 from ._base import DialectAdapter
 from .anthropic import AnthropicDialect
+from .bedrock import BedrockDialect
 from .gemini import GeminiDialect
 from .openai import OpenAIDialect
 from .responses import OpenAIResponsesDialect
 
 __all__ = [
     "AnthropicDialect",
+    "BedrockDialect",
     "DialectAdapter",
     "GeminiDialect",
     "OpenAIDialect",
@@ -29,6 +31,7 @@ _DIALECTS: Mapping[Dialect, DialectAdapter] = {
     Dialect.OPENAI_RESPONSES: OpenAIResponsesDialect(),
     Dialect.ANTHROPIC: AnthropicDialect(),
     Dialect.GEMINI: GeminiDialect(),
+    Dialect.BEDROCK: BedrockDialect(),
 }
 
 

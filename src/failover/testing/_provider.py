@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["FakeNetwork", "FakeProvider", "ReceivedCall"]
 
 _SECRET_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie"}
+    {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "x-amz-security-token"}
 )
 _SECRET_QUERY = re.compile(r"(?i)(^|&)(key|api[-_]?key|access_token)=[^&]*")
 _NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
@@ -212,6 +212,9 @@ class FakeProvider:
     * ``api_key``: when given, a request must carry exactly this key where the dialect's
       clients put it (``Authorization: Bearer`` / ``api-key``, ``x-api-key``,
       ``x-goog-api-key`` or ``?key=``), or it gets the real "unauthorized" answer.
+    * ``secret_key``: Bedrock: with ``api_key`` (the access key id), the secret access key;
+      the request's SigV4 signature is then recomputed with botocore, and a wrong one gets
+      Bedrock's ``InvalidSignatureException``. (Without it only the key id is checked.)
     * ``validate``: answer like the real API when a request lacks a required field
       (``model``, ``messages``, Anthropic ``max_tokens`` and the ``anthropic-version``
       header, Gemini ``contents``, Responses ``input``; a Responses ``max_output_tokens``
@@ -236,6 +239,7 @@ class FakeProvider:
         api_key: str | None = None,
         validate: bool = True,
         connect_latency: float = 0.0,
+        secret_key: str | None = None,
     ) -> None:
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ValueError(
@@ -259,6 +263,7 @@ class FakeProvider:
         self.connect_latency = float(connect_latency)
         self.validate = validate
         self._api_key = api_key
+        self._secret_key = secret_key
         self._script = Script.parse(script, where=f"FakeProvider {name!r} script")
         self._position = 0
         self._slots: list[_Slot] = []
@@ -278,15 +283,18 @@ class FakeProvider:
 
     @property
     def base_url(self) -> str:
-        """``http://<name>.fake/v1`` (Gemini: ``/v1beta``): the Target base URL convention."""
+        """``http://<name>.fake/v1`` (Gemini: ``/v1beta``; Bedrock: the root, as its endpoint has
+        no version): the Target base URL convention."""
+        if self.dialect is Dialect.BEDROCK:
+            return self.root_url
         return f"{self.root_url}/{'v1beta' if self.dialect is Dialect.GEMINI else 'v1'}"
 
     def target(self, model: str | None = None, **overrides: Any) -> Target:
         """A :class:`~failover.model.Target` that points at this provider through FakeNetwork.
 
         ``name`` defaults to the provider's name, ``model`` to the provider's model,
-        ``api_key`` to ``Secret("sk-fake-<name>")``; any other Target field
-        can be given.
+        ``api_key`` to ``Secret("sk-fake-<name>")`` (Bedrock: none, its requests are signed
+        with AWS credentials, for ``region`` us-east-1); any other Target field can be given.
         """
         fields: dict[str, Any] = {
             "name": self.name,
@@ -295,6 +303,8 @@ class FakeProvider:
             "base_url": self.base_url,
             "api_key": Secret(f"sk-fake-{self.name}"),
         }
+        if self.dialect is Dialect.BEDROCK:
+            fields.update(api_key=None, region="us-east-1")
         fields.update(overrides)
         return Target(**fields)
 
@@ -359,9 +369,11 @@ class FakeProvider:
         connect_timeout: float = math.inf,
         on_cancel: Callable[[], Outcome] = _default_on_cancel,
         log: list[_Slot] | None = None,
+        wire: tuple[str, str, bytes] | None = None,
     ) -> tuple[_Slot, Rendered]:
         """Answer one request. Raises _Reset / _ConnectFailed for the scripted transport
-        failures; records a cancellation (timeout, disconnect) with the loop time."""
+        failures; records a cancellation (timeout, disconnect) with the loop time. ``wire``:
+        the request as received (method, absolute URL, body bytes), for signature checks."""
         loop = asyncio.get_running_loop()
         arrived = loop.time()
         dialect = self.dialect
@@ -375,7 +387,19 @@ class FakeProvider:
             pass
         elif (
             self.validate
-            and (problem := check_request(dialect, endpoint, path, headers, query, data, api_key=self._api_key))
+            and (
+                problem := check_request(
+                    dialect,
+                    endpoint,
+                    path,
+                    headers,
+                    query,
+                    data,
+                    api_key=self._api_key,
+                    secret_key=self._secret_key,
+                    wire=wire,
+                )
+            )
             is not None
         ):
             reply = problem
@@ -387,9 +411,10 @@ class FakeProvider:
         self._serial += 1
         serial = self._serial
         model = requested_model(dialect, endpoint, data)
-        stream = (
-            endpoint.stream_path if endpoint is not None and dialect is Dialect.GEMINI else data.get("stream") is True
-        )
+        if dialect in (Dialect.GEMINI, Dialect.BEDROCK):
+            stream = endpoint is not None and endpoint.stream_path
+        else:
+            stream = data.get("stream") is True
         slot = _Slot(
             ReceivedCall(
                 provider=self.name,
@@ -485,6 +510,7 @@ _DEFAULT_MODEL = {
     Dialect.OPENAI_RESPONSES: "gpt-5-mini",
     Dialect.ANTHROPIC: "claude-haiku-4-5",
     Dialect.GEMINI: "gemini-2.5-flash",
+    Dialect.BEDROCK: "us.anthropic.claude-haiku-4-5-20251001-v1:0",
 }
 
 
@@ -599,6 +625,7 @@ class FakeNetwork:
                     request.json,
                     connect_timeout=connect_timeout,
                     log=self._log,
+                    wire=(request.method, request.url, request.body_bytes()),
                 )
                 body = rendered.body
                 if rendered.timing is not None:  # the body takes time: read it all, on schedule
@@ -646,6 +673,7 @@ class FakeNetwork:
                 request.json,
                 connect_timeout=connect_timeout,
                 log=self._log,
+                wire=(request.method, request.url, request.body_bytes()),
             )
         except _Reset:
             raise TransportError(
