@@ -31,12 +31,13 @@ import json
 import math
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from email.utils import formatdate
 from typing import Any
 
 from ..model import Dialect
+from ._fake_vertex import check_vertex, vertex_error, vertex_route
 from ._script import STREAM_FAULT_KINDS, Reply, ReplyKind
 from ._stream import Timing
 
@@ -66,8 +67,9 @@ class Endpoint:
     """What a request path asks for: ``generate`` (stream or not) or ``count_tokens``."""
 
     operation: str  # "generate" | "count_tokens"
-    stream_path: bool = False  # Gemini :streamGenerateContent
-    model: str | None = None  # Gemini: the model named in the path
+    stream_path: bool = False  # Gemini :streamGenerateContent (Claude on Vertex: :streamRawPredict)
+    model: str | None = None  # Gemini, and Vertex: the model named in the path
+    vertex: bool = False  # a Vertex AI path (projects/.../publishers/.../models/...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +129,11 @@ def endpoint_for(dialect: Dialect, path: str) -> Endpoint | None:
     """The operation a path asks of a provider of ``dialect``; None when it is not an API path.
 
     Only the END of the path matters, so any prefix works (``/v1``, ``/openai/deployments/x``,
-    ``/<provider>/v1``...).
+    ``/<provider>/v1``...). Gemini and Anthropic fakes also serve their Vertex AI paths.
     """
+    route = vertex_route(dialect, path) if dialect in (Dialect.GEMINI, Dialect.ANTHROPIC) else None
+    if route is not None:
+        return Endpoint(route[0], stream_path=route[1], model=route[2], vertex=True)
     if dialect is Dialect.OPENAI:
         return Endpoint("generate") if path.endswith("/chat/completions") else None
     if dialect is Dialect.ANTHROPIC:
@@ -153,7 +158,7 @@ def endpoint_for(dialect: Dialect, path: str) -> Endpoint | None:
 
 
 def requested_model(dialect: Dialect, endpoint: Endpoint | None, body: Mapping[str, Any]) -> str | None:
-    if dialect is Dialect.GEMINI:
+    if dialect is Dialect.GEMINI or (endpoint is not None and endpoint.model is not None):
         return endpoint.model if endpoint is not None else None
     model = body.get("model")
     return model if isinstance(model, str) else None
@@ -195,16 +200,18 @@ def check_request(
     query: str,
     body: Mapping[str, Any],
     *,
-    api_key: str | None = None,
+    api_key: str | Callable[[str], bool] | None = None,
 ) -> Reply | None:
     """The error the real API would send for a request it rejects before any model runs:
-    a wrong or missing credential (only checked when ``api_key`` is given), or a required
-    field missing. None when the request is acceptable."""
+    a wrong or missing credential (only checked when ``api_key``, the key or a test of it, is
+    given), or a required field missing. None when the request is acceptable."""
+    if endpoint.vertex:
+        return check_vertex(dialect, endpoint.operation, headers, body, api_key=api_key)
     if api_key is not None:
         key = presented_key(dialect, headers, query)
         if not key:
             return Reply.unauthorized(message=_NO_KEY[dialect])
-        if key != api_key:
+        if not (api_key(key) if callable(api_key) else key == api_key):
             return Reply.unauthorized()
     if dialect is Dialect.OPENAI:
         if not isinstance(body.get("model"), str) and "/deployments/" not in path:
@@ -257,6 +264,8 @@ def render(reply: Reply, ex: Exchange) -> Rendered:
         return _timed(reply, rendered, ex) if reply.timed else rendered
     if not reply.is_http_answer:
         raise ValueError(f"a {kind.value} reply has no HTTP answer to render")
+    if ex.endpoint.vertex and (google := vertex_error(reply, ex.path, ex.model, _wait_hint(reply))) is not None:
+        return _json_answer(google[0], google[1], (), content_type=_GEMINI_JSON)
     if ex.dialect is Dialect.OPENAI:
         return _openai_error(reply, ex)
     if ex.dialect is Dialect.ANTHROPIC:

@@ -210,7 +210,9 @@ class FakeProvider:
       reported on the loop clock (``Attempt.connected`` in a RouteRecord).
     * ``api_key``: when given, a request must carry exactly this key where the dialect's
       clients put it (``Authorization: Bearer`` / ``api-key``, ``x-api-key``,
-      ``x-goog-api-key`` or ``?key=``), or it gets the real "unauthorized" answer.
+      ``x-goog-api-key`` or ``?key=``), or it gets the real "unauthorized" answer. On a Vertex
+      AI path it is the access token, in ``Authorization: Bearer`` only. A callable is asked
+      whether the credential presented is good (tokens that rotate: ``lambda t: t in live``).
     * ``validate``: answer like the real API when a request lacks a required field
       (``model``, ``messages``, Anthropic ``max_tokens`` and the ``anthropic-version``
       header, Gemini ``contents``) or is not JSON.
@@ -221,6 +223,13 @@ class FakeProvider:
     Requests to a path the dialect does not serve get the provider's real 404; Anthropic
     ``/messages/count_tokens`` and Gemini ``:countTokens`` are answered with the estimate.
     Neither consumes a scripted reply.
+
+    A Gemini or Anthropic fake also answers as the model on Google Vertex AI, at Vertex's
+    paths (``.../projects/{p}/locations/{l}/publishers/{google|anthropic}/models/{model}:
+    {generateContent|streamGenerateContent|countTokens|rawPredict|streamRawPredict}`` and
+    Claude's ``count-tokens:rawPredict``): the same answers, Vertex's request rules, and
+    Google's error envelope for what Vertex itself refuses. ``target(vertex=Vertex(...))``
+    points a Target there.
     """
 
     def __init__(
@@ -231,7 +240,7 @@ class FakeProvider:
         *,
         model: str | None = None,
         latency: float = 0.0,
-        api_key: str | None = None,
+        api_key: str | Callable[[str], bool] | None = None,
         validate: bool = True,
         connect_latency: float = 0.0,
     ) -> None:
@@ -284,13 +293,13 @@ class FakeProvider:
 
         ``name`` defaults to the provider's name, ``model`` to the provider's model,
         ``api_key`` to ``Secret("sk-fake-<name>")``; any other Target field
-        can be given.
+        can be given. With ``vertex``, the base URL is the root (Vertex adds ``/v1/projects/...``).
         """
         fields: dict[str, Any] = {
             "name": self.name,
             "dialect": self.dialect,
             "model": model or self.model,
-            "base_url": self.base_url,
+            "base_url": self.root_url if overrides.get("vertex") is not None else self.base_url,
             "api_key": Secret(f"sk-fake-{self.name}"),
         }
         fields.update(overrides)
