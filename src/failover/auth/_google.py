@@ -1,9 +1,9 @@
 """Google credentials for Vertex AI: an OAuth access token from google-auth, as a bearer header.
 
 Where the credentials come from is google-auth's: a file named by ``auth.credentials_file``
-(a service account's JSON key, or any file ``google.auth.load_credentials_from_file`` reads),
-else application default credentials (``GOOGLE_APPLICATION_CREDENTIALS``, ``gcloud auth
-application-default login``, the metadata server of a Google Cloud VM, workload identity).
+(a service account's JSON key, or an authorized-user file), else application default
+credentials (``GOOGLE_APPLICATION_CREDENTIALS``, ``gcloud auth application-default login``,
+the metadata server of a Google Cloud VM, workload identity federation).
 The scope is ``auth.scope`` or ``https://www.googleapis.com/auth/cloud-platform``.
 
 google-auth is blocking (it loads files, may probe the metadata server, and posts to the
@@ -17,16 +17,20 @@ refresh fails. The token is never logged and never in a repr or an error.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import google.auth
 import google.auth.exceptions
 import google.auth.transport.requests
+import google.oauth2.credentials
+import google.oauth2.service_account
 
 from ..model import Auth, Target
 from ..transport._types import HttpRequest
@@ -129,22 +133,46 @@ def _short(exc: BaseException, limit: int = 300) -> str:
 
 
 def _from_file(path: str, scopes: list[str]) -> Any:
+    """Credentials from a service account key or an authorized-user file, each read by its own
+    google-auth loader (google-auth deprecates the generic loader: a configuration file of
+    another type, such as external_account, can make it run commands or fetch URLs)."""
+
+    def refuse(why: str) -> AuthError:
+        return AuthError(
+            f"google credentials: cannot use auth.credentials_file {path}: {why}; point it at a service "
+            "account's JSON key file, or remove it to use application default credentials"
+        )
+
     try:
-        load: Any = google.auth.load_credentials_from_file  # untyped in google-auth
-        credentials, _ = load(path, scopes=scopes)
-    except google.auth.exceptions.DefaultCredentialsError as exc:
-        raise AuthError(
-            f"google credentials: cannot use auth.credentials_file {path}: {_short(exc)}; point it at a "
-            "service account's JSON key file, or remove it to use application default credentials"
-        ) from None
-    return credentials
+        info = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise refuse(exc.strerror or type(exc).__name__) from None
+    except ValueError:
+        raise refuse("it is not JSON") from None
+    kind = info.get("type") if isinstance(info, dict) else None
+    try:
+        load: Any = None  # google-auth's loaders are untyped
+        if kind == "service_account":
+            load = google.oauth2.service_account.Credentials.from_service_account_info
+        elif kind == "authorized_user":
+            load = google.oauth2.credentials.Credentials.from_authorized_user_info
+        if load is not None:
+            return load(info, scopes=scopes)
+    except (ValueError, google.auth.exceptions.GoogleAuthError) as exc:
+        raise refuse(_short(exc)) from None
+    raise refuse(
+        f"its type is {kind!r}, not service_account or authorized_user (for workload identity federation, "
+        "set GOOGLE_APPLICATION_CREDENTIALS to the configuration instead)"
+    )
 
 
 def _default(scopes: list[str]) -> Any:
     try:
         credentials, _ = google.auth.default(scopes=scopes)
-    except google.auth.exceptions.DefaultCredentialsError:
-        raise AuthError(f"google credentials: no application default credentials found; {_FIX}") from None
+    except google.auth.exceptions.DefaultCredentialsError as exc:
+        raise AuthError(
+            f"google credentials: no usable application default credentials ({_short(exc)}); {_FIX}"
+        ) from None
     return credentials
 
 
