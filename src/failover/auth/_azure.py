@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -99,8 +99,14 @@ def _short(exc: BaseException, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def credential_for(auth: Auth, env: dict[str, str] | None = None) -> tuple[AsyncTokenCredential, str]:
-    """The azure-identity credential ``auth`` names (see the module's docstring), and what it is."""
+def credential_for(
+    auth: Auth, env: Mapping[str, str] | None = None, **options: Any
+) -> tuple[AsyncTokenCredential, str]:
+    """The azure-identity credential ``auth`` names (see the module's docstring), and what it is.
+
+    ``env``: where the secrets' variables are read (default ``os.environ``); ``options`` go to
+    the credential (``authority``, ``connection_verify``, a ``transport``...).
+    """
     from azure.identity.aio import (
         CertificateCredential,
         ClientSecretCredential,
@@ -112,17 +118,19 @@ def credential_for(auth: Auth, env: dict[str, str] | None = None) -> tuple[Async
     environ = os.environ if env is None else env
     tenant, client = auth.tenant_id, auth.client_id
     if client and not tenant:
-        return ManagedIdentityCredential(client_id=client), f"managed identity {client}"
+        return ManagedIdentityCredential(client_id=client, **options), f"managed identity {client}"
     if tenant and client:
         secret = environ.get("AZURE_CLIENT_SECRET")
         if secret:
-            return ClientSecretCredential(tenant, client, secret), f"app {client} (client secret)"
+            return ClientSecretCredential(tenant, client, secret, **options), f"app {client} (client secret)"
         certificate = environ.get("AZURE_CLIENT_CERTIFICATE_PATH")
         if certificate:
-            return CertificateCredential(tenant, client, certificate), f"app {client} (certificate)"
+            return CertificateCredential(tenant, client, certificate, **options), f"app {client} (certificate)"
         federated = environ.get("AZURE_FEDERATED_TOKEN_FILE")
         if federated:
-            credential = WorkloadIdentityCredential(tenant_id=tenant, client_id=client, token_file_path=federated)
+            credential = WorkloadIdentityCredential(
+                tenant_id=tenant, client_id=client, token_file_path=federated, **options
+            )
             return credential, f"app {client} (workload identity)"
         raise AuthError(
             f"azure credentials for app {client} in tenant {tenant}: no secret found; set AZURE_CLIENT_SECRET "
@@ -130,8 +138,9 @@ def credential_for(auth: Auth, env: dict[str, str] | None = None) -> tuple[Async
             "auth.client_id to use DefaultAzureCredential"
         )
     if tenant:
-        return DefaultAzureCredential(additionally_allowed_tenants=[tenant]), f"default chain, tenant {tenant}"
-    return DefaultAzureCredential(), "default chain"
+        chain = DefaultAzureCredential(additionally_allowed_tenants=[tenant], **options)
+        return chain, f"default chain, tenant {tenant}"
+    return DefaultAzureCredential(**options), "default chain"
 
 
 def authorizer(auth: Auth, *, clock: Callable[[], float] = time.time, margin: float = MARGIN) -> AzureAuthorizer:
