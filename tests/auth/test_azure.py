@@ -5,8 +5,6 @@ posting to a loopback Entra token endpoint (TLS: azure-identity takes only an ht
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import logging
 import ssl
 from collections.abc import Callable
@@ -14,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 from azure.core.credentials import AccessToken
 from azure.core.exceptions import ClientAuthenticationError
 from azure.identity.aio import (
@@ -23,10 +22,6 @@ from azure.identity.aio import (
     ManagedIdentityCredential,
     WorkloadIdentityCredential,
 )
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
 
 from failover import Envelope, FailureKind, Request, Route, Router
 from failover.auth import AuthError, Authorizers
@@ -110,10 +105,11 @@ async def test_a_credential_without_a_token_says_what_to_do() -> None:
     await chain.aclose()
 
 
-async def test_which_credential_the_auth_names(tmp_path: Path) -> None:
-    cert, key = self_signed(tmp_path)
-    pem = tmp_path / "app.pem"
-    pem.write_bytes(key.read_bytes() + cert.read_bytes())
+async def test_which_credential_the_auth_names(tmp_path: Path, ca: trustme.CA) -> None:
+    pem = tmp_path / "app.pem"  # an app registration's certificate, with its key
+    ca.issue_cert("app-1.example.com", key_type=trustme.KeyType.RSA).private_key_and_cert_chain_pem.write_to_path(
+        str(pem)
+    )
     app = Auth(kind=AuthKind.AZURE, tenant_id="t", client_id="c")
     cases: list[tuple[Auth, dict[str, str], type]] = [
         (Auth(kind=AuthKind.AZURE), {}, DefaultAzureCredential),
@@ -132,37 +128,18 @@ async def test_which_credential_the_auth_names(tmp_path: Path) -> None:
     assert "AZURE_CLIENT_SECRET" in str(ei.value) and "auth.tenant_id" in str(ei.value)
 
 
-def self_signed(tmp_path: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key, so the loopback endpoint can speak TLS."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)  # Entra signs app assertions with RS256
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA(key_type=trustme.KeyType.RSA)  # Entra signs an app's certificate assertion with RS256
 
 
-async def test_client_secret_credential_against_a_loopback_entra_endpoint(tmp_path: Path) -> None:
+async def test_client_secret_credential_against_a_loopback_entra_endpoint(tmp_path: Path, ca: trustme.CA) -> None:
     """azure-identity's own ClientSecretCredential posts the client-credentials grant; the
     authorizer puts the token it gets in the header, and asks again only when it is due."""
-    cert, key = self_signed(tmp_path)
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    tls.load_cert_chain(cert, key)
+    ca.issue_cert("127.0.0.1").configure_cert(tls)
+    cert = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(cert))
     tenant = "00000000-0000-0000-0000-000000000001"
 
     def entra(seen: Seen) -> tuple[int, dict[str, Any]]:
