@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from failover import Envelope, Route, Router, Unavailable
+from failover.auth import Authorizers
 from failover.model import (
+    AuthKind,
     Dialect,
     Failure,
     FailureKind,
@@ -26,9 +30,13 @@ from failover.model import (
     ToolChoice,
     Vertex,
 )
+from failover.policy import NoBreakers, Unlimited
 from failover.providers import AnthropicDialect, GeminiDialect
 from failover.providers._google import google_envelope
+from failover.transport import HttpRequest
 from failover.transport._types import HttpResponse
+
+from .test_samples_router import served, upstream
 
 G, A = GeminiDialect(), AnthropicDialect()
 K = FailureKind
@@ -234,3 +242,47 @@ def test_which_body_is_googles_envelope() -> None:
     assert google_envelope({"error": "text"}) is None
     assert google_envelope({"error": {"code": True}}) is None
     assert google_envelope([]) is None and google_envelope("x") is None
+
+
+# -- captured answers, served over loopback to Vertex targets -----------------------------------
+
+
+class _Token:
+    def __init__(self, auth: object) -> None:
+        pass
+
+    async def authorize(self, target: Target, request: HttpRequest) -> HttpRequest:
+        return replace(request, headers={**request.headers, "authorization": "Bearer ya29.t"})
+
+    async def aclose(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("dialect", "name", "kind"),
+    [
+        (Dialect.GEMINI, "gemini/05-max-tokens-no-parts-vertex.json", K.TRUNCATED),  # captured from Vertex
+        (Dialect.GEMINI, "gemini/01-generate-content-stop-usage.json", None),
+        (Dialect.ANTHROPIC, "anthropic/01-nonstream-text-usage.json", None),
+        (Dialect.ANTHROPIC, "anthropic/09-error-529-overloaded.json", K.PROVIDER_OVERLOADED),
+    ],
+)
+async def test_captured_answers_through_the_router_to_a_vertex_target(
+    wire: Path, dialect: Dialect, name: str, kind: K | None
+) -> None:
+    async with upstream(served(wire / name)) as base:
+        t = replace(vertex_target(dialect, base_url=base), api_key=None, max_attempts=1, tokenizer="estimate")
+        async with Router(
+            [Route(name="r", primary=(t,))],
+            retry_budget=Unlimited(),
+            breakers=NoBreakers(),
+            auth=Authorizers({AuthKind.GOOGLE: _Token}),
+        ) as router:
+            if kind is None:
+                resp = await router.complete("r", Request.simple("hi"), Envelope(max_attempts=1))
+                assert resp.text
+            else:
+                with pytest.raises(Unavailable) as ei:
+                    await router.complete("r", Request.simple("hi"), Envelope(max_attempts=1))
+                failure = ei.value.record.attempts[-1].failure
+                assert failure is not None and failure.kind is kind

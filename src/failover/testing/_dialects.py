@@ -274,11 +274,11 @@ def render(reply: Reply, ex: Exchange) -> Rendered:
 
 
 def render_unknown_path(dialect: Dialect, method: str, path: str, request_id: str) -> Rendered:
-    """The 404 each provider sends for a path it does not serve."""
+    """The 404 each provider sends for a path it does not serve (Vertex's, Google's envelope)."""
     if dialect is Dialect.OPENAI:
         body = _openai_envelope(f"Invalid URL ({method} {path})", "invalid_request_error", None, None)
         return _json_answer(404, body, (("x-request-id", request_id),))
-    if dialect is Dialect.ANTHROPIC:
+    if dialect is Dialect.ANTHROPIC and "/publishers/" not in path:
         body = _anthropic_envelope("not_found_error", "Not Found", request_id)
         return _json_answer(404, body, (("request-id", request_id), ("x-should-retry", "false")))
     body = {"error": {"code": 404, "message": "Requested entity was not found.", "status": "NOT_FOUND"}}
