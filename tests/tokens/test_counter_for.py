@@ -13,7 +13,7 @@ import tiktoken
 
 from failover.model import ConfigError, Dialect, Request, Target
 from failover.tokens import EstimateCounter, HFTokenizerCounter, TiktokenCounter, counter_for, encoding_for_model
-from failover.tokens._counter import _clear_caches
+from failover.tokens._calibrate import _clear_caches
 
 
 @pytest.fixture(autouse=True)

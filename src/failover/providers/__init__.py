@@ -11,15 +11,17 @@ from collections.abc import Mapping
 from ..model import Dialect
 from ._base import DialectAdapter
 from .anthropic import AnthropicDialect
+from .bedrock import BedrockDialect
 from .gemini import GeminiDialect
 from .openai import OpenAIDialect
 
-__all__ = ["AnthropicDialect", "DialectAdapter", "GeminiDialect", "OpenAIDialect", "dialect_for"]
+__all__ = ["AnthropicDialect", "BedrockDialect", "DialectAdapter", "GeminiDialect", "OpenAIDialect", "dialect_for"]
 
 _DIALECTS: Mapping[Dialect, DialectAdapter] = {
     Dialect.OPENAI: OpenAIDialect(),
     Dialect.ANTHROPIC: AnthropicDialect(),
     Dialect.GEMINI: GeminiDialect(),
+    Dialect.BEDROCK: BedrockDialect(),
 }
 
 

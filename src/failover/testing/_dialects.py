@@ -9,6 +9,8 @@ Every body, status and header here follows a real capture or the vendor's docume
 * Anthropic Messages: ``message`` objects, the ``message_start ... message_stop`` event stream,
   the ``{"type": "error", "error": {type, message}, "request_id"}`` envelope, ``request-id``,
   ``x-should-retry``, ``retry-after`` and ``anthropic-ratelimit-*`` headers.
+* AWS Bedrock Converse: in :mod:`._fake_bedrock` (bodies, AWS errors, and ConverseStream
+  in the binary event-stream framing).
 * Gemini generateContent: ``candidates`` / ``usageMetadata`` / ``modelVersion`` /
   ``responseId``, ``streamGenerateContent`` as SSE (``alt=sse``, CRLF framing, ``": "``
   spacing) or a JSON array, and the ``google.rpc.Status`` envelope with ``details``
@@ -57,9 +59,14 @@ _GEMINI_JSON = "application/json; charset=UTF-8"
 _SSE = "text/event-stream; charset=utf-8"
 
 # The dialects the fault kit speaks (answers, streams and errors in each one's own shape).
-SPOKEN = frozenset({Dialect.OPENAI, Dialect.ANTHROPIC, Dialect.GEMINI})
+SPOKEN = frozenset({Dialect.OPENAI, Dialect.ANTHROPIC, Dialect.GEMINI, Dialect.BEDROCK})
 
-_DEFAULT_WINDOW = {Dialect.OPENAI: 128_000, Dialect.ANTHROPIC: 200_000, Dialect.GEMINI: 1_048_576}
+_DEFAULT_WINDOW = {
+    Dialect.OPENAI: 128_000,
+    Dialect.ANTHROPIC: 200_000,
+    Dialect.GEMINI: 1_048_576,
+    Dialect.BEDROCK: 200_000,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +74,8 @@ class Endpoint:
     """What a request path asks for: ``generate`` (stream or not) or ``count_tokens``."""
 
     operation: str  # "generate" | "count_tokens"
-    stream_path: bool = False  # Gemini :streamGenerateContent (Claude on Vertex: :streamRawPredict)
-    model: str | None = None  # Gemini, and Vertex: the model named in the path
+    stream_path: bool = False  # Gemini :streamGenerateContent, Bedrock /converse-stream, Vertex :streamRawPredict
+    model: str | None = None  # Gemini, Bedrock and Vertex: the model named in the path
     vertex: bool = False  # a Vertex AI path (projects/.../publishers/.../models/...)
 
 
@@ -110,7 +117,7 @@ class Exchange:
     def stream(self) -> bool:
         if self.plain:
             return False
-        if self.dialect is Dialect.GEMINI:
+        if self.dialect in (Dialect.GEMINI, Dialect.BEDROCK):
             return self.endpoint.stream_path
         return self.body.get("stream") is True
 
@@ -136,6 +143,10 @@ def endpoint_for(dialect: Dialect, path: str) -> Endpoint | None:
         return Endpoint(route[0], stream_path=route[1], model=route[2], vertex=True)
     if dialect is Dialect.OPENAI:
         return Endpoint("generate") if path.endswith("/chat/completions") else None
+    if dialect is Dialect.BEDROCK:
+        from ._fake_bedrock import bedrock_endpoint
+
+        return bedrock_endpoint(path)
     if dialect is Dialect.ANTHROPIC:
         if path.endswith("/messages"):
             return Endpoint("generate")
@@ -158,7 +169,7 @@ def endpoint_for(dialect: Dialect, path: str) -> Endpoint | None:
 
 
 def requested_model(dialect: Dialect, endpoint: Endpoint | None, body: Mapping[str, Any]) -> str | None:
-    if dialect is Dialect.GEMINI or (endpoint is not None and endpoint.model is not None):
+    if dialect in (Dialect.GEMINI, Dialect.BEDROCK) or (endpoint is not None and endpoint.model is not None):
         return endpoint.model if endpoint is not None else None
     model = body.get("model")
     return model if isinstance(model, str) else None
@@ -172,6 +183,10 @@ def presented_key(dialect: Dialect, headers: Mapping[str, str], query: str) -> s
         return token or headers.get("api-key")
     if dialect is Dialect.ANTHROPIC:
         return headers.get("x-api-key") or token
+    if dialect is Dialect.BEDROCK:
+        from ._fake_bedrock import presented_key_id
+
+        return presented_key_id(headers)  # the access key id of the SigV4 signature
     if headers.get("x-goog-api-key"):
         return headers["x-goog-api-key"]
     for pair in query.split("&"):
@@ -201,12 +216,21 @@ def check_request(
     body: Mapping[str, Any],
     *,
     api_key: str | Callable[[str], bool] | None = None,
+    secret_key: str | None = None,
+    wire: tuple[str, str, bytes] | None = None,
 ) -> Reply | None:
     """The error the real API would send for a request it rejects before any model runs:
     a wrong or missing credential (only checked when ``api_key``, the key or a test of it, is
-    given), or a required field missing. None when the request is acceptable."""
+    given), or a required field missing. None when the request is acceptable. Bedrock:
+    ``api_key`` is the access key id of the SigV4 signature; with ``secret_key`` and the
+    request as received (``wire``: method, URL, body bytes) the signature itself is checked."""
     if endpoint.vertex:
         return check_vertex(dialect, endpoint.operation, headers, body, api_key=api_key)
+    if dialect is Dialect.BEDROCK:
+        from ._fake_bedrock import check_bedrock
+
+        key_id = None if callable(api_key) else api_key  # SigV4 names a key id (FakeProvider insists on a string)
+        return check_bedrock(headers, body, api_key=key_id, secret_key=secret_key, wire=wire)
     if api_key is not None:
         key = presented_key(dialect, headers, query)
         if not key:
@@ -259,6 +283,10 @@ def render(reply: Reply, ex: Exchange) -> Rendered:
             rendered = _openai_ok(answer, ex)
         elif ex.dialect is Dialect.ANTHROPIC:
             rendered = _anthropic_ok(answer, ex)
+        elif ex.dialect is Dialect.BEDROCK:
+            from ._fake_bedrock import render_bedrock_ok
+
+            rendered = render_bedrock_ok(answer, ex)
         else:
             rendered = _gemini_ok(answer, ex)
         return _timed(reply, rendered, ex) if reply.timed else rendered
@@ -270,6 +298,10 @@ def render(reply: Reply, ex: Exchange) -> Rendered:
         return _openai_error(reply, ex)
     if ex.dialect is Dialect.ANTHROPIC:
         return _anthropic_error(reply, ex)
+    if ex.dialect is Dialect.BEDROCK:
+        from ._fake_bedrock import render_bedrock_error
+
+        return render_bedrock_error(reply, ex)
     return _gemini_error(reply, ex)
 
 
@@ -281,6 +313,10 @@ def render_unknown_path(dialect: Dialect, method: str, path: str, request_id: st
     if dialect is Dialect.ANTHROPIC and "/publishers/" not in path:
         body = _anthropic_envelope("not_found_error", "Not Found", request_id)
         return _json_answer(404, body, (("request-id", request_id), ("x-should-retry", "false")))
+    if dialect is Dialect.BEDROCK:
+        from ._fake_bedrock import unknown_path
+
+        return unknown_path(method, path, request_id)
     body = {"error": {"code": 404, "message": "Requested entity was not found.", "status": "NOT_FOUND"}}
     return _json_answer(404, body, (), content_type=_GEMINI_JSON)
 
@@ -399,7 +435,7 @@ def _call(ex: Exchange, index: int, name: str, args: Any) -> _Call:
 
 
 def _call_id(ex: Exchange, index: int) -> str:
-    prefix = "toolu_" if ex.dialect is Dialect.ANTHROPIC else "call_"
+    prefix = {Dialect.ANTHROPIC: "toolu_", Dialect.BEDROCK: "tooluse_"}.get(ex.dialect, "call_")
     return f"{prefix}{ex.response_id.rsplit('_', 1)[-1].rsplit('-', 1)[-1]}{index}"
 
 
@@ -412,6 +448,9 @@ def _tools(dialect: Dialect, body: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """(name, parameter schema) of each declared tool."""
     out: list[tuple[str, Any]] = []
     tools = body.get("tools")
+    if dialect is Dialect.BEDROCK:
+        config = body.get("toolConfig")
+        tools = config.get("tools") if isinstance(config, Mapping) else None
     if not isinstance(tools, list):
         return out
     for tool in tools:
@@ -424,6 +463,11 @@ def _tools(dialect: Dialect, body: Mapping[str, Any]) -> list[tuple[str, Any]]:
         elif dialect is Dialect.ANTHROPIC:
             if isinstance(tool.get("name"), str):
                 out.append((tool["name"], tool.get("input_schema")))
+        elif dialect is Dialect.BEDROCK:
+            spec = tool.get("toolSpec")
+            if isinstance(spec, Mapping) and isinstance(spec.get("name"), str):
+                schema = spec.get("inputSchema")
+                out.append((spec["name"], schema.get("json") if isinstance(schema, Mapping) else None))
         else:
             for decl in tool.get("functionDeclarations") or tool.get("function_declarations") or ():
                 if isinstance(decl, Mapping) and isinstance(decl.get("name"), str):
@@ -433,7 +477,7 @@ def _tools(dialect: Dialect, body: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 def _forced_tool(dialect: Dialect, body: Mapping[str, Any]) -> tuple[str, Any] | None:
     """The tool the request forces the model to call (name, schema), if any."""
-    if "tools" not in body:
+    if "tools" not in body and "toolConfig" not in body:
         return None
     tools = _tools(dialect, body)
     if not tools:
@@ -452,6 +496,14 @@ def _forced_tool(dialect: Dialect, body: Mapping[str, Any]) -> tuple[str, Any] |
             if choice.get("type") == "tool":
                 wanted = choice.get("name")
             elif choice.get("type") == "any":
+                anyone = True
+    elif dialect is Dialect.BEDROCK:
+        config = body.get("toolConfig")
+        choice = config.get("toolChoice") if isinstance(config, Mapping) else None
+        if isinstance(choice, Mapping):
+            if isinstance(choice.get("tool"), Mapping):
+                wanted = choice["tool"].get("name")
+            elif "any" in choice:
                 anyone = True
     else:
         config = body.get("toolConfig") or body.get("tool_config")
@@ -489,6 +541,8 @@ def _structured(dialect: Dialect, body: Mapping[str, Any]) -> tuple[bool, Any]:
         if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
             return True, fmt.get("schema")
         return False, None
+    if dialect is Dialect.BEDROCK:
+        return False, None  # structured output is a forced tool there (see _forced_tool)
     gc = body.get("generationConfig") or body.get("generation_config")
     if not isinstance(gc, Mapping):
         return False, None
@@ -503,6 +557,9 @@ def _max_tokens(dialect: Dialect, body: Mapping[str, Any]) -> int | None:
         value = gc.get("maxOutputTokens") if isinstance(gc, Mapping) else None
     elif dialect is Dialect.OPENAI:
         value = body.get("max_completion_tokens", body.get("max_tokens"))
+    elif dialect is Dialect.BEDROCK:
+        config = body.get("inferenceConfig")
+        value = config.get("maxTokens") if isinstance(config, Mapping) else None
     else:
         value = body.get("max_tokens")
     return value if isinstance(value, int) and value > 0 else None
@@ -586,7 +643,7 @@ def _count(value: Any) -> int:
 def _input_chars(dialect: Dialect, body: Mapping[str, Any]) -> int:
     if dialect is Dialect.OPENAI:
         return _chars(body.get("messages"))
-    if dialect is Dialect.ANTHROPIC:
+    if dialect in (Dialect.ANTHROPIC, Dialect.BEDROCK):
         return _chars(body.get("system")) + _chars(body.get("messages"))
     inner = body.get("generateContentRequest")  # countTokens may wrap the whole request
     if isinstance(inner, Mapping):
@@ -1319,14 +1376,20 @@ def _timed(reply: Reply, rendered: Rendered, ex: Exchange) -> Rendered:
         i = n
         while i < len(events) - 1 and events[i] == _ANTHROPIC_PING:
             i += 1  # clients drop pings unread: corrupt an event they parse
-        events[i] = _malformed(events[i])
+        if rendered.chunks and ex.dialect is Dialect.BEDROCK:
+            from ._fake_bedrock import malformed_frame
+
+            events[i] = malformed_frame(events[i])
+        else:
+            events[i] = _malformed(events[i])
     elif kind is ReplyKind.ERROR_EVENT_AFTER:
         events, gaps = [*events[:n], _error_event(reply, ex, first=n == 0)], gaps[: n + 1]
     timing = Timing(
         gaps=tuple(gaps),
         tail=tail,
         drop=drop,
-        heartbeat=_heartbeat(ex.dialect) if sse else b"\n",
+        # Bedrock's event stream has no keep-alive: a byte between frames would break the framing
+        heartbeat=_heartbeat(ex.dialect) if sse else b"" if ex.dialect is Dialect.BEDROCK and ex.stream else b"\n",
         heartbeat_interval=reply.heartbeat_interval,
         split_bytes=reply.split_bytes,
     )
@@ -1334,6 +1397,8 @@ def _timed(reply: Reply, rendered: Rendered, ex: Exchange) -> Rendered:
 
 
 def _is_sse(ex: Exchange) -> bool:
+    if ex.dialect is Dialect.BEDROCK:
+        return False  # application/vnd.amazon.eventstream
     return ex.stream and (ex.dialect is not Dialect.GEMINI or ex.sse)
 
 
@@ -1394,6 +1459,10 @@ _GEMINI_STREAM_ERRORS = {
 def _error_event(reply: Reply, ex: Exchange, *, first: bool) -> bytes:
     """The error a provider sends inside a 200 stream, for the reply's ``cause``."""
     cause = reply.cause or ReplyKind.OVERLOADED
+    if ex.dialect is Dialect.BEDROCK:
+        from ._fake_bedrock import error_frame
+
+        return error_frame(reply)
     if ex.dialect is Dialect.ANTHROPIC:
         # The documented form (streaming docs, "Error events"), with its spacing.
         type_, default = _ANTHROPIC_STREAM_ERRORS[cause]
