@@ -32,13 +32,14 @@ import base64
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from email.utils import formatdate
 from typing import Any
 
 from ..model import Dialect
 from . import _fake_responses as _responses
+from ._fake_vertex import check_vertex, vertex_error, vertex_route
 from ._parts import Answer as _Answer
 from ._parts import Call as _Call
 from ._parts import dumps as _dumps
@@ -81,8 +82,9 @@ class Endpoint:
     """What a request path asks for: ``generate`` (stream or not) or ``count_tokens``."""
 
     operation: str  # "generate" | "count_tokens"
-    stream_path: bool = False  # Gemini :streamGenerateContent, Bedrock /converse-stream
-    model: str | None = None  # Gemini, Bedrock: the model named in the path
+    stream_path: bool = False  # Gemini :streamGenerateContent, Bedrock /converse-stream, Vertex :streamRawPredict
+    model: str | None = None  # Gemini, Bedrock and Vertex: the model named in the path
+    vertex: bool = False  # a Vertex AI path (projects/.../publishers/.../models/...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +144,11 @@ def endpoint_for(dialect: Dialect, path: str) -> Endpoint | None:
     """The operation a path asks of a provider of ``dialect``; None when it is not an API path.
 
     Only the END of the path matters, so any prefix works (``/v1``, ``/openai/deployments/x``,
-    ``/<provider>/v1``...).
+    ``/<provider>/v1``...). Gemini and Anthropic fakes also serve their Vertex AI paths.
     """
+    route = vertex_route(dialect, path) if dialect in (Dialect.GEMINI, Dialect.ANTHROPIC) else None
+    if route is not None:
+        return Endpoint(route[0], stream_path=route[1], model=route[2], vertex=True)
     if dialect is Dialect.OPENAI:
         return Endpoint("generate") if path.endswith("/chat/completions") else None
     if dialect is Dialect.OPENAI_RESPONSES:
@@ -174,7 +179,7 @@ def endpoint_for(dialect: Dialect, path: str) -> Endpoint | None:
 
 
 def requested_model(dialect: Dialect, endpoint: Endpoint | None, body: Mapping[str, Any]) -> str | None:
-    if dialect in (Dialect.GEMINI, Dialect.BEDROCK):
+    if dialect in (Dialect.GEMINI, Dialect.BEDROCK) or (endpoint is not None and endpoint.model is not None):
         return endpoint.model if endpoint is not None else None
     model = body.get("model")
     return model if isinstance(model, str) else None
@@ -221,24 +226,27 @@ def check_request(
     query: str,
     body: Mapping[str, Any],
     *,
-    api_key: str | None = None,
+    api_key: str | Callable[[str], bool] | None = None,
     secret_key: str | None = None,
     wire: tuple[str, str, bytes] | None = None,
 ) -> Reply | None:
     """The error the real API would send for a request it rejects before any model runs:
-    a wrong or missing credential (only checked when ``api_key`` is given), or a required
-    field missing. None when the request is acceptable. Bedrock: ``api_key`` is the access
-    key id of the SigV4 signature; with ``secret_key`` and the request as received
-    (``wire``: method, URL, body bytes) the signature itself is checked."""
+    a wrong or missing credential (only checked when ``api_key``, the key or a test of it, is
+    given), or a required field missing. None when the request is acceptable. Bedrock:
+    ``api_key`` is the access key id of the SigV4 signature; with ``secret_key`` and the
+    request as received (``wire``: method, URL, body bytes) the signature itself is checked."""
+    if endpoint.vertex:
+        return check_vertex(dialect, endpoint.operation, headers, body, api_key=api_key)
     if dialect is Dialect.BEDROCK:
         from ._fake_bedrock import check_bedrock
 
-        return check_bedrock(headers, body, api_key=api_key, secret_key=secret_key, wire=wire)
+        key_id = None if callable(api_key) else api_key  # SigV4 names a key id (FakeProvider insists on a string)
+        return check_bedrock(headers, body, api_key=key_id, secret_key=secret_key, wire=wire)
     if api_key is not None:
         key = presented_key(dialect, headers, query)
         if not key:
             return Reply.unauthorized(message=_NO_KEY[dialect])
-        if key != api_key:
+        if not (api_key(key) if callable(api_key) else key == api_key):
             return Reply.unauthorized()
     if dialect is Dialect.OPENAI:
         if not isinstance(body.get("model"), str) and "/deployments/" not in path:
@@ -299,6 +307,8 @@ def render(reply: Reply, ex: Exchange) -> Rendered:
         return _timed(reply, rendered, ex) if reply.timed else rendered
     if not reply.is_http_answer:
         raise ValueError(f"a {kind.value} reply has no HTTP answer to render")
+    if ex.endpoint.vertex and (google := vertex_error(reply, ex.path, ex.model, _wait_hint(reply))) is not None:
+        return _json_answer(google[0], google[1], (), content_type=_GEMINI_JSON)
     if ex.dialect in (Dialect.OPENAI, Dialect.OPENAI_RESPONSES):  # one error envelope for both
         return _openai_error(reply, ex)
     if ex.dialect is Dialect.ANTHROPIC:
@@ -311,11 +321,11 @@ def render(reply: Reply, ex: Exchange) -> Rendered:
 
 
 def render_unknown_path(dialect: Dialect, method: str, path: str, request_id: str) -> Rendered:
-    """The 404 each provider sends for a path it does not serve."""
+    """The 404 each provider sends for a path it does not serve (Vertex's, Google's envelope)."""
     if dialect in (Dialect.OPENAI, Dialect.OPENAI_RESPONSES):
         body = _openai_envelope(f"Invalid URL ({method} {path})", "invalid_request_error", None, None)
         return _json_answer(404, body, (("x-request-id", request_id),))
-    if dialect is Dialect.ANTHROPIC:
+    if dialect is Dialect.ANTHROPIC and "/publishers/" not in path:
         body = _anthropic_envelope("not_found_error", "Not Found", request_id)
         return _json_answer(404, body, (("request-id", request_id), ("x-should-retry", "false")))
     if dialect is Dialect.BEDROCK:

@@ -211,7 +211,9 @@ class FakeProvider:
       reported on the loop clock (``Attempt.connected`` in a RouteRecord).
     * ``api_key``: when given, a request must carry exactly this key where the dialect's
       clients put it (``Authorization: Bearer`` / ``api-key``, ``x-api-key``,
-      ``x-goog-api-key`` or ``?key=``), or it gets the real "unauthorized" answer.
+      ``x-goog-api-key`` or ``?key=``), or it gets the real "unauthorized" answer. On a Vertex
+      AI path it is the access token, in ``Authorization: Bearer`` only. A callable is asked
+      whether the credential presented is good (tokens that rotate: ``lambda t: t in live``).
     * ``secret_key``: Bedrock: with ``api_key`` (the access key id), the secret access key;
       the request's SigV4 signature is then recomputed with botocore, and a wrong one gets
       Bedrock's ``InvalidSignatureException``. (Without it only the key id is checked.)
@@ -226,6 +228,13 @@ class FakeProvider:
     Requests to a path the dialect does not serve get the provider's real 404; Anthropic
     ``/messages/count_tokens`` and Gemini ``:countTokens`` are answered with the estimate.
     Neither consumes a scripted reply.
+
+    A Gemini or Anthropic fake also answers as the model on Google Vertex AI, at Vertex's
+    paths (``.../projects/{p}/locations/{l}/publishers/{google|anthropic}/models/{model}:
+    {generateContent|streamGenerateContent|countTokens|rawPredict|streamRawPredict}`` and
+    Claude's ``count-tokens:rawPredict``): the same answers, Vertex's request rules, and
+    Google's error envelope for what Vertex itself refuses. ``target(vertex=Vertex(...))``
+    points a Target there.
     """
 
     def __init__(
@@ -236,7 +245,7 @@ class FakeProvider:
         *,
         model: str | None = None,
         latency: float = 0.0,
-        api_key: str | None = None,
+        api_key: str | Callable[[str], bool] | None = None,
         validate: bool = True,
         connect_latency: float = 0.0,
         secret_key: str | None = None,
@@ -256,6 +265,8 @@ class FakeProvider:
             choices = ", ".join(sorted(spoken))
             raise ValueError(f"FakeProvider {name!r}: unknown dialect {dialect!r}; expected one of {choices}")
         self.dialect: Dialect = found
+        if callable(api_key) and found is Dialect.BEDROCK:
+            raise ValueError(f"FakeProvider {name!r}: a Bedrock fake checks an access key id: give api_key as a string")
         self.name = name
         self.model: str = model or _DEFAULT_MODEL[self.dialect]
         self._report_model = model  # None: answers echo the model the request named
@@ -295,12 +306,13 @@ class FakeProvider:
         ``name`` defaults to the provider's name, ``model`` to the provider's model,
         ``api_key`` to ``Secret("sk-fake-<name>")`` (Bedrock: none, its requests are signed
         with AWS credentials, for ``region`` us-east-1); any other Target field can be given.
+        With ``vertex``, the base URL is the root (Vertex adds ``/v1/projects/...``).
         """
         fields: dict[str, Any] = {
             "name": self.name,
             "dialect": self.dialect,
             "model": model or self.model,
-            "base_url": self.base_url,
+            "base_url": self.root_url if overrides.get("vertex") is not None else self.base_url,
             "api_key": Secret(f"sk-fake-{self.name}"),
         }
         if self.dialect is Dialect.BEDROCK:
