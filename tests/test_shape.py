@@ -32,7 +32,6 @@ NOT_YET: dict[str, set[str]] = {
     "providers": {"size"},  # anthropic.py, gemini.py, openai.py
     "router": {"circle", "size"},  # _router <-> _stream; _router.py, _Run
     "testing": {"circle", "size"},  # _dialects, _provider, _script, _stream; _dialects.py, _script.py, Reply
-    "transport": {"size"},  # _http1.py
 }
 RULES = ("circle", "size")
 
