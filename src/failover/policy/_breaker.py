@@ -47,7 +47,6 @@ from ..model import Failure, HealthEffect, Target
 from ..state import GuardedStore
 from ._breaker_config import BreakerConfig, WindowKind, breaker_params
 from ._circuit import (
-    HALF_OPEN_RETRY,
     BreakerEvent,
     BreakerHold,
     BreakerSnapshot,
@@ -64,7 +63,6 @@ from ._grace import OverloadGrace
 from ._shared_breakers import SharedBreakers
 
 __all__ = [
-    "HALF_OPEN_RETRY",
     "BreakerBoard",
     "BreakerConfig",
     "BreakerEvent",
@@ -187,8 +185,7 @@ class BreakerBoard:
         # in-process path has no extra check at all.
         self.store = store
         self.local = store is None
-        self._shared: SharedBreakers | None = None
-        if store is not None:
+        if store is not None:  # (so _shared exists only with a store, as do the paths that use it)
             self._shared = SharedBreakers(
                 store,
                 breaker_params(self.config, probe_lease=probe_lease),
@@ -314,9 +311,8 @@ class BreakerBoard:
 
         Falls back to the in-process breakers when the store is unavailable.
         """
-        shared = self._shared
-        assert shared is not None, "admit_shared needs BreakerBoard(store=...)"
-        admitted = await shared.admit(self.breaker(target), self.key_breaker(target), now)
+        assert self.store is not None, "admit_shared needs BreakerBoard(store=...)"
+        admitted = await self._shared.admit(self.breaker(target), self.key_breaker(target), now)
         if admitted is None:
             return BreakerBoard.admit(self, target, now)
         permits, why = admitted
@@ -326,7 +322,7 @@ class BreakerBoard:
 
     async def drain(self) -> None:
         """Wait until every outcome written in the background has reached the store."""
-        if self._shared is not None:
+        if self.store is not None:
             await self._shared.drain()
 
     def _record_shared(
@@ -335,7 +331,6 @@ class BreakerBoard:
         if not permits or not isinstance(permits[0], SharedPermit):
             BreakerBoard.record(self, target, permits, failure, duration, now)  # granted locally (store down)
             return
-        assert self._shared is not None
         graced = self._graced(target, permits, failure, now - duration, now)
         outcomes: list[Outcome] = ["ignored" if graced else _outcome_for(p.layer, failure) for p in permits]
         self._shared.send(permits, outcomes, duration, "" if failure is None else failure.kind.value)
@@ -344,7 +339,6 @@ class BreakerBoard:
         if not permits or not isinstance(permits[0], SharedPermit):
             BreakerBoard.discard(self, permits, now)
             return
-        assert self._shared is not None
         self._ended(permits)
         if any(p.probe for p in permits):  # only a probe slot needs giving back
             self._shared.send(permits, ["ignored"] * len(permits), 0.0)
@@ -354,19 +348,15 @@ class BreakerBoard:
 
     def _rejection_shared(self, target: Target, now: float) -> str | None:
         """From the last views this process saw (the store decides at admission)."""
-        shared = self._shared
-        assert shared is not None
-        if not shared.guard.up:
+        if not self._shared.guard.up:
             return BreakerBoard.rejection(self, target, now)
-        return shared.rejection((self.breaker(target), self.key_breaker(target)))
+        return self._shared.rejection((self.breaker(target), self.key_breaker(target)))
 
     def _hold_shared(self, target: Target, now: float) -> BreakerHold | None:
         """:meth:`hold` from the last views this process saw (its own breakers when the store is down)."""
-        shared = self._shared
-        assert shared is not None
-        if not shared.guard.up:
+        if not self._shared.guard.up:
             return BreakerBoard.hold(self, target, now)
-        return shared.hold((self.breaker(target), self.key_breaker(target)))
+        return self._shared.hold((self.breaker(target), self.key_breaker(target)))
 
 
 def _target_scope(target: Target) -> str:

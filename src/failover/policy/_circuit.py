@@ -149,16 +149,16 @@ class Permit:
     def breaker(self) -> CircuitBreaker:
         return self._breaker
 
-    @property
-    def epoch(self) -> int:
-        """The breaker's state (its epoch) the permit was granted in."""
-        return self._epoch
-
     def __repr__(self) -> str:
         return (
             f"Permit(scope={self.scope!r}, layer={self.layer!r}, acquired_at={self.acquired_at!r}, "
             f"probe={self.probe!r}, released={self.released!r})"
         )
+
+    @property
+    def epoch(self) -> int:
+        """The breaker's state (its epoch) the permit was granted in."""
+        return self._epoch
 
 
 class SharedPermit(Permit):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..state import BreakerOutcome, BreakerParams, BreakerView, GuardedStore, StateUnavailable, Transition
 from ._circuit import (
@@ -25,7 +25,6 @@ from ._circuit import (
     BreakerSnapshot,
     BreakerState,
     CircuitBreaker,
-    Hook,
     Layer,
     Outcome,
     Permit,
@@ -43,7 +42,13 @@ class SharedBreakers:
     reports (whichever process caused it).
     """
 
-    def __init__(self, guard: GuardedStore, params: BreakerParams, key_params: BreakerParams, fan_out: Hook) -> None:
+    def __init__(
+        self,
+        guard: GuardedStore,
+        params: BreakerParams,
+        key_params: BreakerParams,
+        fan_out: Callable[[BreakerEvent], None],
+    ) -> None:
         self.guard = guard
         self.params = params
         self.key_params = key_params
