@@ -28,12 +28,9 @@ NOT_YET: dict[str, set[str]] = {
     "gateway": {"circle", "size"},  # _app <-> _messages; _app.py
     "inbound": {"size"},  # anthropic.py
     "integrations": {"size"},  # _httpx.py
-    "lab": {"size"},  # _replay.py
-    "policy": {"size"},  # _breaker.py
     "providers": {"size"},  # anthropic.py, gemini.py, openai.py
     "router": {"circle", "size"},  # _router <-> _stream; _router.py, _Run
     "testing": {"circle", "size"},  # _dialects, _provider, _script, _stream; _dialects.py, _script.py, Reply
-    "transport": {"size"},  # _http1.py
 }
 RULES = ("circle", "size")
 

@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.looptime, pytest.mark.e2e]
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 WEATHER = Tool(name="get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})
-DIALECTS = ["openai", "anthropic", "gemini", "bedrock"]
+DIALECTS = ["openai", "openai-responses", "anthropic", "gemini", "bedrock"]
 CAPS = frozenset({Capability.CHAT, Capability.TOOLS, Capability.STRUCTURED_OUTPUT})
 
 

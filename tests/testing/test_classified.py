@@ -6,6 +6,8 @@ captures; if they disagree about a reply, one of them is wrong about the wire.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from failover.model import (
@@ -174,6 +176,8 @@ THOUGHT = "The user asks about Paris; the weather tool answers that."
 async def test_reasoning_is_read_with_its_signature(dialect: Dialect, stream: bool) -> None:
     reply = Reply.ok("Sunny.", reasoning=THOUGHT, redacted_thinking=True, tool_calls=CALLS[:1])
     request = Request(messages=Request.simple("hi").messages, tools=TOOLS)
+    if dialect is Dialect.OPENAI_RESPONSES:  # the encrypted reasoning comes back only to a request that reasons
+        request = replace(request, reasoning_effort="low")
     if stream:
         events, outcome = await _stream(dialect, reply, request)
     else:
@@ -185,6 +189,8 @@ async def test_reasoning_is_read_with_its_signature(dialect: Dialect, stream: bo
     redacted = [b.redacted for b in outcome.reasoning if b.redacted is not None]
     if dialect is Dialect.OPENAI:
         assert (signatures, redacted) == ([], [])  # reasoning_content has neither
+    elif dialect is Dialect.OPENAI_RESPONSES:
+        assert len(signatures) == 1 and redacted == []  # the item's encrypted_content
     elif dialect in (Dialect.ANTHROPIC, Dialect.BEDROCK):  # Bedrock carries Claude's blocks as they are
         assert len(signatures) == 1 and len(redacted) == 1
     else:

@@ -614,10 +614,10 @@ def combined_tpm(target: Target) -> bool:
     """Does this target's input-TPM quota count output tokens too?
 
     OpenAI's TPM is one limit on prompt plus completion tokens, configured as ``input_tpm``;
-    so for the ``openai`` dialect without a separate ``output_tpm`` the input bucket
-    reserves input + ``max_tokens`` and is reconciled with input + output.
+    so for the ``openai`` and ``openai-responses`` dialects without a separate ``output_tpm``
+    the input bucket reserves input + ``max_tokens`` and is reconciled with input + output.
     """
-    return target.dialect is Dialect.OPENAI and target.limits.output_tpm is None
+    return target.dialect in (Dialect.OPENAI, Dialect.OPENAI_RESPONSES) and target.limits.output_tpm is None
 
 
 class LimiterBoard:

@@ -39,8 +39,6 @@ from ..model import Dialect, Embeddings, EmbedInput, EmbedRequest, Failure, Fail
 from ..model._json import dumps
 from ..transport._types import HttpRequest, HttpResponse
 from . import _bedrock_parse as _bedrock
-from . import gemini as _gemini
-from . import openai as _openai
 from ._common import (
     as_dict,
     as_int,
@@ -51,7 +49,10 @@ from ._common import (
     unreadable,
     with_query,
 )
+from ._google import google_error
 from ._headers import HeaderMeta, first_header, openai_rate_limits, parse_int, read_meta
+from ._openai_errors import openai_error
+from ._vertex import model_url
 
 __all__ = ["EmbedAdapter", "embed_adapter_for"]
 
@@ -168,7 +169,7 @@ class OpenAIEmbeddings:
         meta = read_meta(response.headers, request_id_headers=_OPENAI_REQUEST_IDS, rate_limits=openai_rate_limits)
         data = decode_json(response.body)
         if not 200 <= response.status < 300 or isinstance(as_dict(data).get("error"), dict):
-            return _openai._error(target, response, meta, data)
+            return openai_error(self.name, target, response, meta, data)
         body = as_dict(data)
         items = [as_dict(d) for d in as_list(body.get("data"))]
         if "data" not in body:
@@ -206,23 +207,6 @@ _GEMINI_TASK: Final[Mapping[EmbedInput, str]] = {
 _GOOGLE_REQUEST_IDS = ("x-goog-request-id", "x-request-id")
 
 
-def vertex_predict_url(target: Target, model: str) -> str:
-    """Vertex AI's ``:predict`` for a Google publisher model: the regional host
-    (``{location}-aiplatform.googleapis.com``) or the global one, unless ``base_url`` names
-    another host (a proxy, a private endpoint, a test server)."""
-    assert target.vertex is not None
-    v = target.vertex
-    base = target.base_url.rstrip("/") if target.base_url else ""
-    if not base:
-        host = "aiplatform.googleapis.com"
-        base = f"https://{host if v.location == 'global' else f'{v.location}-{host}'}"
-    path = (
-        f"/v1/projects/{quote(v.project, safe='')}/locations/{quote(v.location, safe='')}"
-        f"/publishers/google/models/{quote(model, safe='')}:predict"
-    )
-    return base + path
-
-
 class GeminiEmbeddings:
     """The Gemini API's ``batchEmbedContents``, or Vertex AI's ``predict`` for a target with
     ``vertex`` (authorised with a google-auth token, so no API key header there)."""
@@ -255,7 +239,7 @@ class GeminiEmbeddings:
             body = {"instances": instances}
             if dims is not None:
                 body["parameters"] = {"outputDimensionality": dims}
-            url = vertex_predict_url(target, model)
+            url = model_url(target, "google", "predict")
         else:
             if target.api_key:
                 headers["x-goog-api-key"] = target.api_key.reveal()
@@ -277,7 +261,7 @@ class GeminiEmbeddings:
         meta = read_meta(response.headers, request_id_headers=_GOOGLE_REQUEST_IDS)
         body = as_dict(decode_json(response.body))
         if not 200 <= response.status < 300 or isinstance(body.get("error"), dict):
-            return _gemini._error(target, response, meta, body)
+            return google_error(self.name, target, response, meta, body)
         want = len(request.inputs)
         tokens = 0
         if target.vertex is not None:

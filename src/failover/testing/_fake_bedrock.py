@@ -37,14 +37,14 @@ from ._dialects import (
     Endpoint,
     Exchange,
     Rendered,
-    _Answer,
     _json_answer,
     _overflow_numbers,
-    _pieces,
     _retry_headers,
-    _split_args,
     _stream_answer,
 )
+from ._parts import Answer as _Answer
+from ._parts import pieces as _pieces
+from ._parts import split_args as _split_args
 from ._script import Reply, ReplyKind
 
 __all__ = [

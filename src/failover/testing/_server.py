@@ -130,12 +130,13 @@ class FakeServer:
         ``anthropic``, ``google-genai`` and boto3's ``bedrock-runtime`` (``endpoint_url``) append
         the rest themselves, so they get the root."""
         p = self._provider(provider)
-        return self.api_url_for(p) if p.dialect is Dialect.OPENAI else self.url_for(p)
+        return self.api_url_for(p) if p.dialect in (Dialect.OPENAI, Dialect.OPENAI_RESPONSES) else self.url_for(p)
 
     def target_for(self, provider: FakeProvider | str, model: str | None = None, **overrides: Any) -> Target:
         """A Target that reaches ``provider`` through this server (see FakeProvider.target)."""
         p = self._provider(provider)
-        fields: dict[str, Any] = {"base_url": self.api_url_for(p)}
+        root = overrides.get("vertex") is not None  # Vertex paths start at the root: /v1/projects/...
+        fields: dict[str, Any] = {"base_url": self.url_for(p) if root else self.api_url_for(p)}
         if p.dialect is not Dialect.BEDROCK:  # Bedrock: signed with AWS credentials, no key
             fields["api_key"] = Secret(f"sk-fake-{p.name}")
         fields.update(overrides)

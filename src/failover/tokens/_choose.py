@@ -136,7 +136,7 @@ def _spec(tokenizer: str | None, dialect: Dialect, model: str) -> str:
     """Resolve a target's tokenizer setting to ``tiktoken:<encoding>``, ``deepseek``,
     ``hf:<path>`` or ``estimate``."""
     if tokenizer is None:
-        if dialect == Dialect.OPENAI:
+        if dialect in (Dialect.OPENAI, Dialect.OPENAI_RESPONSES):  # one vocabulary behind both APIs
             encoding = _known_encoding(model)
             if encoding is not None:
                 return f"tiktoken:{encoding}"
