@@ -43,7 +43,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ..model import Failure, HealthEffect, Target
+from ..model import Dialect, Failure, HealthEffect, Target
 from ..state import GuardedStore
 from ._breaker_config import BreakerConfig, WindowKind, breaker_params
 from ._circuit import (
@@ -141,7 +141,8 @@ class BreakerBoard:
     """The breakers of every scope, and which of them each attempt's result concerns.
 
     Each target passes two breakers: its target breaker (scope ``scope(target)``, default
-    ``target.scope`` = base URL + credential + model + region), which counts the provider's
+    ``target.scope`` = base URL + credential + model + region, and the API for a Responses
+    target), which counts the provider's
     failures (``HealthEffect.TARGET``), and its key + model breaker (``key_model_scope``), which
     counts only 429s and exhausted quotas (``HealthEffect.KEY_MODEL``). Each ignores what the
     other counts; both count successes; neither counts ``HealthEffect.NONE``.
@@ -360,6 +361,12 @@ class BreakerBoard:
 
 
 def _target_scope(target: Target) -> str:
+    """``target.scope``; a Responses API target of the same endpoint, key and model has its
+    own: ``/responses`` and ``/chat/completions`` are separate services that fail apart (an
+    outage of one must not hold the other), while their quota, the key + model breaker and the
+    rate limits, stays one."""
+    if target.dialect is Dialect.OPENAI_RESPONSES:
+        return f"{target.scope}|responses"
     return target.scope
 
 
