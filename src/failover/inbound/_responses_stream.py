@@ -281,7 +281,9 @@ class EventRenderer:
 
     def _open_message(self, *, with_text: bool = True) -> list[Event]:
         out = self._close()
-        item, added = self._add("message", "msg_", {"type": "message", "status": "in_progress", "content": []})
+        item, added = self._add(
+            "message", "msg_", {"type": "message", "status": "in_progress", "content": [], "role": "assistant"}
+        )
         out.append(added)
         if with_text:
             item.has_text = True
