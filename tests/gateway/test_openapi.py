@@ -56,6 +56,9 @@ async def test_openapi_json_describes_the_endpoints() -> None:
     messages = doc["components"]["schemas"]["MessagesRequest"]
     assert {"model", "max_tokens", "messages"} <= set(messages["required"])
     assert "/v1/messages" in doc["paths"]
+    responses = doc["components"]["schemas"]["ResponsesRequest"]
+    assert {"model", "input"} <= set(responses["required"])
+    assert {"/v1/responses", "/v1/responses/{id}"} <= set(doc["paths"])
 
 
 def _check(response: Any) -> None:
@@ -85,5 +88,5 @@ def test_fuzz_no_gateway_5xx(case: Any) -> None:
 
 
 def test_the_fuzz_reached_the_router() -> None:
-    """Runs after the fuzz (file order): a real route answered on both chat endpoints."""
-    assert {"/v1/chat/completions", "/v1/messages"} <= REACHED, REACHED
+    """Runs after the fuzz (file order): a real route answered on every chat endpoint."""
+    assert {"/v1/chat/completions", "/v1/messages", "/v1/responses"} <= REACHED, REACHED

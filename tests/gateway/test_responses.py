@@ -397,3 +397,37 @@ async def test_secrets_never_returned(kit: Kit, client: openai.AsyncOpenAI) -> N
     assert exc.value.status_code == 502
     assert PROVIDER_KEY not in exc.value.response.text
     assert PROVIDER_KEY not in json.dumps(dict(exc.value.response.headers))
+
+
+# -------------------------------------------------------------------- the gateway's limits apply here too
+
+
+async def test_the_hostile_input_limits_apply(kit: Kit) -> None:
+    """Body size, JSON depth, invalid JSON, lone surrogates, a key's route: the same answers as on
+    the chat endpoint (the same lifecycle), each before anything goes upstream."""
+    before = len(kit.net.calls)
+    deep: Any = "x"
+    for _ in range(40):
+        deep = [deep]
+    async with kit.client() as c:
+        big = await c.post("/v1/responses", json={"model": "chat", "input": "x" * (65 * 1024)})
+        nested = await c.post("/v1/responses", json={"model": "chat", "input": "Hi", "metadata": {"k": deep}})
+        broken = await c.post("/v1/responses", content=b'{"model": "chat", "input": ', headers=JSON)
+        lone_body = b'{"model": "chat", "input": [{"role": "user", "content": "\\ud800"}]}'
+        lone = await c.post("/v1/responses", content=lone_body, headers=JSON)
+        unknown = await c.post("/v1/responses", json={"model": "nope", "input": "Hi"})
+        denied = await c.post("/v1/responses", json={"model": "secret", "input": "Hi"})
+        method = await c.get("/v1/responses")
+    assert (big.status_code, big.json()["error"]["code"]) == (413, "request_too_large")
+    assert (nested.status_code, nested.json()["error"]["code"]) == (400, "json_too_deep")
+    assert (broken.status_code, broken.json()["error"]["code"]) == (400, "invalid_json")
+    assert (lone.status_code, lone.json()["error"]["param"]) == (400, "input[0].content")
+    assert (unknown.status_code, unknown.json()["error"]["param"]) == (404, "model")
+    assert (denied.status_code, denied.json()["error"]["code"]) == (403, "route_not_allowed")
+    assert method.status_code == 405 and method.headers["allow"] == "POST"
+    for r in (big, nested, broken, lone, unknown, denied, method):
+        assert r.headers["x-should-retry"] == "false"
+    assert len(kit.net.calls) == before
+
+
+JSON = {"content-type": "application/json"}

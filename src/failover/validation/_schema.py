@@ -51,6 +51,7 @@ from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource, Unresolvable
 
 from ..model import FailoverError, Request
+from ..model._text import LONE_SURROGATE, LONE_SURROGATE_FIX, lone_surrogate
 
 __all__ = [
     "CACHE_BYTES",
@@ -394,6 +395,9 @@ def _where(parts: Sequence[str | int]) -> str:
 
 def _build(schema: Mapping[str, Any], key: str) -> _Compiled:
     doc: dict[str, Any] = json.loads(key)  # plain JSON values (the Rust side takes nothing else)
+    lone = lone_surrogate(doc)
+    if lone is not None:  # not valid Unicode: the Rust side cannot even be handed it
+        raise InvalidSchema("." + lone if lone[0] != "[" else lone, f"{LONE_SURROGATE}. Fix: {LONE_SURROGATE_FIX}")
     try:
         _rs.meta.validate(doc)
     except _rs.ValidationError as exc:  # the caller's schema is broken: not the model's fault
