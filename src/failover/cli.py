@@ -21,6 +21,8 @@ ENDPOINTS = (
     ("POST", "/v1/chat/completions", "OpenAI Chat Completions (plain and streamed)"),
     ("POST", "/v1/messages", "Anthropic Messages (plain and streamed)"),
     ("POST", "/v1/messages/count_tokens", "Anthropic token counting"),
+    ("POST", "/v1/responses", "OpenAI Responses (plain and streamed; stateless)"),
+    ("GET", "/v1/responses/{id}", "404 (also DELETE): failover keeps no responses"),
     ("GET", "/v1/models", "the routes the caller may use, as models"),
     ("GET", "/v1/models/{name}", "one of them"),
     ("GET", "/healthz", "liveness"),

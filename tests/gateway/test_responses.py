@@ -138,6 +138,8 @@ async def test_text_plain_and_streamed_are_the_same_answer(kit: Kit, client: ope
     done = events[-1].response
     assert [shown(i) for i in done.output] == [built[i] for i in range(len(done.output))]
     assert sum(e.type == "response.output_text.delta" for e in events) == 7  # a word per delta
+    summary = (events[-1].model_extra or {})["x_failover"]  # beside the response, as the chat stream's
+    assert (summary["target"], summary["attempts"], summary["recovered"]) == ("a", 1, False)
     sent = kit.providers["a"].calls[before].json
     assert sent is not None and sent["messages"] == [
         {"role": "system", "content": "Be brief."},

@@ -1504,7 +1504,7 @@ def create_app(
             HttpRoute("/v1/messages", Messages(gw), methods=["POST"]),
             HttpRoute("/v1/messages/count_tokens", count_tokens(gw), methods=["POST"]),
             HttpRoute("/v1/responses", Responses(gw), methods=["POST"]),
-            HttpRoute("/v1/responses/{rest:path}", stored_response(gw), methods=["GET", "POST", "DELETE"]),
+            HttpRoute("/v1/responses/{id:path}", stored_response(gw), methods=["GET", "POST", "DELETE"]),
             HttpRoute("/v1/models", models, methods=["GET"]),
             HttpRoute("/v1/models/{name:path}", model, methods=["GET"]),
             HttpRoute("/admin/health", admin_health, methods=["GET"]),

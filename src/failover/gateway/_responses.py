@@ -120,7 +120,7 @@ def stored_response(gw: Gateway) -> Callable[[HttpRequest], Awaitable[Response]]
     async def run(request: HttpRequest) -> Response:
         try:
             gw.authenticate(request.scope, request.headers)
-            rest = request.path_params["rest"]
+            rest = request.path_params["id"]
             first = rest.split("/", 1)[0]
             shown = f"{request.method} /v1/responses/{rest[:80]}"
             if first in _NOT_OFFERED:
