@@ -395,9 +395,6 @@ def _where(parts: Sequence[str | int]) -> str:
 
 def _build(schema: Mapping[str, Any], key: str) -> _Compiled:
     doc: dict[str, Any] = json.loads(key)  # plain JSON values (the Rust side takes nothing else)
-    lone = lone_surrogate(doc)
-    if lone is not None:  # not valid Unicode: the Rust side cannot even be handed it
-        raise InvalidSchema("." + lone if lone[0] != "[" else lone, f"{LONE_SURROGATE}. Fix: {LONE_SURROGATE_FIX}")
     try:
         _rs.meta.validate(doc)
     except _rs.ValidationError as exc:  # the caller's schema is broken: not the model's fault
@@ -406,6 +403,8 @@ def _build(schema: Mapping[str, Any], key: str) -> _Compiled:
         ) from None
     except _rs.ReferencingError as exc:
         raise InvalidSchema("", f"not a valid JSON Schema (draft 2020-12): {exc}") from None
+    except UnicodeEncodeError:
+        raise _not_unicode(doc) from None
     try:
         fast = _rs.Draft202012Validator(
             doc,
@@ -415,9 +414,19 @@ def _build(schema: Mapping[str, Any], key: str) -> _Compiled:
     except _rs.ValidationError as exc:
         raise _compile_error(exc) from None
     except (_rs.ReferencingError, ValueError) as exc:
+        if lone_surrogate(doc) is not None:  # the compiler's own words for it are an encoding error
+            raise _not_unicode(doc) from None
         raise InvalidSchema("", f"the schema cannot be compiled: {str(exc).splitlines()[0]}") from None
     slow = _Linear(doc, registry=_OFFLINE) if _python_is_linear(doc) else None
     return _Compiled(fast=fast, slow=slow)
+
+
+def _not_unicode(doc: Any) -> InvalidSchema:
+    """A schema with a lone surrogate, which is not Unicode (so the Rust side cannot take it): the
+    place is looked for only then, a walk no other schema pays for."""
+    lone = lone_surrogate(doc) or ""
+    where = "." + lone if lone and lone[0] != "[" else lone
+    return InvalidSchema(where, f"{LONE_SURROGATE}. Fix: {LONE_SURROGATE_FIX}")
 
 
 def _compile_error(exc: _rs.ValidationError) -> InvalidSchema:
