@@ -7,7 +7,7 @@ import pytest
 
 from failover import Capability, ConfigError, Router, load_config
 from failover.config import config_from_dict
-from failover.model import Secret
+from failover.model import Auth, AuthKind, Dialect, Secret
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "failover.yaml"
 KEYS = {
@@ -50,8 +50,21 @@ def test_router_from_config() -> None:
     cfg = load_config(EXAMPLE, env=KEYS)
     assert isinstance(cfg, Config)
     router = Router.from_config(cfg)
-    assert set(router.routes) == {"support_triage_v3", "chat"}
+    assert set(router.routes) == {"support_triage_v3", "agent", "chat"}
     assert router.retry_budget is cfg.retry_budget
+
+
+def test_the_example_puts_claude_on_three_clouds_in_one_equivalence_class() -> None:
+    cfg = load_config(EXAMPLE, env=KEYS)
+    agent = cfg.routes["agent"]
+    assert [t.name for t in agent.primary] == ["claude-sonnet", "claude-sonnet-bedrock", "claude-sonnet-vertex"]
+    assert {t.equivalence_key for t in agent.primary} == {"claude-sonnet-4-5"}
+    bedrock, vertex = agent.primary[1], agent.primary[2]
+    assert bedrock.dialect is Dialect.BEDROCK and bedrock.base_url == "https://bedrock-runtime.us-east-1.amazonaws.com"
+    assert vertex.dialect is Dialect.ANTHROPIC and vertex.vertex is not None and vertex.vertex.location == "us-east5"
+    assert bedrock.api_key is None and vertex.api_key is None  # their clouds' credential chains, not keys
+    assert {t.equivalence_key for t in agent.fallbacks} == {"gpt-4o"}
+    assert cfg.targets["gpt-4o-azure-entra"].auth == Auth(kind=AuthKind.AZURE)
 
 
 @pytest.mark.parametrize(

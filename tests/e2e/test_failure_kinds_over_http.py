@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.looptime, pytest.mark.e2e]
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 WEATHER = Tool(name="get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})
-DIALECTS = ["openai", "anthropic", "gemini"]
+DIALECTS = ["openai", "openai-responses", "anthropic", "gemini", "bedrock"]
 CAPS = frozenset({Capability.CHAT, Capability.TOOLS, Capability.STRUCTURED_OUTPUT})
 
 
@@ -101,11 +101,26 @@ async def transport(request: pytest.FixtureRequest) -> AsyncIterator[Transport]:
     await t.aclose()
 
 
+# Bedrock targets sign with botocore's chain: fixed test credentials from the environment,
+# which the fake checks (key id and the recomputed signature).
+AWS_KEY_ID, AWS_SECRET = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+
+
+@pytest.fixture(autouse=True)
+def aws_test_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", AWS_KEY_ID)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", AWS_SECRET)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
 @pytest.mark.parametrize("dialect", DIALECTS)
 @pytest.mark.parametrize("name", list(CASES))
 async def test_failure_kind_over_loopback(dialect: str, name: str, transport: Transport) -> None:
     case = CASES[name]
-    a = FakeProvider("a", dialect, Script.of(case.reply, default=good_reply(case.request, "repaired")))
+    signed = {"api_key": AWS_KEY_ID, "secret_key": AWS_SECRET} if dialect == "bedrock" else {}
+    a = FakeProvider("a", dialect, Script.of(case.reply, default=good_reply(case.request, "repaired")), **signed)
     if case.phase_used is not Phase.REPAIR:
         a.load(Script.always(case.reply))
     b = FakeProvider(

@@ -31,7 +31,7 @@ from ._wire_streams import Answer, RawServer
 
 pytestmark = pytest.mark.e2e
 
-OA, AN, GE = Dialect.OPENAI, Dialect.ANTHROPIC, Dialect.GEMINI
+OA, RS, AN, GE = Dialect.OPENAI, Dialect.OPENAI_RESPONSES, Dialect.ANTHROPIC, Dialect.GEMINI
 K = FailureKind
 S = StopReason
 
@@ -58,6 +58,9 @@ SAMPLES: dict[str, tuple[Dialect, StopReason | FailureKind]] = {
     "deepseek/01-stream-usage-done.http": (OA, S.END_TURN),
     "deepseek/02-stream-queued-keepalive-reconstructed.sse": (OA, S.END_TURN),
     "deepseek/03-error-400-context-length-octet-stream.http": (OA, K.CONTEXT_OVERFLOW),
+    "openai-responses/01-stream-text-completed-usage.http": (RS, S.END_TURN),
+    "openai-responses/02-stream-reasoning-function-call-args.jsonl": (RS, S.TOOL_USE),
+    "openai-responses/03-stream-error-event-insufficient-quota.jsonl": (RS, K.QUOTA_EXHAUSTED),
     "anthropic/01-nonstream-text-usage.json": (AN, S.END_TURN),
     "anthropic/02-stream-text-ratelimit-headers.http": (AN, S.END_TURN),
     "anthropic/03-stream-tool-use-input-json-delta.sse": (AN, S.TOOL_USE),
@@ -80,15 +83,12 @@ SAMPLES: dict[str, tuple[Dialect, StopReason | FailureKind]] = {
     "gemini/09-error-503-unavailable.json": (GE, K.PROVIDER_OVERLOADED),
     "gemini/10-error-400-api-key-invalid.http": (GE, K.AUTHENTICATION_OR_PERMISSION),
 }
-# The OpenAI Responses API is not a dialect failover speaks (it reads Chat Completions).
-NOT_A_DIALECT = "openai-responses/"
-
 _FRAMING = {"transfer-encoding", "content-length", "content-encoding", "connection", "keep-alive"}
 
 
 def test_the_table_covers_every_sample_of_the_corpus() -> None:
     on_disk = {str(p.relative_to(WIRE)) for p in WIRE.rglob("*") if p.is_file() and p.name != "README.md"}
-    assert set(SAMPLES) == {s for s in on_disk if not s.startswith(NOT_A_DIALECT)}
+    assert set(SAMPLES) == on_disk
 
 
 def _answer(name: str) -> tuple[Answer, bool]:
@@ -133,7 +133,7 @@ def _target(dialect: Dialect, base: str) -> Target:
     return Target(
         name=f"sample-{dialect.value}",
         dialect=dialect,
-        model={OA: "gpt-4o", AN: "claude-sonnet-4-5", GE: "gemini-2.5-flash"}[dialect],
+        model={OA: "gpt-4o", RS: "gpt-5-mini", AN: "claude-sonnet-4-5", GE: "gemini-2.5-flash"}[dialect],
         base_url=base + ("/v1beta" if dialect is GE else "/v1"),
         api_key=Secret("sk-sample-upstream"),
         capabilities=frozenset(Capability),

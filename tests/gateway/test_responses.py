@@ -17,8 +17,10 @@ import openai
 import pydantic
 import pytest
 
-from failover.testing import Outcome, Reply
-from tests._sdk import disconnected_call, leave_after
+from failover import Route
+from failover.gateway import GatewaySettings, create_app
+from failover.testing import FakeNetwork, FakeProvider, Outcome, Reply
+from tests._sdk import disconnected_call, fake_target, leave_after, quiet_router
 
 from ._kit import ACME_KEY, PROVIDER_KEY, Kit, ServerThread
 
@@ -433,3 +435,43 @@ async def test_the_hostile_input_limits_apply(kit: Kit) -> None:
 
 
 JSON = {"content-type": "application/json"}
+
+
+# -------------------------------------------------------------------- a Responses target behind the endpoint
+
+
+async def test_a_responses_target_gets_its_own_reasoning_back_and_a_chat_target_takes_over() -> None:
+    """Route ``gpt``: an OpenAI Responses target, then an approved Chat Completions fallback. The
+    Responses target's encrypted reasoning goes to the client as it was and back to the target
+    untouched; when the target is down, the fallback answers the same client, stream and all."""
+    r = FakeProvider("r", "openai-responses", api_key=PROVIDER_KEY)
+    a = FakeProvider("a", "openai", api_key=PROVIDER_KEY)
+    route = Route(name="gpt", primary=(fake_target(r, PROVIDER_KEY),), fallbacks=(fake_target(a, PROVIDER_KEY),))
+    app = create_app(quiet_router([route], FakeNetwork(r, a)), GatewaySettings())
+    call_first = Reply.ok(tool_calls=[("get_weather", {"city": "Oslo"})], reasoning="Need the weather.")
+    r.load([call_first, Reply.ok("Sunny.")])
+    asked: Any = {"tools": [WEATHER], "reasoning": {"effort": "medium"}}  # a reasoning request: encrypted items
+    with ServerThread(app) as server:
+        async with openai.AsyncOpenAI(base_url=server.base_url, api_key="unused") as client:
+            first = await client.responses.create(model="gpt", input="Weather in Oslo?", **asked)
+            thinking = next(i for i in first.output if i.type == "reasoning")
+            call = next(i for i in first.output if i.type == "function_call")
+            assert thinking.encrypted_content and not thinking.encrypted_content.startswith("failover.v1.")
+            history: list[Any] = [
+                {"role": "user", "content": "Weather in Oslo?"},
+                *[i.model_dump(exclude_none=True) for i in first.output],
+                {"type": "function_call_output", "call_id": call.call_id, "output": "sunny"},
+            ]
+            second = await client.responses.create(model="gpt", input=history, **asked)
+            assert second.output_text == "Sunny."
+            sent = r.calls[1].json
+            assert sent is not None
+            (back,) = [i for i in sent["input"] if i.get("type") == "reasoning"]
+            assert back["encrypted_content"] == thinking.encrypted_content  # the provider's own, untouched
+            r.load("overloaded")
+            async with client.responses.stream(model="gpt", input=history, **asked) as s:
+                final = await s.get_final_response()
+    assert final.output_text == "ok from a"
+    assert [c.kind for c in r.calls[2:]] == ["overloaded", "overloaded"]
+    chat = a.calls[-1].json
+    assert chat is not None and not any("reasoning_content" in m for m in chat["messages"])  # not its to read

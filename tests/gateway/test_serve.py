@@ -59,7 +59,7 @@ def _serving(*args: str, env: dict[str, str] | None = None) -> Iterator[tuple[st
 def test_serve_without_config_runs_the_embedded_default() -> None:
     with _serving() as (base, proc):
         r = httpx.get(f"{base}/v1/models")
-        assert {m["id"] for m in r.json()["data"]} == {"chat", "flaky"}
+        assert {m["id"] for m in r.json()["data"]} == {"chat", "flaky", "claude"}
         r = httpx.post(
             f"{base}/v1/chat/completions",
             json={"model": "flaky", "messages": [{"role": "user", "content": "hi"}]},

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -377,6 +378,22 @@ def test_a_429_on_one_key_does_not_touch_another_region_of_the_same_key() -> Non
     attempt(board, eu, E429)
     assert board.rejection(us, 0.0) == board.rejection(eu, 0.0) is not None
     assert board.breaker(us).state(0.0) is board.breaker(eu).state(0.0) is CLOSED
+
+
+def test_the_responses_api_fails_apart_from_chat_completions_but_shares_its_quota() -> None:
+    board = BreakerBoard(BreakerConfig(min_calls=2, window_size=2))
+    chat = target("chat")
+    responses = replace(chat, name="responses", dialect=Dialect.OPENAI_RESPONSES)
+    assert board.breaker(chat) is not board.breaker(responses)
+    assert board.key_breaker(chat) is board.key_breaker(responses)  # one key + model: one quota
+    attempt(board, chat, E503)
+    attempt(board, chat, E503)
+    assert board.breaker(chat).state(0.0) is OPEN
+    assert board.rejection(responses, 0.0) is None  # the other API is still called
+    attempt(board, responses, E429)
+    attempt(board, responses, E429)
+    assert board.rejection(responses, 0.0) == "key+model circuit open for 30.0s more (2/2 failed)"
+    assert board.key_breaker(chat).state(0.0) is OPEN  # the 429s on one API hold the other too
 
 
 def test_provider_failures_open_the_target_breaker_not_the_key_breaker() -> None:

@@ -544,6 +544,8 @@ async def test_combined_tpm_counts_output_in_the_input_bucket() -> None:
     openai = Target(name="o", dialect=Dialect.OPENAI, model="gpt-4o", base_url="https://x/v1")
     anthropic = Target(name="c", dialect=Dialect.ANTHROPIC, model="claude", base_url="https://y")
     assert combined_tpm(openai) and not combined_tpm(anthropic)
+    responses = Target(name="r", dialect=Dialect.OPENAI_RESPONSES, model="gpt-5", base_url="https://x/v1")
+    assert combined_tpm(responses)  # the same quota, whichever OpenAI API spends it
     lim = TargetLimiter(Limits(input_tpm=10_000), combined_tpm=True)
     res = await lim.acquire(input_tokens=1_000, max_output_tokens=2_000, deadline_at=math.inf)
     assert res.amounts == {"input_tpm": 3_000.0}

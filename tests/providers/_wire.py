@@ -46,6 +46,7 @@ def load(wire: Path, name: str) -> HttpResponse:
 
 _DEFAULTS = {
     Dialect.OPENAI: ("gpt-4o", "https://api.openai.com/v1"),
+    Dialect.OPENAI_RESPONSES: ("gpt-5-mini", "https://api.openai.com/v1"),
     Dialect.ANTHROPIC: ("claude-sonnet-4-5", "https://api.anthropic.com/v1"),
     Dialect.GEMINI: ("gemini-2.5-flash", "https://generativelanguage.googleapis.com/v1beta"),
 }

@@ -154,7 +154,7 @@ def cut_points(body: bytes) -> st.SearchStrategy[list[int]]:
 # ----------------------------------------------------------------------- every dialect
 
 
-ALL = [Dialect.OPENAI, Dialect.ANTHROPIC, Dialect.GEMINI]
+ALL = [Dialect.OPENAI, Dialect.OPENAI_RESPONSES, Dialect.ANTHROPIC, Dialect.GEMINI]
 
 
 @pytest.mark.parametrize("dialect", ALL)

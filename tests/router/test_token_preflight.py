@@ -11,7 +11,7 @@ from failover import Envelope, FailureKind, Message, Request, Route, Router, Tar
 from failover.policy import NoBreakers, Unlimited
 from failover.testing import FakeNetwork, FakeProvider, Reply, Script
 from failover.tokens import calibration_of, counter_for
-from failover.tokens._counter import _clear_caches
+from failover.tokens._calibrate import _clear_caches
 
 pytestmark = pytest.mark.looptime
 

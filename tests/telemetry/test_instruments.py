@@ -10,7 +10,7 @@ import pytest
 from failover import Envelope, Message, Request, Response, ResponseFormat, Route, Router, RouteRecord, Unavailable
 from failover.model import Completed
 from failover.policy import Backoff, NoBreakers, Unlimited
-from failover.telemetry._instruments import INSTRUMENTS, Instrument, answered
+from failover.telemetry._instruments import INSTRUMENTS, Instrument, answered, provider_name
 from failover.testing import FakeNetwork, FakeProvider, Reply, Script
 
 from ..router._kit import ALL, C, target
@@ -132,3 +132,11 @@ async def test_the_first_chunk_of_a_streamed_answer_counts_from_the_request_star
     assert isinstance(end, Completed) and end.response.record is not None
     (whole,) = end.response.record.attempts
     assert not whole.streamed and answered(end.response.record) == ("primary", pytest.approx(0.2))
+
+
+@pytest.mark.parametrize(
+    ("dialect", "name"),
+    [("openai", "openai"), ("openai-responses", "openai"), ("anthropic", "anthropic"), ("gemini", "gcp.gemini")],
+)
+def test_gen_ai_provider_name_by_dialect(dialect: str, name: str) -> None:
+    assert provider_name(dialect) == name  # both OpenAI APIs are the one provider

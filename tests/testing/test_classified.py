@@ -6,6 +6,8 @@ captures; if they disagree about a reply, one of them is wrong about the wire.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from failover.model import (
@@ -23,7 +25,7 @@ from failover.model import (
 )
 from failover.providers import dialect_for
 from failover.providers._base import SSEEvent, StreamFailed
-from failover.providers._sse import SSEDecoder
+from failover.providers._sse import stream_decoder
 from failover.testing import FakeNetwork, FakeProvider, Reply
 from failover.testing._dialects import SPOKEN
 from failover.transport._types import TransportError
@@ -72,7 +74,7 @@ async def test_each_failure_reply_is_classified_as_its_kind(dialect: Dialect, re
     assert outcome.kind is kind, outcome
 
 
-@pytest.mark.parametrize("dialect", [Dialect.OPENAI, Dialect.ANTHROPIC])
+@pytest.mark.parametrize("dialect", [Dialect.OPENAI, Dialect.ANTHROPIC, Dialect.BEDROCK])
 async def test_retry_after_reaches_the_failure(dialect: Dialect) -> None:
     outcome = await _parse(dialect, "rate_limit(retry_after=2, retry_after_ms=1500)", Request.simple("hi"))
     assert isinstance(outcome, Failure) and outcome.retry_after == pytest.approx(1.5)
@@ -123,7 +125,7 @@ async def _stream(dialect: Dialect, reply: Reply, request: Request) -> tuple[lis
     resp = await FakeNetwork(p).send(http, connect_timeout=1, total_timeout=5)
     assert p.calls[0].scripted and resp.status == 200, resp.body
     parser = adapter.stream_parser(target, request, resp.headers)
-    decoder = SSEDecoder()
+    decoder = stream_decoder(adapter)  # SSE, or Bedrock's event-stream framing
     events: list[StreamEvent] = []
     try:
         for item in [*decoder.feed(resp.body), *decoder.flush()]:
@@ -174,6 +176,8 @@ THOUGHT = "The user asks about Paris; the weather tool answers that."
 async def test_reasoning_is_read_with_its_signature(dialect: Dialect, stream: bool) -> None:
     reply = Reply.ok("Sunny.", reasoning=THOUGHT, redacted_thinking=True, tool_calls=CALLS[:1])
     request = Request(messages=Request.simple("hi").messages, tools=TOOLS)
+    if dialect is Dialect.OPENAI_RESPONSES:  # the encrypted reasoning comes back only to a request that reasons
+        request = replace(request, reasoning_effort="low")
     if stream:
         events, outcome = await _stream(dialect, reply, request)
     else:
@@ -185,7 +189,9 @@ async def test_reasoning_is_read_with_its_signature(dialect: Dialect, stream: bo
     redacted = [b.redacted for b in outcome.reasoning if b.redacted is not None]
     if dialect is Dialect.OPENAI:
         assert (signatures, redacted) == ([], [])  # reasoning_content has neither
-    elif dialect is Dialect.ANTHROPIC:
+    elif dialect is Dialect.OPENAI_RESPONSES:
+        assert len(signatures) == 1 and redacted == []  # the item's encrypted_content
+    elif dialect in (Dialect.ANTHROPIC, Dialect.BEDROCK):  # Bedrock carries Claude's blocks as they are
         assert len(signatures) == 1 and len(redacted) == 1
     else:
         assert len(signatures) == 1 and redacted == []  # the thoughtSignature on the function call

@@ -18,8 +18,7 @@ from failover.tokens import (
     observe_usage,
     recalibrate,
 )
-from failover.tokens._calibrate import MIN_OBSERVED_TOKENS
-from failover.tokens._counter import _clear_caches
+from failover.tokens._calibrate import MIN_OBSERVED_TOKENS, _clear_caches
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ import tiktoken
 
 from failover.model import ConfigError, Dialect, Request, Target
 from failover.tokens import EstimateCounter, HFTokenizerCounter, TiktokenCounter, counter_for, encoding_for_model
-from failover.tokens._counter import _clear_caches
+from failover.tokens._calibrate import _clear_caches
 
 
 @pytest.fixture(autouse=True)
@@ -61,6 +61,7 @@ def test_encoding_for_model_rejects_other_models(model: str) -> None:
     ("t", "kind", "name"),
     [
         (target("gpt-4o"), TiktokenCounter, "tiktoken:o200k_base"),
+        (target("gpt-5-mini", Dialect.OPENAI_RESPONSES), TiktokenCounter, "tiktoken:o200k_base"),
         (target("gpt-4-0613"), TiktokenCounter, "tiktoken:cl100k_base"),
         (target("deepseek-chat"), HFTokenizerCounter, "deepseek"),  # OpenAI-compatible, DeepSeek's vocabulary
         (target("mistral-large"), EstimateCounter, "estimate"),  # OpenAI-compatible, no local tokenizer

@@ -23,7 +23,8 @@ from failover.tokens import (
     deepseek_counter,
     deepseek_installed,
 )
-from failover.tokens._counter import _clear_caches, _spec
+from failover.tokens._calibrate import _clear_caches
+from failover.tokens._choose import _spec
 from failover.tokens._hf import (
     DEEPSEEK_SCHEMA_PROMPT,
     DEEPSEEK_TOOL_ARGUMENT,

@@ -21,7 +21,7 @@ from failover.tokens import (
     preflight,
     reserved_output,
 )
-from failover.tokens._counter import _clear_caches
+from failover.tokens._calibrate import _clear_caches
 from failover.transport._types import Transport
 
 from ._transports import Canned
@@ -96,6 +96,7 @@ def test_anthropic_reserves_max_output_tokens_when_the_request_sets_none() -> No
     assert reserved_output(tgt(Dialect.ANTHROPIC, max_out=300), Request.simple("hi")) == 300
     assert reserved_output(tgt(Dialect.OPENAI, max_out=300), Request.simple("hi")) == 0
     assert reserved_output(tgt(Dialect.GEMINI, max_out=300), Request.simple("hi")) == 0
+    assert reserved_output(tgt(Dialect.BEDROCK, max_out=300), Request.simple("hi")) == 300  # maxTokens is sent
     assert reserved_output(tgt(Dialect.ANTHROPIC, max_out=300), Request.simple("hi", max_tokens=7)) == 7
     assert not preflight(tgt(Dialect.ANTHROPIC, max_out=300), Request.simple("hi"), Fixed(701)).fits
 

@@ -667,7 +667,7 @@ async def test_no_answer_on_any_address_is_a_connect_timeout(
 
 
 def test_addresses_alternate_families() -> None:
-    from failover.transport._http1 import _interleave
+    from failover.transport._dial import interleave as _interleave
 
     v6, v4 = socket.AF_INET6, socket.AF_INET
     infos = [(v6, 1, 6, "", ("::1", 1)), (v6, 1, 6, "", ("::2", 1)), (v4, 1, 6, "", ("10.0.0.1", 1))]

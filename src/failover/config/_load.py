@@ -314,8 +314,7 @@ class _Check:
         if spec.base_url is not None:
             return spec.base_url, auth, vertex
         if vertex is not None:
-            host = "aiplatform.googleapis.com"
-            return f"https://{host if vertex.location == 'global' else f'{vertex.location}-{host}'}", auth, vertex
+            return vertex.root_url, auth, vertex
         if spec.dialect is Dialect.BEDROCK:
             if spec.region:
                 return f"https://bedrock-runtime.{spec.region}.amazonaws.com", auth, vertex

@@ -8,6 +8,7 @@ The checks that need more than one field at a time are in ``_load``.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -53,11 +54,30 @@ class AuthSpec(_Strict):
     client_id: str | None = Field(None, min_length=1)  # azure: a user-assigned identity or app
 
 
+_PROJECT = re.compile(r"(?:[a-z0-9.-]+:)?[a-z0-9][a-z0-9-]*")
+_LOCATION = re.compile(r"[a-z][a-z0-9-]*")
+
+
 class VertexSpec(_Strict):
     """``vertex:``: Google Vertex AI serves this Gemini or Anthropic model."""
 
     project: str = Field(min_length=1)
     location: str = Field(min_length=1)  # a region such as us-east5, or global
+
+    # Both go into the request URL (the location into the host name): refuse what cannot be one.
+    @field_validator("project")
+    @classmethod
+    def _project(cls, v: str) -> str:
+        if not _PROJECT.fullmatch(v):
+            raise ValueError(f"{v!r} is not a Google Cloud project ID (such as my-project, or example.com:my-project)")
+        return v
+
+    @field_validator("location")
+    @classmethod
+    def _location(cls, v: str) -> str:
+        if not _LOCATION.fullmatch(v):
+            raise ValueError(f"{v!r} is not a Vertex AI location (a region such as us-east5, or global)")
+        return v
 
 
 class TargetSpec(_Strict):

@@ -22,15 +22,12 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..model import Dialect as _Dialect
 from ..model import Reasoning, Response, StopReason, Usage
-from ..model._reasoning import REASONING_SOURCES
+from ..model._reasoning import OPENAI_RESPONSES as RESPONSES_SOURCE  # reasoning items: summary, encrypted_content
+from ..model._reasoning import REASONING_SOURCES as _SOURCES
 from ._wire import WireError
 
-# The format of reasoning items (a summary and encrypted_content), as every block names its source.
-RESPONSES_SOURCE: Final = _Dialect.OPENAI_RESPONSES.value
 TOKEN_MARK: Final = "failover.v1."  # never in OpenAI's own encrypted_content (Fernet tokens: base64url, no ".")
-_SOURCES: Final = REASONING_SOURCES | {RESPONSES_SOURCE}
 
 # What the answer's stop reason makes of the whole response: (status, incomplete_details.reason).
 _INCOMPLETE = {StopReason.MAX_TOKENS: "max_output_tokens", StopReason.CONTENT_FILTER: "content_filter"}

@@ -5,15 +5,13 @@ from ._failure import (
     DISPOSITIONS,
     Action,
     Disposition,
-    Failure,
     FailureKind,
     HealthEffect,
-    RateLimitInfo,
     TimeoutPhase,
     disposition,
 )
 from ._reasoning import Reasoning, readable_by
-from ._record import Attempt, Exclusion, Phase, RouteRecord, Validation, Wait, Workflow
+from ._record import Attempt, Exclusion, Failure, Phase, Response, RouteRecord, StopReason, Validation, Wait, Workflow
 from ._request import (
     ImagePart,
     Message,
@@ -26,7 +24,6 @@ from ._request import (
     ToolCall,
     ToolChoice,
 )
-from ._response import Response, StopReason, Usage
 from ._route import Contract, Envelope, Ranking, Route, SideEffectMode
 from ._stream import (
     Completed,
@@ -44,6 +41,7 @@ from ._stream import (
     UsageUpdate,
 )
 from ._target import Auth, AuthKind, Capability, Dialect, Limits, Price, Secret, Target, Timeouts, Vertex
+from ._usage import RateLimitInfo, Usage
 
 __all__ = [
     "DISPOSITIONS",

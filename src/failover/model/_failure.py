@@ -30,12 +30,8 @@ side_effect_uncertain stop        no      a side effect may have happened
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ._response import Response, Usage
 
 
 class FailureKind(StrEnum):
@@ -111,54 +107,3 @@ DISPOSITIONS: Mapping[FailureKind, Disposition] = {
 
 def disposition(kind: FailureKind) -> Disposition:
     return DISPOSITIONS[kind]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RateLimitInfo:
-    """What the provider's rate-limit headers said. Resets are seconds from receipt."""
-
-    limit_requests: int | None = None
-    remaining_requests: int | None = None
-    reset_requests: float | None = None
-    limit_tokens: int | None = None
-    remaining_tokens: int | None = None
-    reset_tokens: float | None = None
-    limit_input_tokens: int | None = None
-    remaining_input_tokens: int | None = None
-    reset_input_tokens: float | None = None
-    limit_output_tokens: int | None = None
-    remaining_output_tokens: int | None = None
-    reset_output_tokens: float | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Failure:
-    """One classified outcome that is not an acceptable answer.
-
-    ``retry_after`` is the provider's requested wait in seconds (from ``retry-after-ms``,
-    ``retry-after`` or Gemini ``RetryInfo``); ``should_retry`` is ``x-should-retry`` when
-    present. ``response`` keeps a 200 body that is still a failure (truncation, refusal),
-    so its usage is paid for and reported. ``detail`` is the raw provider text, trimmed.
-    """
-
-    kind: FailureKind
-    message: str
-    status: int | None = None
-    phase: TimeoutPhase | None = None
-    provider_code: str | None = None
-    retry_after: float | None = None
-    should_retry: bool | None = None
-    provider_request_id: str | None = None
-    rate_limits: RateLimitInfo | None = None
-    usage: Usage | None = None
-    response: Response | None = field(default=None, repr=False)
-    detail: str | None = field(default=None, repr=False)
-
-    @property
-    def disposition(self) -> Disposition:
-        return DISPOSITIONS[self.kind]
-
-    @property
-    def label(self) -> str:
-        """``timeout:first_event`` for timeouts, the kind otherwise."""
-        return f"{self.kind}:{self.phase}" if self.phase else str(self.kind)

@@ -34,7 +34,8 @@ __all__ = ["REASONING_SOURCES", "Reasoning", "readable_by"]
 ANTHROPIC: Final = "anthropic"  # thinking / redacted_thinking blocks with signatures
 GEMINI: Final = "gemini"  # thought parts and thoughtSignature tokens
 OPENAI: Final = "openai"  # Chat Completions servers: reasoning_content / reasoning text (no signature)
-REASONING_SOURCES: Final = frozenset({ANTHROPIC, GEMINI, OPENAI})
+OPENAI_RESPONSES: Final = "openai-responses"  # Responses API reasoning items: summary, encrypted_content
+REASONING_SOURCES: Final = frozenset({ANTHROPIC, GEMINI, OPENAI, OPENAI_RESPONSES})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

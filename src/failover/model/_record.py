@@ -1,4 +1,11 @@
-"""The RouteRecord: the story of one request, every attempt and every wait included."""
+"""What a request produced: each call's Response or Failure, and the RouteRecord of all of them.
+
+These types refer to one another: a Response carries the RouteRecord of its request, whose
+Attempts carry their Failures, and a Failure keeps the 200 Response it rejected (a truncation,
+a refusal). Split across modules they would import each other, so they share this one; the
+parts that refer to nothing here live below it (``_failure``: the kinds and what each allows;
+``_usage``: usage and rate-limit headers).
+"""
 
 from __future__ import annotations
 
@@ -6,11 +13,95 @@ import dataclasses
 import enum
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ._failure import Failure, FailureKind
-from ._response import Usage
+from ._failure import DISPOSITIONS, Disposition, FailureKind, TimeoutPhase
+from ._reasoning import Reasoning
+from ._request import Message, ToolCall
+from ._usage import RateLimitInfo, Usage
+
+
+class StopReason(enum.StrEnum):
+    END_TURN = "end_turn"  # openai "stop", anthropic "end_turn", gemini "STOP"
+    STOP_SEQUENCE = "stop_sequence"
+    TOOL_USE = "tool_use"  # openai "tool_calls"
+    MAX_TOKENS = "max_tokens"  # openai "length", gemini "MAX_TOKENS"
+    CONTENT_FILTER = "content_filter"  # openai "content_filter", gemini SAFETY & co
+    REFUSAL = "refusal"  # anthropic "refusal", openai message.refusal
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Response:
+    """What a provider answered, normalized.
+
+    ``parsed`` holds the decoded JSON for structured output. ``record`` is attached by the
+    router: the RouteRecord of the request that produced this response.
+    """
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    reasoning: tuple[Reasoning, ...] = ()  # what the model thought first, in order (see Reasoning)
+    parsed: Any = None
+    usage: Usage = Usage()  # noqa: RUF009 - a frozen dataclass, shared safely
+    stop_reason: StopReason = StopReason.END_TURN
+    raw_stop_reason: str | None = None
+    refusal: str | None = None
+    model: str | None = None
+    provider_request_id: str | None = None
+    response_id: str | None = None
+    rate_limits: RateLimitInfo | None = None  # what the provider's rate-limit headers said
+    record: RouteRecord | None = None
+
+    @property
+    def reasoning_text(self) -> str:
+        """The readable reasoning of every block, joined (empty when the model sent none)."""
+        return "".join(r.text for r in self.reasoning)
+
+    def message(self) -> Message:
+        """This answer as the assistant turn of the next request's history (with its reasoning,
+        which a provider needs back in a tool loop, and which failover only sends to a target
+        that can read it)."""
+        return Message.assistant(self.text, tool_calls=self.tool_calls, reasoning=self.reasoning)
+
+    @property
+    def degraded(self) -> bool:
+        """True for a non-model fallback answer (see ``record.degraded_reason``)."""
+        return self.record is not None and self.record.degraded
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Failure:
+    """One classified outcome that is not an acceptable answer.
+
+    ``retry_after`` is the provider's requested wait in seconds (from ``retry-after-ms``,
+    ``retry-after`` or Gemini ``RetryInfo``); ``should_retry`` is ``x-should-retry`` when
+    present. ``response`` keeps a 200 body that is still a failure (truncation, refusal),
+    so its usage is paid for and reported. ``detail`` is the raw provider text, trimmed.
+    """
+
+    kind: FailureKind
+    message: str
+    status: int | None = None
+    phase: TimeoutPhase | None = None
+    provider_code: str | None = None
+    retry_after: float | None = None
+    should_retry: bool | None = None
+    provider_request_id: str | None = None
+    rate_limits: RateLimitInfo | None = None
+    usage: Usage | None = None
+    response: Response | None = field(default=None, repr=False)
+    detail: str | None = field(default=None, repr=False)
+
+    @property
+    def disposition(self) -> Disposition:
+        return DISPOSITIONS[self.kind]
+
+    @property
+    def label(self) -> str:
+        """``timeout:first_event`` for timeouts, the kind otherwise."""
+        return f"{self.kind}:{self.phase}" if self.phase else str(self.kind)
 
 
 class Phase(enum.StrEnum):

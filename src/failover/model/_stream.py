@@ -19,11 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._failure import Failure
 from ._reasoning import Reasoning
-from ._record import RouteRecord
+from ._record import Failure, Response, RouteRecord, StopReason
 from ._request import ToolCall
-from ._response import Response, StopReason, Usage
+from ._usage import Usage
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

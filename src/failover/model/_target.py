@@ -125,6 +125,17 @@ class Vertex:
     project: str
     location: str
 
+    @property
+    def root_url(self) -> str:
+        """The location's endpoint, as Google's SDKs choose it: ``https://aiplatform.googleapis.com``
+        for ``global``, ``https://aiplatform.{us|eu}.rep.googleapis.com`` for the multi-regions,
+        else ``https://{location}-aiplatform.googleapis.com``."""
+        if self.location == "global":
+            return "https://aiplatform.googleapis.com"
+        if self.location in ("us", "eu"):
+            return f"https://aiplatform.{self.location}.rep.googleapis.com"
+        return f"https://{self.location}-aiplatform.googleapis.com"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Target:

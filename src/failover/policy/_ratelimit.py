@@ -14,49 +14,45 @@ the provider's.
 Waiting is bounded by the request's deadline. ``acquire`` computes, from the buckets and the
 requests queued ahead, when the request could be granted; when that is not before its
 ``deadline_at`` it raises :class:`LimitWaitTooLong` at once, without waiting, so the router
-can skip the candidate and record why. A request that was admitted but later cannot fit any
-more (a 429 blocked the buckets, headers said less remains, other tenants' requests were
-queued ahead of it) is rejected as soon as that is known, and at its deadline at the latest.
+can skip the candidate and record why.
 
-Queued requests are served in fair order across tenants (start-time fair queuing, one FIFO
-per tenant), strictly head first, so a tenant sending ten times more than another cannot
-take the other's share, and large requests are not starved by small ones.
+The limiter is assembled from four parts, one module each:
 
-Two bucket algorithms are available. ``"window"`` (the default, :class:`WindowBucket`) gives
-tokens back exactly one window (60 s) after they were taken, so no rolling minute ever
-carries more than the capacity: that satisfies providers that count in fixed windows,
-sliding windows and token buckets alike. ``"bucket"`` (:class:`TokenBucket`) refills
-continuously; it matches a provider that documents a token bucket (Anthropic does), sends
-more smoothly after a burst, but can send up to twice its capacity in the first minute after
-an idle period, which a window-counting provider answers with 429s.
+* ``_buckets``: bucket arithmetic (:class:`WindowBucket`, the default, and :class:`TokenBucket`);
+* ``_waiters``: the waiting queue, fair across tenants, that refuses what cannot make its deadline;
+* ``_calibration``: following the provider's rate-limit headers;
+* ``_shared_buckets``: the buckets and slots of a quota kept in a shared store for the fleet,
+  with this process's buckets at ``local_share`` as the fallback while the store is away.
 
 All times are seconds on the event loop's clock (``loop.time()``), so the limiter runs on
 real time in production and on virtual time (looptime) in tests and in the lab.
-
-**Shared buckets.** With a ``store`` (``failover.state``; ``LimiterBoard(store=...)``) the
-buckets and concurrency slots of a quota live in the store, keyed by ``Target.scope``, on
-the store's clock, and every process reserves from the same window: one atomic reserve per
-try, then the settle, header sync and 429 block written in the background. A request that
-does not fit polls again after the wait the store names (never past its deadline); fair
-queueing across tenants then holds within each process, not across the fleet. Slots are
-leases, so a crashed process's slots come back. While the store is unavailable, the limiter
-falls back to its in-process buckets sized at ``local_share`` of the quota.
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
 import math
-import os
-import random
-from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol, Self, cast
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
-from ..model import Dialect, FailoverError, Limits, RateLimitInfo, Target
-from ..state import GuardedStore, Reserved, StateUnavailable
+from ..model import Dialect, Limits, RateLimitInfo, Target
+from ..state import GuardedStore
+from ._buckets import (
+    _DIMS,
+    WINDOW,
+    Algorithm,
+    Bucket,
+    BucketSet,
+    Dimension,
+    TokenBucket,
+    WindowBucket,
+    _tol,
+    new_bucket,
+)
+from ._calibration import HeaderCalibration
+from ._shared_buckets import SharedBuckets, settle_amounts
+from ._waiters import DEFAULT_TENANT, FairQueue, LimitWaitTooLong, Waiter, too_large
 
 __all__ = [
     "DEFAULT_TENANT",
@@ -75,329 +71,11 @@ __all__ = [
     "combined_tpm",
 ]
 
-Dimension = Literal["rpm", "input_tpm", "output_tpm", "concurrency", "retry_after"]
-Algorithm = Literal["window", "bucket"]
-
-DEFAULT_TENANT = ""  # the tenant of requests that name none
-WINDOW = 60.0  # provider quotas are per minute
 DEFAULT_PENALTY = 1.0  # seconds the buckets stay shut after a 429 that named no wait
-
-_EPS = 1e-9  # relative tolerance on bucket levels, so float dust never turns into a wait
-
-
-def _tol(capacity: float) -> float:
-    return _EPS * max(1.0, capacity)
 
 
 def _now() -> float:
     return asyncio.get_running_loop().time()
-
-
-def _fmt(n: float) -> str:
-    return f"{n:,.0f}" if n == int(n) else f"{n:,.1f}"
-
-
-class LimitWaitTooLong(FailoverError):
-    """The limiter cannot grant this request before its deadline: skip the candidate.
-
-    ``wait_seconds`` is the wait that would still be needed (``math.inf`` when the request is
-    larger than a whole bucket or the wait is unknown, as for a concurrency slot);
-    ``left`` is the time that was left before ``deadline_at``; ``dimension`` names what
-    binds; ``too_large`` says the request can never fit this target's bucket. ``reason``
-    (also ``str(exc)``) is written for ``Exclusion.reason``.
-    """
-
-    def __init__(
-        self,
-        wait_seconds: float,
-        dimension: Dimension,
-        *,
-        left: float,
-        queued_ahead: int = 0,
-        reason: str | None = None,
-        too_large: bool = False,
-    ) -> None:
-        self.wait_seconds = wait_seconds
-        self.too_large = too_large  # the request can never fit this target's bucket
-        self.dimension: Dimension = dimension
-        self.left = max(0.0, left)
-        self.queued_ahead = queued_ahead
-        if reason is None:
-            ahead = f", {queued_ahead} queued ahead" if queued_ahead else ""
-            reason = f"rate limit {dimension}: wait {wait_seconds:.1f}s exceeds {self.left:.1f}s left{ahead}"
-        self.reason = reason
-        super().__init__(reason)
-
-
-# -- buckets ---------------------------------------------------------------------------------
-
-
-class Bucket(Protocol):
-    """What a limiter needs from one rate dimension. ``now`` never moves backwards."""
-
-    @property
-    def capacity(self) -> float: ...
-
-    def level(self, now: float) -> float:
-        """What could be taken now (negative while in debt), ignoring a block."""
-        ...
-
-    def blocked_until(self) -> float: ...
-
-    def time_until(self, amount: float, now: float) -> float:
-        """Seconds until ``amount`` can be taken if nothing else is; ``inf`` if never."""
-        ...
-
-    def reserve(self, amount: float, now: float) -> bool:
-        """Take ``amount`` if it is available now; False (and nothing taken) otherwise."""
-        ...
-
-    def charge(self, amount: float, now: float) -> None:
-        """Take ``amount`` unconditionally (reconciliation of an under-estimate: debt)."""
-        ...
-
-    def refund(self, amount: float, now: float, *, taken_at: float | None = None) -> None:
-        """Give back ``amount`` of what was taken at ``taken_at``."""
-        ...
-
-    def sync(self, remaining: float, reset_in: float | None, now: float) -> bool:
-        """Follow the provider: at most ``remaining`` left; True if that lowered the level."""
-        ...
-
-    def drain_until(self, until: float, now: float) -> None:
-        """Give nothing before ``until`` (a 429 with Retry-After)."""
-        ...
-
-    def clone(self) -> Self: ...
-
-
-class TokenBucket:
-    """A token bucket that refills continuously at ``refill_per_second`` up to ``capacity``.
-
-    It starts full. The level may go negative (debt): a request that used more than it
-    reserved delays the ones after it.
-
-    >>> b = TokenBucket(10, 1.0)
-    >>> b.reserve(10, now=0.0), b.time_until(3, now=0.0)
-    (True, 3.0)
-    """
-
-    __slots__ = ("_blocked", "_capacity", "_level", "_rate", "_updated")
-
-    def __init__(self, capacity: float, refill_per_second: float) -> None:
-        if not capacity > 0 or not refill_per_second > 0:
-            raise ValueError("TokenBucket needs capacity > 0 and refill_per_second > 0")
-        self._capacity = float(capacity)
-        self._rate = float(refill_per_second)
-        self._level = self._capacity
-        self._updated = -math.inf
-        self._blocked = -math.inf
-
-    @property
-    def capacity(self) -> float:
-        return self._capacity
-
-    @property
-    def refill_per_second(self) -> float:
-        return self._rate
-
-    def _advance(self, now: float) -> None:
-        start = max(self._updated, self._blocked)
-        if now > start:
-            self._level = min(self._capacity, self._level + (now - start) * self._rate)
-        self._updated = max(self._updated, now)
-
-    def level(self, now: float) -> float:
-        self._advance(now)
-        return self._level
-
-    def blocked_until(self) -> float:
-        return self._blocked
-
-    def time_until(self, amount: float, now: float) -> float:
-        if amount > self._capacity + _tol(self._capacity):
-            return math.inf
-        self._advance(now)
-        start = max(now, self._blocked)  # nothing accrues while blocked
-        if self._level >= amount - _tol(self._capacity):
-            return start - now
-        return start - now + (amount - self._level) / self._rate
-
-    def reserve(self, amount: float, now: float) -> bool:
-        if self.time_until(amount, now) > 0:
-            return False
-        self._level -= amount
-        return True
-
-    def charge(self, amount: float, now: float) -> None:
-        self._advance(now)
-        self._level -= amount
-
-    def refund(self, amount: float, now: float, *, taken_at: float | None = None) -> None:
-        del taken_at  # a token bucket does not remember when tokens were taken
-        self._advance(now)
-        self._level = min(self._capacity, self._level + amount)
-
-    def sync(self, remaining: float, reset_in: float | None, now: float) -> bool:
-        if reset_in is not None and reset_in <= 0:
-            return False  # already reset: the count is stale
-        self._advance(now)
-        target = remaining
-        if reset_in is not None:
-            # "full again in reset_in seconds": we must not refill to capacity any sooner
-            target = min(target, self._capacity - self._rate * reset_in)
-        if target < self._level - _tol(self._capacity):
-            self._level = target
-            return True
-        return False
-
-    def drain_until(self, until: float, now: float) -> None:
-        self._advance(now)
-        self._level = min(self._level, 0.0)
-        self._blocked = max(self._blocked, until)
-
-    def clone(self) -> Self:
-        other = object.__new__(type(self))
-        other._capacity, other._rate, other._level = self._capacity, self._rate, self._level
-        other._updated, other._blocked = self._updated, self._blocked
-        return other
-
-
-class WindowBucket:
-    """Tokens taken at ``t`` come back at ``t + window``: no rolling window exceeds ``capacity``.
-
-    A sliding-window log, with the entries of one instant merged. A request that used more
-    than it reserved is charged at the moment that is learned (debt, given back one window
-    later); a refund shrinks the entry of the moment the tokens were taken. When the
-    provider's headers say less remains than we think, a phantom entry holds the difference
-    until the provider's reset.
-
-    >>> b = WindowBucket(10)
-    >>> b.reserve(10, now=0.0), b.time_until(3, now=5.0)
-    (True, 55.0)
-    """
-
-    __slots__ = ("_blocked", "_capacity", "_entries", "_used", "_window")
-
-    def __init__(self, capacity: float, window: float = WINDOW) -> None:
-        if not capacity > 0 or not window > 0:
-            raise ValueError("WindowBucket needs capacity > 0 and window > 0")
-        self._capacity = float(capacity)
-        self._window = float(window)
-        self._entries: deque[list[float]] = deque()  # [expires_at, amount], by expiry
-        self._used = 0.0
-        self._blocked = -math.inf
-
-    @property
-    def capacity(self) -> float:
-        return self._capacity
-
-    @property
-    def window(self) -> float:
-        return self._window
-
-    def _prune(self, now: float) -> None:
-        entries = self._entries
-        while entries and entries[0][0] <= now:
-            self._used -= entries.popleft()[1]
-        if not entries:
-            self._used = 0.0  # no float dust left behind
-
-    def _insert(self, expires: float, amount: float) -> None:
-        if amount <= 0:
-            return
-        entries = self._entries
-        i = len(entries)
-        while i > 0 and entries[i - 1][0] > expires:
-            i -= 1
-        if i > 0 and entries[i - 1][0] == expires:
-            entries[i - 1][1] += amount
-        else:
-            entries.insert(i, [expires, amount])
-        self._used += amount
-
-    def level(self, now: float) -> float:
-        self._prune(now)
-        return self._capacity - self._used
-
-    def blocked_until(self) -> float:
-        return self._blocked
-
-    def time_until(self, amount: float, now: float) -> float:
-        if amount > self._capacity + _tol(self._capacity):
-            return math.inf
-        self._prune(now)
-        start = max(now, self._blocked)
-        allowed = self._capacity - amount + _tol(self._capacity)  # what may stay in use
-        used = self._used
-        if used <= allowed:
-            return start - now
-        when = now
-        for expires, taken in self._entries:
-            used -= taken
-            when = expires
-            if used <= allowed:
-                break
-        return max(start, when) - now
-
-    def reserve(self, amount: float, now: float) -> bool:
-        if self.time_until(amount, now) > 0:
-            return False
-        self._insert(now + self._window, amount)
-        return True
-
-    def charge(self, amount: float, now: float) -> None:
-        self._prune(now)
-        self._insert(now + self._window, amount)
-
-    def refund(self, amount: float, now: float, *, taken_at: float | None = None) -> None:
-        self._prune(now)
-        if amount <= 0:
-            return
-        entries = self._entries
-        if taken_at is not None:
-            expires = taken_at + self._window
-            for entry in reversed(entries):
-                if entry[0] == expires:
-                    back = min(amount, entry[1])
-                    entry[1] -= back
-                    self._used -= back
-                    return
-                if entry[0] < expires:
-                    break
-            return  # those tokens have already come back
-        for entry in reversed(entries):  # no time given: the newest tokens
-            back = min(amount, entry[1])
-            entry[1] -= back
-            self._used -= back
-            amount -= back
-            if amount <= 0:
-                return
-
-    def sync(self, remaining: float, reset_in: float | None, now: float) -> bool:
-        if reset_in is not None and reset_in <= 0:
-            return False  # already reset: the count is stale
-        self._prune(now)
-        excess = (self._capacity - self._used) - remaining
-        if excess <= _tol(self._capacity):
-            return False
-        self._insert(now + (reset_in if reset_in is not None else self._window), excess)
-        return True
-
-    def drain_until(self, until: float, now: float) -> None:
-        self._prune(now)
-        self._blocked = max(self._blocked, until)
-
-    def clone(self) -> Self:
-        other = object.__new__(type(self))
-        other._capacity, other._window, other._used, other._blocked = (
-            self._capacity,
-            self._window,
-            self._used,
-            self._blocked,
-        )
-        other._entries = deque([e[0], e[1]] for e in self._entries)
-        return other
 
 
 # -- reservations ----------------------------------------------------------------------------
@@ -508,52 +186,6 @@ class SharedReservation(Reservation):
         self._limiter._release_shared(self, sent=sent)
 
 
-_SLOT_POLL = 0.05  # seconds between tries for a shared concurrency slot
-
-
-# -- the limiter -----------------------------------------------------------------------------
-
-
-@dataclass(eq=False, slots=True, kw_only=True)
-class _Waiter:
-    tenant: str
-    input_tokens: int
-    max_output_tokens: int
-    in_part: dict[str, float]
-    out_part: dict[str, float]
-    amounts: dict[str, float]
-    deadline_at: float
-    enqueued_at: float
-    seq: int
-    cost: float
-    start: float = 0.0  # fair-queuing tags
-    finish: float = 0.0
-    blocking: Dimension = "concurrency"
-    queued: bool = False
-    future: asyncio.Future[Reservation] | None = None
-
-
-def _key(w: _Waiter) -> tuple[float, int]:
-    return (w.start, w.seq)
-
-
-@dataclass(slots=True)
-class _Tenant:
-    queue: deque[_Waiter] = field(default_factory=deque)
-    last_finish: float = 0.0
-
-
-@dataclass(slots=True)
-class _Projection:
-    """The buckets as they would be once every queued request (in order) is granted."""
-
-    buckets: dict[str, Bucket]
-    t: float  # when the last one is granted
-    dim: Dimension  # what made it wait
-    last: tuple[float, int] | None  # its fair-queuing key
-    count: int  # how many are projected
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BucketSnapshot:
     dimension: str
@@ -582,9 +214,6 @@ class LimiterSnapshot:
     @property
     def queued(self) -> int:
         return sum(self.waiting.values())
-
-
-_DIMS: tuple[Literal["rpm", "input_tpm", "output_tpm"], ...] = ("rpm", "input_tpm", "output_tpm")
 
 
 class TargetLimiter:
@@ -630,8 +259,8 @@ class TargetLimiter:
         self.algorithm: Algorithm = algorithm
         self.combined_tpm = combined_tpm
         self._configured: dict[str, int] = {}
-        self._buckets: dict[str, Bucket] = {}
-        self._shared_caps: dict[str, float] = {}
+        buckets: dict[str, Bucket] = {}
+        shared_caps: dict[str, float] = {}
         for dim in _DIMS:
             quota = getattr(limits, dim)
             if quota is None:
@@ -642,50 +271,44 @@ class TargetLimiter:
             if dim == "rpm":
                 capacity = max(1.0, capacity)  # one request must always fit
             if store is not None:  # the fleet's bucket is shared; the local one is the fallback share
-                self._shared_caps[dim] = capacity
+                shared_caps[dim] = capacity
                 capacity = max(1.0, capacity * store.local_share) if dim == "rpm" else capacity * store.local_share
             self._configured[dim] = quota
-            self._buckets[dim] = (
-                WindowBucket(capacity, window) if algorithm == "window" else TokenBucket(capacity, capacity / window)
-            )
+            buckets[dim] = new_bucket(algorithm, capacity, window)
+        self._quota = BucketSet(buckets, combined_tpm=combined_tpm)
+        self._capacities = {dim: b.capacity for dim, b in buckets.items()}  # the local ones
         self._window = window
         self._concurrency = limits.concurrency
-        self._store = store
+        self._shared: SharedBuckets | None = None
         if store is not None:
             # Shared: acquire/observe/penalize go through the store; the in-process buckets
             # (at local_share of the quota) answer while it is unavailable. Swapped here so the
             # in-process path has no extra check.
-            self._scope = scope or name
-            self._lease = lease
-            self._shared_slots = limits.concurrency
+            self._shared = SharedBuckets(
+                store, scope=scope or name, capacities=shared_caps, slots=limits.concurrency, window=window, lease=lease
+            )
             if limits.concurrency is not None:
                 self._concurrency = max(1, math.floor(limits.concurrency * store.local_share))
-            self._tasks: set[asyncio.Task[object]] = set()
             self.acquire = self._acquire_shared  # type: ignore[method-assign]
             self.observe = self._observe_shared  # type: ignore[method-assign]
             self.penalize = self._penalize_shared  # type: ignore[method-assign]
         self._in_flight = 0
-        self._tenants: dict[str, _Tenant] = {}
-        self._queued = 0
-        self._vtime = 0.0
-        self._seq = 0
-        self._timer: asyncio.TimerHandle | None = None
-        self._blocked_until = -math.inf  # a 429 block, for limiters without buckets too
-        self._projection: _Projection | None = None
-        self._log: deque[tuple[float, Reservation]] = deque()  # recent grants, for header sync
-        self._provider_limits: dict[str, int] = {}
+        self._queue: FairQueue[Reservation] = FairQueue(
+            self._quota, slot_free=self._slot_free, grant=self._grant, slotted=self._concurrency is not None
+        )
+        self._calibration = HeaderCalibration(self._configured, safety=safety, window=window)
         self._granted = 0
-        self._rejected = 0
+        self._rejected = 0  # refused before joining the queue (the queue counts its own)
 
     # -- public API ---------------------------------------------------------------------------
 
     @property
     def dimensions(self) -> tuple[str, ...]:
         """The bucket dimensions this limiter enforces (concurrency is separate)."""
-        return tuple(self._buckets)
+        return tuple(self._quota.buckets)
 
     def bucket(self, dimension: str) -> Bucket | None:
-        return self._buckets.get(dimension)
+        return self._quota.buckets.get(dimension)
 
     @property
     def in_flight(self) -> int:
@@ -693,22 +316,21 @@ class TargetLimiter:
 
     @property
     def queued(self) -> int:
-        return self._queued
+        return self._queue.queued
 
     def blocked_for(self, now: float) -> float:
         """Seconds this limiter still refuses everything after a 429 (:meth:`penalize`); 0 if none."""
-        return max(0.0, self._blocked_until - now)
+        return max(0.0, self._quota.blocked_until - now)
 
     def room_in(self, input_tokens: int, max_output_tokens: int, now: float) -> float:
         """A lower bound on the seconds until this request could be granted (a read: nothing
         is taken or queued): a 429 block, and the local buckets' room for its amounts, not
         counting the requests queued ahead. With a shared store only the block counts (the
         local buckets are the fallback share, not the fleet's view). Infinite: it never fits."""
-        if self._store is not None or not self._buckets:
+        if self._shared is not None or not self._quota.buckets:
             return self.blocked_for(now)
-        in_part, out_part = self._parts(max(0, input_tokens), max(0, max_output_tokens))
-        amounts = {d: in_part.get(d, 0.0) + out_part.get(d, 0.0) for d in self._buckets}
-        return self._wait(amounts, now)[0]
+        amounts = self._quota.amounts(*self._quota.parts(max(0, input_tokens), max(0, max_output_tokens)))
+        return self._quota.wait(amounts, now)[0]
 
     async def acquire(
         self,
@@ -728,42 +350,26 @@ class TargetLimiter:
         """
         loop = asyncio.get_running_loop()
         now = loop.time()
-        w = self._waiter(input_tokens, max_output_tokens, deadline_at, tenant or DEFAULT_TENANT, now)
-        for dim, amount in w.amounts.items():
-            cap = self._buckets[dim].capacity
-            if amount > cap + _tol(cap):
-                raise self._too_large(dim, amount, cap, left=deadline_at - now)
-        ten = self._tenants.get(w.tenant)
-        if ten is None:
-            ten = self._tenants[w.tenant] = _Tenant()
-        w.start = max(self._vtime, ten.last_finish)
-        w.finish = w.start + w.cost
+        queue = self._queue
+        w = queue.waiter(input_tokens, max_output_tokens, deadline_at, tenant or DEFAULT_TENANT, now)
+        self._refuse_oversize(w.amounts, self._capacities, left=deadline_at - now)
+        queue.tag(w)
 
         # Fast path: nobody queued, everything available now.
-        if self._queued == 0 and self._slot_free() and self._wait(w.amounts, now)[0] <= 0:
-            ten.last_finish = w.finish
-            self._projection = None
+        if queue.queued == 0 and self._slot_free() and self._quota.wait(w.amounts, now)[0] <= 0:
+            queue.admit(w)
             return self._grant(w, now)
 
-        at, dim, ahead = self._estimate(w, now)
+        at, dim, ahead = queue.estimate(w, now)
         if at >= deadline_at or math.isinf(at):
             self._rejected += 1
             raise LimitWaitTooLong(at - now, dim, left=deadline_at - now, queued_ahead=ahead)
-        w.blocking = dim
-        ten.last_finish = w.finish
-        ten.queue.append(w)  # tags only grow within a tenant: its FIFO stays sorted
-        w.queued = True
-        self._queued += 1
-        fut: asyncio.Future[Reservation] = loop.create_future()
-        w.future = fut
-        if self._buckets and self._projection is None:  # it joined ahead of others: they may not fit now
-            self._recheck(now)
-        self._pump()
+        fut = queue.enqueue(w, dim, now)
         try:
             async with asyncio.timeout_at(None if math.isinf(deadline_at) else deadline_at):
                 return await fut
         except TimeoutError:
-            self._abandon(w)
+            queue.abandon(w)
             self._rejected += 1
             waited = loop.time() - w.enqueued_at
             if w.blocking == "concurrency":
@@ -775,7 +381,7 @@ class TargetLimiter:
                 reason = f"rate limit {w.blocking}: not granted before the deadline (waited {waited:.1f}s)"
             raise LimitWaitTooLong(math.inf, w.blocking, left=0.0, reason=reason) from None
         except BaseException:
-            self._abandon(w)
+            queue.abandon(w)
             raise
 
     _acquire_local = acquire  # the in-process path, which the shared one falls back to
@@ -793,21 +399,13 @@ class TargetLimiter:
         if info is None:
             return
         now = _now() if now is None else now
-        horizon = now - self._window
-        while self._log and self._log[0][0] < horizon:
-            self._log.popleft()
+        self._calibration.forget(now)
+        buckets = self._quota.buckets
         lowered = False
-        for dim, (limit, remaining, reset) in self._header_triples(info).items():
-            bucket = self._buckets.get(dim)
-            if bucket is None or remaining is None:
-                continue
-            if limit is not None:
-                self._provider_limits[dim] = limit
-            reference = limit if limit is not None else self._configured[dim]
-            ours = remaining - reference * (1.0 - self.safety) - self._unseen(dim, reservation)
-            lowered |= bucket.sync(ours, reset, now)
+        for dim, ours, reset in self._calibration.levels(info, buckets, reservation):
+            lowered |= buckets[dim].sync(ours, reset, now)
         if lowered:
-            self._worse(now)
+            self._queue.worse(now)
 
     def penalize(self, retry_after: float | None, now: float | None = None) -> None:
         """After a 429: give nothing until ``retry_after`` seconds from now (default 1 s)."""
@@ -815,14 +413,39 @@ class TargetLimiter:
         wait = DEFAULT_PENALTY if retry_after is None else retry_after
         if wait <= 0:
             return
-        until = now + wait
-        self._blocked_until = max(self._blocked_until, until)
-        for bucket in self._buckets.values():
-            bucket.drain_until(until, now)
-        self._worse(now)
+        self._quota.block(now + wait, now)
+        self._queue.worse(now)
 
     _observe_local = observe
     _penalize_local = penalize
+
+    def snapshot(self, now: float | None = None) -> LimiterSnapshot:
+        """Levels, in-flight and waiting per tenant, for metrics."""
+        now = _now() if now is None else now
+        buckets = tuple(
+            BucketSnapshot(
+                dimension=dim,
+                capacity=b.capacity,
+                level=b.level(now),
+                blocked_for=max(0.0, b.blocked_until() - now),
+                provider_limit=self._calibration.provider_limits.get(dim),
+            )
+            for dim, b in self._quota.buckets.items()
+        )
+        return LimiterSnapshot(
+            name=self.name,
+            at=now,
+            buckets=buckets,
+            concurrency=self._concurrency,
+            in_flight=self._in_flight,
+            waiting=self._queue.waiting(),
+            granted=self._granted,
+            rejected=self._rejected + self._queue.rejected,
+            view="local" if self._shared is None else "fallback",
+        )
+
+    def __repr__(self) -> str:
+        return f"TargetLimiter({self.name!r}, {self.limits}, safety={self.safety}, algorithm={self.algorithm!r})"
 
     # -- shared buckets (failover.state) ------------------------------------------------------
 
@@ -835,116 +458,48 @@ class TargetLimiter:
         tenant: str | None = None,
     ) -> Reservation:
         """:meth:`acquire` against the store's buckets: reserve, or sleep the wait it names and retry."""
-        assert self._store is not None
-        loop = asyncio.get_running_loop()
-        t0 = now = loop.time()
-        slept = 0.0
-        w = self._waiter(input_tokens, max_output_tokens, deadline_at, tenant or DEFAULT_TENANT, now)
-        caps = self._shared_caps
-        for dim, amount in w.amounts.items():
-            cap = caps[dim]
-            if amount > cap + _tol(cap):
-                raise self._too_large(dim, amount, cap, left=deadline_at - now)
-        rid = os.urandom(8).hex()
-        while True:
-            r = await self._reserve_shared(w.amounts, rid)
-            if r is None:
-                break
-            now = loop.time()
-            if not r.granted and self._tasks and now < deadline_at:
-                # This process's own settles may still be on their way to the store (a slot, unused
-                # tokens): let them land and ask again, rather than poll or report a wait that is not.
-                await asyncio.gather(*tuple(self._tasks), return_exceptions=True)
-                r = await self._reserve_shared(w.amounts, rid)
-                if r is None:
-                    break
-                now = loop.time()
-            if r.granted:
-                self._in_flight += 1
-                self._granted += 1
-                return SharedReservation(
-                    self,
-                    reservation_id=rid,
-                    store_at=r.at,
-                    tenant=w.tenant,
-                    input_tokens=input_tokens,
-                    max_output_tokens=max_output_tokens,
-                    in_part=w.in_part,
-                    out_part=w.out_part,
-                    granted_at=now,
-                    waited=slept,  # time spent waiting for room; the store's round trips are not
-                )
-            # A slot frees when someone settles, which the store cannot announce: poll.
-            wait = r.wait if math.isfinite(r.wait) else _SLOT_POLL
-            if now + wait >= deadline_at:
-                self._rejected += 1
-                dim = cast(Dimension, r.dimension or "concurrency")
-                if math.isfinite(r.wait):
-                    raise LimitWaitTooLong(r.wait, dim, left=deadline_at - now)
-                reason = f"rate limit concurrency: no shared slot free before the deadline (waited {now - t0:.1f}s)"
-                raise LimitWaitTooLong(math.inf, dim, left=deadline_at - now, reason=reason)
-            # A little jitter, so the processes that were refused together do not retry together.
-            await asyncio.sleep(wait + random.uniform(0.0, min(0.05, wait * 0.1 + 0.005)))
-            slept += loop.time() - now
-        # The store is unavailable: fail open, at this process's local share of the quota.
-        return await self._acquire_local(
+        shared = self._shared
+        assert shared is not None
+        now = _now()
+        w = self._queue.waiter(input_tokens, max_output_tokens, deadline_at, tenant or DEFAULT_TENANT, now)
+        self._refuse_oversize(w.amounts, shared.capacities, left=deadline_at - now)
+        try:
+            grant = await shared.acquire(w.amounts, deadline_at)
+        except LimitWaitTooLong:
+            self._rejected += 1
+            raise
+        if grant is None:
+            # The store is unavailable: fail open, at this process's local share of the quota.
+            return await self._acquire_local(
+                input_tokens=input_tokens,
+                max_output_tokens=max_output_tokens,
+                deadline_at=deadline_at,
+                tenant=tenant,
+            )
+        self._in_flight += 1
+        self._granted += 1
+        return SharedReservation(
+            self,
+            reservation_id=grant.reservation_id,
+            store_at=grant.store_at,
+            tenant=w.tenant,
             input_tokens=input_tokens,
             max_output_tokens=max_output_tokens,
-            deadline_at=deadline_at,
-            tenant=tenant,
+            in_part=w.in_part,
+            out_part=w.out_part,
+            granted_at=grant.granted_at,
+            waited=grant.waited,
         )
-
-    async def _reserve_shared(self, amounts: dict[str, float], rid: str) -> Reserved | None:
-        """One reservation on the store; None when it is unavailable (the caller falls back)."""
-        guard = self._store
-        assert guard is not None
-        try:
-            return await guard.call(
-                guard.store.reserve,
-                self._scope,
-                amounts,
-                self._shared_caps,
-                window=self._window,
-                reservation_id=rid,
-                slots=self._shared_slots,
-                lease=self._lease,
-            )
-        except StateUnavailable:
-            return None
-
-    def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def drain(self) -> None:
         """Wait until every write made in the background has reached the store."""
-        while self._store is not None and self._tasks:
-            await asyncio.gather(*tuple(self._tasks), return_exceptions=True)
-
-    async def _write(self, fn: Callable[..., Awaitable[object]], *args: Any, **kw: Any) -> None:
-        guard = self._store
-        assert guard is not None
-        try:
-            await guard.call(fn, *args, **kw)
-        except StateUnavailable:
-            return  # the shared bucket keeps the reservation until its window (or lease) ends
+        if self._shared is not None:
+            await self._shared.drain()
 
     def _settle_shared(self, res: SharedReservation, usage_input: int, usage_output: int) -> None:
-        refund: dict[str, float] = {}
-        charge: dict[str, float] = {}
-        for d in self._buckets:
-            if d == "rpm":
-                continue
-            actual_in = float(usage_input) if d == "input_tpm" else 0.0
-            actual_out = float(usage_output) if (d == "output_tpm" or self.combined_tpm) else 0.0
-            extra_in = actual_in - res._in.get(d, 0.0)
-            back = max(0.0, -extra_in) + res._out.get(d, 0.0)
-            more = max(0.0, extra_in) + actual_out
-            if back:
-                refund[d] = back
-            if more:
-                charge[d] = more
+        refund, charge = settle_amounts(
+            self._quota.buckets, res._in, res._out, usage_input, usage_output, combined_tpm=self.combined_tpm
+        )
         self._finish_shared(res, refund, charge)
 
     def _release_shared(self, res: SharedReservation, *, sent: bool) -> None:
@@ -952,23 +507,11 @@ class TargetLimiter:
         self._finish_shared(res, refund, {})
 
     def _finish_shared(self, res: SharedReservation, refund: dict[str, float], charge: dict[str, float]) -> None:
-        guard = self._store
-        assert guard is not None
-        self._spawn(
-            self._write(
-                guard.store.settle,
-                self._scope,
-                res.reservation_id,
-                granted_at=res.store_at,
-                window=self._window,
-                refund=refund,
-                charge=charge,
-                free_slot=self._shared_slots is not None,
-            )
-        )
+        assert self._shared is not None
+        self._shared.settle(res.reservation_id, res.store_at, refund, charge)
         self._in_flight -= 1
-        if self._queued:
-            self._pump()
+        if self._queue.queued:
+            self._queue.pump()
 
     def _observe_shared(
         self, info: RateLimitInfo | None, now: float | None = None, *, reservation: Reservation | None = None
@@ -976,64 +519,20 @@ class TargetLimiter:
         """Headers lower the shared bucket (and the local fallback share, which they also bound)."""
         if info is None:
             return
-        guard = self._store
-        assert guard is not None
+        shared = self._shared
+        assert shared is not None
         since = reservation.store_at if isinstance(reservation, SharedReservation) else None
-        for dim, (limit, remaining, reset) in self._header_triples(info).items():
-            if dim not in self._shared_caps or remaining is None:
-                continue
-            if limit is not None:
-                self._provider_limits[dim] = limit
-            reference = limit if limit is not None else self._configured[dim]
-            ours = remaining - reference * (1.0 - self.safety)
-            self._spawn(
-                self._write(
-                    guard.store.sync,
-                    self._scope,
-                    dim,
-                    remaining=ours,
-                    reset_in=reset,
-                    capacity=self._shared_caps[dim],
-                    window=self._window,
-                    since=since,
-                )
-            )
+        for dim, ours, reset in self._calibration.levels(info, shared.capacities):
+            shared.sync(dim, ours, reset, since)
         self._observe_local(info, now, reservation=None if since is not None else reservation)
 
     def _penalize_shared(self, retry_after: float | None, now: float | None = None) -> None:
         """A 429 blocks the shared bucket for every process, and this process's fallback too."""
         wait = DEFAULT_PENALTY if retry_after is None else retry_after
         if wait > 0:
-            guard = self._store
-            assert guard is not None
-            self._spawn(self._write(guard.store.block, self._scope, wait, window=self._window))
+            assert self._shared is not None
+            self._shared.block(wait)
         self._penalize_local(retry_after, now)
-
-    def snapshot(self, now: float | None = None) -> LimiterSnapshot:
-        """Levels, in-flight and waiting per tenant, for metrics."""
-        now = _now() if now is None else now
-        buckets = tuple(
-            BucketSnapshot(
-                dimension=dim,
-                capacity=b.capacity,
-                level=b.level(now),
-                blocked_for=max(0.0, b.blocked_until() - now),
-                provider_limit=self._provider_limits.get(dim),
-            )
-            for dim, b in self._buckets.items()
-        )
-        waiting = {name: len(t.queue) for name, t in self._tenants.items() if t.queue}
-        return LimiterSnapshot(
-            name=self.name,
-            at=now,
-            buckets=buckets,
-            concurrency=self._concurrency,
-            in_flight=self._in_flight,
-            waiting=waiting,
-            granted=self._granted,
-            rejected=self._rejected,
-            view="local" if self._store is None else "fallback",
-        )
 
     async def shared_snapshot(self, now: float | None = None) -> LimiterSnapshot:
         """:meth:`snapshot` with the fleet's buckets read from the store (``view="shared"``).
@@ -1042,18 +541,18 @@ class TargetLimiter:
         (``view`` says which). One read-only script on the store; nothing is taken.
         """
         snap = self.snapshot(now)
-        guard = self._store
-        if guard is None or not guard.up:
+        shared = self._shared
+        if shared is None:
             return snap
-        try:
-            v = await guard.call(guard.store.bucket_view, self._scope, dict(self._shared_caps))
-        except StateUnavailable:
+        v = await shared.view()
+        if v is None:
             return snap
+        caps = shared.capacities
         buckets = tuple(
-            replace(b, capacity=self._shared_caps[b.dimension], level=v.levels[b.dimension], blocked_for=v.blocked_for)
+            replace(b, capacity=caps[b.dimension], level=v.levels[b.dimension], blocked_for=v.blocked_for)
             for b in snap.buckets
         )
-        slots = self._shared_slots
+        slots = shared.slots
         return replace(
             snap,
             buckets=buckets,
@@ -1062,204 +561,23 @@ class TargetLimiter:
             view="shared",
         )
 
-    def __repr__(self) -> str:
-        return f"TargetLimiter({self.name!r}, {self.limits}, safety={self.safety}, algorithm={self.algorithm!r})"
+    # -- grants and reconciliation ------------------------------------------------------------
 
-    # -- amounts and waits --------------------------------------------------------------------
-
-    def _too_large(self, dim: str, amount: float, cap: float, *, left: float) -> LimitWaitTooLong:
-        """The error for a request larger than a whole bucket (local or shared): no wait helps."""
-        self._rejected += 1
-        unit = "request" if dim == "rpm" else "tokens"
-        return LimitWaitTooLong(
-            math.inf,
-            cast(Dimension, dim),
-            left=left,
-            reason=(
-                f"rate limit {dim}: needs {_fmt(amount)} {unit}, more than the whole bucket "
-                f"({_fmt(cap)} = {self._configured[dim]:,} x {self.safety:g})"
-            ),
-            too_large=True,
-        )
-
-    def _waiter(self, input_tokens: int, max_output: int, deadline_at: float, tenant: str, now: float) -> _Waiter:
-        """One request's amounts and fair-queue cost; checked here for both the local and the shared path."""
-        if input_tokens < 0 or max_output < 0:
-            raise ValueError("token counts must be >= 0")
-        in_part, out_part = self._parts(input_tokens, max_output)
-        amounts = {d: in_part.get(d, 0.0) + out_part.get(d, 0.0) for d in self._buckets}
-        # The fair-queuing cost is the request's dominant share of the capacity.
-        cost = max((a / self._buckets[d].capacity for d, a in amounts.items()), default=1.0)
-        self._seq += 1
-        return _Waiter(
-            tenant=tenant,
-            input_tokens=input_tokens,
-            max_output_tokens=max_output,
-            in_part=in_part,
-            out_part=out_part,
-            amounts=amounts,
-            deadline_at=deadline_at,
-            enqueued_at=now,
-            seq=self._seq,
-            cost=max(cost, 1e-9),
-        )
-
-    def _parts(self, input_tokens: int, max_output: int) -> tuple[dict[str, float], dict[str, float]]:
-        """A request's amounts per bucket: what it sends (settled as sent) and what it may get."""
-        in_part: dict[str, float] = {}
-        out_part: dict[str, float] = {}
-        if "rpm" in self._buckets:
-            in_part["rpm"] = 1.0
-        if "input_tpm" in self._buckets:
-            in_part["input_tpm"] = float(input_tokens)
-            if self.combined_tpm:
-                out_part["input_tpm"] = float(max_output)
-        if "output_tpm" in self._buckets:
-            out_part["output_tpm"] = float(max_output)
-        return in_part, out_part
+    def _refuse_oversize(self, amounts: Mapping[str, float], capacities: Mapping[str, float], *, left: float) -> None:
+        """Raise for a request larger than a whole bucket (local or shared): no wait helps."""
+        for dim, amount in amounts.items():
+            cap = capacities[dim]
+            if amount > cap + _tol(cap):
+                self._rejected += 1
+                raise too_large(dim, amount, cap, quota=self._configured[dim], safety=self.safety, left=left)
 
     def _slot_free(self) -> bool:
         return self._concurrency is None or self._in_flight < self._concurrency
 
-    def _wait(self, amounts: Mapping[str, float], now: float) -> tuple[float, Dimension]:
-        worst, dim = max(0.0, self._blocked_until - now), "retry_after"
-        for d, amount in amounts.items():
-            w = self._buckets[d].time_until(amount, now)
-            if w > worst:
-                worst, dim = w, d
-        return worst, cast(Dimension, dim)
-
-    def _fit(
-        self, buckets: Mapping[str, Bucket], amounts: Mapping[str, float], t: float, binding: Dimension
-    ) -> tuple[float, Dimension]:
-        """The earliest time from ``t`` at which every bucket allows ``amounts``.
-
-        ``binding`` is what held the queue up until ``t``; it stays the answer unless this
-        request must wait longer for one of its own dimensions.
-        """
-        if self._blocked_until > t:
-            t, binding = self._blocked_until, "retry_after"
-        for _ in range(8):  # availability only grows with time: one step, a few for float dust
-            worst = 0.0
-            for d, amount in amounts.items():
-                w = buckets[d].time_until(amount, t)
-                if w > worst:
-                    worst, binding = w, cast(Dimension, d)
-            if worst <= 0 or math.isinf(worst):
-                return t + worst, binding
-            t += worst
-        return t, binding
-
-    def _idle_dim(self) -> Dimension:
-        """What a request that waits for none of its buckets waits for: a slot."""
-        if self._concurrency is not None or not self._buckets:
-            return "concurrency"
-        return cast(Dimension, next(iter(self._buckets)))
-
-    def _order(self) -> Iterator[_Waiter]:
-        """Every queued request, in the order it will be served."""
-        return heapq.merge(*(t.queue for t in self._tenants.values()), key=_key)
-
-    def _estimate(self, w: _Waiter, now: float) -> tuple[float, Dimension, int]:
-        """When ``w`` would be granted behind the requests queued ahead of it (a lower bound)."""
-        if not self._buckets:
-            return max(now, self._blocked_until), "retry_after" if self._blocked_until > now else "concurrency", 0
-        if self._projection is None:
-            self._recheck(now)
-        p = self._projection
-        assert p is not None
-        if p.last is None or p.last < _key(w):  # joins at the tail: extend the projection
-            at, dim = self._fit(p.buckets, w.amounts, max(p.t, now), p.dim)
-            if at < w.deadline_at and not math.isinf(at):
-                for d, amount in w.amounts.items():
-                    p.buckets[d].charge(amount, at)
-                p.t, p.dim, p.last = at, dim, _key(w)
-                p.count += 1
-            return at, dim, p.count - (1 if p.last == _key(w) else 0)
-        # Joins ahead of others (another tenant's turn): simulate the requests ahead of it.
-        buckets = {d: b.clone() for d, b in self._buckets.items()}
-        t, dim, ahead = now, self._idle_dim(), 0
-        for other in self._order():
-            if _key(other) > _key(w):
-                break
-            at, other_dim = self._fit(buckets, other.amounts, t, dim)
-            if at >= other.deadline_at:
-                continue  # it will be rejected; it does not hold anyone up
-            for d, amount in other.amounts.items():
-                buckets[d].charge(amount, at)
-            t, dim, ahead = at, other_dim, ahead + 1
-        at, dim = self._fit(buckets, w.amounts, t, dim)
-        self._projection = None  # those behind it now wait longer: recheck once it is queued
-        return at, dim, ahead
-
-    def _recheck(self, now: float) -> None:
-        """Project the whole queue; reject every request that can no longer be granted in time."""
-        buckets = {d: b.clone() for d, b in self._buckets.items()}
-        t, t_dim, last, count = now, self._idle_dim(), None, 0
-        late: list[tuple[_Waiter, float, Dimension, int]] = []
-        for w in list(self._order()):
-            at, dim = self._fit(buckets, w.amounts, t, t_dim)
-            if at >= w.deadline_at:
-                late.append((w, at, dim, count))
-                continue
-            for d, amount in w.amounts.items():
-                buckets[d].charge(amount, at)
-            t, t_dim, last, count = at, dim, _key(w), count + 1
-        self._projection = _Projection(buckets, t, t_dim, last, count)
-        for w, at, dim, ahead in late:
-            self._reject(w, LimitWaitTooLong(at - now, dim, left=w.deadline_at - now, queued_ahead=ahead), keep=True)
-
-    def _worse(self, now: float) -> None:
-        """The buckets just got worse than projected: recheck the queue and the head's timer."""
-        self._projection = None
-        if self._queued:
-            self._recheck(now)
-        self._pump()
-
-    def _unseen(self, dim: str, reservation: Reservation | None) -> float:
-        if reservation is None:
-            return 0.0
-        since = reservation.granted_at
-        total = 0.0
-        for at, res in reversed(self._log):
-            if at < since:
-                break
-            if res is not reservation:
-                total += res.amounts.get(dim, 0.0)
-        return total
-
-    def _header_triples(self, info: RateLimitInfo) -> dict[str, tuple[int | None, int | None, float | None]]:
-        tokens = (info.limit_tokens, info.remaining_tokens, info.reset_tokens)
-        inp = (info.limit_input_tokens, info.remaining_input_tokens, info.reset_input_tokens)
-        out = (info.limit_output_tokens, info.remaining_output_tokens, info.reset_output_tokens)
-        return {
-            "rpm": (info.limit_requests, info.remaining_requests, info.reset_requests),
-            # A combined token limit (OpenAI) bounds each token bucket when no specific one is sent.
-            "input_tpm": inp if inp[1] is not None else tokens,
-            "output_tpm": out if out[1] is not None else tokens,
-        }
-
-    # -- queue and grants ---------------------------------------------------------------------
-
-    def _head(self) -> _Waiter | None:
-        head: _Waiter | None = None
-        idle: list[str] = []
-        for name, t in self._tenants.items():
-            if t.queue:
-                if head is None or _key(t.queue[0]) < _key(head):
-                    head = t.queue[0]
-            elif t.last_finish <= self._vtime:
-                idle.append(name)  # no credit or debt left to remember
-        for name in idle:
-            del self._tenants[name]
-        return head
-
-    def _grant(self, w: _Waiter, now: float) -> Reservation:
-        for d, amount in w.amounts.items():
-            self._buckets[d].charge(amount, now)
+    def _grant(self, w: Waiter[Reservation], now: float) -> Reservation:
+        self._quota.charge(w.amounts, now)
         self._in_flight += 1
         self._granted += 1
-        self._vtime = max(self._vtime, w.start)
         res = Reservation(
             self,
             tenant=w.tenant,
@@ -1270,109 +588,23 @@ class TargetLimiter:
             granted_at=now,
             waited=now - w.enqueued_at,
         )
-        log, horizon = self._log, now - self._window
-        while log and log[0][0] < horizon:
-            log.popleft()
-        log.append((now, res))
+        self._calibration.granted(res, now)
         return res
-
-    def _dequeue(self, w: _Waiter, *, granted: bool = False) -> bool:
-        if not w.queued:
-            return False
-        ten = self._tenants[w.tenant]
-        ten.queue.remove(w)
-        w.queued = False
-        self._queued -= 1
-        if not granted and not ten.queue:  # its last request left unserved: no share consumed
-            ten.last_finish = min(ten.last_finish, max(self._vtime, w.start))
-        return True
-
-    def _reject(self, w: _Waiter, error: LimitWaitTooLong, *, keep: bool = False) -> None:
-        self._dequeue(w)
-        if not keep:
-            self._projection = None
-        self._rejected += 1
-        if w.future is not None and not w.future.done():
-            w.future.set_exception(error)
-
-    def _abandon(self, w: _Waiter) -> None:
-        """The caller stopped waiting: leave the queue, or give back a grant nobody will use."""
-        fut = w.future
-        if fut is not None and fut.done() and not fut.cancelled() and fut.exception() is None:
-            fut.result().release(sent=False)  # granted in the same instant as the cancellation
-            return
-        if self._dequeue(w):
-            self._projection = None
-            self._pump()
-
-    def _pump(self) -> None:
-        """Grant queued requests, head first, while buckets and slots allow; then set a timer."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if not self._queued:
-            return
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        while (w := self._head()) is not None:
-            assert w.future is not None
-            if w.future.done():  # cancelled by its caller, not yet cleaned up
-                self._dequeue(w)
-                continue
-            wait, dim = self._wait(w.amounts, now)
-            if wait > 0:
-                if now + wait >= w.deadline_at:
-                    error = LimitWaitTooLong(wait, dim, left=w.deadline_at - now)
-                    self._reject(w, error)
-                    continue
-                w.blocking = dim
-                self._timer = loop.call_at(now + wait, self._pump)
-                return
-            if not self._slot_free():
-                w.blocking = "concurrency"
-                return  # a settle or release pumps again
-            self._dequeue(w, granted=True)
-            w.future.set_result(self._grant(w, now))
-
-    # -- reconciliation (called by Reservation) -----------------------------------------------
 
     def _settle(self, res: Reservation, usage_input: int, usage_output: int) -> None:
         now = _now()
-        worse = False
-        for d, bucket in self._buckets.items():
-            if d == "rpm":
-                continue
-            actual_in = float(usage_input) if d == "input_tpm" else 0.0
-            actual_out = float(usage_output) if (d == "output_tpm" or self.combined_tpm) else 0.0
-            extra_in = actual_in - res._in.get(d, 0.0)
-            if extra_in < 0:
-                bucket.refund(-extra_in, now, taken_at=res.granted_at)
-            elif extra_in > 0:
-                bucket.charge(extra_in, now)
-                worse = True
-            out = res._out.get(d, 0.0)
-            if out or actual_out:
-                # The output reservation is replaced by the actual output, counted from now.
-                bucket.refund(out, now, taken_at=res.granted_at)
-                bucket.charge(actual_out, now)
-                worse = worse or actual_out > out
+        worse = self._quota.settle(res._in, res._out, usage_input, usage_output, granted_at=res.granted_at, now=now)
         self._in_flight -= 1
         if worse:
-            self._worse(now)
+            self._queue.worse(now)
         else:
-            self._projection = None
-            self._pump()
+            self._queue.changed()
 
     def _release(self, res: Reservation, *, sent: bool) -> None:
         now = _now()
-        for d, bucket in self._buckets.items():
-            amount = res._in.get(d, 0.0) + res._out.get(d, 0.0)
-            if d == "rpm" and sent:
-                continue
-            bucket.refund(amount, now, taken_at=res.granted_at)
+        self._quota.release(res._in, res._out, sent=sent, granted_at=res.granted_at, now=now)
         self._in_flight -= 1
-        self._projection = None
-        self._pump()
+        self._queue.changed()
 
 
 # -- one limiter per provider quota ----------------------------------------------------------
@@ -1382,10 +614,10 @@ def combined_tpm(target: Target) -> bool:
     """Does this target's input-TPM quota count output tokens too?
 
     OpenAI's TPM is one limit on prompt plus completion tokens, configured as ``input_tpm``;
-    so for the ``openai`` dialect without a separate ``output_tpm`` the input bucket
-    reserves input + ``max_tokens`` and is reconciled with input + output.
+    so for the ``openai`` and ``openai-responses`` dialects without a separate ``output_tpm``
+    the input bucket reserves input + ``max_tokens`` and is reconciled with input + output.
     """
-    return target.dialect is Dialect.OPENAI and target.limits.output_tpm is None
+    return target.dialect in (Dialect.OPENAI, Dialect.OPENAI_RESPONSES) and target.limits.output_tpm is None
 
 
 class LimiterBoard:

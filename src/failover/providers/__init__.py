@@ -11,15 +11,27 @@ from collections.abc import Mapping
 from ..model import Dialect
 from ._base import DialectAdapter
 from .anthropic import AnthropicDialect
+from .bedrock import BedrockDialect
 from .gemini import GeminiDialect
 from .openai import OpenAIDialect
+from .responses import OpenAIResponsesDialect
 
-__all__ = ["AnthropicDialect", "DialectAdapter", "GeminiDialect", "OpenAIDialect", "dialect_for"]
+__all__ = [
+    "AnthropicDialect",
+    "BedrockDialect",
+    "DialectAdapter",
+    "GeminiDialect",
+    "OpenAIDialect",
+    "OpenAIResponsesDialect",
+    "dialect_for",
+]
 
 _DIALECTS: Mapping[Dialect, DialectAdapter] = {
     Dialect.OPENAI: OpenAIDialect(),
+    Dialect.OPENAI_RESPONSES: OpenAIResponsesDialect(),
     Dialect.ANTHROPIC: AnthropicDialect(),
     Dialect.GEMINI: GeminiDialect(),
+    Dialect.BEDROCK: BedrockDialect(),
 }
 
 

@@ -51,8 +51,27 @@ class StreamParser(Protocol):
     def finish(self) -> Response | Failure: ...
 
 
+class StreamDecoder(Protocol):
+    """Bytes of one streamed body in, events out: :class:`~._sse.SSEDecoder` for
+    ``text/event-stream``, or a dialect's own framing (Bedrock's AWS event stream) decoded
+    into the same :class:`SSEEvent` objects, so a :class:`StreamParser` never sees the framing.
+
+    ``feed`` is called per chunk as it arrives (any boundary); ``flush`` once at the end of
+    the body. An event larger than the decoder's limit raises ``EventTooLarge``.
+    """
+
+    def feed(self, chunk: bytes) -> list[SSEEvent | SSEComment]: ...
+
+    def flush(self) -> list[SSEEvent | SSEComment]: ...
+
+
 class DialectAdapter(Protocol):
-    """One wire dialect. The ONE place where a provider's format and errors are known."""
+    """One wire dialect. The ONE place where a provider's format and errors are known.
+
+    A dialect whose streams are not ``text/event-stream`` also defines
+    ``stream_decoder(limit) -> StreamDecoder`` (see :func:`~._sse.stream_decoder`); the
+    others are read with :class:`~._sse.SSEDecoder`.
+    """
 
     name: str
     # the reasoning format this dialect reads and writes (see failover.model.Reasoning):

@@ -45,9 +45,9 @@ from collections.abc import Callable
 from types import MemberDescriptorType
 from typing import cast
 
-from ._base import SSEComment, SSEEvent
+from ._base import SSEComment, SSEEvent, StreamDecoder
 
-__all__ = ["EventTooLarge", "SSEDecoder"]
+__all__ = ["EventTooLarge", "SSEDecoder", "stream_decoder"]
 
 _BOM = "\ufeff"
 MAX_EVENT_CHARS = 8 * 1024 * 1024  # the transports' default max_response_bytes
@@ -62,6 +62,13 @@ class EventTooLarge(ValueError):
             "reading stopped and the connection was closed"
         )
         self.limit = limit
+
+
+def stream_decoder(adapter: object, limit: int = MAX_EVENT_CHARS) -> StreamDecoder:
+    """The decoder for one streamed body of ``adapter``'s dialect: its own ``stream_decoder``
+    when it has one (a binary framing such as Bedrock's), else :class:`SSEDecoder`."""
+    make: Callable[[int], StreamDecoder] | None = getattr(adapter, "stream_decoder", None)
+    return make(limit) if make is not None else SSEDecoder(limit)
 
 
 class SSEDecoder:

@@ -5,6 +5,12 @@ Wire reference: platform.claude.com/docs/en/api/messages, .../api/errors,
 .../build-with-claude/extended-thinking, and anthropic-sdk-python's ``types`` and its stream
 accumulator (``lib/streaming/_messages.py``, ``accumulate_event``), which the stream parser
 must agree with.
+
+A target with ``vertex`` is Claude on Vertex AI (anthropic-sdk-python's ``AnthropicVertex``):
+``rawPredict`` / ``streamRawPredict`` at the publisher model's URL (``_vertex``), the body
+without ``model`` and with ``"anthropic_version": "vertex-2023-10-16"``, a google-auth token
+instead of an API key. Answers and stream events are Anthropic's; errors are Anthropic's, or
+Google's envelope when Vertex itself refuses the request (``_google``).
 """
 
 from __future__ import annotations
@@ -54,8 +60,10 @@ from ._common import (
     unreadable,
     with_query,
 )
+from ._google import google_envelope, google_error
 from ._headers import HeaderMeta, anthropic_rate_limits, read_meta
 from ._streaming import EMPTY, event_response, incomplete, load_event, malformed, with_partial
+from ._vertex import ANTHROPIC_VERTEX_VERSION, anthropic_count_url, model_url
 
 __all__ = ["AnthropicDialect"]
 
@@ -116,20 +124,28 @@ class AnthropicDialect:
     # ---------------------------------------------------------------- build
 
     def build(self, target: Target, request: Request, *, stream: bool = False) -> HttpRequest:
+        vertex = target.vertex is not None
         headers = {
             "content-type": "application/json",
             "accept": "text/event-stream" if stream else "application/json",
-            "anthropic-version": ANTHROPIC_VERSION,
         }
-        if target.api_key:
-            headers["x-api-key"] = target.api_key.reveal()
+        body: dict[str, Any]
+        if vertex:
+            # Claude on Vertex AI: the model is in the URL, the API version in the body, and
+            # a google-auth token (failover.auth) authorises it, never an API key.
+            body = {"anthropic_version": ANTHROPIC_VERTEX_VERSION}
+            method = "streamRawPredict" if stream else "rawPredict"
+            url = with_query(model_url(target, "anthropic", method), target.query)
+        else:
+            headers["anthropic-version"] = ANTHROPIC_VERSION
+            if target.api_key:
+                headers["x-api-key"] = target.api_key.reveal()
+            body = {"model": target.model}
+            url = with_query(target.base_url.rstrip("/") + "/messages", target.query)
         headers.update(target.headers)  # e.g. anthropic-beta
 
-        body: dict[str, Any] = {
-            "model": target.model,
-            "max_tokens": request.max_tokens if request.max_tokens is not None else target.max_output_tokens,
-            "messages": _messages(request.messages),
-        }
+        body["max_tokens"] = request.max_tokens if request.max_tokens is not None else target.max_output_tokens
+        body["messages"] = _messages(request.messages)
         system = request.system_text
         if system:
             body["system"] = system
@@ -154,7 +170,6 @@ class AnthropicDialect:
             _strip_final_thinking(body["messages"])
         if stream:
             body["stream"] = True
-        url = with_query(target.base_url.rstrip("/") + "/messages", target.query)
         return HttpRequest(method="POST", url=url, headers=headers, json=body)
 
     # ---------------------------------------------------------------- parse
@@ -185,11 +200,17 @@ class AnthropicDialect:
         The endpoint takes the prompt's fields (model, messages, system, tools, tool_choice,
         output_config, thinking) and answers 400 to max_tokens, stream and the sampling
         parameters.
-        Counting is free of charge and has its own rate limit.
+        Counting is free of charge and has its own rate limit. On Vertex AI the count is
+        ``.../publishers/anthropic/models/count-tokens:rawPredict``, with the model in the body
+        (beside ``anthropic_version``), in the regions that offer it.
         """
         full = self.build(target, request)
         body = {k: v for k, v in (full.json or {}).items() if k in _COUNT_FIELDS}
-        url = with_query(target.base_url.rstrip("/") + "/messages/count_tokens", target.query)
+        if target.vertex is not None:
+            body = {"anthropic_version": ANTHROPIC_VERTEX_VERSION, "model": target.model, **body}
+            url = with_query(anthropic_count_url(target), target.query)
+        else:
+            url = with_query(target.base_url.rstrip("/") + "/messages/count_tokens", target.query)
         return HttpRequest(method="POST", url=url, headers=full.headers, json=body)
 
     def parse_count(self, target: Target, response: HttpResponse) -> int | Failure:
@@ -466,6 +487,9 @@ def _usage(u: dict[str, Any]) -> Usage:
 
 
 def _error(target: Target, response: HttpResponse, meta: HeaderMeta, data: dict[str, Any]) -> Failure:
+    google = google_envelope(data if data else decode_json(response.body))
+    if google is not None:  # Vertex AI's front end refused it (auth, IAM, quota) before Claude saw it
+        return google_error("anthropic", target, response, meta, google)
     err = as_dict(data.get("error"))
     err_type = as_str(err.get("type"))
     message = as_str(err.get("message"))

@@ -1,9 +1,11 @@
 """Gemini ``generateContent``: ``POST {base_url}/models/{model}:generateContent``.
 
-``base_url`` ends in ``/v1beta`` (generativelanguage.googleapis.com). Wire reference:
+``base_url`` ends in ``/v1beta`` (generativelanguage.googleapis.com). A target with
+``vertex`` is Gemini on Vertex AI: the same bodies at the publisher model's URL (``_vertex``),
+with a google-auth token instead of an API key. Wire reference:
 ai.google.dev/api/generate-content, ai.google.dev/gemini-api/docs/troubleshooting,
-the google.rpc error details (ErrorInfo, QuotaFailure, RetryInfo), and google-genai's
-``types.py``.
+the google.rpc error details (ErrorInfo, QuotaFailure, RetryInfo; ``_google``), and
+google-genai's ``types.py``.
 """
 
 from __future__ import annotations
@@ -45,20 +47,19 @@ from ..model import Stop as StopEvent
 from ..transport._types import HttpRequest, HttpResponse
 from ._base import SSEEvent, StreamFailed, StreamParser
 from ._common import (
-    CONTEXT_OVERFLOW,
     as_dict,
     as_int,
     as_list,
     as_str,
     decode_json,
-    error_failure,
-    kind_from_status,
     outcome_failure,
     unreadable,
     with_query,
 )
-from ._headers import HeaderMeta, parse_duration, read_meta
+from ._google import google_error
+from ._headers import HeaderMeta, read_meta
 from ._streaming import EMPTY, event_response, incomplete, load_event, with_partial
+from ._vertex import model_url
 
 __all__ = ["GeminiDialect"]
 
@@ -90,37 +91,13 @@ _BAD_CALL = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
 _SKIP_SIGNATURE = "skip_thought_signature_validator"
 _GEMINI_MAJOR = re.compile(r"gemini-(\d+)")
 
-# ErrorInfo reasons that mean this credential (or its project) cannot call the API.
-_AUTH_REASONS = frozenset(
-    {
-        "API_KEY_INVALID",
-        "API_KEY_EXPIRED",
-        "API_KEY_SERVICE_BLOCKED",
-        "API_KEY_HTTP_REFERRER_BLOCKED",
-        "API_KEY_IP_ADDRESS_BLOCKED",
-        "SERVICE_DISABLED",
-        "CONSUMER_SUSPENDED",
-        "ACCESS_TOKEN_EXPIRED",
-        "ACCESS_TOKEN_TYPE_UNSUPPORTED",
-    }
-)
-
-_GRPC_KIND = {
-    "UNAUTHENTICATED": FailureKind.AUTHENTICATION_OR_PERMISSION,
-    "PERMISSION_DENIED": FailureKind.AUTHENTICATION_OR_PERMISSION,
-    # "User location is not supported", "free tier is not available in your country":
-    # this credential cannot be served from here; another target may be.
-    "FAILED_PRECONDITION": FailureKind.AUTHENTICATION_OR_PERMISSION,
-    "NOT_FOUND": FailureKind.MODEL_NOT_FOUND,
-    "UNAVAILABLE": FailureKind.PROVIDER_OVERLOADED,  # "The model is overloaded."
-    "INTERNAL": FailureKind.PROVIDER_SERVER_ERROR,
-    "DEADLINE_EXCEEDED": FailureKind.PROVIDER_SERVER_ERROR,  # the server's deadline, not ours
-    "CANCELLED": FailureKind.TRANSPORT_TRANSIENT,
-}
+# What Vertex AI's CountTokensRequest takes of a GenerateContentRequest.
+_VERTEX_COUNT_FIELDS = frozenset({"contents", "systemInstruction", "tools", "generationConfig"})
 
 
 class GeminiDialect:
-    """Gemini API (AI Studio). Vertex AI serves the same body under a different URL scheme."""
+    """Gemini API (AI Studio), and Gemini on Vertex AI (a target with ``vertex``): the same
+    bodies, answers and errors under Vertex's URL scheme."""
 
     name: str = "gemini"
     reasoning_source: str = "gemini"
@@ -130,14 +107,19 @@ class GeminiDialect:
     def build(self, target: Target, request: Request, *, stream: bool = False) -> HttpRequest:
         model = target.model.removeprefix("models/")
         method = "streamGenerateContent" if stream else "generateContent"
-        url = f"{target.base_url.rstrip('/')}/models/{quote(model, safe='')}:{method}"
         query = ((("alt", "sse"),) if stream else ()) + target.query
         headers = {
             "content-type": "application/json",
             "accept": "text/event-stream" if stream else "application/json",
         }
-        if target.api_key:
-            headers["x-goog-api-key"] = target.api_key.reveal()  # a header keeps the key out of URLs and logs
+        if target.vertex is not None:
+            # Vertex AI: the publisher model's resource; authorised by a google-auth token
+            # (failover.auth), never an API key.
+            url = model_url(target, "google", method)
+        else:
+            url = f"{target.base_url.rstrip('/')}/models/{quote(model, safe='')}:{method}"
+            if target.api_key:
+                headers["x-goog-api-key"] = target.api_key.reveal()  # a header keeps the key out of URLs and logs
         headers.update(target.headers)
 
         body: dict[str, Any] = {"contents": _contents(request.messages, _needs_signature(model))}
@@ -184,12 +166,18 @@ class GeminiDialect:
         A prompt of contents alone is sent as ``{"contents": [...]}``. One with a system
         instruction, tools or a generation config is sent whole as ``generateContentRequest``
         (which must name its model, ``models/{model}``): ``contents`` alone would not count them.
+        Vertex AI's countTokens has no ``generateContentRequest``: it takes ``contents``,
+        ``systemInstruction``, ``tools`` and ``generationConfig`` side by side.
         """
         full = self.build(target, request)
         model = target.model.removeprefix("models/")
-        url = f"{target.base_url.rstrip('/')}/models/{quote(model, safe='')}:countTokens"
         content = dict(full.json or {})
         body: dict[str, Any]
+        if target.vertex is not None:
+            url = model_url(target, "google", "countTokens")
+            body = {k: v for k, v in content.items() if k in _VERTEX_COUNT_FIELDS}
+            return HttpRequest(method="POST", url=with_query(url, target.query), headers=full.headers, json=body)
+        url = f"{target.base_url.rstrip('/')}/models/{quote(model, safe='')}:countTokens"
         if content.keys() <= {"contents"}:
             body = {"contents": content.get("contents", [])}
         else:
@@ -618,72 +606,7 @@ def _usage(u: dict[str, Any]) -> Usage:
 
 
 def _error(target: Target, response: HttpResponse, meta: HeaderMeta, body: dict[str, Any]) -> Failure:
-    err = as_dict(body.get("error"))
-    grpc = as_str(err.get("status"))
-    message = as_str(err.get("message"))
-    details = [as_dict(d) for d in as_list(err.get("details"))]
-    reason: str | None = None
-    retry_delay: float | None = None
-    quota_ids: list[str] = []
-    quota_values: list[str] = []
-    for d in details:
-        kind = as_str(d.get("@type")) or ""
-        if kind.endswith("google.rpc.ErrorInfo"):
-            reason = reason or as_str(d.get("reason"))
-        elif kind.endswith("google.rpc.RetryInfo"):
-            retry_delay = parse_duration(as_str(d.get("retryDelay")))
-        elif kind.endswith("google.rpc.QuotaFailure"):
-            for v in as_list(d.get("violations")):
-                violation = as_dict(v)
-                quota_ids.append(as_str(violation.get("quotaId")) or "")
-                quota_values.append(str(violation.get("quotaValue", "")))
-    return error_failure(
-        provider="gemini",
-        kind=_classify(response.status, grpc, reason, message, quota_ids, quota_values),
-        target=target,
-        response=response,
-        meta=meta,
-        code=reason or grpc,
-        message=message,
-        retry_after=retry_delay,
-    )
-
-
-def _classify(
-    status: int,
-    grpc: str | None,
-    reason: str | None,
-    message: str | None,
-    quota_ids: list[str],
-    quota_values: list[str],
-) -> FailureKind:
-    if reason is not None and (reason in _AUTH_REASONS or reason.startswith("API_KEY_")):
-        return FailureKind.AUTHENTICATION_OR_PERMISSION  # a bad key is a 400 INVALID_ARGUMENT here
-    if reason == "BILLING_DISABLED":
-        return FailureKind.QUOTA_EXHAUSTED
-    if grpc == "RESOURCE_EXHAUSTED" or status == 429:
-        # Gemini reports every quota as a 429 RESOURCE_EXHAUSTED, with the message "You
-        # exceeded your current quota, please check your plan and billing details" even for
-        # a per-minute limit, so the text cannot tell them apart. QuotaFailure can: a
-        # per-minute quotaId (…PerModelPerMinute) refills within RetryInfo's delay, which
-        # is a rate limit; a per-day quotaId (…PerDay…) will not refill for hours, and a
-        # quota whose value is 0 (a model the free tier does not serve) never will, which
-        # is money, not flow. Without QuotaFailure details we assume the common case, a rate.
-        if any("perday" in q.lower() for q in quota_ids) or "0" in quota_values or _limit_zero(message):
-            return FailureKind.QUOTA_EXHAUSTED
-        return FailureKind.RATE_LIMITED
-    if grpc in _GRPC_KIND:
-        return _GRPC_KIND[grpc]
-    if status in (400, 413, 422) and CONTEXT_OVERFLOW.search(message or ""):
-        return FailureKind.CONTEXT_OVERFLOW
-    return kind_from_status(status)
-
-
-_LIMIT_ZERO = re.compile(r"\blimit: 0\b")
-
-
-def _limit_zero(message: str | None) -> bool:
-    return bool(message) and _LIMIT_ZERO.search(message or "") is not None
+    return google_error("gemini", target, response, meta, body)
 
 
 # -------------------------------------------------------------------- stream

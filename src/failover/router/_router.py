@@ -898,13 +898,20 @@ class _Run:
             else:
                 dialect = router.dialect(target)
                 http = dialect.build(target, request)
+                send_total, send_connect = total, connect
                 if router.auth.needed(target):
-                    http = await router.auth.authorize(target, http)
-                if router.transport_enforces_total:
-                    resp = await router.transport.send(http, connect_timeout=connect, total_timeout=total)
-                else:
+                    # a token refresh is part of the attempt: bounded by it, and what it took is
+                    # not the send's (a stream's first-event timer covers it the same way)
+                    began = loop.time()
                     async with asyncio.timeout(total):
-                        resp = await router.transport.send(http, connect_timeout=connect, total_timeout=total)
+                        http = await router.auth.authorize(target, http)
+                    send_total = max(0.0, total - (loop.time() - began))
+                    send_connect = min(connect, send_total)
+                if router.transport_enforces_total:
+                    resp = await router.transport.send(http, connect_timeout=send_connect, total_timeout=send_total)
+                else:
+                    async with asyncio.timeout(send_total):
+                        resp = await router.transport.send(http, connect_timeout=send_connect, total_timeout=send_total)
                 status = resp.status
                 outcome = dialect.parse(target, resp)
         except TimeoutError:

@@ -48,7 +48,7 @@ from ..model import (
 from ..model import Stop as ModelStop
 from ..model._ids import new_id
 from ..providers._base import SSEComment, StreamFailed
-from ..providers._sse import MAX_EVENT_CHARS, EventTooLarge, SSEDecoder
+from ..providers._sse import MAX_EVENT_CHARS, EventTooLarge, stream_decoder
 from ..transport import HttpResponse, StreamingTransport, TransportError
 from ._hooks import degraded
 
@@ -203,7 +203,7 @@ async def stream_exchange(
                 else:
                     parser = dialect.stream_parser(target, request, resp.headers)
                     limit = getattr(transport, "max_response_bytes", MAX_EVENT_CHARS)
-                    decoder = SSEDecoder(limit)
+                    decoder = stream_decoder(dialect, limit)  # SSE, or the dialect's own framing
                     # Until the first event, the bytes are kept: a server that answers a stream
                     # request with one JSON document under an event-stream (or no) content type
                     # sends no event at all, and that document is its answer.

@@ -58,7 +58,7 @@ FAILOVER_TARGET = "failover.target"
 
 # gen_ai.provider.name's well-known values by dialect: an OpenAI-compatible server is "openai",
 # as the dialect is all failover knows of it.
-PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini"}
+PROVIDERS = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini"}
 OPERATION = "chat"  # every failover call is a chat completion / message (gen_ai.operation.name)
 
 

@@ -21,9 +21,12 @@ Streams are delivered over time on the loop clock, and fail exactly when scripte
 
 Scenarios are data (``Scenario.from_dict`` reads the mapping a YAML file holds), every
 request is recorded (``provider.calls``) with loop-clock times, redacted credentials and,
-for streams, the number of events delivered. See docs/testing.md.
+for streams, the number of events delivered. Fake Bedrock and Vertex AI targets need no cloud
+account: ``Router(..., auth=fake_authorizers())`` signs and authorises with fixed test
+credentials. See docs/testing.md.
 """
 
+from ._auth import FAKE_AWS_KEY_ID, FAKE_AWS_SECRET, FAKE_TOKEN, fake_authorizers
 from ._provider import FakeNetwork, FakeProvider, ReceivedCall
 from ._script import FakeToolCall, Outcome, ProviderPlan, Reply, ReplyKind, Scenario, Script
 from ._server import FakeServer
@@ -43,4 +46,9 @@ __all__ = [
     # records
     "ReceivedCall",
     "Outcome",
+    # cloud credentials for fake Bedrock, Vertex AI and Entra targets
+    "fake_authorizers",
+    "FAKE_AWS_KEY_ID",
+    "FAKE_AWS_SECRET",
+    "FAKE_TOKEN",
 ]

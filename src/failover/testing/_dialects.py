@@ -9,6 +9,8 @@ Every body, status and header here follows a real capture or the vendor's docume
 * Anthropic Messages: ``message`` objects, the ``message_start ... message_stop`` event stream,
   the ``{"type": "error", "error": {type, message}, "request_id"}`` envelope, ``request-id``,
   ``x-should-retry``, ``retry-after`` and ``anthropic-ratelimit-*`` headers.
+* AWS Bedrock Converse: in :mod:`._fake_bedrock` (bodies, AWS errors, and ConverseStream
+  in the binary event-stream framing).
 * Gemini generateContent: ``candidates`` / ``usageMetadata`` / ``modelVersion`` /
   ``responseId``, ``streamGenerateContent`` as SSE (``alt=sse``, CRLF framing, ``": "``
   spacing) or a JSON array, and the ``google.rpc.Status`` envelope with ``details``
@@ -29,14 +31,22 @@ from __future__ import annotations
 import base64
 import json
 import math
-import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from email.utils import formatdate
 from typing import Any
 
 from ..model import Dialect
+from . import _fake_responses as _responses
+from ._fake_vertex import check_vertex, vertex_error, vertex_route
+from ._parts import Answer as _Answer
+from ._parts import Call as _Call
+from ._parts import dumps as _dumps
+from ._parts import in_turn as _in_turn
+from ._parts import interleaved as _interleaved
+from ._parts import pieces as _pieces
+from ._parts import split_args as _split_args
 from ._script import STREAM_FAULT_KINDS, Reply, ReplyKind
 from ._stream import Timing
 
@@ -56,9 +66,15 @@ _GEMINI_JSON = "application/json; charset=UTF-8"
 _SSE = "text/event-stream; charset=utf-8"
 
 # The dialects the fault kit speaks (answers, streams and errors in each one's own shape).
-SPOKEN = frozenset({Dialect.OPENAI, Dialect.ANTHROPIC, Dialect.GEMINI})
+SPOKEN = frozenset({Dialect.OPENAI, Dialect.OPENAI_RESPONSES, Dialect.ANTHROPIC, Dialect.GEMINI, Dialect.BEDROCK})
 
-_DEFAULT_WINDOW = {Dialect.OPENAI: 128_000, Dialect.ANTHROPIC: 200_000, Dialect.GEMINI: 1_048_576}
+_DEFAULT_WINDOW = {
+    Dialect.OPENAI: 128_000,
+    Dialect.OPENAI_RESPONSES: 400_000,
+    Dialect.ANTHROPIC: 200_000,
+    Dialect.GEMINI: 1_048_576,
+    Dialect.BEDROCK: 200_000,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +82,9 @@ class Endpoint:
     """What a request path asks for: ``generate`` (stream or not) or ``count_tokens``."""
 
     operation: str  # "generate" | "count_tokens"
-    stream_path: bool = False  # Gemini :streamGenerateContent
-    model: str | None = None  # Gemini: the model named in the path
+    stream_path: bool = False  # Gemini :streamGenerateContent, Bedrock /converse-stream, Vertex :streamRawPredict
+    model: str | None = None  # Gemini, Bedrock and Vertex: the model named in the path
+    vertex: bool = False  # a Vertex AI path (projects/.../publishers/.../models/...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +125,7 @@ class Exchange:
     def stream(self) -> bool:
         if self.plain:
             return False
-        if self.dialect is Dialect.GEMINI:
+        if self.dialect in (Dialect.GEMINI, Dialect.BEDROCK):
             return self.endpoint.stream_path
         return self.body.get("stream") is True
 
@@ -127,10 +144,19 @@ def endpoint_for(dialect: Dialect, path: str) -> Endpoint | None:
     """The operation a path asks of a provider of ``dialect``; None when it is not an API path.
 
     Only the END of the path matters, so any prefix works (``/v1``, ``/openai/deployments/x``,
-    ``/<provider>/v1``...).
+    ``/<provider>/v1``...). Gemini and Anthropic fakes also serve their Vertex AI paths.
     """
+    route = vertex_route(dialect, path) if dialect in (Dialect.GEMINI, Dialect.ANTHROPIC) else None
+    if route is not None:
+        return Endpoint(route[0], stream_path=route[1], model=route[2], vertex=True)
     if dialect is Dialect.OPENAI:
         return Endpoint("generate") if path.endswith("/chat/completions") else None
+    if dialect is Dialect.OPENAI_RESPONSES:
+        return Endpoint("generate") if path.endswith(_responses.PATH) else None
+    if dialect is Dialect.BEDROCK:
+        from ._fake_bedrock import bedrock_endpoint
+
+        return bedrock_endpoint(path)
     if dialect is Dialect.ANTHROPIC:
         if path.endswith("/messages"):
             return Endpoint("generate")
@@ -153,7 +179,7 @@ def endpoint_for(dialect: Dialect, path: str) -> Endpoint | None:
 
 
 def requested_model(dialect: Dialect, endpoint: Endpoint | None, body: Mapping[str, Any]) -> str | None:
-    if dialect is Dialect.GEMINI:
+    if dialect in (Dialect.GEMINI, Dialect.BEDROCK) or (endpoint is not None and endpoint.model is not None):
         return endpoint.model if endpoint is not None else None
     model = body.get("model")
     return model if isinstance(model, str) else None
@@ -163,10 +189,14 @@ def presented_key(dialect: Dialect, headers: Mapping[str, str], query: str) -> s
     """The credential a request carries, where the dialect's clients put it."""
     bearer = headers.get("authorization", "")
     token = bearer[7:].strip() if bearer[:7].lower() == "bearer " else None
-    if dialect is Dialect.OPENAI:
+    if dialect in (Dialect.OPENAI, Dialect.OPENAI_RESPONSES):
         return token or headers.get("api-key")
     if dialect is Dialect.ANTHROPIC:
         return headers.get("x-api-key") or token
+    if dialect is Dialect.BEDROCK:
+        from ._fake_bedrock import presented_key_id
+
+        return presented_key_id(headers)  # the access key id of the SigV4 signature
     if headers.get("x-goog-api-key"):
         return headers["x-goog-api-key"]
     for pair in query.split("&"):
@@ -185,6 +215,7 @@ _NO_KEY = {
     Dialect.GEMINI: "Method doesn't allow unregistered callers (callers without established identity). "
     "Please use API Key or other form of API consumer identity to call this API.",
 }
+_NO_KEY[Dialect.OPENAI_RESPONSES] = _NO_KEY[Dialect.OPENAI]  # the same API, the same words
 
 
 def check_request(
@@ -195,16 +226,27 @@ def check_request(
     query: str,
     body: Mapping[str, Any],
     *,
-    api_key: str | None = None,
+    api_key: str | Callable[[str], bool] | None = None,
+    secret_key: str | None = None,
+    wire: tuple[str, str, bytes] | None = None,
 ) -> Reply | None:
     """The error the real API would send for a request it rejects before any model runs:
-    a wrong or missing credential (only checked when ``api_key`` is given), or a required
-    field missing. None when the request is acceptable."""
+    a wrong or missing credential (only checked when ``api_key``, the key or a test of it, is
+    given), or a required field missing. None when the request is acceptable. Bedrock:
+    ``api_key`` is the access key id of the SigV4 signature; with ``secret_key`` and the
+    request as received (``wire``: method, URL, body bytes) the signature itself is checked."""
+    if endpoint.vertex:
+        return check_vertex(dialect, endpoint.operation, headers, body, api_key=api_key)
+    if dialect is Dialect.BEDROCK:
+        from ._fake_bedrock import check_bedrock
+
+        key_id = None if callable(api_key) else api_key  # SigV4 names a key id (FakeProvider insists on a string)
+        return check_bedrock(headers, body, api_key=key_id, secret_key=secret_key, wire=wire)
     if api_key is not None:
         key = presented_key(dialect, headers, query)
         if not key:
             return Reply.unauthorized(message=_NO_KEY[dialect])
-        if key != api_key:
+        if not (api_key(key) if callable(api_key) else key == api_key):
             return Reply.unauthorized()
     if dialect is Dialect.OPENAI:
         if not isinstance(body.get("model"), str) and "/deployments/" not in path:
@@ -218,6 +260,8 @@ def check_request(
                 "but got an empty array instead."
             )
         return None
+    if dialect is Dialect.OPENAI_RESPONSES:
+        return _responses.check(body)
     if dialect is Dialect.ANTHROPIC:
         if not headers.get("anthropic-version"):
             return Reply.invalid("anthropic-version: header is required")
@@ -250,57 +294,49 @@ def render(reply: Reply, ex: Exchange) -> Rendered:
         answer = _answer(reply, ex)
         if ex.dialect is Dialect.OPENAI:
             rendered = _openai_ok(answer, ex)
+        elif ex.dialect is Dialect.OPENAI_RESPONSES:
+            rendered = _responses_ok(answer, ex)
         elif ex.dialect is Dialect.ANTHROPIC:
             rendered = _anthropic_ok(answer, ex)
+        elif ex.dialect is Dialect.BEDROCK:
+            from ._fake_bedrock import render_bedrock_ok
+
+            rendered = render_bedrock_ok(answer, ex)
         else:
             rendered = _gemini_ok(answer, ex)
         return _timed(reply, rendered, ex) if reply.timed else rendered
     if not reply.is_http_answer:
         raise ValueError(f"a {kind.value} reply has no HTTP answer to render")
-    if ex.dialect is Dialect.OPENAI:
+    if ex.endpoint.vertex and (google := vertex_error(reply, ex.path, ex.model, _wait_hint(reply))) is not None:
+        return _json_answer(google[0], google[1], (), content_type=_GEMINI_JSON)
+    if ex.dialect in (Dialect.OPENAI, Dialect.OPENAI_RESPONSES):  # one error envelope for both
         return _openai_error(reply, ex)
     if ex.dialect is Dialect.ANTHROPIC:
         return _anthropic_error(reply, ex)
+    if ex.dialect is Dialect.BEDROCK:
+        from ._fake_bedrock import render_bedrock_error
+
+        return render_bedrock_error(reply, ex)
     return _gemini_error(reply, ex)
 
 
 def render_unknown_path(dialect: Dialect, method: str, path: str, request_id: str) -> Rendered:
-    """The 404 each provider sends for a path it does not serve."""
-    if dialect is Dialect.OPENAI:
+    """The 404 each provider sends for a path it does not serve (Vertex's, Google's envelope)."""
+    if dialect in (Dialect.OPENAI, Dialect.OPENAI_RESPONSES):
         body = _openai_envelope(f"Invalid URL ({method} {path})", "invalid_request_error", None, None)
         return _json_answer(404, body, (("x-request-id", request_id),))
-    if dialect is Dialect.ANTHROPIC:
+    if dialect is Dialect.ANTHROPIC and "/publishers/" not in path:
         body = _anthropic_envelope("not_found_error", "Not Found", request_id)
         return _json_answer(404, body, (("request-id", request_id), ("x-should-retry", "false")))
+    if dialect is Dialect.BEDROCK:
+        from ._fake_bedrock import unknown_path
+
+        return unknown_path(method, path, request_id)
     body = {"error": {"code": 404, "message": "Requested entity was not found.", "status": "NOT_FOUND"}}
     return _json_answer(404, body, (), content_type=_GEMINI_JSON)
 
 
 # -- what a 200 says, before it is put into a dialect ------------------------------------------
-
-
-@dataclass(slots=True)
-class _Call:
-    id: str
-    name: str
-    args: Any  # the decoded object, or the raw text when malformed
-    text: str  # the arguments as JSON text (or the broken text)
-    valid: bool = True
-
-
-@dataclass(slots=True)
-class _Answer:
-    text: str | None
-    calls: list[_Call]
-    stop: str  # end | tool | length | refusal | filter | malformed
-    refusal: str | None
-    input_tokens: int
-    output_tokens: int  # reasoning included
-    reasoning: str | None = None
-    reasoning_tokens: int = 0  # part of output_tokens
-    signature: str = ""  # the fake signature of the reasoning (Anthropic signature, Gemini thoughtSignature)
-    redacted: str | None = None  # Anthropic: the data of a redacted_thinking block
-    interleave: bool = False  # OpenAI streams: interleave the fragments of parallel tool calls
 
 
 _MALFORMED_ARGS = '{"query": "weather in Par'
@@ -390,7 +426,7 @@ def _call(ex: Exchange, index: int, name: str, args: Any) -> _Call:
 
 
 def _call_id(ex: Exchange, index: int) -> str:
-    prefix = "toolu_" if ex.dialect is Dialect.ANTHROPIC else "call_"
+    prefix = {Dialect.ANTHROPIC: "toolu_", Dialect.BEDROCK: "tooluse_"}.get(ex.dialect, "call_")
     return f"{prefix}{ex.response_id.rsplit('_', 1)[-1].rsplit('-', 1)[-1]}{index}"
 
 
@@ -403,8 +439,13 @@ def _tools(dialect: Dialect, body: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """(name, parameter schema) of each declared tool."""
     out: list[tuple[str, Any]] = []
     tools = body.get("tools")
+    if dialect is Dialect.BEDROCK:
+        config = body.get("toolConfig")
+        tools = config.get("tools") if isinstance(config, Mapping) else None
     if not isinstance(tools, list):
         return out
+    if dialect is Dialect.OPENAI_RESPONSES:
+        return _responses.tools(body)
     for tool in tools:
         if not isinstance(tool, Mapping):
             continue
@@ -415,6 +456,11 @@ def _tools(dialect: Dialect, body: Mapping[str, Any]) -> list[tuple[str, Any]]:
         elif dialect is Dialect.ANTHROPIC:
             if isinstance(tool.get("name"), str):
                 out.append((tool["name"], tool.get("input_schema")))
+        elif dialect is Dialect.BEDROCK:
+            spec = tool.get("toolSpec")
+            if isinstance(spec, Mapping) and isinstance(spec.get("name"), str):
+                schema = spec.get("inputSchema")
+                out.append((spec["name"], schema.get("json") if isinstance(schema, Mapping) else None))
         else:
             for decl in tool.get("functionDeclarations") or tool.get("function_declarations") or ():
                 if isinstance(decl, Mapping) and isinstance(decl.get("name"), str):
@@ -424,14 +470,16 @@ def _tools(dialect: Dialect, body: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 def _forced_tool(dialect: Dialect, body: Mapping[str, Any]) -> tuple[str, Any] | None:
     """The tool the request forces the model to call (name, schema), if any."""
-    if "tools" not in body:
+    if "tools" not in body and "toolConfig" not in body:
         return None
     tools = _tools(dialect, body)
     if not tools:
         return None
     wanted: str | None = None
     anyone = False
-    if dialect is Dialect.OPENAI:
+    if dialect is Dialect.OPENAI_RESPONSES:
+        wanted, anyone = _responses.forced(body)
+    elif dialect is Dialect.OPENAI:
         choice = body.get("tool_choice")
         if choice == "required":
             anyone = True
@@ -443,6 +491,14 @@ def _forced_tool(dialect: Dialect, body: Mapping[str, Any]) -> tuple[str, Any] |
             if choice.get("type") == "tool":
                 wanted = choice.get("name")
             elif choice.get("type") == "any":
+                anyone = True
+    elif dialect is Dialect.BEDROCK:
+        config = body.get("toolConfig")
+        choice = config.get("toolChoice") if isinstance(config, Mapping) else None
+        if isinstance(choice, Mapping):
+            if isinstance(choice.get("tool"), Mapping):
+                wanted = choice["tool"].get("name")
+            elif "any" in choice:
                 anyone = True
     else:
         config = body.get("toolConfig") or body.get("tool_config")
@@ -463,6 +519,8 @@ def _forced_tool(dialect: Dialect, body: Mapping[str, Any]) -> tuple[str, Any] |
 
 def _structured(dialect: Dialect, body: Mapping[str, Any]) -> tuple[bool, Any]:
     """(wants JSON, the schema if one was given)."""
+    if dialect is Dialect.OPENAI_RESPONSES:
+        return _responses.structured(body)
     if dialect is Dialect.OPENAI:
         rf = body.get("response_format")
         if isinstance(rf, Mapping):
@@ -480,6 +538,8 @@ def _structured(dialect: Dialect, body: Mapping[str, Any]) -> tuple[bool, Any]:
         if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
             return True, fmt.get("schema")
         return False, None
+    if dialect is Dialect.BEDROCK:
+        return False, None  # structured output is a forced tool there (see _forced_tool)
     gc = body.get("generationConfig") or body.get("generation_config")
     if not isinstance(gc, Mapping):
         return False, None
@@ -492,8 +552,13 @@ def _max_tokens(dialect: Dialect, body: Mapping[str, Any]) -> int | None:
     if dialect is Dialect.GEMINI:
         gc = body.get("generationConfig")
         value = gc.get("maxOutputTokens") if isinstance(gc, Mapping) else None
+    elif dialect is Dialect.OPENAI_RESPONSES:
+        value = _responses.max_tokens(body)
     elif dialect is Dialect.OPENAI:
         value = body.get("max_completion_tokens", body.get("max_tokens"))
+    elif dialect is Dialect.BEDROCK:
+        config = body.get("inferenceConfig")
+        value = config.get("maxTokens") if isinstance(config, Mapping) else None
     else:
         value = body.get("max_tokens")
     return value if isinstance(value, int) and value > 0 else None
@@ -577,7 +642,9 @@ def _count(value: Any) -> int:
 def _input_chars(dialect: Dialect, body: Mapping[str, Any]) -> int:
     if dialect is Dialect.OPENAI:
         return _chars(body.get("messages"))
-    if dialect is Dialect.ANTHROPIC:
+    if dialect is Dialect.OPENAI_RESPONSES:
+        return _chars(_responses.input_text(body))
+    if dialect in (Dialect.ANTHROPIC, Dialect.BEDROCK):
         return _chars(body.get("system")) + _chars(body.get("messages"))
     inner = body.get("generateContentRequest")  # countTokens may wrap the whole request
     if isinstance(inner, Mapping):
@@ -595,18 +662,9 @@ def _chars(value: Any) -> int:
     return 0
 
 
-def _pieces(text: str) -> list[str]:
-    """Stream deltas: a word (with its trailing space) at a time."""
-    return re.findall(r"\S+\s*|\s+", text) or [text]
-
-
 def _num(value: float) -> str:
     """``2`` for 2.0, ``0.5`` for 0.5: how the header value is written."""
     return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
-def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _json_answer(
@@ -745,31 +803,6 @@ def _openai_stream(a: _Answer, ex: Exchange, created: int, finish: str) -> Rende
     return _stream_answer(chunks, (("content-type", _SSE), *_openai_headers(ex)))
 
 
-def _in_turn(calls: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Each call's deltas, one call after the other (what OpenAI itself sends)."""
-    return [d for deltas in calls for d in deltas]
-
-
-def _interleaved(calls: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The calls' deltas interleaved: each round, every call already started sends its next
-    delta and one more call starts. For two calls: head 0, fragment 0, head 1, fragment 0,
-    fragment 1, ... (each call's own deltas stay in order, as the wire's ``index`` requires)."""
-    queues = [list(deltas) for deltas in calls]
-    out: list[dict[str, Any]] = []
-    started = 0
-    while started < len(queues) or any(queues):
-        started = min(started + 1, len(queues))
-        for queue in queues[:started]:
-            if queue:
-                out.append(queue.pop(0))
-    return out
-
-
-def _split_args(text: str) -> list[str]:
-    size = 8
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
-
-
 def _openai_envelope(message: str, type_: str, param: str | None, code: str | None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
@@ -826,6 +859,10 @@ def _openai_error(reply: Reply, ex: Exchange) -> Rendered:
     if kind is ReplyKind.NOT_FOUND:
         message = reply.message or f"The model `{model}` does not exist or you do not have access to it."
         return _json_answer(404, _openai_envelope(message, "invalid_request_error", None, "model_not_found"), headers)
+    if kind is ReplyKind.CONTEXT_OVERFLOW and ex.dialect is Dialect.OPENAI_RESPONSES:
+        message = reply.message or _responses.overflow_message()
+        body = _openai_envelope(message, "invalid_request_error", "input", "context_length_exceeded")
+        return _json_answer(400, body, headers)
     if kind is ReplyKind.CONTEXT_OVERFLOW:
         tokens, limit = _overflow_numbers(reply, ex)
         message = reply.message or (
@@ -837,6 +874,17 @@ def _openai_error(reply: Reply, ex: Exchange) -> Rendered:
     # INVALID
     message = reply.message or "Invalid value for 'temperature': expected a number between 0 and 2."
     return _json_answer(400, _openai_envelope(message, "invalid_request_error", None, None), headers)
+
+
+# -- OpenAI Responses (its shapes: _fake_responses) ---------------------------------------------
+
+
+def _responses_ok(a: _Answer, ex: Exchange) -> Rendered:
+    stamp = _responses.Stamp(ex.model, ex.response_id, int(time.time()))
+    if ex.stream:
+        chunks = _responses.stream_events(a, ex.body, stamp)
+        return _stream_answer(chunks, (("content-type", _SSE), *_openai_headers(ex)))
+    return _json_answer(200, _responses.response_body(a, ex.body, stamp), _openai_headers(ex))
 
 
 # -- Anthropic Messages ------------------------------------------------------------------------
@@ -1310,14 +1358,20 @@ def _timed(reply: Reply, rendered: Rendered, ex: Exchange) -> Rendered:
         i = n
         while i < len(events) - 1 and events[i] == _ANTHROPIC_PING:
             i += 1  # clients drop pings unread: corrupt an event they parse
-        events[i] = _malformed(events[i])
+        if rendered.chunks and ex.dialect is Dialect.BEDROCK:
+            from ._fake_bedrock import malformed_frame
+
+            events[i] = malformed_frame(events[i])
+        else:
+            events[i] = _malformed(events[i])
     elif kind is ReplyKind.ERROR_EVENT_AFTER:
-        events, gaps = [*events[:n], _error_event(reply, ex, first=n == 0)], gaps[: n + 1]
+        events, gaps = [*events[:n], _error_event(reply, ex, first=n == 0, at=n)], gaps[: n + 1]
     timing = Timing(
         gaps=tuple(gaps),
         tail=tail,
         drop=drop,
-        heartbeat=_heartbeat(ex.dialect) if sse else b"\n",
+        # Bedrock's event stream has no keep-alive: a byte between frames would break the framing
+        heartbeat=_heartbeat(ex.dialect) if sse else b"" if ex.dialect is Dialect.BEDROCK and ex.stream else b"\n",
         heartbeat_interval=reply.heartbeat_interval,
         split_bytes=reply.split_bytes,
     )
@@ -1325,6 +1379,8 @@ def _timed(reply: Reply, rendered: Rendered, ex: Exchange) -> Rendered:
 
 
 def _is_sse(ex: Exchange) -> bool:
+    if ex.dialect is Dialect.BEDROCK:
+        return False  # application/vnd.amazon.eventstream
     return ex.stream and (ex.dialect is not Dialect.GEMINI or ex.sse)
 
 
@@ -1382,9 +1438,13 @@ _GEMINI_STREAM_ERRORS = {
 }
 
 
-def _error_event(reply: Reply, ex: Exchange, *, first: bool) -> bytes:
+def _error_event(reply: Reply, ex: Exchange, *, first: bool, at: int) -> bytes:
     """The error a provider sends inside a 200 stream, for the reply's ``cause``."""
     cause = reply.cause or ReplyKind.OVERLOADED
+    if ex.dialect is Dialect.BEDROCK:
+        from ._fake_bedrock import error_frame
+
+        return error_frame(reply)
     if ex.dialect is Dialect.ANTHROPIC:
         # The documented form (streaming docs, "Error events"), with its spacing.
         type_, default = _ANTHROPIC_STREAM_ERRORS[cause]
@@ -1394,6 +1454,11 @@ def _error_event(reply: Reply, ex: Exchange, *, first: bool) -> bytes:
         type_, code = _OPENAI_STREAM_ERRORS[cause]
         message = reply.message or _OPENAI_STREAM_MESSAGES[cause].format(model=ex.model)
         return b"data: " + _dumps(_openai_envelope(message, type_, None, code)) + b"\n\n"
+    if ex.dialect is Dialect.OPENAI_RESPONSES:
+        type_, code = _OPENAI_STREAM_ERRORS[cause]
+        message = reply.message or _OPENAI_STREAM_MESSAGES[cause].format(model=ex.model)
+        stamp = _responses.Stamp(ex.model, ex.response_id, int(time.time()))
+        return _responses.error_event(type_, code, message, stamp, sequence=at)
     status, code, default = _GEMINI_STREAM_ERRORS[cause]
     error = {"error": {"code": status, "message": reply.message or default, "status": code}}
     if ex.sse:

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["FakeNetwork", "FakeProvider", "ReceivedCall"]
 
 _SECRET_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie"}
+    {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "x-amz-security-token"}
 )
 _SECRET_QUERY = re.compile(r"(?i)(^|&)(key|api[-_]?key|access_token)=[^&]*")
 _NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
@@ -202,18 +202,25 @@ class FakeProvider:
     * ``script``: a :class:`Script`, or its data form (a list of replies, ``{"replies": ...,
       "default": ...}``, or one reply for every call). Default: ``ok`` to every call.
     * ``model``: the provider's model (what a Target names) and the model its answers report.
-      Default: a typical name for the dialect (``gpt-4o-mini``, ``claude-haiku-4-5``,
-      ``gemini-2.5-flash``), and answers then echo whatever model the request named.
+      Default: a typical name for the dialect (``gpt-4o-mini``, ``gpt-5-mini`` for Responses,
+      ``claude-haiku-4-5``, ``gemini-2.5-flash``), and answers then echo whatever model the
+      request named.
     * ``latency``: seconds added before every answer (on top of each reply's own).
     * ``connect_latency``: seconds the connection takes before the request is sent; one longer
       than the caller's connect timeout fails as a connect timeout. The moment it is up is
       reported on the loop clock (``Attempt.connected`` in a RouteRecord).
     * ``api_key``: when given, a request must carry exactly this key where the dialect's
       clients put it (``Authorization: Bearer`` / ``api-key``, ``x-api-key``,
-      ``x-goog-api-key`` or ``?key=``), or it gets the real "unauthorized" answer.
+      ``x-goog-api-key`` or ``?key=``), or it gets the real "unauthorized" answer. On a Vertex
+      AI path it is the access token, in ``Authorization: Bearer`` only. A callable is asked
+      whether the credential presented is good (tokens that rotate: ``lambda t: t in live``).
+    * ``secret_key``: Bedrock: with ``api_key`` (the access key id), the secret access key;
+      the request's SigV4 signature is then recomputed with botocore, and a wrong one gets
+      Bedrock's ``InvalidSignatureException``. (Without it only the key id is checked.)
     * ``validate``: answer like the real API when a request lacks a required field
       (``model``, ``messages``, Anthropic ``max_tokens`` and the ``anthropic-version``
-      header, Gemini ``contents``) or is not JSON.
+      header, Gemini ``contents``, Responses ``input``; a Responses ``max_output_tokens``
+      under 16) or is not JSON.
 
     Calls rejected by ``api_key`` or ``validate`` are recorded with ``scripted=False`` and do
     not consume a scripted reply.
@@ -221,6 +228,13 @@ class FakeProvider:
     Requests to a path the dialect does not serve get the provider's real 404; Anthropic
     ``/messages/count_tokens`` and Gemini ``:countTokens`` are answered with the estimate.
     Neither consumes a scripted reply.
+
+    A Gemini or Anthropic fake also answers as the model on Google Vertex AI, at Vertex's
+    paths (``.../projects/{p}/locations/{l}/publishers/{google|anthropic}/models/{model}:
+    {generateContent|streamGenerateContent|countTokens|rawPredict|streamRawPredict}`` and
+    Claude's ``count-tokens:rawPredict``): the same answers, Vertex's request rules, and
+    Google's error envelope for what Vertex itself refuses. ``target(vertex=Vertex(...))``
+    points a Target there.
     """
 
     def __init__(
@@ -231,9 +245,10 @@ class FakeProvider:
         *,
         model: str | None = None,
         latency: float = 0.0,
-        api_key: str | None = None,
+        api_key: str | Callable[[str], bool] | None = None,
         validate: bool = True,
         connect_latency: float = 0.0,
+        secret_key: str | None = None,
     ) -> None:
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ValueError(
@@ -250,6 +265,8 @@ class FakeProvider:
             choices = ", ".join(sorted(spoken))
             raise ValueError(f"FakeProvider {name!r}: unknown dialect {dialect!r}; expected one of {choices}")
         self.dialect: Dialect = found
+        if callable(api_key) and found is Dialect.BEDROCK:
+            raise ValueError(f"FakeProvider {name!r}: a Bedrock fake checks an access key id: give api_key as a string")
         self.name = name
         self.model: str = model or _DEFAULT_MODEL[self.dialect]
         self._report_model = model  # None: answers echo the model the request named
@@ -257,6 +274,7 @@ class FakeProvider:
         self.connect_latency = float(connect_latency)
         self.validate = validate
         self._api_key = api_key
+        self._secret_key = secret_key
         self._script = Script.parse(script, where=f"FakeProvider {name!r} script")
         self._position = 0
         self._slots: list[_Slot] = []
@@ -276,23 +294,29 @@ class FakeProvider:
 
     @property
     def base_url(self) -> str:
-        """``http://<name>.fake/v1`` (Gemini: ``/v1beta``): the Target base URL convention."""
+        """``http://<name>.fake/v1`` (Gemini: ``/v1beta``; Bedrock: the root, as its endpoint has
+        no version): the Target base URL convention."""
+        if self.dialect is Dialect.BEDROCK:
+            return self.root_url
         return f"{self.root_url}/{'v1beta' if self.dialect is Dialect.GEMINI else 'v1'}"
 
     def target(self, model: str | None = None, **overrides: Any) -> Target:
         """A :class:`~failover.model.Target` that points at this provider through FakeNetwork.
 
         ``name`` defaults to the provider's name, ``model`` to the provider's model,
-        ``api_key`` to ``Secret("sk-fake-<name>")``; any other Target field
-        can be given.
+        ``api_key`` to ``Secret("sk-fake-<name>")`` (Bedrock: none, its requests are signed
+        with AWS credentials, for ``region`` us-east-1); any other Target field can be given.
+        With ``vertex``, the base URL is the root (Vertex adds ``/v1/projects/...``).
         """
         fields: dict[str, Any] = {
             "name": self.name,
             "dialect": self.dialect,
             "model": model or self.model,
-            "base_url": self.base_url,
+            "base_url": self.root_url if overrides.get("vertex") is not None else self.base_url,
             "api_key": Secret(f"sk-fake-{self.name}"),
         }
+        if self.dialect is Dialect.BEDROCK:
+            fields.update(api_key=None, region="us-east-1")
         fields.update(overrides)
         return Target(**fields)
 
@@ -357,9 +381,11 @@ class FakeProvider:
         connect_timeout: float = math.inf,
         on_cancel: Callable[[], Outcome] = _default_on_cancel,
         log: list[_Slot] | None = None,
+        wire: tuple[str, str, bytes] | None = None,
     ) -> tuple[_Slot, Rendered]:
         """Answer one request. Raises _Reset / _ConnectFailed for the scripted transport
-        failures; records a cancellation (timeout, disconnect) with the loop time."""
+        failures; records a cancellation (timeout, disconnect) with the loop time. ``wire``:
+        the request as received (method, absolute URL, body bytes), for signature checks."""
         loop = asyncio.get_running_loop()
         arrived = loop.time()
         dialect = self.dialect
@@ -373,7 +399,19 @@ class FakeProvider:
             pass
         elif (
             self.validate
-            and (problem := check_request(dialect, endpoint, path, headers, query, data, api_key=self._api_key))
+            and (
+                problem := check_request(
+                    dialect,
+                    endpoint,
+                    path,
+                    headers,
+                    query,
+                    data,
+                    api_key=self._api_key,
+                    secret_key=self._secret_key,
+                    wire=wire,
+                )
+            )
             is not None
         ):
             reply = problem
@@ -385,9 +423,10 @@ class FakeProvider:
         self._serial += 1
         serial = self._serial
         model = requested_model(dialect, endpoint, data)
-        stream = (
-            endpoint.stream_path if endpoint is not None and dialect is Dialect.GEMINI else data.get("stream") is True
-        )
+        if dialect in (Dialect.GEMINI, Dialect.BEDROCK):
+            stream = endpoint is not None and endpoint.stream_path
+        else:
+            stream = data.get("stream") is True
         slot = _Slot(
             ReceivedCall(
                 provider=self.name,
@@ -480,14 +519,18 @@ def _events_in(rendered: Rendered) -> int:
 
 _DEFAULT_MODEL = {
     Dialect.OPENAI: "gpt-4o-mini",
+    Dialect.OPENAI_RESPONSES: "gpt-5-mini",
     Dialect.ANTHROPIC: "claude-haiku-4-5",
     Dialect.GEMINI: "gemini-2.5-flash",
+    Dialect.BEDROCK: "us.anthropic.claude-haiku-4-5-20251001-v1:0",
 }
 
 
 def _response_id(dialect: Dialect, name: str, serial: int) -> str:
     if dialect is Dialect.OPENAI:
         return f"chatcmpl-{name}-{serial}"
+    if dialect is Dialect.OPENAI_RESPONSES:
+        return f"resp_{name}_{serial}"
     if dialect is Dialect.ANTHROPIC:
         return f"msg_{name}_{serial}"
     return f"{name}-{serial}"
@@ -594,6 +637,7 @@ class FakeNetwork:
                     request.json,
                     connect_timeout=connect_timeout,
                     log=self._log,
+                    wire=(request.method, request.url, request.body_bytes()),
                 )
                 body = rendered.body
                 if rendered.timing is not None:  # the body takes time: read it all, on schedule
@@ -641,6 +685,7 @@ class FakeNetwork:
                 request.json,
                 connect_timeout=connect_timeout,
                 log=self._log,
+                wire=(request.method, request.url, request.body_bytes()),
             )
         except _Reset:
             raise TransportError(

@@ -117,21 +117,28 @@ class FakeServer:
         return f"{self.root_url}/{self._provider(provider).name}"
 
     def api_url_for(self, provider: FakeProvider | str) -> str:
-        """The root plus the API version: ``.../<name>/v1`` (Gemini: ``.../<name>/v1beta``).
-        This is the convention of :class:`~failover.model.Target` ``base_url``."""
+        """The root plus the API version: ``.../<name>/v1`` (Gemini: ``.../<name>/v1beta``;
+        Bedrock: the root, its endpoints have no version). This is the convention of
+        :class:`~failover.model.Target` ``base_url``."""
         p = self._provider(provider)
+        if p.dialect is Dialect.BEDROCK:
+            return self.url_for(p)
         return f"{self.url_for(p)}/{'v1beta' if p.dialect is Dialect.GEMINI else 'v1'}"
 
     def base_url_for(self, provider: FakeProvider | str) -> str:
         """The ``base_url`` the provider's official SDK expects: ``openai`` wants ``.../v1``;
-        ``anthropic`` and ``google-genai`` append the version themselves, so they get the root."""
+        ``anthropic``, ``google-genai`` and boto3's ``bedrock-runtime`` (``endpoint_url``) append
+        the rest themselves, so they get the root."""
         p = self._provider(provider)
-        return self.api_url_for(p) if p.dialect is Dialect.OPENAI else self.url_for(p)
+        return self.api_url_for(p) if p.dialect in (Dialect.OPENAI, Dialect.OPENAI_RESPONSES) else self.url_for(p)
 
     def target_for(self, provider: FakeProvider | str, model: str | None = None, **overrides: Any) -> Target:
         """A Target that reaches ``provider`` through this server (see FakeProvider.target)."""
         p = self._provider(provider)
-        fields: dict[str, Any] = {"base_url": self.api_url_for(p), "api_key": Secret(f"sk-fake-{p.name}")}
+        root = overrides.get("vertex") is not None  # Vertex paths start at the root: /v1/projects/...
+        fields: dict[str, Any] = {"base_url": self.url_for(p) if root else self.api_url_for(p)}
+        if p.dialect is not Dialect.BEDROCK:  # Bedrock: signed with AWS credentials, no key
+            fields["api_key"] = Secret(f"sk-fake-{p.name}")
         fields.update(overrides)
         return p.target(model, **fields)
 
@@ -317,6 +324,7 @@ class FakeServer:
                 parsed,
                 on_cancel=self._cancel_outcome,
                 log=self._log,
+                wire=(head.method.decode("latin-1"), f"http://{headers.get('host', self.host)}{target}", raw),
             )
         )
         gone = await self._watching(conn, reader, answer)

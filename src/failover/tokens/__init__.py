@@ -23,6 +23,7 @@ from ._calibrate import (
     observe_usage,
     recalibrate,
 )
+from ._choose import base_counter_for, counter_for, encoding_for_model
 from ._counter import (
     ESTIMATE_IMAGE_TOKENS,
     ESTIMATE_TOOL_PROMPT,
@@ -31,9 +32,6 @@ from ._counter import (
     EstimateCounter,
     TiktokenCounter,
     TokenCounter,
-    base_counter_for,
-    counter_for,
-    encoding_for_model,
 )
 from ._hf import HFTokenizerCounter, deepseek_counter, deepseek_installed
 from ._preflight import CompactionHook, PreflightResult, measure, preflight, reserved_output

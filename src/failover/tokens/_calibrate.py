@@ -19,7 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..model import Request, Target
-from ._counter import TokenCounter, _set_override, base_counter_for, target_key
+from . import _choose
+from ._choose import _set_override, base_counter_for, target_key
+from ._counter import TokenCounter
 
 __all__ = [
     "CalibratedCounter",
@@ -225,7 +227,11 @@ def calibration_of(target: Target) -> Calibration:
         )
 
 
-def _clear() -> None:
-    """Forget every calibration (tests; ``_counter._clear_caches`` drops the overrides)."""
+def _clear_caches() -> None:
+    """Forget loaded counters, failed loads, per-target overrides and calibrations (tests).
+
+    Here, at the top of the package's state: calibrations scale the counters ``_choose`` loads.
+    """
+    _choose._clear()
     with _lock:
         _states.clear()

@@ -25,7 +25,8 @@ from typing import Protocol
 
 from ..model import Dialect, Request, Target
 from ..transport._types import Transport
-from ._counter import TokenCounter, counter_for
+from ._choose import counter_for
+from ._counter import TokenCounter
 from ._remote import count_exactly, counts_remotely, near_window
 
 __all__ = ["CompactionHook", "PreflightResult", "measure", "preflight", "reserved_output"]
@@ -68,12 +69,13 @@ class PreflightResult:
 def reserved_output(target: Target, request: Request) -> int:
     """The output tokens a request reserves in the window: its ``max_tokens``.
 
-    Without one, the Anthropic dialect sends the target's ``max_output_tokens`` (the Messages
-    API requires max_tokens, and counts it against the window); the other dialects send none.
+    Without one, the Anthropic and Bedrock dialects send the target's ``max_output_tokens``
+    (the Messages API requires max_tokens and counts it against the window; Converse's
+    ``maxTokens`` is sent likewise); the other dialects send none.
     """
     if request.max_tokens is not None:
         return request.max_tokens
-    return target.max_output_tokens if target.dialect == Dialect.ANTHROPIC else 0
+    return target.max_output_tokens if target.dialect in (Dialect.ANTHROPIC, Dialect.BEDROCK) else 0
 
 
 def preflight(

@@ -19,6 +19,7 @@ try:
     from aiohttp.client_reqrep import ClientRequest
     from aiohttp.connector import Connection
     from aiohttp.tracing import Trace
+    from yarl import URL  # aiohttp's own URL type
 except ModuleNotFoundError as exc:  # an extra: say which
     raise missing("AiohttpTransport", exc) from exc
 
@@ -142,7 +143,7 @@ class AiohttpTransport:
             async with asyncio.timeout(cap):
                 resp = await session.request(
                     request.method,
-                    request.url,
+                    URL(request.url, encoded=True),  # as built: a SigV4 signature covers the path
                     data=body or None,
                     headers=headers,
                     timeout=timeout,
@@ -180,7 +181,7 @@ class AiohttpTransport:
         try:
             resp = await self.session.request(
                 request.method,
-                request.url,
+                URL(request.url, encoded=True),  # as built: a SigV4 signature covers the path
                 data=request.body_bytes() or None,
                 headers=headers,
                 timeout=_timeout(connect_timeout),

@@ -26,6 +26,9 @@ environment (base URLs come only from config), cookies (they must not carry acro
 a second send of a POST (one that may have reached the provider is the router's to replay or
 not; only idempotent or idempotency-keyed requests go again, on a kept-alive connection that
 turned out closed), HEAD requests or HTTP upgrades (no dialect sends them).
+
+This module is the pool and the exchanges; one connection, its response parser and a streamed
+body are in ``_http1_conn``, and connecting to a host name's addresses in ``_dial``.
 """
 
 from __future__ import annotations
@@ -34,26 +37,16 @@ import asyncio
 import collections
 import contextlib
 import functools
-import ipaddress
 import math
-import socket
 import ssl
-import zlib
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-import httptools
-
 from ..model._record import mark_connected
-from ._limits import (
-    DEFAULT_MAX_DECODED_RATIO,
-    DEFAULT_MAX_RESPONSE_BYTES,
-    BoundedDecoder,
-    check_limits,
-    decoder_for,
-    too_large,
-)
+from ._dial import dial, is_ip
+from ._http1_conn import Connection, Http1Stream
+from ._limits import DEFAULT_MAX_DECODED_RATIO, DEFAULT_MAX_RESPONSE_BYTES, check_limits
 from ._types import HttpRequest, HttpResponse, StreamingResponse, TransportError
 
 try:
@@ -62,8 +55,6 @@ try:
     _USER_AGENT = f"failover/{_version('failover')}"
 except Exception:  # pragma: no cover - an uninstalled checkout
     _USER_AGENT = "failover"
-
-_HIGH_WATER = 256 * 1024  # a streamed body buffered beyond this (its reader is behind) pauses reading the socket
 
 
 @functools.lru_cache(maxsize=512)
@@ -120,194 +111,6 @@ def _head(
     return b"".join(lines)
 
 
-class _Connection(asyncio.Protocol):
-    """One keep-alive connection and the state of the exchange on it (one at a time)."""
-
-    def __init__(self, pool: Http1Transport, origin: tuple[str, str, int]) -> None:
-        self._pool = pool
-        self.origin = origin
-        self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
-        self.closed = False
-        self.idle_since = 0.0
-        self.reused = False
-        self.counted = False  # holds one of the pool's slots
-        self.generation = 0  # the pool's event loop it belongs to (Http1Transport._bind)
-        self.streaming = False
-        self.max_body = pool._max_body  # max_response_bytes (a plain body)
-        self._reset()
-
-    def _reset(self) -> None:
-        self.status = 0
-        self.headers: dict[str, str] = {}
-        self.body: list[bytes] = []
-        self.buffered = 0
-        self.framed = False  # Content-Length or chunked: the end is known without EOF
-        self.headers_done = False
-        self.complete = False
-        self.keep_alive = False
-        self.error: TransportError | None = None
-        self.waiter: asyncio.Future[None] | None = None
-        self.headers_waiter: asyncio.Future[None] | None = None
-        self.informational = False
-        self.paused = False
-        self.decoder: BoundedDecoder | None = None
-        self.answered = False  # any byte of a response arrived
-
-    # -- asyncio.Protocol --------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # (uvloop's is not an asyncio.Transport)
-
-    def data_received(self, data: bytes) -> None:
-        if self.waiter is None and self.headers_waiter is None:
-            self.abort()  # bytes on an idle connection: nothing was asked, so it cannot be trusted again
-            return
-        self.answered = True
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._fail(TransportError("read", "the provider switched protocols, which no dialect asks for"))
-        except httptools.HttpParserError as exc:
-            self._fail(TransportError("read", f"malformed HTTP response: {exc}"))
-
-    def eof_received(self) -> bool | None:
-        self._ended()
-        return None  # close the transport
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._ended(exc)
-        self.closed = True
-        self._pool._forget(self)
-
-    # -- httptools callbacks -----------------------------------------------------------------
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        k = name.decode("latin-1").lower()
-        v = value.decode("latin-1")
-        h = self.headers
-        h[k] = f"{h[k]}, {v}" if k in h else v
-
-    def on_headers_complete(self) -> None:
-        status = self.parser.get_status_code()
-        if 100 <= status < 200:  # 100 Continue and friends: the real answer follows
-            self.informational = True
-            self.headers = {}
-            return
-        self.status = status
-        h = self.headers
-        self.framed = "content-length" in h or "chunked" in h.get("transfer-encoding", "").lower()
-        enc = h.get("content-encoding")
-        if enc is not None:
-            self.decoder = decoder_for(enc, None if self.streaming else self.max_body, self._pool._ratio)
-        self.headers_done = True
-        if not self.streaming and "content-length" in h:
-            declared = h["content-length"]  # (a malformed one the parser refuses itself)
-            if declared.isdigit() and int(declared) > self.max_body:  # refused before a byte of it is read
-                self._fail(too_large(f"body ({declared} bytes declared)", self.max_body))
-                return
-        w = self.headers_waiter
-        if w is not None and not w.done():
-            w.set_result(None)
-
-    def on_body(self, body: bytes) -> None:
-        if self.informational or self.error is not None:
-            return
-        if self.decoder is not None:
-            try:
-                body = self.decoder.feed(body)
-            except zlib.error as exc:
-                self._fail(TransportError("read", f"the body does not decode as declared: {exc}"))
-                return
-            except TransportError as exc:
-                self._fail(exc)
-                return
-        if body:
-            self.body.append(body)
-            self.buffered += len(body)
-            if not self.streaming:
-                if self.buffered > self.max_body:
-                    self._fail(too_large("body", self.max_body))
-            else:
-                if self.buffered > _HIGH_WATER and not self.paused and self.transport is not None:
-                    self.paused = True
-                    self.transport.pause_reading()
-                self._wake()
-
-    def on_message_complete(self) -> None:
-        if self.informational:
-            self.informational = False
-            return
-        if self.error is not None:
-            return
-        if self.decoder is not None:
-            try:
-                tail = self.decoder.flush()
-            except TransportError as exc:
-                self._fail(exc)
-                return
-            if tail:
-                self.body.append(tail)
-        self.keep_alive = self.parser.should_keep_alive()
-        self.complete = True
-        self._wake()
-
-    # -- the exchange ------------------------------------------------------------------------
-
-    def _wake(self) -> None:
-        w = self.waiter
-        if w is not None and not w.done():
-            w.set_result(None)
-
-    def _fail(self, error: TransportError) -> None:
-        if self.error is None and not self.complete:
-            self.error = error
-        for w in (self.headers_waiter, self.waiter):
-            if w is not None and not w.done():
-                w.set_result(None)
-        self.abort()
-
-    def _ended(self, exc: Exception | None = None) -> None:
-        """The server closed the connection (or it broke)."""
-        if self.complete or self.error is not None:
-            return
-        if self.headers_done and not self.framed and exc is None:
-            self.on_message_complete()  # a body delimited by the end of the connection
-            self.keep_alive = False
-            return
-        if self.waiter is None and self.headers_waiter is None and not self.headers_done:
-            return  # idle in the pool: nothing was asked
-        what = "mid-response" if self.headers_done else "before the response"
-        detail = f": {type(exc).__name__}: {exc}" if exc is not None else ""
-        self._fail(TransportError("read", f"the provider closed the connection {what}{detail}"))
-
-    def begin(self, data: bytes, loop: asyncio.AbstractEventLoop, *, streaming: bool = False) -> None:
-        self._reset()
-        self.streaming = streaming
-        self.waiter = loop.create_future()
-        assert self.transport is not None
-        self.transport.write(data)
-
-    def stale(self) -> bool:
-        """A kept-alive connection that the server had closed before it answered a byte."""
-        return self.reused and not self.answered and self.error is not None
-
-    def take_body(self) -> bytes:
-        body = self.body
-        self.body = []
-        self.buffered = 0
-        if self.paused and self.transport is not None:
-            self.paused = False
-            self.transport.resume_reading()
-        return body[0] if len(body) == 1 else b"".join(body)
-
-    def abort(self) -> None:
-        if not self.closed:
-            self.closed = True
-            if self.transport is not None:
-                self.transport.abort()
-
-
 class Http1Transport:
     """The default transport: failover's own pooled HTTP/1.1 client (see the module docstring).
 
@@ -336,7 +139,7 @@ class Http1Transport:
         self._max_body, self._ratio = check_limits(max_response_bytes, max_decoded_ratio)
         self._sweeper: asyncio.TimerHandle | None = None  # closes idle connections at keepalive_s
         self._ssl = ssl_context
-        self._idle: dict[tuple[str, str, int], collections.deque[_Connection]] = {}
+        self._idle: dict[tuple[str, str, int], collections.deque[Connection]] = {}
         self._open = 0  # connections open or being opened
         self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._closed = False
@@ -357,7 +160,7 @@ class Http1Transport:
 
     async def _acquire(
         self, origin: tuple[str, str, int], connect_timeout: float, loop: asyncio.AbstractEventLoop, *, fresh: bool
-    ) -> _Connection:
+    ) -> Connection:
         """A pooled connection to ``origin`` (unless ``fresh``), or a new one when a slot is free."""
         if self._closed:
             raise TransportError("connect", "the transport is closed")
@@ -392,7 +195,7 @@ class Http1Transport:
                 if not conn.closed:
                     conn.reused = True
                     return conn
-        conn = _Connection(self, origin)
+        conn = Connection(origin, max_body=self._max_body, ratio=self._ratio, on_lost=self._forget)
         conn.counted = True
         conn.generation = self._generation
         self._open += 1
@@ -416,12 +219,12 @@ class Http1Transport:
             self._generation += 1  # what the old loop's connections do no longer counts here
         self._loop = loop
 
-    async def _connect(self, conn: _Connection, connect_timeout: float, loop: asyncio.AbstractEventLoop) -> None:
+    async def _connect(self, conn: Connection, connect_timeout: float, loop: asyncio.AbstractEventLoop) -> None:
         scheme, host, port = conn.origin
         tls: dict[str, Any] = {"ssl": self._context(), "server_hostname": host} if scheme == "https" else {}
         try:
             async with asyncio.timeout(connect_timeout) as cm:
-                sock = None if _is_ip(host) else await _dial(loop, host, port)
+                sock = None if is_ip(host) else await dial(loop, host, port)
                 if sock is None:
                     await loop.create_connection(lambda: conn, host, port, **tls)
                 else:
@@ -446,7 +249,7 @@ class Http1Transport:
                     return True
         return False
 
-    def _release(self, conn: _Connection, loop: asyncio.AbstractEventLoop) -> None:
+    def _release(self, conn: Connection, loop: asyncio.AbstractEventLoop) -> None:
         """Back to the pool after a complete exchange, or closed when it cannot be reused."""
         if conn.closed or not conn.keep_alive or self._closed:
             conn.abort()
@@ -480,13 +283,13 @@ class Http1Transport:
         if soonest != math.inf:
             self._sweeper = loop.call_at(soonest + self._keepalive, self._sweep)
 
-    def _uncount(self, conn: _Connection) -> None:
+    def _uncount(self, conn: Connection) -> None:
         if conn.counted and conn.generation == self._generation:
             conn.counted = False
             self._open -= 1
             self._wake_one()
 
-    def _forget(self, conn: _Connection) -> None:
+    def _forget(self, conn: Connection) -> None:
         """A connection closed (by either side): its slot is free."""
         self._uncount(conn)
         q = self._idle.get(conn.origin)
@@ -510,7 +313,7 @@ class Http1Transport:
         origin = _split(request.url)[0]
         loop = asyncio.get_running_loop()
         cap = None if math.isinf(total_timeout) else total_timeout
-        conn: _Connection | None = None
+        conn: Connection | None = None
         try:
             async with asyncio.timeout(cap):
                 fresh = False
@@ -575,7 +378,7 @@ class Http1Transport:
             if fresh or not conn.stale() or not _replayable(request):
                 raise conn.error
             fresh = True  # a kept-alive connection the server had closed: once more, on a new one
-        resp = _Http1Stream(conn, loop, self._max_body)
+        resp = Http1Stream(conn, loop, self._max_body)
         try:
             yield resp
         finally:
@@ -601,89 +404,6 @@ class Http1Transport:
                 w.set_result(None)
 
 
-_STAGGER_S = 0.25  # RFC 8305's connection attempt delay
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
-def _interleave(infos: list[tuple[Any, ...]]) -> list[tuple[int, Any]]:
-    """(family, address) in the resolver's order, alternating address families (RFC 8305)."""
-    by_family: dict[int, list[tuple[int, Any]]] = {}
-    for family, _, _, _, addr in infos:
-        by_family.setdefault(family, []).append((family, addr))
-    queues = list(by_family.values())
-    out: list[tuple[int, Any]] = []
-    while any(queues):
-        for q in queues:
-            if q:
-                out.append(q.pop(0))
-    return out
-
-
-async def _dial(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:
-    """A connected socket to one of ``host``'s addresses ("Happy Eyeballs", RFC 8305).
-
-    The addresses are tried in the resolver's order with families alternating; the next
-    attempt starts when the one before fails or has not connected within 250 ms, and the first
-    to connect wins (the others are closed). So an address that silently drops packets (an
-    IPv6 route that goes nowhere, say) costs 250 ms, not the whole connect timeout. uvloop's
-    create_connection has no such option, hence this."""
-    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
-    addrs = _interleave(infos)
-    if not addrs:
-        raise OSError(f"no address found for {host}")
-    errors: list[BaseException] = []
-    pending: set[asyncio.Task[socket.socket]] = set()
-    winner: socket.socket | None = None
-
-    def settle(done: set[asyncio.Task[socket.socket]]) -> None:
-        nonlocal winner
-        for t in done:
-            pending.discard(t)
-            exc = t.exception()
-            if exc is not None:
-                errors.append(exc)
-            elif winner is None:
-                winner = t.result()
-            else:
-                t.result().close()  # connected too, but second
-
-    try:
-        for family, addr in addrs:
-            pending.add(loop.create_task(_attempt(loop, family, addr)))
-            done, _ = await asyncio.wait(pending, timeout=_STAGGER_S, return_when=asyncio.FIRST_COMPLETED)
-            settle(done)
-            if winner is not None:
-                return winner
-        while pending and winner is None:
-            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            settle(done)
-        if winner is not None:
-            return winner
-        raise OSError("; ".join(dict.fromkeys(str(e) for e in errors)))
-    finally:
-        for t in pending:
-            t.cancel()
-
-
-async def _attempt(loop: asyncio.AbstractEventLoop, family: int, addr: Any) -> socket.socket:
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        await loop.sock_connect(sock, addr)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
 
 
@@ -696,43 +416,3 @@ def _replayable(request: HttpRequest) -> bool:
     if request.method.upper() in _IDEMPOTENT:
         return True
     return any(k.lower() in ("idempotency-key", "x-idempotency-key") for k in request.headers)
-
-
-class _Http1Stream:
-    __slots__ = ("_conn", "_loop", "_max_body", "done", "headers", "status")
-
-    def __init__(self, conn: _Connection, loop: asyncio.AbstractEventLoop, max_body: int) -> None:
-        self._conn = conn
-        self._loop = loop
-        self._max_body = max_body
-        self.done = False
-        self.status: int = conn.status
-        self.headers: Mapping[str, str] = conn.headers
-
-    async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        conn = self._conn
-        while True:
-            if conn.body:
-                yield conn.take_body()
-                continue
-            if conn.error is not None:
-                if conn.error.phase == "too_large":
-                    raise conn.error
-                raise TransportError("read", f"connection broke mid-stream: {conn.error}")
-            if conn.complete:
-                self.done = True
-                return
-            conn.waiter = self._loop.create_future()
-            await conn.waiter
-
-    async def aread(self) -> bytes:
-        """The rest of the body, at most ``max_response_bytes`` of it (an error body, a plain answer)."""
-        parts: list[bytes] = []
-        size = 0
-        async for chunk in self.aiter_bytes():
-            size += len(chunk)
-            if size > self._max_body:
-                self._conn.abort()
-                raise too_large("body", self._max_body)
-            parts.append(chunk)
-        return b"".join(parts)

@@ -1,0 +1,316 @@
+"""The fake provider's OpenAI Responses API: ``POST /v1/responses`` answers as the real API sends them.
+
+Shapes follow openai-python's ``types/responses`` and real captures (``shared/wire``
+openai-responses/01-03): a ``response`` object (``status`` completed or incomplete with
+``incomplete_details.reason``, ``output`` items, ``usage`` with its details), and the stream as
+``event: <type>`` / ``data: <json>`` pairs with a ``sequence_number`` counted from 0:
+``response.created``, ``response.in_progress``, per output item ``response.output_item.added``,
+its parts and deltas (reasoning summary, output text or refusal, function call arguments) and
+``response.output_item.done``, then ``response.completed`` or ``response.incomplete`` with the
+whole response. A mid-stream error is an ``error`` event (with the error under ``error``, as
+recorded) followed by ``response.failed``. Errors before the stream are OpenAI's envelope, the
+same as Chat Completions', and are rendered there.
+
+Reading the request: tools are flat (``{"type": "function", "name", "parameters"}``), a forced
+tool is ``tool_choice`` ``{"type": "function", "name"}`` or ``"required"``, structured output is
+``text.format``, the output budget is ``max_output_tokens`` (at least 16, as the real API
+checks). Reasoning items carry ``encrypted_content`` only when ``include`` asks for
+``reasoning.encrypted_content``, as the real API does.
+
+Pure: no I/O, no clock but the wall-clock ``created_at`` stamp; knows no other dialect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, NamedTuple
+
+from ._parts import Answer, Call, dumps, in_turn, interleaved, pieces, split_args
+from ._script import Reply
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "Stamp",
+    "MIN_OUTPUT_TOKENS",
+    "PATH",
+    "check",
+    "error_event",
+    "forced",
+    "input_text",
+    "max_tokens",
+    "overflow_message",
+    "response_body",
+    "stream_events",
+    "structured",
+    "tools",
+]
+
+PATH: Final = "/responses"
+DEFAULT_MODEL: Final = "gpt-5-mini"
+MIN_OUTPUT_TOKENS: Final = 16  # "Invalid 'max_output_tokens': integer below minimum value"
+_ENCRYPTED: Final = "reasoning.encrypted_content"
+
+
+class Stamp(NamedTuple):
+    """What names one response: the model it reports, its id, its wall-clock creation time."""
+
+    model: str
+    response_id: str
+    created: int
+
+
+# -- reading the request -------------------------------------------------------------------------
+
+
+def tools(body: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(name, parameter schema) of each declared function tool."""
+    declared = body.get("tools")
+    out: list[tuple[str, Any]] = []
+    for tool in declared if isinstance(declared, list) else ():
+        if isinstance(tool, Mapping) and tool.get("type") == "function" and isinstance(tool.get("name"), str):
+            out.append((tool["name"], tool.get("parameters")))
+    return out
+
+
+def forced(body: Mapping[str, Any]) -> tuple[str | None, bool]:
+    """(the tool the request names, whether any tool must be called)."""
+    choice = body.get("tool_choice")
+    if choice == "required":
+        return None, True
+    if isinstance(choice, Mapping) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
+        return choice["name"], False
+    return None, False
+
+
+def structured(body: Mapping[str, Any]) -> tuple[bool, Any]:
+    """(wants JSON, the schema if one was given)."""
+    text = body.get("text")
+    fmt = text.get("format") if isinstance(text, Mapping) else None
+    if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema":
+        return True, fmt.get("schema")
+    if isinstance(fmt, Mapping) and fmt.get("type") == "json_object":
+        return True, None
+    return False, None
+
+
+def max_tokens(body: Mapping[str, Any]) -> int | None:
+    value = body.get("max_output_tokens")
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def input_text(body: Mapping[str, Any]) -> list[Any]:
+    """What the prompt is made of, for the token estimate: the input and the instructions."""
+    return [body.get("input"), body.get("instructions")]
+
+
+def check(body: Mapping[str, Any]) -> Reply | None:
+    """The 400 the real API sends for a request it rejects before any model runs."""
+    if not isinstance(body.get("model"), str):
+        return Reply.invalid("Missing required parameter: 'model'.")
+    given = body.get("input")
+    if not (isinstance(given, str) or (isinstance(given, list) and given)):
+        return Reply.invalid("Missing required parameter: 'input'.")
+    budget = body.get("max_output_tokens")
+    if isinstance(budget, int) and budget < MIN_OUTPUT_TOKENS:
+        return Reply.invalid(
+            "Invalid 'max_output_tokens': integer below minimum value. "
+            f"Expected a value >= {MIN_OUTPUT_TOKENS}, but got {budget} instead."
+        )
+    return None
+
+
+def overflow_message() -> str:
+    return "Your input exceeds the context window of this model. Please adjust your input and try again."
+
+
+# -- answers -------------------------------------------------------------------------------------
+
+
+def _usage(a: Answer) -> dict[str, Any]:
+    return {
+        "input_tokens": a.input_tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": a.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": a.reasoning_tokens},
+        "total_tokens": a.input_tokens + a.output_tokens,
+    }
+
+
+def _status(a: Answer) -> tuple[str, dict[str, str] | None]:
+    if a.stop == "length":
+        return "incomplete", {"reason": "max_output_tokens"}
+    if a.stop == "filter":
+        return "incomplete", {"reason": "content_filter"}
+    return "completed", None
+
+
+def _response(a: Answer | None, request: Mapping[str, Any], stamp: Stamp) -> dict[str, Any]:
+    """The ``response`` object: ``a`` None for the in-progress snapshot the stream starts with."""
+    model, response_id, created = stamp
+    status, details = _status(a) if a is not None else ("in_progress", None)
+    text = request.get("text")
+    fmt = text.get("format") if isinstance(text, Mapping) else None
+    reasoning = request.get("reasoning")
+    effort = reasoning.get("effort") if isinstance(reasoning, Mapping) else None
+    summary = reasoning.get("summary") if isinstance(reasoning, Mapping) else None
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "background": False,
+        "completed_at": created if a is not None else None,
+        "error": None,
+        "incomplete_details": details,
+        "instructions": request.get("instructions"),
+        "max_output_tokens": request.get("max_output_tokens"),
+        "max_tool_calls": None,
+        "model": model,
+        "output": _output(a, request, response_id) if a is not None else [],
+        "parallel_tool_calls": True,
+        "previous_response_id": None,
+        "reasoning": {"effort": effort, "summary": summary},
+        "service_tier": "default" if a is not None else "auto",
+        "store": request.get("store", True),
+        "temperature": request.get("temperature", 1.0),
+        "text": {"format": fmt if isinstance(fmt, Mapping) else {"type": "text"}, "verbosity": "medium"},
+        "tool_choice": request.get("tool_choice", "auto"),
+        "tools": request.get("tools") or [],
+        "top_p": request.get("top_p", 1.0),
+        "truncation": "disabled",
+        "usage": _usage(a) if a is not None else None,
+        "user": None,
+        "metadata": {},
+    }
+
+
+def _ids(response_id: str) -> str:
+    return response_id.removeprefix("resp_")
+
+
+def _reasoning_item(a: Answer, request: Mapping[str, Any], response_id: str) -> dict[str, Any]:
+    include = request.get("include")
+    encrypted = a.signature if isinstance(include, list) and _ENCRYPTED in include else None
+    summary = [{"type": "summary_text", "text": a.reasoning}] if a.reasoning else []
+    item: dict[str, Any] = {"id": f"rs_{_ids(response_id)}", "type": "reasoning", "summary": summary}
+    if encrypted is not None:
+        item["encrypted_content"] = encrypted
+    return item
+
+
+def _content(a: Answer) -> list[dict[str, Any]]:
+    if a.refusal is not None:
+        return [{"type": "refusal", "refusal": a.refusal}]
+    return [{"type": "output_text", "annotations": [], "logprobs": [], "text": a.text or ""}]
+
+
+def _message(a: Answer, response_id: str) -> dict[str, Any]:
+    return {
+        "id": f"msg_{_ids(response_id)}",
+        "type": "message",
+        "status": "incomplete" if a.stop == "length" else "completed",
+        "content": _content(a),
+        "role": "assistant",
+    }
+
+
+def _call(c: Call, i: int, response_id: str) -> dict[str, Any]:
+    return {
+        "id": f"fc_{_ids(response_id)}_{i}",
+        "type": "function_call",
+        "status": "completed",
+        "arguments": c.text,
+        "call_id": c.id,
+        "name": c.name,
+    }
+
+
+def _output(a: Answer, request: Mapping[str, Any], response_id: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if a.reasoning is not None:
+        out.append(_reasoning_item(a, request, response_id))
+    if a.text is not None or a.refusal is not None:
+        out.append(_message(a, response_id))
+    out.extend(_call(c, i, response_id) for i, c in enumerate(a.calls))
+    return out
+
+
+def response_body(a: Answer, request: Mapping[str, Any], stamp: Stamp) -> dict[str, Any]:
+    """The JSON body of a non-streaming answer."""
+    return _response(a, request, stamp)
+
+
+def stream_events(a: Answer, request: Mapping[str, Any], stamp: Stamp) -> list[bytes]:
+    """The SSE events of a streamed answer, one per element."""
+    head = _response(None, request, stamp)
+    final = _response(a, request, stamp)
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": head},
+        {"type": "response.in_progress", "response": head},
+    ]
+    items = final["output"]
+    plain = [item for item in items if item["type"] != "function_call"]
+    for at, item in enumerate(plain):
+        events.extend(_item_events(item, at))
+    calls = [_item_events(item, len(plain) + i) for i, item in enumerate(i for i in items if i not in plain)]
+    events.extend(interleaved(calls) if a.interleave else in_turn(calls))
+    terminal = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
+    events.append({"type": terminal, "response": final})
+    return [_sse(ev, n) for n, ev in enumerate(events)]
+
+
+def _sse(event: dict[str, Any], sequence: int) -> bytes:
+    body = {"type": event["type"], **{k: v for k, v in event.items() if k != "type"}, "sequence_number": sequence}
+    name: str = event["type"]
+    return b"event: " + name.encode() + b"\ndata: " + dumps(body) + b"\n\n"
+
+
+def _item_events(item: dict[str, Any], at: int) -> list[dict[str, Any]]:
+    """An output item's events, from ``output_item.added`` to ``output_item.done``."""
+    kind = item["type"]
+    ref = {"item_id": item["id"], "output_index": at}
+    events: list[dict[str, Any]] = []
+    if kind == "reasoning":
+        events.append({"type": "response.output_item.added", "output_index": at, "item": {**item, "summary": []}})
+        for i, part in enumerate(item["summary"]):
+            where = {**ref, "summary_index": i}
+            empty = {"type": "summary_text", "text": ""}
+            events.append({"type": "response.reasoning_summary_part.added", **where, "part": empty})
+            deltas = pieces(part["text"])
+            events.extend({"type": "response.reasoning_summary_text.delta", **where, "delta": d} for d in deltas)
+            events.append({"type": "response.reasoning_summary_text.done", **where, "text": part["text"]})
+            events.append({"type": "response.reasoning_summary_part.done", **where, "part": part})
+    elif kind == "message":
+        added = {**item, "status": "in_progress", "content": []}
+        events.append({"type": "response.output_item.added", "output_index": at, "item": added})
+        for i, part in enumerate(item["content"]):
+            where = {**ref, "content_index": i}
+            refusal = part["type"] == "refusal"
+            empty = {"type": "refusal", "refusal": ""} if refusal else {**part, "text": ""}
+            events.append({"type": "response.content_part.added", **where, "part": empty})
+            text = part["refusal"] if refusal else part["text"]
+            name = "refusal" if refusal else "output_text"
+            extra: dict[str, Any] = {} if refusal else {"logprobs": []}
+            for d in pieces(text) if text else ():
+                events.append({"type": f"response.{name}.delta", **where, "delta": d, **extra})
+            done_key = "refusal" if refusal else "text"
+            events.append({"type": f"response.{name}.done", **where, done_key: text, **extra})
+            events.append({"type": "response.content_part.done", **where, "part": part})
+    else:  # function_call
+        added = {**item, "status": "in_progress", "arguments": ""}
+        events.append({"type": "response.output_item.added", "output_index": at, "item": added})
+        for d in split_args(item["arguments"]):
+            events.append({"type": "response.function_call_arguments.delta", **ref, "delta": d})
+        events.append({"type": "response.function_call_arguments.done", **ref, "arguments": item["arguments"]})
+    events.append({"type": "response.output_item.done", "output_index": at, "item": item})
+    return events
+
+
+def error_event(type_: str, code: str, message: str, stamp: Stamp, *, sequence: int) -> bytes:
+    """A mid-stream failure: the ``error`` event, then ``response.failed`` (as recorded)."""
+    error = {"type": type_, "code": code, "message": message, "param": None}
+    failed = _response(None, {}, stamp)
+    failed.update(status="failed", error={"code": code, "message": message})
+    return _sse({"type": "error", "error": error}, sequence) + _sse(
+        {"type": "response.failed", "response": failed}, sequence + 1
+    )
