@@ -60,6 +60,9 @@ async def test_openapi_json_describes_the_endpoints() -> None:
     assert {"model", "input"} <= set(embeddings["required"])
     assert set(embeddings["properties"]["encoding_format"]["enum"]) == {"float", "base64"}
     assert "/v1/embeddings" in doc["paths"]
+    responses = doc["components"]["schemas"]["ResponsesRequest"]
+    assert {"model", "input"} <= set(responses["required"])
+    assert {"/v1/responses", "/v1/responses/{id}"} <= set(doc["paths"])
 
 
 def _check(response: Any) -> None:
@@ -89,5 +92,5 @@ def test_fuzz_no_gateway_5xx(case: Any) -> None:
 
 
 def test_the_fuzz_reached_the_router() -> None:
-    """Runs after the fuzz (file order): a real route answered on the chat endpoints and embeddings."""
-    assert {"/v1/chat/completions", "/v1/messages", "/v1/embeddings"} <= REACHED, REACHED
+    """Runs after the fuzz (file order): a real route answered on every endpoint that calls one."""
+    assert {"/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/embeddings"} <= REACHED, REACHED

@@ -1,4 +1,4 @@
-"""Hypothesis fuzz of what a client controls: the JSON decoding, both body parsers and their
+"""Hypothesis fuzz of what a client controls: the JSON decoding, the three body parsers and their
 translation to a Request, and whole requests through the gateway to fake upstreams.
 
 Values are arbitrary JSON-ish data with what breaks naive code: lone surrogates, huge ints,
@@ -29,6 +29,7 @@ from failover.gateway._openai import to_request as chat_request
 from failover.inbound import WireError
 from failover.inbound import anthropic as messages_wire
 from failover.inbound import openai as chat_wire
+from failover.inbound import responses as responses_wire
 from failover.router._router import check_text
 from tests.gateway._kit import ACME_KEY, Kit
 
@@ -97,6 +98,24 @@ MESSAGES = {
     "tools": [{"name": "f", "input_schema": {"type": "object", "properties": {}}}],
     "temperature": 0.5,
     "stop_sequences": ["END"],
+}
+
+
+RESPONSES = {
+    "model": "chat",
+    "instructions": "Be brief.",
+    "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Call f."}]},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "42"},
+    ],
+    "tools": [{"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}, "strict": False}],
+    "max_output_tokens": 16,
+    "temperature": 0.5,
+    "text": {"format": {"type": "json_object"}},
+    "reasoning": {"effort": "low"},
+    "metadata": {"k": "v"},
 }
 
 
@@ -185,6 +204,17 @@ def test_the_messages_parser_raises_only_its_typed_errors(data: Any) -> None:
     _through_messages(data)
 
 
+def _through_responses(data: Any) -> None:
+    with contextlib.suppress(WireError, InvalidRequest):
+        check_text(responses_wire.to_request(responses_wire.parse_body(data)))
+
+
+@FUZZ
+@given(mutated(RESPONSES))
+def test_the_responses_parser_raises_only_its_typed_errors(data: Any) -> None:
+    _through_responses(data)
+
+
 _GATEWAY = Gateway(Kit().router, Kit().settings)
 
 
@@ -202,7 +232,7 @@ def _has_surrogate(text: str) -> bool:
 
 
 @FUZZ
-@given(st.one_of(mutated(CHAT), mutated(MESSAGES)).flatmap(_encoded))
+@given(st.one_of(mutated(CHAT), mutated(MESSAGES), mutated(RESPONSES)).flatmap(_encoded))
 def test_decoding_a_body_raises_only_a_4xx(raw: bytes) -> None:
     try:
         data = _GATEWAY.decode_json(raw)
@@ -219,6 +249,7 @@ def test_decoding_a_body_raises_only_a_4xx(raw: bytes) -> None:
     else:
         check_text(request)
     _through_messages(data)
+    _through_responses(data)
 
 
 # -- whole requests -------------------------------------------------------------------------------
@@ -257,6 +288,15 @@ def test_no_messages_request_is_a_gateway_5xx(data: Any) -> None:
     _post("/v1/messages", data)
 
 
+@E2E
+@given(mutated(RESPONSES))
+@example(RESPONSES)
+@example({**RESPONSES, "stream": True})
+def test_no_responses_request_is_a_gateway_5xx(data: Any) -> None:
+    _post("/v1/responses", data)
+
+
 def test_the_request_fuzz_reached_the_upstreams() -> None:
-    """Runs after the two above (file order): many mutated bodies were still served."""
-    assert ANSWERED.get("/v1/chat/completions", 0) >= 3 and ANSWERED.get("/v1/messages", 0) >= 3, ANSWERED
+    """Runs after the three above (file order): many mutated bodies were still served."""
+    paths = ("/v1/chat/completions", "/v1/messages", "/v1/responses")
+    assert all(ANSWERED.get(path, 0) >= 3 for path in paths), ANSWERED

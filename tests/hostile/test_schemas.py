@@ -143,7 +143,17 @@ def no_upstream(kit: Kit) -> None:
 # -- 1. no $ref is ever fetched or read ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("where", ["chat.response_format", "chat.tools", "messages.output_config", "messages.tools"])
+@pytest.mark.parametrize(
+    "where",
+    [
+        "chat.response_format",
+        "chat.tools",
+        "messages.output_config",
+        "messages.tools",
+        "responses.text_format",
+        "responses.tools",
+    ],
+)
 async def test_a_remote_ref_sends_nothing_anywhere_and_is_a_400_naming_the_field(where: str) -> None:
     kit = Kit()
     with Listener() as listener:
@@ -155,6 +165,14 @@ async def test_a_remote_ref_sends_nothing_anywhere_and_is_a_400_naming_the_field
             elif where == "chat.tools":
                 r = await c.post("/v1/chat/completions", json=chat_body("tools", tools=tool(schema)))
                 param = "tools[0].function.parameters.properties.a.$ref"
+            elif where == "responses.text_format":
+                text = {"format": {"type": "json_schema", "name": "out", "schema": schema}}
+                r = await c.post("/v1/responses", json={"model": "chat", "input": "Hi", "text": text})
+                param = "text.format.schema.properties.a.$ref"
+            elif where == "responses.tools":
+                tools = [{"type": "function", "name": "f", "parameters": schema}]
+                r = await c.post("/v1/responses", json={"model": "tools", "input": "Hi", "tools": tools})
+                param = "tools[0].parameters.properties.a.$ref"
             elif where == "messages.output_config":
                 body = messages_body(output_config={"format": {"type": "json_schema", "schema": schema}})
                 r = await c.post("/v1/messages", json=body)
@@ -166,7 +184,7 @@ async def test_a_remote_ref_sends_nothing_anywhere_and_is_a_400_naming_the_field
     assert r.status_code == 400, r.text
     text = r.text
     assert param in text and "$defs" in text  # the field and the fix
-    if where.startswith("chat"):
+    if not where.startswith("messages"):  # OpenAI's error body has the field in param
         assert r.json()["error"]["param"] == param
     no_upstream(kit)
 
@@ -461,7 +479,17 @@ async def test_a_pattern_the_linear_engine_cannot_run_is_a_400_at_request_time(p
         ({"type": "object", "properties": {"a": {"$dynamicRef": "#node"}}}, "$dynamicRef is not supported"),
     ],
 )
-@pytest.mark.parametrize("where", ["chat.response_format", "chat.tools", "messages.output_config", "messages.tools"])
+@pytest.mark.parametrize(
+    "where",
+    [
+        "chat.response_format",
+        "chat.tools",
+        "messages.output_config",
+        "messages.tools",
+        "responses.text_format",
+        "responses.tools",
+    ],
+)
 async def test_a_broken_schema_is_a_400_before_any_upstream_call(schema: dict[str, Any], says: str, where: str) -> None:
     kit = Kit()
     async with kit.client() as c:
@@ -544,3 +572,18 @@ async def test_the_embedded_default_answers_a_huge_min_items_without_allocating_
     assert r.status_code != 500, r.text
     assert len(r.content) < 100_000
     assert elapsed < 5 and worst[0] < 0.1
+
+
+@pytest.mark.parametrize(
+    ("schema", "field"),
+    [
+        ({"type": "\ud800"}, ".type"),
+        ({"enum": ["a", "\udfff"]}, ".enum[1]"),
+        ({"properties": {"\ud800k": {"type": "string"}}}, ".properties"),
+    ],
+)
+def test_a_lone_surrogate_in_a_schema_is_refused_naming_where(schema: dict[str, Any], field: str) -> None:
+    # a library caller (no gateway decoding before it) once got a UnicodeEncodeError from the compiler
+    with pytest.raises(InvalidSchema) as caught:
+        check_schema(schema)
+    assert caught.value.field.startswith(field) and "surrogate" in caught.value.problem

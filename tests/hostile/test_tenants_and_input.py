@@ -48,22 +48,29 @@ def _messages_body(text: str) -> dict[str, Any]:
     return {"model": "chat", "max_tokens": 16, "messages": [{"role": "user", "content": text}]}
 
 
+_LONE_BODIES = {
+    "/v1/chat/completions": (lambda: chat_body(text=LONE), "messages[0].content"),
+    "/v1/messages": (lambda: _messages_body(LONE), "messages[0].content"),
+    "/v1/responses": (lambda: {"model": "chat", "input": [{"role": "user", "content": LONE}]}, "input[0].content"),
+}
+
+
 @pytest.mark.parametrize("raw", [False, True], ids=["escaped", "utf8-bytes"])
-@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+@pytest.mark.parametrize("path", list(_LONE_BODIES))
 async def test_a_lone_surrogate_is_a_400_naming_the_field_and_nothing_goes_upstream(path: str, raw: bool) -> None:
     kit = Kit()
-    body = chat_body(text=LONE) if path == "/v1/chat/completions" else _messages_body(LONE)
+    make, field = _LONE_BODIES[path]
     # json.dumps escapes it as \ud800; the other form is the (invalid) UTF-8 bytes of one,
     # which Python's JSON decoder accepts as well
-    data = httpx_json(body, raw=raw)
+    data = httpx_json(make(), raw=raw)
     async with kit.client() as c:
         r = await c.post(path, content=data, headers={"content-type": "application/json"})
     assert r.status_code == 400, r.text
     text = r.text
-    assert "messages[0].content" in text and "surrogate" in text and "Fix:" in text
-    if path == "/v1/chat/completions":
+    assert field in text and "surrogate" in text and "Fix:" in text
+    if path != "/v1/messages":  # OpenAI's error body names the field and the code
         err = r.json()["error"]
-        assert err["param"] == "messages[0].content" and err["code"] == "invalid_unicode"
+        assert err["param"] == field and err["code"] == "invalid_unicode"
     assert kit.net.calls == []
 
 

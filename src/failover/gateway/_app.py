@@ -1,6 +1,7 @@
 """The OpenAI-compatible ASGI app: ``create_app(router, settings)``.
 
-Endpoints: ``POST /v1/chat/completions`` (plain and SSE), ``POST /v1/embeddings``, ``GET /v1/models`` (the routes),
+Endpoints: ``POST /v1/chat/completions``, ``POST /v1/messages`` and ``POST /v1/responses``
+(plain and SSE), ``POST /v1/embeddings``, ``GET /v1/models`` (the routes),
 ``GET /v1/models/{route}``, ``GET /admin/health`` (admin key), ``GET /healthz``.
 
 The chat endpoint is a plain ASGI callable rather than a Starlette request handler, so that
@@ -735,9 +736,10 @@ class Endpoint(Generic[_B, _Q, _A]):
         raise NotImplementedError
 
     def answer(
-        self, resp: _A, route: str, request_id: str, record: RouteRecord | None
+        self, resp: _A, route: str, request_id: str, record: RouteRecord | None, body: _B
     ) -> tuple[bytes, Mapping[str, str]]:
-        """A plain answer's JSON body and headers."""
+        """A plain answer's JSON body and headers (``body``: the request, for a dialect whose
+        answer repeats its settings)."""
         raise NotImplementedError
 
     def call(self, router: Router, route: str, req: _Q, envelope: Envelope) -> Coroutine[Any, Any, _A]:
@@ -835,7 +837,7 @@ class Endpoint(Generic[_B, _Q, _A]):
                 reply = _StreamReply(gw, router, route, chat, envelope, tenant, started, stop, wire, live)
                 await reply(scope, receive, send)
             else:
-                await self._complete(scope, receive, send, router, route, req, envelope, tenant, started, stop)
+                await self._complete(scope, receive, send, router, route, req, envelope, tenant, started, stop, body)
         finally:
             gw.leave(stop)
 
@@ -851,6 +853,7 @@ class Endpoint(Generic[_B, _Q, _A]):
         tenant: Tenant | None,
         started: float,
         stop: asyncio.Future[None],
+        body: _B,
     ) -> None:
         """One plain answer; a client that leaves (or the drain) cancels the upstream call."""
         gw = self.gw
@@ -906,7 +909,7 @@ class Endpoint(Generic[_B, _Q, _A]):
             else:
                 record = outcome.record
                 request_id = record.request_id if record is not None else envelope.request_id
-                out, out_headers = self.answer(outcome, route, request_id, record)
+                out, out_headers = self.answer(outcome, route, request_id, record, body)
                 try:
                     await _send_json(send, 200, out, out_headers)
                 finally:  # the access line, metrics and the tenant's charge after the answer left, not before
@@ -939,7 +942,7 @@ class ChatCompletions(Endpoint[ChatCompletionBody]):
         return _ChatWire(self.gw, renderer)
 
     def answer(
-        self, resp: Answer, route: str, request_id: str, record: RouteRecord | None
+        self, resp: Answer, route: str, request_id: str, record: RouteRecord | None, body: ChatCompletionBody
     ) -> tuple[bytes, Mapping[str, str]]:
         out = completion_body(resp, completion_id=_new_completion_id(), created=int(time.time()), model=route)
         return _dumps(out), record_headers(request_id, record)
@@ -952,7 +955,8 @@ class ChatCompletions(Endpoint[ChatCompletionBody]):
 
 class SseWire(Protocol):
     """What one dialect writes on an SSE answer: bytes for the start, each stream event, the
-    end and a failure after the first byte, and its error answer before the first byte."""
+    end, a failure after the first byte (``partial`` for a cut answer, ``failure`` for anything
+    else), and its error answer before the first byte."""
 
     headers: Mapping[str, str]  # extra response headers for the stream
 
@@ -963,6 +967,8 @@ class SseWire(Protocol):
     def end(self, done: Completed) -> bytes: ...
 
     def failure(self, code: str, message: str) -> bytes: ...
+
+    def partial(self, event: PartialOutput, message: str) -> bytes: ...
 
     def error_response(
         self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
@@ -996,6 +1002,9 @@ class _ChatWire:
 
     def failure(self, code: str, message: str) -> bytes:
         return _sse_data([openai_error_body(500, message, type="server_error", code=code)])
+
+    def partial(self, event: PartialOutput, message: str) -> bytes:
+        return self.failure("partial_output", message)
 
     def error_response(
         self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
@@ -1165,8 +1174,8 @@ class _StreamReply:
                 if isinstance(event, PartialOutput):
                     record = event.record
                     status_note = f"partial_output after output began: {event.failure.label}"
-                    body += wire.failure(
-                        "partial_output",
+                    body += wire.partial(
+                        event,
                         f"partial_output: the stream was cut after output began ({event.failure.label}); "
                         f"nothing was spliced on (request id {self.envelope.request_id})",
                     )
@@ -1502,6 +1511,7 @@ def create_app(
 
     from ._embeddings import EmbeddingsEndpoint  # here, not at the top: they build on this module
     from ._messages import Messages, count_tokens
+    from ._responses import Responses, stored_response
 
     app = GatewayApp(
         fast_dispatch=not middleware,  # CORS must see every request
@@ -1509,6 +1519,8 @@ def create_app(
             HttpRoute("/v1/chat/completions", ChatCompletions(gw), methods=["POST"]),
             HttpRoute("/v1/messages", Messages(gw), methods=["POST"]),
             HttpRoute("/v1/messages/count_tokens", count_tokens(gw), methods=["POST"]),
+            HttpRoute("/v1/responses", Responses(gw), methods=["POST"]),
+            HttpRoute("/v1/responses/{id:path}", stored_response(gw), methods=["GET", "POST", "DELETE"]),
             HttpRoute("/v1/embeddings", EmbeddingsEndpoint(gw), methods=["POST"]),
             HttpRoute("/v1/models", models, methods=["GET"]),
             HttpRoute("/v1/models/{name:path}", model, methods=["GET"]),

@@ -66,7 +66,7 @@ class EmbeddingsEndpoint(Endpoint[EmbeddingsBody, _Asked, _Answer]):
         return _Answer(out, req.encoding_format)
 
     def answer(
-        self, resp: _Answer, route: str, request_id: str, record: RouteRecord | None
+        self, resp: _Answer, route: str, request_id: str, record: RouteRecord | None, body: EmbeddingsBody
     ) -> tuple[bytes, Mapping[str, str]]:
         out = embeddings_body(resp.embeddings, model=route, encoding_format=resp.encoding_format)
         return dumps(out), record_headers(request_id, record)

@@ -25,7 +25,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
 from ..inbound import SchemaField, WireError, anthropic
-from ..model import Completed, Envelope, Request, RouteRecord
+from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord
 from ..model import Response as Answer
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
@@ -93,6 +93,9 @@ class _MessagesWire:
         kind = "overloaded_error" if code == "shutting_down" else "api_error"
         return _sse(self.renderer.error(message, type=kind, code=code))
 
+    def partial(self, event: PartialOutput, message: str) -> bytes:
+        return self.failure("partial_output", message)
+
     def error_response(
         self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
     ) -> Response:
@@ -128,10 +131,10 @@ class Messages(Endpoint[anthropic.MessagesBody]):
         return _MessagesWire(renderer, envelope.request_id)
 
     def answer(
-        self, resp: Answer, route: str, request_id: str, record: RouteRecord | None
+        self, resp: Answer, route: str, request_id: str, record: RouteRecord | None, body: anthropic.MessagesBody
     ) -> tuple[bytes, Mapping[str, str]]:
-        body = anthropic.message_body(resp, message_id=_new_message_id(), model=route)
-        return _dumps(body), {**record_headers(request_id, record), "request-id": request_id}
+        out = anthropic.message_body(resp, message_id=_new_message_id(), model=route)
+        return _dumps(out), {**record_headers(request_id, record), "request-id": request_id}
 
     def error_response(
         self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None

@@ -1,7 +1,8 @@
 """The published OpenAPI 3.1 schema of the gateway (``GET /openapi.json``).
 
-The chat request body is generated from the same pydantic models that validate it at the
-edge (``ChatCompletionBody``), so the schema cannot drift from what is accepted; responses
+The request bodies are generated from the same pydantic models that validate them at the
+edge (``ChatCompletionBody``, ``MessagesBody``, ``ResponsesBody``), so the schema cannot drift
+from what is accepted; responses
 and the other endpoints are described by hand. Route names are not listed (``model`` is a
 string): which routes a key may use is for ``GET /v1/models`` to say, behind the key.
 """
@@ -12,6 +13,7 @@ from typing import Any
 
 from ..inbound.anthropic import MessagesBody
 from ..inbound.embeddings import EmbeddingsBody
+from ..inbound.responses import ResponsesBody
 from ._openai import ChatCompletionBody
 from ._settings import REQUEST_HEADERS
 
@@ -284,10 +286,72 @@ def _embeddings_path(params: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+_RESPONSE = {
+    "type": "object",
+    "required": ["id", "object", "created_at", "status", "model", "output"],
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"const": "response"},
+        "created_at": {"type": "integer"},
+        "status": {"enum": ["completed", "incomplete"]},
+        "incomplete_details": {"type": ["object", "null"]},
+        "model": {"type": "string"},
+        "output": {"type": "array", "items": {"type": "object"}},
+        "usage": {"type": "object"},
+        "store": {"const": False},
+    },
+}
+
+
+def _responses_schema() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Responses body schema, its definitions prefixed ``Responses`` (the chat body has
+    models of the same names)."""
+    body = ResponsesBody.model_json_schema(ref_template="#/components/schemas/Responses{model}")
+    defs = {f"Responses{name}": schema for name, schema in body.pop("$defs", {}).items()}
+    return body, defs
+
+
+def _responses_paths(params: list[dict[str, Any]]) -> dict[str, Any]:
+    stored = {
+        "summary": "Not offered: failover keeps no responses (always 404, saying so)",
+        "parameters": [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}],
+        "responses": {"404": _err("failover stores no responses"), **{k: _ERRORS[k] for k in ("401", "403")}},
+    }
+    return {
+        "/v1/responses": {
+            "post": {
+                "summary": "An OpenAI Responses answer over a route, plain or streamed (SSE); stateless",
+                "parameters": params,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {"$ref": "#/components/schemas/ResponsesRequest"},
+                            "example": {"model": "chat", "input": "Hello"},
+                        }
+                    },
+                },
+                "responses": {
+                    "200": {
+                        "description": "the response; with stream=true, the Responses API's Server-Sent Events",
+                        "content": {
+                            "application/json": {"schema": {"$ref": "#/components/schemas/Response"}},
+                            "text/event-stream": {"schema": {"type": "string"}},
+                        },
+                    },
+                    **_ERRORS,
+                },
+            }
+        },
+        "/v1/responses/{id}": {"get": stored, "delete": stored},
+    }
+
+
 def openapi_schema(*, metrics: bool = True) -> dict[str, Any]:
     body = ChatCompletionBody.model_json_schema(ref_template=_REF)
     defs = body.pop("$defs", {})
     messages_body, messages_defs = _messages_schema()
+    responses_body, responses_defs = _responses_schema()
     chat_params = [
         {
             "name": h,
@@ -326,6 +390,7 @@ def openapi_schema(*, metrics: bool = True) -> dict[str, Any]:
         },
         "/v1/messages": _messages_path(chat_params),
         "/v1/messages/count_tokens": _count_tokens_path(),
+        **_responses_paths(chat_params),
         "/v1/embeddings": _embeddings_path([p for p in chat_params if p["name"] != "x-failover-live-reasoning"]),
         "/v1/models": {
             "get": _get(
@@ -370,15 +435,19 @@ def openapi_schema(*, metrics: bool = True) -> dict[str, Any]:
         "info": {
             "title": "failover gateway",
             "version": "1",
-            "description": "An OpenAI-compatible gateway: `model` names a route. See docs/gateway.md.",
+            "description": "An OpenAI-compatible gateway (Chat Completions, Responses, Anthropic Messages): "
+            "`model` names a route. See docs/gateway.md.",
         },
         "paths": paths,
         "components": {
             "schemas": {
                 **defs,
                 **messages_defs,
+                **responses_defs,
                 "ChatCompletionRequest": body,
                 "MessagesRequest": messages_body,
+                "ResponsesRequest": responses_body,
+                "Response": _RESPONSE,
                 "Message": _MESSAGE,
                 "AnthropicError": _ANTHROPIC_ERROR,
                 "ChatCompletion": _COMPLETION,

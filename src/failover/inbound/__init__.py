@@ -1,7 +1,8 @@
 """The dialects as a server speaks them: request bodies in, answers and stream events out.
 
-``failover.inbound.openai`` (Chat Completions) and ``failover.inbound.anthropic`` (Messages)
-turn a decoded JSON body into a provider-neutral :class:`~failover.model.Request`, and a
+``failover.inbound.openai`` (Chat Completions), ``failover.inbound.anthropic`` (Messages) and
+``failover.inbound.responses`` (the OpenAI Responses API, stateless) turn a decoded JSON body
+into a provider-neutral :class:`~failover.model.Request`, and a
 :class:`~failover.model.Response` or the router's stream events back into that dialect's
 bodies and SSE events. They know wire formats only (no HTTP server, no starlette): the
 gateway serves them over HTTP, and an in-process client can use them without one.
@@ -21,7 +22,7 @@ Error tree::
      └── RelayMismatch    a finished answer that differs from what a stream client was sent
 """
 
-from . import anthropic, embeddings, openai
+from . import anthropic, embeddings, openai, responses
 from ._relay import RelayMismatch
 from ._wire import SchemaField, WireError, check_schema_limits, check_schemas
 
@@ -34,4 +35,5 @@ __all__ = [
     "check_schema_limits",
     "check_schemas",
     "openai",
+    "responses",
 ]

@@ -51,6 +51,7 @@ from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource, Unresolvable
 
 from ..model import FailoverError, Request
+from ..model._text import LONE_SURROGATE, LONE_SURROGATE_FIX, lone_surrogate
 
 __all__ = [
     "CACHE_BYTES",
@@ -402,6 +403,8 @@ def _build(schema: Mapping[str, Any], key: str) -> _Compiled:
         ) from None
     except _rs.ReferencingError as exc:
         raise InvalidSchema("", f"not a valid JSON Schema (draft 2020-12): {exc}") from None
+    except UnicodeEncodeError:
+        raise _not_unicode(doc) from None
     try:
         fast = _rs.Draft202012Validator(
             doc,
@@ -411,9 +414,19 @@ def _build(schema: Mapping[str, Any], key: str) -> _Compiled:
     except _rs.ValidationError as exc:
         raise _compile_error(exc) from None
     except (_rs.ReferencingError, ValueError) as exc:
+        if lone_surrogate(doc) is not None:  # the compiler's own words for it are an encoding error
+            raise _not_unicode(doc) from None
         raise InvalidSchema("", f"the schema cannot be compiled: {str(exc).splitlines()[0]}") from None
     slow = _Linear(doc, registry=_OFFLINE) if _python_is_linear(doc) else None
     return _Compiled(fast=fast, slow=slow)
+
+
+def _not_unicode(doc: Any) -> InvalidSchema:
+    """A schema with a lone surrogate, which is not Unicode (so the Rust side cannot take it): the
+    place is looked for only then, a walk no other schema pays for."""
+    lone = lone_surrogate(doc) or ""
+    where = "." + lone if lone and lone[0] != "[" else lone
+    return InvalidSchema(where, f"{LONE_SURROGATE}. Fix: {LONE_SURROGATE_FIX}")
 
 
 def _compile_error(exc: _rs.ValidationError) -> InvalidSchema:

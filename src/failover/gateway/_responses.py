@@ -1,0 +1,142 @@
+"""``POST /v1/responses``: the OpenAI Responses API over the same router, tenants and limits.
+
+The body is translated by :mod:`failover.inbound.responses`; everything else is the chat
+endpoint's (the same lifecycle, :class:`~failover.gateway._app.Endpoint`): ``model`` names a
+route, the envelope comes from the ``x-failover-*`` headers, tenant keys, quotas, drain,
+metrics, access log, ``x-failover-*`` response headers, and errors in OpenAI's envelope with
+the chat endpoint's statuses and retry headers.
+
+Stateless only: failover keeps no responses. ``previous_response_id``, ``conversation``,
+``prompt`` and ``background: true`` are refused when a request names them, and
+``GET`` / ``DELETE /v1/responses/{id}`` (and the other routes under it) answer 404 saying so
+(:func:`stored_response`).
+
+Streaming keeps the chat endpoint's guarantees: nothing is sent before the commit point, a
+client disconnect closes the upstream stream at once, and after the first byte a failure ends
+the stream with an ``error`` event and ``response.failed`` (or ``response.incomplete`` when the
+output limit or a filter cut it), never a splice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+
+from starlette.requests import Request as HttpRequest
+from starlette.responses import Response
+
+from ..inbound import SchemaField, WireError, responses
+from ..inbound._responses_stream import Event
+from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord
+from ..model import Response as Answer
+from ..model._ids import new_id
+from ..model._json import dumps as _dumps
+from ._app import Endpoint, Gateway, SseWire, record_headers
+from ._errors import ApiError, from_wire
+
+
+def _sse(events: list[Event]) -> bytes:
+    return b"".join(b"event: " + name.encode() + b"\ndata: " + _dumps(data) + b"\n\n" for name, data in events)
+
+
+class _ResponsesWire:
+    """The Responses API's named SSE events (:class:`~failover.inbound.responses.EventRenderer`)."""
+
+    headers: Mapping[str, str] = {}
+
+    def __init__(self, gw: Gateway, renderer: responses.EventRenderer) -> None:
+        self.gw = gw
+        self.renderer = renderer
+
+    def start(self) -> bytes:
+        return _sse(self.renderer.start())
+
+    def render(self, event: object) -> bytes:
+        return _sse(self.renderer.render(event))
+
+    def end(self, done: Completed) -> bytes:
+        return _sse(self.renderer.end(done, now=int(time.time())))
+
+    def failure(self, code: str, message: str) -> bytes:
+        return _sse(self.renderer.failure(code, message))
+
+    def partial(self, event: PartialOutput, message: str) -> bytes:
+        return _sse(self.renderer.partial(event, message))
+
+    def error_response(
+        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
+    ) -> Response:
+        return self.gw.error_response(err, request_id=request_id, record=record)
+
+
+class Responses(Endpoint[responses.ResponsesBody]):
+    """``POST /v1/responses``: the OpenAI Responses dialect of :class:`~failover.gateway._app.Endpoint`."""
+
+    path = "/v1/responses"
+
+    def parse(self, raw: bytes) -> responses.ResponsesBody:
+        data = self.gw.decode_json(raw)
+        try:
+            return responses.parse_body(data)
+        except WireError as exc:
+            raise from_wire(exc) from None
+
+    def to_request(self, body: responses.ResponsesBody) -> Request:
+        try:
+            return responses.to_request(body, limits=self.gw.settings.schema_limits, schemas=False)
+        except WireError as exc:
+            raise from_wire(exc) from None
+
+    def schema_fields(self, body: responses.ResponsesBody) -> list[SchemaField]:
+        return responses.schema_fields(body)
+
+    def wire(self, body: responses.ResponsesBody, route: str, envelope: Envelope) -> SseWire:
+        renderer = responses.EventRenderer(
+            new_id("resp_"), int(time.time()), route, responses.echo(body), request_id=envelope.request_id
+        )
+        return _ResponsesWire(self.gw, renderer)
+
+    def answer(
+        self, resp: Answer, route: str, request_id: str, record: RouteRecord | None, body: responses.ResponsesBody
+    ) -> tuple[bytes, Mapping[str, str]]:
+        now = int(time.time())
+        out = responses.response_body(resp, response_id=new_id("resp_"), created=now, model=route, body=body, now=now)
+        return _dumps(out), record_headers(request_id, record)
+
+    def error_response(
+        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
+    ) -> Response:
+        return self.gw.error_response(err, request_id=request_id, record=record)
+
+
+_NOT_OFFERED = frozenset({"input_tokens", "compact"})
+
+
+def stored_response(gw: Gateway) -> Callable[[HttpRequest], Awaitable[Response]]:
+    """Every route under ``/v1/responses/`` (``GET`` / ``DELETE /v1/responses/{id}``, its
+    ``input_items``, ``cancel``): a 404 that says failover keeps no responses, after the caller's
+    key is checked like any other request's."""
+
+    async def run(request: HttpRequest) -> Response:
+        try:
+            gw.authenticate(request.scope, request.headers)
+            rest = request.path_params["id"]
+            first = rest.split("/", 1)[0]
+            shown = f"{request.method} /v1/responses/{rest[:80]}"
+            if first in _NOT_OFFERED:
+                message = f"{shown} is not offered by the gateway; only POST /v1/responses is"
+            else:
+                message = (
+                    f"{shown}: failover keeps no responses (it stores nothing, whatever `store` says), so none can "
+                    "be retrieved, listed, cancelled or deleted: a request it retries or fails over cannot depend on "
+                    "one provider's server-side state. Keep the output you received, and send the whole "
+                    "conversation as `input` with each request"
+                )
+            raise ApiError(404, message, code="response_not_stored")
+        except ApiError as err:
+            return gw.error_response(err)
+
+    return run
+
+
+__all__ = ["Responses", "stored_response"]
