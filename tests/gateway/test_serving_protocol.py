@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from failover.gateway import _app, create_app
-from failover.gateway._app import CONNECTION_LOST, _Disconnect
+from failover.gateway import _disconnect, create_app
+from failover.gateway._disconnect import CONNECTION_LOST
+from failover.gateway._disconnect import Disconnect as _Disconnect
 from failover.gateway._protocol import _OneWrite
 from failover.testing import FakeProvider, Outcome, ReceivedCall, Reply
 
@@ -156,7 +157,7 @@ def test_a_client_that_leaves_cancels_the_upstream_call_through_the_protocols_si
         waited.append(receive)
         await asyncio.sleep(3600)
 
-    monkeypatch.setattr(_app, "_wait_disconnect", no_watcher)
+    monkeypatch.setattr(_disconnect, "_wait_disconnect", no_watcher)
     kit = Kit()
     a = kit.providers["a"]
     a.load([Reply.hang()] if not stream else [Reply.ok(" ".join(["w"] * 400), chunk_interval=0.05)])

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from failover.gateway import GatewaySettings, _app
-from failover.gateway._app import Gateway, heavy_json
+from failover.gateway import GatewaySettings, _body
+from failover.gateway._app import Gateway
+from failover.gateway._body import heavy_json
 from failover.gateway._errors import ApiError
 from tests.gateway._kit import Kit
 
@@ -29,7 +30,7 @@ def _gateway() -> Gateway:
 
 def test_what_counts_as_heavy() -> None:
     small = json.dumps([1] * 20_000, separators=(",", ":")).encode()  # many values, but small: quick in C
-    assert len(small) < _app.HEAVY_JSON_BYTES and not heavy_json(small)
+    assert len(small) < _body.HEAVY_JSON_BYTES and not heavy_json(small)
     text = json.dumps({"content": "x" * 200_000}).encode()  # big, but one value
     assert not heavy_json(text)
     many = json.dumps({f"p{i}": {"type": "string"} for i in range(25_000)}).encode()
@@ -42,8 +43,8 @@ def test_the_slow_decoder_reads_what_json_loads_reads(value: Any) -> None:
     gw = _gateway()
     raw = json.dumps(value).encode()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_app, "HEAVY_JSON_BYTES", 0)
-        mp.setattr(_app, "HEAVY_JSON_VALUES", -1)
+        mp.setattr(_body, "HEAVY_JSON_BYTES", 0)
+        mp.setattr(_body, "HEAVY_JSON_VALUES", -1)
         assert heavy_json(raw)
         try:
             heavy: Any = gw.decode_json(raw)
@@ -69,8 +70,8 @@ def test_the_slow_decoder_reads_what_json_loads_reads(value: Any) -> None:
 def test_the_slow_decoder_refuses_what_json_loads_refuses(
     monkeypatch: pytest.MonkeyPatch, raw: bytes, code: str
 ) -> None:
-    monkeypatch.setattr(_app, "HEAVY_JSON_BYTES", 0)
-    monkeypatch.setattr(_app, "HEAVY_JSON_VALUES", -1)
+    monkeypatch.setattr(_body, "HEAVY_JSON_BYTES", 0)
+    monkeypatch.setattr(_body, "HEAVY_JSON_VALUES", -1)
     with pytest.raises(ApiError) as info:
         _gateway().decode_json(raw)
     assert info.value.code == code

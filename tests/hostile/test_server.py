@@ -31,7 +31,7 @@ from starlette.types import Message
 
 from failover.config import config_from_dict
 from failover.gateway import EnvelopeDefaults, GatewaySettings, create_app
-from failover.gateway._app import CONNECTION_LOST
+from failover.gateway._disconnect import CONNECTION_LOST
 from failover.gateway._logs import ACCESS_LOGGER
 from failover.gateway._protocol import HeadTimeoutProtocol
 from failover.gateway._serve import http_protocol

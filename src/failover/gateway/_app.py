@@ -13,17 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import dataclasses
-import functools
-import gc
-import ipaddress
-import json
-import json.scanner
 import logging
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, cast
 
@@ -57,234 +51,30 @@ from ..model import (
 from ..model import Response as Answer
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
-from ..model._text import LONE_SURROGATE, LONE_SURROGATE_FIX, lone_surrogate, may_hold_surrogates
 from ..policy import BreakerSnapshot
 from ..router import Router, RouteStream
+from ._auth import authenticate, authenticate_admin
+from ._body import ClientGone, decode_json, heavy_json, read_body
+from ._disconnect import Disconnect, Interrupted, gone_note, interruptible
 from ._envelope import RecentKeys, envelope_from, live_reasoning_from
-from ._errors import ApiError, Scrubber, from_wire, unavailable_error
+from ._errors import ApiError, Scrubber, from_wire, shutting_down, unavailable_error
+from ._http import answers_errors, header_map, json_response, send_json
 from ._logs import ACCESS_LOGGER
 from ._metrics import CONTENT_TYPE, GatewayMetrics
 from ._openai import ChatCompletionBody, completion_body, parse_body, to_request
 from ._openapi import openapi_schema
 from ._quota import TenantQuotas, store_of
+from ._reclaim import Reclaimer
 from ._settings import GatewaySettings, Tenant
 
 log = logging.getLogger("failover.gateway")
 access_log = logging.getLogger(ACCESS_LOGGER)
 
-_T = TypeVar("_T")
 _ACCESS_FORMAT = "%s route=%s tenant=%s status=%d request_id=%s target=%s attempts=%s ms=%.1f%s"
 
 
 def _new_completion_id() -> str:
     return new_id("chatcmpl-")
-
-
-def _json_response(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Response:
-    return Response(_dumps(body), status_code=status, headers=dict(headers or {}), media_type="application/json")
-
-
-async def _send_json(send: Send, status: int, body: bytes, headers: Mapping[str, str]) -> None:
-    """A JSON answer straight to the ASGI server: what a Starlette ``Response`` sends, without
-    building one (the hot path sends one per request)."""
-    raw = [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
-    raw += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body})
-
-
-HEAVY_JSON_BYTES = 64 * 1024  # a smaller body decodes in a few milliseconds, however it is made
-HEAVY_JSON_VALUES = 20_000  # more '{', '[' and ',' than this: decoded off the loop, step by step
-
-
-def heavy_json(raw: bytes) -> bool:
-    """Whether ``raw`` may hold so many JSON values that decoding it in one C call would stall the
-    loop. Commas and brackets inside strings are counted too: an overestimate, which only sends a
-    body to the slower, interruptible decoder."""
-    return len(raw) > HEAVY_JSON_BYTES and raw.count(b"{") + raw.count(b"[") + raw.count(b",") > HEAVY_JSON_VALUES
-
-
-def _python_json_decoder() -> json.JSONDecoder:
-    """A decoder whose scanner is the standard library's pure-Python one: Python bytecode, so a
-    thread running it gives the GIL back every switch interval (the C scanner never does)."""
-    decoder = json.JSONDecoder()
-    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
-    return decoder
-
-
-_PY_JSON = _python_json_decoder()
-RECLAIM_AFTER_S = 1.0
-
-
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, where the C library has it (not on musl, macOS or Windows)."""
-    try:
-        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return None
-    return trim
-
-
-_MALLOC_TRIM = _malloc_trim()
-
-
-def _too_deep(value: Any, limit: int) -> bool:
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        v, depth = stack.pop()
-        if depth > limit:
-            return True
-        for c in v.values() if isinstance(v, dict) else v:
-            if isinstance(c, dict | list):
-                stack.append((c, depth + 1))
-    return False
-
-
-def _is_loopback(scope: Scope, headers: Mapping[str, str]) -> bool:
-    """Whether the caller is on this machine. A loopback peer that forwards for someone else
-    (a local reverse proxy sending ``X-Forwarded-For``) is only loopback if every address it
-    names is. This is done here rather than by uvicorn's proxy-headers middleware, which would
-    run on every request of a gateway with tenants, where the peer address is not used."""
-    client = scope.get("client")
-    if client and not _loopback_host(str(client[0])):
-        return False  # (no client: a unix socket, which only local processes reach)
-    forwarded = headers.get("x-forwarded-for")
-    if forwarded is None:
-        return True
-    return all(_loopback_host(h.strip()) for h in forwarded.split(","))
-
-
-@functools.lru_cache(maxsize=1024)
-def _loopback_host(host: str) -> bool:
-    """Cached: an open gateway asks on every request, and parsing the address is not free."""
-    if host in {"localhost", "testclient"}:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-class ClientGone(Exception):
-    """The client disconnected before its request body was complete."""
-
-
-def _body_timeout(seconds: float) -> ApiError:
-    return ApiError(
-        408,
-        f"request body not received within {seconds:g}s; send the whole body at once "
-        "(or raise gateway.limits.body_timeout_s)",
-        code="body_timeout",
-        headers={"connection": "close"},
-    )
-
-
-def _header_map(scope: Scope) -> dict[str, str]:
-    """The request headers as a plain dict (ASGI names are lower-case; the first of a repeated
-    header wins, as with Starlette's ``Headers.get``), built once per request."""
-    out: dict[str, str] = {}
-    for k, v in reversed(scope["headers"]):
-        out[k.decode("latin-1")] = v.decode("latin-1")
-    return out
-
-
-@dataclasses.dataclass(slots=True)
-class _Interrupted:
-    """Why :func:`_interruptible` cancelled its call: ``"client"`` (disconnected) or ``"drain"``.
-    ``outer``: the cancellation came from outside (the server); re-raise it after logging."""
-
-    reason: str
-    outer: BaseException | None = None
-
-
-CONNECTION_LOST = "failover.connection_lost"  # the scope extension failover serve's protocol adds
-WRITE_TIMED_OUT = "failover.write_timed_out"  # set (True) by that protocol when it dropped a client that did not read
-
-
-class _Disconnect:
-    """Tells when the client goes away (``future`` resolves).
-
-    Under ``failover serve`` the serving protocol offers a future of its own, resolved when
-    the connection is lost (the ``failover.connection_lost`` scope extension): no task per
-    request. Under any other ASGI server, a task waits on ``receive()``, as the server only
-    reports a disconnect to a pending ``receive()``."""
-
-    __slots__ = ("_task", "future")
-
-    def __init__(self, scope: Scope, receive: Receive) -> None:
-        ext = scope.get("extensions")
-        lost = ext.get(CONNECTION_LOST) if ext else None
-        if lost is not None:
-            self.future: asyncio.Future[None] = lost
-            self._task: asyncio.Future[None] | None = None
-        else:
-            self.future = self._task = asyncio.ensure_future(_wait_disconnect(receive))
-
-    def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()  # (the protocol's future is the connection's, never ours to cancel)
-
-    async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-
-async def _interruptible(
-    call: Coroutine[Any, Any, _T], scope: Scope, receive: Receive, stop: asyncio.Future[None]
-) -> _T | _Interrupted:
-    """Await ``call`` in the current task, and cancel it at once when the client disconnects
-    or the drain resolves ``stop``; its own exceptions propagate.
-
-    Running ``call`` in this task (rather than in a task of its own raced with
-    ``asyncio.wait``) saves a task and a wait on every request."""
-    task = asyncio.current_task()
-    assert task is not None
-    why: list[str] = []
-
-    def on_client(f: asyncio.Future[None]) -> None:
-        if not why and not f.cancelled():
-            why.append("client")
-            task.cancel()
-
-    def on_drain(f: asyncio.Future[None]) -> None:
-        if not why:
-            why.append("drain")
-            task.cancel()
-
-    gone = _Disconnect(scope, receive)
-    gone.future.add_done_callback(on_client)
-    stop.add_done_callback(on_drain)
-
-    def detach() -> None:
-        gone.future.remove_done_callback(on_client)
-        stop.remove_done_callback(on_drain)
-        gone.close()
-
-    try:
-        result = await call
-    except asyncio.CancelledError as exc:
-        detach()
-        if not why:
-            return _Interrupted("client", outer=exc)
-        task.uncancel()
-        return _Interrupted(why[0])
-    except BaseException:
-        detach()
-        raise
-    detach()
-    if why:  # cancelled as the call finished without noticing: the answer has nobody to go to
-        task.uncancel()
-        return _Interrupted(why[0])
-    return result
-
-
-async def _wait_disconnect(receive: Receive) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return
 
 
 class RecordSink(Protocol):
@@ -313,7 +103,7 @@ class Gateway:
         self.draining = False
         self._idle: asyncio.Event | None = None
         self._drain_task: asyncio.Task[None] | None = None
-        self._reclaim: asyncio.Task[None] | None = None  # see reclaim_soon
+        self._reclaimer = Reclaimer()  # see reclaim_soon
         self._retiring: asyncio.Task[None] | None = None
         self._reload_task: asyncio.Task[None] | None = None
         self._retiring_done: dict[int, asyncio.Event] = {}
@@ -389,141 +179,29 @@ class Gateway:
         self._retiring = task
         return task
 
-    # -- auth ---------------------------------------------------------------------------------
-
-    def _bearer(self, headers: Mapping[str, str]) -> str | None:
-        auth = headers.get("authorization")
-        if auth is None:
-            return None
-        scheme, _, key = auth.partition(" ")
-        key = key.strip()
-        if scheme.lower() != "bearer" or not key:
-            return None
-        return key
+    # -- auth (see _auth) -----------------------------------------------------------------------
 
     def authenticate(self, scope: Scope, headers: Mapping[str, str]) -> Tenant | None:
         """The caller's tenant (None on an open gateway); 401 for a missing or wrong key."""
-        if self.settings.open:
-            if not _is_loopback(scope, headers):
-                raise ApiError(
-                    403,
-                    "this gateway runs without tenants and only answers loopback clients; configure gateway.tenants",
-                    type="permission_error",
-                    code="loopback_only",
-                )
-            return None
-        key = self._bearer(headers)
-        if key is None:
-            raise ApiError(
-                401,
-                "missing API key: send 'Authorization: Bearer <your gateway key>'",
-                type="invalid_request_error",
-                code="invalid_api_key",
-            )
-        tenant = self.settings.tenant_for(key)
-        if tenant is None:
-            raise ApiError(401, "invalid API key", type="invalid_request_error", code="invalid_api_key")
-        return tenant
+        return authenticate(self.settings, scope, headers)
 
     def authenticate_admin(self, scope: Scope, headers: Mapping[str, str]) -> None:
-        s = self.settings
-        if s.open and not s.admin_key_hashes:
-            if not _is_loopback(scope, headers):
-                raise ApiError(403, "admin endpoints answer loopback clients only", type="permission_error")
-            return
-        key = self._bearer(headers)
-        if key is None:
-            raise ApiError(401, "missing admin key: send 'Authorization: Bearer <admin key>'", code="invalid_api_key")
-        if s.is_admin(key):
-            return
-        if s.tenant_for(key) is not None:
-            raise ApiError(403, "this key is not an admin key", type="permission_error", code="admin_only")
-        raise ApiError(401, "invalid admin key", code="invalid_api_key")
+        authenticate_admin(self.settings, scope, headers)
 
-    # -- body -----------------------------------------------------------------------------------
-
-    def _too_large(self) -> ApiError:
-        limit = self.settings.max_body_bytes
-        return ApiError(
-            413,
-            f"request body larger than {limit} bytes; send a smaller request (or raise gateway.limits.max_body_bytes)",
-            code="request_too_large",
-        )
+    # -- body (see _body) -----------------------------------------------------------------------
 
     async def read_body(self, receive: Receive, headers: Mapping[str, str]) -> bytes:
-        """The whole request body, within ``max_body_bytes`` and ``body_timeout_s``.
-
-        A client that sends its body slowly (or never finishes it) gets a 408 and its
-        connection is closed, so it cannot hold a request slot; one that disconnects while
-        sending raises :class:`ClientGone`."""
-        limit = self.settings.max_body_bytes
-        declared = headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise self._too_large()
-        chunks: list[bytes] = []
-        size = 0
-        try:
-            async with asyncio.timeout(self.settings.body_timeout_s):
-                while True:
-                    message = await receive()
-                    if message["type"] != "http.request":
-                        raise ClientGone
-                    chunk = message.get("body", b"")
-                    if chunk:
-                        size += len(chunk)
-                        if size > limit:
-                            raise self._too_large()
-                        chunks.append(chunk)
-                    if not message.get("more_body", False):
-                        break
-        except TimeoutError:
-            raise _body_timeout(self.settings.body_timeout_s) from None
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        """The whole request body, within ``max_body_bytes`` and ``body_timeout_s``."""
+        return await read_body(self.settings, receive, headers)
 
     def reclaim_soon(self) -> None:
-        """Reclaim, a moment from now, what a hostile or cut request left behind; one pending
-        reclaim at a time.
-
-        - A stream whose client left ends in a cancellation, and a failed attempt in an
-          exception, whose traceback holds the frames that held its buffers in a reference
-          cycle. ``failover serve`` tunes the collector so that full collections are rare (see
-          tune_gc), so those cycles stayed: measured, five slow readers that left kept +21 MiB,
-          round after round. A full collection here is cheap (the long-lived objects are
-          frozen out of its sight).
-        - A heavy body's hundreds of thousands of small objects leave holes that glibc keeps
-          (+20 MiB after two 7 MiB bodies); ``malloc_trim`` gives them back."""
-        if self._reclaim is None:
-            self._reclaim = asyncio.get_running_loop().create_task(self._reclaim_later())
-
-    async def _reclaim_later(self) -> None:
-        try:
-            await asyncio.sleep(RECLAIM_AFTER_S)  # the request that caused it has usually ended by then
-            gc.collect()
-            if _MALLOC_TRIM is not None:
-                await asyncio.to_thread(_MALLOC_TRIM, 0)
-        finally:
-            self._reclaim = None
+        """Reclaim, a moment from now, what a hostile or cut request left behind (see _reclaim);
+        one pending reclaim at a time."""
+        self._reclaimer.soon()
 
     def decode_json(self, raw: bytes) -> Any:
         """Decode a body: a 400 for invalid JSON or nesting deeper than ``max_json_depth``."""
-        depth = self.settings.max_json_depth
-        deep = ApiError(400, f"request body nested deeper than {depth} levels", code="json_too_deep")
-        try:
-            data = _PY_JSON.decode(raw.decode(json.detect_encoding(raw))) if heavy_json(raw) else json.loads(raw)
-        except RecursionError:
-            raise deep from None
-        except ValueError as exc:
-            raise ApiError(400, f"request body is not valid JSON: {exc}", code="invalid_json") from None
-        if isinstance(data, dict | list) and _too_deep(data, depth):
-            raise deep
-        if may_hold_surrogates(raw) and (where := lone_surrogate(data)) is not None:
-            raise ApiError(
-                400,
-                f"{where}: {LONE_SURROGATE}. Fix: {LONE_SURROGATE_FIX}",
-                code="invalid_unicode",
-                param=where,
-            )
-        return data
+        return decode_json(raw, self.settings.max_json_depth)
 
     async def read_json(self, request: HttpRequest) -> Any:
         """The decoded JSON body of a Starlette request (limits as :meth:`read_body`)."""
@@ -561,7 +239,7 @@ class Gateway:
         headers = dict(err.headers)
         if request_id is not None:
             headers.update(record_headers(request_id, record))
-        return _json_response(err.status, err.body(), headers)
+        return json_response(err.status, err.body(), headers)
 
     def finish(
         self,
@@ -629,18 +307,6 @@ class Gateway:
         access_log.handle(record_)
 
 
-def _shutting_down() -> ApiError:
-    return ApiError(
-        503,
-        "the gateway is shutting down; retry (another instance will answer)",
-        type="service_unavailable",
-        code="shutting_down",
-        # another instance can take the request: Retry-After says so to a load balancer or a
-        # client's own retry policy, but the SDKs are still told not to retry on their own
-        headers={"retry-after": "1", "x-should-retry": "false", "connection": "close"},
-    )
-
-
 class _DialectBody(Protocol):
     """What the lifecycle reads of a parsed body, whatever its dialect."""
 
@@ -690,7 +356,7 @@ class Endpoint(Generic[_B, _Q, _A]):
     the body, how to render the answer, the stream and the errors (see the methods below).
 
     The chat endpoint is the hot path: each hook is one plain method call, and the answer is
-    sent straight to the server (:func:`_send_json`), not through a Starlette ``Response``."""
+    sent straight to the server (:func:`~failover.gateway._http.send_json`), not through a Starlette ``Response``."""
 
     path: str  # for the 405 message
 
@@ -766,12 +432,12 @@ class Endpoint(Generic[_B, _Q, _A]):
             err = ApiError(405, f"use POST for {self.path}", code="method_not_allowed", headers={"allow": "POST"})
             await self.error_response(err)(scope, receive, send)
             return
-        headers = _header_map(scope)
+        headers = header_map(scope)
         tenant: Tenant | None = None
         route: str | None = None
         try:
             if gw.draining:
-                raise _shutting_down()
+                raise shutting_down()
             tenant = gw.authenticate(scope, self.credentials(headers))
             raw = await gw.read_body(receive, headers)
             # A body of many JSON values takes a C decoder that holds the GIL for its whole length
@@ -859,7 +525,7 @@ class Endpoint(Generic[_B, _Q, _A]):
         gw = self.gw
         response: Response
         try:
-            outcome = await _interruptible(self.call(router, route, req, envelope), scope, receive, stop)
+            outcome = await interruptible(self.call(router, route, req, envelope), scope, receive, stop)
         except Unavailable as exc:
             err = unavailable_error(exc, gw.scrub)
             gw.finish(
@@ -887,7 +553,7 @@ class Endpoint(Generic[_B, _Q, _A]):
             )
             response = self.error_response(err, request_id=envelope.request_id)
         else:
-            if isinstance(outcome, _Interrupted):  # the client left or the drain cut us: upstream cancelled
+            if isinstance(outcome, Interrupted):  # the client left or the drain cut us: upstream cancelled
                 cut = outcome.reason == "drain"
                 gw.finish(
                     status=503 if cut else 499,
@@ -905,13 +571,13 @@ class Endpoint(Generic[_B, _Q, _A]):
                     raise outcome.outer
                 if not cut:
                     return
-                response = self.error_response(_shutting_down(), request_id=envelope.request_id)
+                response = self.error_response(shutting_down(), request_id=envelope.request_id)
             else:
                 record = outcome.record
                 request_id = record.request_id if record is not None else envelope.request_id
                 out, out_headers = self.answer(outcome, route, request_id, record, body)
                 try:
-                    await _send_json(send, 200, out, out_headers)
+                    await send_json(send, 200, out, out_headers)
                 finally:  # the access line, metrics and the tenant's charge after the answer left, not before
                     gw.finish(
                         status=200, route=route, tenant=tenant, request_id=request_id, record=record, started=started
@@ -1053,7 +719,7 @@ class _StreamReply:
             self.route, self.request, self.envelope, keep_text=False, live_reasoning=self.live_reasoning
         )
         await rs.__aenter__()
-        gone = _Disconnect(scope, receive)
+        gone = Disconnect(scope, receive)
         watch = self.gone = gone.future
         pump = asyncio.ensure_future(self._pump(rs, scope, receive, send))
         try:
@@ -1080,7 +746,7 @@ class _StreamReply:
                     record=rs.record,  # outcome "cancelled": the stream was cut when the client left
                     started=self.started,
                     stream=True,
-                    note=_gone_note(scope),
+                    note=gone_note(scope),
                 )
 
     async def _cut(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -1105,7 +771,7 @@ class _StreamReply:
                 )
                 await send({"type": "http.response.body", "body": event, "more_body": False})
             else:
-                response = self.wire.error_response(_shutting_down(), request_id=self.envelope.request_id)
+                response = self.wire.error_response(shutting_down(), request_id=self.envelope.request_id)
                 await response(scope, receive, send)
 
     async def _start(self, send: Send) -> None:
@@ -1201,7 +867,7 @@ class _StreamReply:
         status = 200
         gone = self.gone
         if gone is not None and gone.done():  # the sends since the client left went nowhere
-            status, status_note = 499, _gone_note(scope)
+            status, status_note = 499, gone_note(scope)
         gw.finish(
             status=status,
             route=self.route,
@@ -1212,23 +878,6 @@ class _StreamReply:
             stream=True,
             note=status_note,
         )
-
-
-def _gone_note(scope: Scope) -> str:
-    ext = scope.get("extensions")
-    if ext and ext.get(WRITE_TIMED_OUT):
-        return "client stopped reading (limits.write_timeout_s); connection dropped, upstream stream closed"
-    return "client disconnected; upstream stream closed"
-
-
-def _endpoint(fn: Callable[[HttpRequest], Awaitable[Response]]) -> Callable[[HttpRequest], Awaitable[Response]]:
-    async def run(request: HttpRequest) -> Response:
-        try:
-            return await fn(request)
-        except ApiError as err:
-            return _json_response(err.status, err.body(), err.headers)
-
-    return run
 
 
 Reloader = Callable[[], tuple[Router, GatewaySettings]]
@@ -1351,7 +1000,7 @@ def _lab_app(gw: Gateway) -> ASGIApp:
         try:
             gw.authenticate_admin(request.scope, request.headers)
         except ApiError as err:
-            return _json_response(err.status, err.body(), err.headers)
+            return json_response(err.status, err.body(), err.headers)
         return None
 
     return lab_app(
@@ -1409,25 +1058,25 @@ def create_app(
             entry["max_tokens"] = route.primary[0].max_output_tokens
         return entry
 
-    @_endpoint
+    @answers_errors
     async def models(request: HttpRequest) -> Response:
         tenant, anthropic_client = listing(request)
         names = [name for name in gw.router.routes if tenant is None or tenant.allows(name)]
         data = [model_entry(name, anthropic_client) for name in names]
         if anthropic_client:  # Anthropic's page: one page with everything
             page = {"data": data, "has_more": False, "first_id": names[0] if names else None}
-            return _json_response(200, {**page, "last_id": names[-1] if names else None})
-        return _json_response(200, {"object": "list", "data": data})
+            return json_response(200, {**page, "last_id": names[-1] if names else None})
+        return json_response(200, {"object": "list", "data": data})
 
-    @_endpoint
+    @answers_errors
     async def model(request: HttpRequest) -> Response:
         tenant, anthropic_client = listing(request)
         name = request.path_params["name"]
         if name not in gw.router.routes or (tenant is not None and not tenant.allows(name)):
             raise ApiError(404, f"the model {name!r} does not exist", code="model_not_found", param="model")
-        return _json_response(200, model_entry(name, anthropic_client))
+        return json_response(200, model_entry(name, anthropic_client))
 
-    @_endpoint
+    @answers_errors
     async def admin_health(request: HttpRequest) -> Response:
         gw.authenticate_admin(request.scope, request.headers)
         now = asyncio.get_running_loop().time()
@@ -1450,22 +1099,22 @@ def create_app(
             "in_flight": len(gw.in_flight),
             "draining": gw.draining,
         }
-        return _json_response(200, body)
+        return json_response(200, body)
 
     async def healthz(request: HttpRequest) -> Response:
-        return _json_response(200, {"status": "ok"})
+        return json_response(200, {"status": "ok"})
 
     async def readyz(request: HttpRequest) -> Response:
         if gw.draining:
-            return _json_response(503, {"status": "draining"}, {"retry-after": "1"})
-        return _json_response(200, {"status": "ready"})
+            return json_response(503, {"status": "draining"}, {"retry-after": "1"})
+        return json_response(200, {"status": "ready"})
 
     schema = _dumps(openapi_schema(metrics=s.metrics_enabled))
 
     async def openapi(request: HttpRequest) -> Response:
         return Response(schema, status_code=200, media_type="application/json")
 
-    @_endpoint
+    @answers_errors
     async def metrics(request: HttpRequest) -> Response:
         if s.metrics_require_admin_key:
             gw.authenticate_admin(request.scope, request.headers)
@@ -1481,7 +1130,7 @@ def create_app(
         headers = dict(err.headers)
         if isinstance(exc, HTTPException) and exc.headers:  # a 405's Allow
             headers.update(exc.headers)
-        return _json_response(status, err.body(), headers)
+        return json_response(status, err.body(), headers)
 
     middleware = []
     if s.cors_origins:

@@ -51,6 +51,19 @@ class ApiError(Exception):
         return {"error": {"message": self.message, "type": self.type, "code": self.code, "param": self.param}}
 
 
+def shutting_down() -> ApiError:
+    """The answer to a request the drain turned away or cut."""
+    return ApiError(
+        503,
+        "the gateway is shutting down; retry (another instance will answer)",
+        type="service_unavailable",
+        code="shutting_down",
+        # another instance can take the request: Retry-After says so to a load balancer or a
+        # client's own retry policy, but the SDKs are still told not to retry on their own
+        headers={"retry-after": "1", "x-should-retry": "false", "connection": "close"},
+    )
+
+
 def from_wire(exc: WireError) -> ApiError:
     """The gateway's answer to a body a dialect refused (``failover.inbound``)."""
     return ApiError(exc.status, exc.message, type=exc.type, code=exc.code, param=exc.param)

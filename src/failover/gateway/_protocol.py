@@ -42,7 +42,7 @@ from typing import ClassVar
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from ._app import CONNECTION_LOST, WRITE_TIMED_OUT
+from ._disconnect import CONNECTION_LOST, WRITE_TIMED_OUT
 
 _TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 

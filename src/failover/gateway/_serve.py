@@ -192,7 +192,7 @@ def serve(opts: ServeOptions) -> None:
         "server_header": False,
         "date_header": False,  # one formatted date per response saved; clients do not need it
         "access_log": False,  # the gateway logs one access line per chat request itself
-        "proxy_headers": False,  # an open gateway reads X-Forwarded-For itself (_app._is_loopback)
+        "proxy_headers": False,  # an open gateway reads X-Forwarded-For itself (_auth.is_loopback)
         "timeout_keep_alive": settings.keep_alive_s,  # an idle connection is closed after this
         "h11_max_incomplete_event_size": settings.max_head_bytes,  # request line + headers (h11 fallback)
         "timeout_graceful_shutdown": int(drain) + 5,  # after our own drain: a last resort

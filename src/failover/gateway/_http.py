@@ -1,0 +1,51 @@
+"""Small HTTP pieces every endpoint shares: the request's headers as a dict, and a JSON
+answer, either as a Starlette ``Response`` or sent straight to the ASGI server."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from starlette.requests import Request as HttpRequest
+from starlette.responses import Response
+from starlette.types import Scope, Send
+
+from ..model._json import dumps as _dumps
+from ._errors import ApiError
+
+
+def json_response(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(_dumps(body), status_code=status, headers=dict(headers or {}), media_type="application/json")
+
+
+async def send_json(send: Send, status: int, body: bytes, headers: Mapping[str, str]) -> None:
+    """A JSON answer straight to the ASGI server: what a Starlette ``Response`` sends, without
+    building one (the hot path sends one per request)."""
+    raw = [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
+    raw += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+def header_map(scope: Scope) -> dict[str, str]:
+    """The request headers as a plain dict (ASGI names are lower-case; the first of a repeated
+    header wins, as with Starlette's ``Headers.get``), built once per request."""
+    out: dict[str, str] = {}
+    for k, v in reversed(scope["headers"]):
+        out[k.decode("latin-1")] = v.decode("latin-1")
+    return out
+
+
+def answers_errors(fn: Callable[[HttpRequest], Awaitable[Response]]) -> Callable[[HttpRequest], Awaitable[Response]]:
+    """A Starlette handler whose ApiError becomes its JSON answer."""
+
+    async def run(request: HttpRequest) -> Response:
+        try:
+            return await fn(request)
+        except ApiError as err:
+            return json_response(err.status, err.body(), err.headers)
+
+    return run
+
+
+__all__ = ["answers_errors", "header_map", "json_response", "send_json"]
