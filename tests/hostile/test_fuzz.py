@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from failover import InvalidRequest
-from failover.gateway._app import Gateway
 from failover.gateway._errors import ApiError
+from failover.gateway._gateway import Gateway
 from failover.gateway._openai import parse_body as chat_parse
 from failover.gateway._openai import to_request as chat_request
 from failover.inbound import WireError

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from failover.gateway import GatewaySettings, _body
-from failover.gateway._app import Gateway
 from failover.gateway._body import heavy_json
 from failover.gateway._errors import ApiError
+from failover.gateway._gateway import Gateway
 from tests.gateway._kit import Kit
 
 _json = st.recursive(

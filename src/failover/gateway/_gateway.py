@@ -1,0 +1,272 @@
+"""The state every endpoint shares (:class:`Gateway`): the router and settings (swapped by a
+reload), the secret scrubber, tenant quotas, metrics, the requests in flight (for a graceful
+drain), and the end of every request (the tenant's charge, metrics, the access line)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+from starlette.requests import ClientDisconnect
+from starlette.requests import Request as HttpRequest
+from starlette.responses import Response
+from starlette.types import Receive, Scope
+
+from ..inbound import SchemaField, WireError, check_schemas
+from ..inbound._headers import record_headers
+from ..model import RouteRecord
+from ..router import Router
+from ._auth import authenticate, authenticate_admin
+from ._body import ClientGone, decode_json, heavy_json, read_body
+from ._envelope import RecentKeys
+from ._errors import ApiError, Scrubber, from_wire
+from ._http import json_response
+from ._logs import ACCESS_LOGGER
+from ._metrics import GatewayMetrics
+from ._openai import ChatCompletionBody, parse_body
+from ._quota import TenantQuotas, store_of
+from ._reclaim import Reclaimer
+from ._settings import GatewaySettings, Tenant
+
+log = logging.getLogger("failover.gateway")
+access_log = logging.getLogger(ACCESS_LOGGER)
+
+_ACCESS_FORMAT = "%s route=%s tenant=%s status=%d request_id=%s target=%s attempts=%s ms=%.1f%s"
+
+
+class RecordSink(Protocol):
+    """Receives every finished chat request's RouteRecord: the lab's live view
+    (``gateway.lab_live``). ``add`` runs on the event loop at the end of each request."""
+
+    def add(self, record: RouteRecord, *, status: int, tenant: str | None, stream: bool) -> None: ...
+
+    def close(self) -> None:
+        """The gateway drains: end what is waiting on new records."""
+
+
+class Gateway:
+    """The state shared by every endpoint: the router, the settings, the secret scrubber,
+    tenant quotas, metrics, and the requests in flight (for a graceful drain)."""
+
+    def __init__(self, router: Router, settings: GatewaySettings) -> None:
+        router.schema_limits = settings.schema_limits  # the router re-checks what the gateway admitted
+        self.router = router
+        self.settings = settings
+        secrets = [t.api_key.reveal() for r in router.routes.values() for t in r.targets if t.api_key]
+        self.scrub = Scrubber(secrets)
+        self.started = int(time.time())
+        self.quotas = TenantQuotas(settings.tenants, store=store_of(router))  # fleet-wide with a `state:` store
+        self.in_flight: dict[asyncio.Future[None], Router] = {}  # request -> the router it runs on
+        self.draining = False
+        self._idle: asyncio.Event | None = None
+        self._drain_task: asyncio.Task[None] | None = None
+        self._reclaimer = Reclaimer()  # see reclaim_soon
+        self._retiring: asyncio.Task[None] | None = None
+        self._reload_task: asyncio.Task[None] | None = None
+        self._retiring_done: dict[int, asyncio.Event] = {}
+        self.metrics = GatewayMetrics(lambda: self.router, lambda: len(self.in_flight), lambda: self.draining)
+        self.recent_keys = RecentKeys()  # Idempotency-Keys seen: a repeat is a client's retry
+        self.records: RecordSink | None = None  # the lab's live view, when gateway.lab_live is on
+
+    # -- in flight and drain ----------------------------------------------------------------------
+
+    def enter(self, router: Router) -> asyncio.Future[None]:
+        """Register a request in flight; the future is resolved when the drain cuts it."""
+        stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.in_flight[stop] = router
+        return stop
+
+    def leave(self, stop: asyncio.Future[None]) -> None:
+        router = self.in_flight.pop(stop, None)
+        done = self._retiring_done.get(id(router))
+        if done is not None and not any(r is router for r in self.in_flight.values()):
+            done.set()  # the last request on a replaced router is done: it can be closed
+        if not self.in_flight and self._idle is not None:
+            self._idle.set()
+
+    async def _until_idle(self, seconds: float) -> None:
+        if not self.in_flight:
+            return
+        self._idle = asyncio.Event()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), seconds)
+
+    async def drain(self, seconds: float, *, grace: float = 5.0) -> int:
+        """Stop accepting chat requests, wait up to ``seconds`` for those in flight, then cut
+        the rest (their upstream calls and streams are closed). Returns how many were cut."""
+        self.draining = True
+        if self.records is not None:
+            self.records.close()  # open live-view streams end, so the server can stop
+        await self._until_idle(seconds)
+        cut = 0
+        for stop in list(self.in_flight):
+            if not stop.done():
+                stop.set_result(None)
+                cut += 1
+        if cut:
+            log.warning("drain: cutting %d request(s) still in flight after %.1fs", cut, seconds)
+            await self._until_idle(grace)
+        return cut
+
+    # -- reload ---------------------------------------------------------------------------------
+
+    def swap(self, router: Router, settings: GatewaySettings) -> asyncio.Task[None]:
+        """Serve new requests with ``router`` and ``settings``; requests in flight finish on
+        the old router, which is closed once the last of them is done (the returned task).
+        Tenant quota state carries over for tenants whose limits did not change."""
+        old = self.router
+        router.schema_limits = settings.schema_limits
+        secrets = [t.api_key.reveal() for r in router.routes.values() for t in r.targets if t.api_key]
+        quotas = TenantQuotas(settings.tenants, clock=self.quotas.clock, wall=self.quotas.wall, store=store_of(router))
+        quotas.carry_over(self.quotas)
+        self.router, self.settings, self.scrub, self.quotas = router, settings, Scrubber(secrets), quotas
+
+        async def retire() -> None:
+            if old is router:
+                return
+            if any(r is old for r in self.in_flight.values()):
+                done = self._retiring_done[id(old)] = asyncio.Event()
+                try:
+                    await done.wait()
+                finally:
+                    self._retiring_done.pop(id(old), None)
+            await old.aclose()
+
+        task = asyncio.get_running_loop().create_task(retire())
+        self._retiring = task
+        return task
+
+    # -- auth (see _auth) -----------------------------------------------------------------------
+
+    def authenticate(self, scope: Scope, headers: Mapping[str, str]) -> Tenant | None:
+        """The caller's tenant (None on an open gateway); 401 for a missing or wrong key."""
+        return authenticate(self.settings, scope, headers)
+
+    def authenticate_admin(self, scope: Scope, headers: Mapping[str, str]) -> None:
+        authenticate_admin(self.settings, scope, headers)
+
+    # -- body (see _body) -----------------------------------------------------------------------
+
+    async def read_body(self, receive: Receive, headers: Mapping[str, str]) -> bytes:
+        """The whole request body, within ``max_body_bytes`` and ``body_timeout_s``."""
+        return await read_body(self.settings, receive, headers)
+
+    def reclaim_soon(self) -> None:
+        """Reclaim, a moment from now, what a hostile or cut request left behind (see _reclaim);
+        one pending reclaim at a time."""
+        self._reclaimer.soon()
+
+    def decode_json(self, raw: bytes) -> Any:
+        """Decode a body: a 400 for invalid JSON or nesting deeper than ``max_json_depth``."""
+        return decode_json(raw, self.settings.max_json_depth)
+
+    async def read_json(self, request: HttpRequest) -> Any:
+        """The decoded JSON body of a Starlette request (limits as :meth:`read_body`)."""
+        try:
+            raw = await self.read_body(request.receive, request.headers)
+        except ClientGone:
+            raise ClientDisconnect() from None
+        return await asyncio.to_thread(self.decode_json, raw) if heavy_json(raw) else self.decode_json(raw)
+
+    async def check_schemas(self, fields: list[SchemaField]) -> None:
+        """Meta-validate and compile the request's client schemas (cached) off the event loop:
+        a large new schema takes tens of milliseconds, and none of it may stall other tenants.
+        A refused one is a 400 naming the field."""
+        if not fields:
+            return
+        try:
+            await asyncio.to_thread(check_schemas, fields, self.settings.schema_limits)
+        except WireError as exc:
+            raise from_wire(exc) from None
+
+    def chat_body(self, raw: bytes) -> ChatCompletionBody:
+        """Decode and validate a chat body in one pass (pydantic's JSON parser) when the body
+        cannot be too deep (fewer brackets than the depth limit). Any problem, or a deeper-looking
+        body, takes the general path, so errors read exactly as before."""
+        if raw.count(b"{") + raw.count(b"[") < self.settings.max_json_depth:
+            with contextlib.suppress(ValidationError):
+                return ChatCompletionBody.model_validate_json(raw)
+        return parse_body(self.decode_json(raw))
+
+    # -- responses --------------------------------------------------------------------------------
+
+    def error_response(
+        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
+    ) -> Response:
+        headers = dict(err.headers)
+        if request_id is not None:
+            headers.update(record_headers(request_id, record))
+        return json_response(err.status, err.body(), headers)
+
+    def finish(
+        self,
+        *,
+        status: int,
+        route: str | None,
+        tenant: Tenant | None,
+        request_id: str | None,
+        record: RouteRecord | None,
+        started: float,
+        stream: bool = False,
+        note: str = "",
+        code: str | None = None,
+    ) -> None:
+        """The end of one chat request: charge the tenant, count it, log one access line."""
+        tenant_name = tenant.name if tenant is not None else None
+        if status >= 499:  # a client that left, an upstream that failed: their exceptions hold cycles
+            self.reclaim_soon()
+        try:
+            self.quotas.charge(tenant, record)
+            self.metrics.observe(route, status, tenant_name, record)
+            if code in {"rate_limit_exceeded", "budget_exhausted"} and tenant_name is not None:
+                self.metrics.tenant_refusals.labels(tenant_name, code).inc()
+            if self.records is not None and record is not None:
+                self.records.add(record, status=status, tenant=tenant_name, stream=stream)
+        except Exception as exc:  # accounting must never break an answer
+            log.error("accounting failed for request %s: %s", request_id, type(exc).__name__)
+        if not access_log.isEnabledFor(logging.INFO):
+            return
+        elapsed = round((time.perf_counter() - started) * 1000, 1)
+        fields: dict[str, Any] = {
+            "event": "request",
+            "request_id": request_id,
+            "tenant": tenant_name,
+            "route": route if route is not None and route in self.router.routes else None,
+            "stream": stream,
+            "status": status,
+            "target": record.target_used if record is not None else None,
+            "attempts": len(record.attempts) if record is not None else 0,
+            "recovered": record.recovered if record is not None else False,
+            "workflow": record.workflow.value if record is not None else None,
+            "elapsed_ms": elapsed,
+            "cost_usd": round(record.total_cost, 8) if record is not None else 0.0,
+        }
+        if code:
+            fields["code"] = code
+        if note:
+            fields["note"] = note
+        args = (  # the text line shows "-" where the JSON line has null (a 404's unknown model: no route)
+            "stream" if stream else "chat",
+            fields["route"] or "-",
+            tenant_name or "-",
+            status,
+            request_id or "-",
+            fields["target"] or "-",
+            fields["attempts"],
+            elapsed,
+            f" {note}" if note else "",
+        )
+        # Logger.info() would first walk the stack to find its caller (findCaller), a good share
+        # of the access line's cost; the record is built directly instead, then handled as usual.
+        record_ = access_log.makeRecord(
+            ACCESS_LOGGER, logging.INFO, __file__, 0, _ACCESS_FORMAT, args, None, "finish", {"failover": fields}
+        )
+        access_log.handle(record_)
+
+
+__all__ = ["Gateway", "RecordSink"]
