@@ -1,7 +1,7 @@
 """``POST /v1/embeddings``: OpenAI's embeddings endpoint over ``Router.embed``.
 
 The body is read by :mod:`failover.inbound.embeddings`; everything else is the chat
-endpoint's lifecycle (:class:`~failover.gateway._app.Endpoint`): ``model`` names a route,
+endpoint's lifecycle (:class:`~failover.gateway._endpoint.Endpoint`): ``model`` names a route,
 tenant keys, quotas, the envelope from the ``x-failover-*`` headers, drain, a client that
 leaves cancelling the upstream calls, metrics, the access log, the ``x-failover-*``
 response headers and OpenAI's error bodies with the gateway's statuses.
@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from starlette.responses import Response
 
 from ..inbound import SchemaField, WireError
+from ..inbound._headers import record_headers
 from ..inbound.embeddings import EmbeddingsBody, embeddings_body, parse_body, to_embed_request
 from ..model import Embeddings, EmbedRequest, Envelope, RouteRecord
 from ..model._json import dumps
 from ..router import Router
-from ._app import Endpoint, record_headers
+from ._endpoint import Endpoint
 from ._errors import ApiError, from_wire
 
 

@@ -12,9 +12,10 @@ except one whose last cause was provider overload, which is Anthropic's 529
 ``overloaded_error``; an exhausted deadline is 504 ``timeout_error``. failover's failure
 kind or gateway code is in ``error.details.error_code`` (the SDK's ``error_code``).
 
-Streaming keeps the chat endpoint's guarantees (it is the same lifecycle, :class:`~failover.gateway._app.Endpoint`):
-nothing is sent before the commit point, a client disconnect closes the upstream stream at
-once, and after the first byte a failure ends the stream with an ``error`` event.
+Streaming keeps the chat endpoint's guarantees (it is the same lifecycle,
+:class:`~failover.gateway._endpoint.Endpoint`): nothing is sent before the commit point, a
+client disconnect closes the upstream stream at once, and after the first byte a failure ends
+the stream with an ``error`` event.
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
 from ..inbound import SchemaField, WireError, anthropic
+from ..inbound._headers import record_headers
 from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord
 from ..model import Response as Answer
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
 from ..tokens import counter_for
-from ._app import Endpoint, Gateway, SseWire, record_headers
+from ._endpoint import Endpoint
 from ._errors import ApiError, from_wire
+from ._gateway import Gateway
+from ._stream_reply import SseWire
 
 
 def _new_message_id() -> str:
@@ -103,7 +107,7 @@ class _MessagesWire:
 
 
 class Messages(Endpoint[anthropic.MessagesBody]):
-    """``POST /v1/messages``: the Anthropic dialect of :class:`~failover.gateway._app.Endpoint`."""
+    """``POST /v1/messages``: the Anthropic dialect of :class:`~failover.gateway._endpoint.Endpoint`."""
 
     path = "/v1/messages"
 

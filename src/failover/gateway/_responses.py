@@ -1,7 +1,7 @@
 """``POST /v1/responses``: the OpenAI Responses API over the same router, tenants and limits.
 
 The body is translated by :mod:`failover.inbound.responses`; everything else is the chat
-endpoint's (the same lifecycle, :class:`~failover.gateway._app.Endpoint`): ``model`` names a
+endpoint's (the same lifecycle, :class:`~failover.gateway._endpoint.Endpoint`): ``model`` names a
 route, the envelope comes from the ``x-failover-*`` headers, tenant keys, quotas, drain,
 metrics, access log, ``x-failover-*`` response headers, and errors in OpenAI's envelope with
 the chat endpoint's statuses and retry headers.
@@ -26,13 +26,16 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
 from ..inbound import SchemaField, WireError, responses
+from ..inbound._headers import record_headers
 from ..inbound._responses_stream import Event
 from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord
 from ..model import Response as Answer
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
-from ._app import Endpoint, Gateway, SseWire, record_headers
+from ._endpoint import Endpoint
 from ._errors import ApiError, from_wire
+from ._gateway import Gateway
+from ._stream_reply import SseWire
 
 
 def _sse(events: list[Event]) -> bytes:
@@ -70,7 +73,7 @@ class _ResponsesWire:
 
 
 class Responses(Endpoint[responses.ResponsesBody]):
-    """``POST /v1/responses``: the OpenAI Responses dialect of :class:`~failover.gateway._app.Endpoint`."""
+    """``POST /v1/responses``: the OpenAI Responses dialect of :class:`~failover.gateway._endpoint.Endpoint`."""
 
     path = "/v1/responses"
 

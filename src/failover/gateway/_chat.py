@@ -1,0 +1,102 @@
+"""``POST /v1/chat/completions``: the OpenAI Chat Completions dialect of the endpoint lifecycle
+(:class:`~failover.gateway._endpoint.Endpoint`), the gateway's hot path."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.responses import Response
+
+from ..inbound import SchemaField
+from ..inbound._headers import record_headers
+from ..inbound.openai import ChunkRenderer
+from ..inbound.openai import error_body as openai_error_body
+from ..inbound.openai import schema_fields as openai_schema_fields
+from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord
+from ..model import Response as Answer
+from ..model._ids import new_id
+from ..model._json import dumps as _dumps
+from ._endpoint import Endpoint
+from ._errors import ApiError
+from ._gateway import Gateway
+from ._openai import ChatCompletionBody, completion_body, to_request
+from ._stream_reply import SseWire
+
+
+def _new_completion_id() -> str:
+    return new_id("chatcmpl-")
+
+
+class ChatCompletions(Endpoint[ChatCompletionBody]):
+    """``POST /v1/chat/completions``: the OpenAI dialect of :class:`Endpoint`."""
+
+    path = "/v1/chat/completions"
+
+    def parse(self, raw: bytes) -> ChatCompletionBody:
+        return self.gw.chat_body(raw)
+
+    def to_request(self, body: ChatCompletionBody) -> Request:
+        return to_request(body, limits=self.gw.settings.schema_limits)
+
+    def schema_fields(self, body: ChatCompletionBody) -> list[SchemaField]:
+        return openai_schema_fields(body)
+
+    def wire(self, body: ChatCompletionBody, route: str, envelope: Envelope) -> SseWire:
+        include_usage = body.stream_options is not None and body.stream_options.include_usage
+        renderer = ChunkRenderer(
+            _new_completion_id(), int(time.time()), route, include_usage, request_id=envelope.request_id
+        )
+        return _ChatWire(self.gw, renderer)
+
+    def answer(
+        self, resp: Answer, route: str, request_id: str, record: RouteRecord | None, body: ChatCompletionBody
+    ) -> tuple[bytes, Mapping[str, str]]:
+        out = completion_body(resp, completion_id=_new_completion_id(), created=int(time.time()), model=route)
+        return _dumps(out), record_headers(request_id, record)
+
+    def error_response(
+        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
+    ) -> Response:
+        return self.gw.error_response(err, request_id=request_id, record=record)
+
+
+def _sse_data(chunks: list[dict[str, Any]]) -> bytes:
+    if len(chunks) == 1:  # the common case: one chunk per event
+        return b"data: " + _dumps(chunks[0]) + b"\n\n"
+    return b"".join(b"data: " + _dumps(c) + b"\n\n" for c in chunks)
+
+
+class _ChatWire:
+    """``chat.completion.chunk`` events (:class:`~failover.inbound.openai.ChunkRenderer`), then
+    ``data: [DONE]``; a failure after the first byte is one ``data: {"error": ...}`` event."""
+
+    headers: Mapping[str, str] = {}
+
+    def __init__(self, gw: Gateway, renderer: ChunkRenderer) -> None:
+        self.gw = gw
+        self.renderer = renderer
+
+    def start(self) -> bytes:
+        return _sse_data(self.renderer.start())
+
+    def render(self, event: object) -> bytes:
+        return _sse_data(self.renderer.render(event))
+
+    def end(self, done: Completed) -> bytes:
+        return _sse_data(self.renderer.end(done)) + b"data: [DONE]\n\n"
+
+    def failure(self, code: str, message: str) -> bytes:
+        return _sse_data([openai_error_body(500, message, type="server_error", code=code)])
+
+    def partial(self, event: PartialOutput, message: str) -> bytes:
+        return self.failure("partial_output", message)
+
+    def error_response(
+        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
+    ) -> Response:
+        return self.gw.error_response(err, request_id=request_id, record=record)
+
+
+__all__ = ["ChatCompletions"]

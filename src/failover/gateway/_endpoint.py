@@ -1,0 +1,316 @@
+"""The request lifecycle every dialect's ``POST`` endpoint shares (:class:`Endpoint`).
+
+The endpoint is a plain ASGI callable rather than a Starlette request handler, so that it can
+watch ``http.disconnect`` for the whole exchange: a client that goes away cancels the router at
+once (the upstream HTTP request or stream is closed), for plain calls and streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Coroutine, Mapping
+from typing import Any, Generic, Protocol, cast
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+from typing_extensions import TypeVar
+
+from ..inbound import SchemaField, WireError, check_schema_limits
+from ..model import Envelope, Request, RouteRecord, Unavailable
+from ..model import Response as Answer
+from ..router import Router
+from ._body import ClientGone, heavy_json
+from ._disconnect import Interrupted, interruptible
+from ._envelope import envelope_from, live_reasoning_from
+from ._errors import ApiError, from_wire, shutting_down, unavailable_error
+from ._gateway import Gateway
+from ._http import header_map, send_json
+from ._settings import Tenant
+from ._stream_reply import SseWire, StreamReply
+
+log = logging.getLogger("failover.gateway")
+
+
+class _DialectBody(Protocol):
+    """What the lifecycle reads of a parsed body, whatever its dialect."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def stream(self) -> bool | None: ...
+
+
+class _Answered(Protocol):
+    """What the lifecycle reads of a plain answer, whatever the endpoint: its record."""
+
+    @property
+    def record(self) -> RouteRecord | None: ...
+
+
+_B = TypeVar("_B", bound=_DialectBody)
+_Q = TypeVar("_Q", default=Request)  # what the router is asked (a chat Request unless said)
+_A = TypeVar("_A", bound=_Answered, default=Answer)  # what it answers
+
+
+def _check_route(router: Router, route: str, tenant: Tenant | None) -> None:
+    """404 for a ``model`` that names no route, 403 for a route the tenant may not use."""
+    if route not in router.routes:
+        raise ApiError(
+            404,
+            f"the model {route!r} does not exist: it must name a route of this gateway (GET /v1/models)",
+            code="model_not_found",
+            param="model",
+        )
+    if tenant is not None and not tenant.allows(route):
+        raise ApiError(
+            403,
+            f"this API key may not use route {route!r}",
+            type="permission_error",
+            code="route_not_allowed",
+            param="model",
+        )
+
+
+class Endpoint(Generic[_B, _Q, _A]):
+    """One dialect's ``POST`` endpoint as an ASGI app: the request lifecycle every dialect
+    shares (drain check, auth, body, route, envelope, quotas, in-flight registration, the
+    interruptible call, error mapping, accounting), written once so the dialects cannot
+    drift apart. A subclass gives only what its wire format changes: how to read the key and
+    the body, how to render the answer, the stream and the errors (see the methods below).
+
+    The chat endpoint is the hot path: each hook is one plain method call, and the answer is
+    sent straight to the server (:func:`~failover.gateway._http.send_json`), not through a Starlette ``Response``."""
+
+    path: str  # for the 405 message
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gw = gateway
+
+    # -- what a dialect gives -------------------------------------------------------------------
+
+    def credentials(self, headers: dict[str, str]) -> Mapping[str, str]:
+        """The headers :meth:`Gateway.authenticate` reads (by default the request's own)."""
+        return headers
+
+    def parse(self, raw: bytes) -> _B:
+        """The body decoded and validated; an ApiError (400 naming the field) if it is not."""
+        raise NotImplementedError
+
+    def parse_heavy(self, raw: bytes) -> _B:
+        """:meth:`parse` for a body of many values, in a worker thread: its schemas' limits are
+        walked there too, so an oversized one is refused before the loop spends any time on it
+        (translating it, counting its tokens). Meta-validation still waits for admission."""
+        body = self.parse(raw)
+        try:
+            check_schema_limits(self.schema_fields(body), self.gw.settings.schema_limits)
+        except WireError as exc:
+            problem = exc
+        else:
+            return body
+        del body  # its hundreds of thousands of objects are freed here, not by the loop (~30 ms)
+        raise from_wire(problem) from None
+
+    def to_request(self, body: _B) -> _Q:
+        """The body as the router's Request; an ApiError if it cannot be translated. Its JSON
+        Schemas are not looked at here (before the tenant is admitted): :meth:`Gateway.check_schemas`
+        checks their limits and compiles them once it is."""
+        raise NotImplementedError
+
+    def schema_fields(self, body: _B) -> list[SchemaField]:
+        """The client JSON Schemas in ``body``, each with its field path."""
+        raise NotImplementedError
+
+    def wire(self, body: _B, route: str, envelope: Envelope) -> SseWire:
+        """How this dialect writes an SSE answer for ``body``."""
+        raise NotImplementedError
+
+    def answer(
+        self, resp: _A, route: str, request_id: str, record: RouteRecord | None, body: _B
+    ) -> tuple[bytes, Mapping[str, str]]:
+        """A plain answer's JSON body and headers (``body``: the request, for a dialect whose
+        answer repeats its settings)."""
+        raise NotImplementedError
+
+    def call(self, router: Router, route: str, req: _Q, envelope: Envelope) -> Coroutine[Any, Any, _A]:
+        """The router call of a plain answer: ``complete`` for a chat dialect."""
+        return cast("Coroutine[Any, Any, _A]", router.complete(route, cast(Request, req), envelope))
+
+    def error_response(
+        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
+    ) -> Response:
+        """An ApiError in this dialect's error format."""
+        raise NotImplementedError
+
+    def status(self, err: ApiError) -> int:
+        """The HTTP status this dialect answers ``err`` with (and counts it under)."""
+        return err.status
+
+    # -- the lifecycle --------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        gw = self.gw
+        router = gw.router  # a reload swaps gw.router; this request finishes on the one it started with
+        started = time.perf_counter()
+        if scope["method"] != "POST":
+            err = ApiError(405, f"use POST for {self.path}", code="method_not_allowed", headers={"allow": "POST"})
+            await self.error_response(err)(scope, receive, send)
+            return
+        headers = header_map(scope)
+        tenant: Tenant | None = None
+        route: str | None = None
+        try:
+            if gw.draining:
+                raise shutting_down()
+            tenant = gw.authenticate(scope, self.credentials(headers))
+            raw = await gw.read_body(receive, headers)
+            # A body of many JSON values takes a C decoder that holds the GIL for its whole length
+            # (7 MiB of small objects: ~0.3 s): it is decoded off the loop by the pure-Python
+            # scanner instead, which lets every other request run between its steps.
+            if heavy_json(raw):
+                try:
+                    body = await asyncio.to_thread(self.parse_heavy, raw)
+                finally:  # once decoded: what it leaves is reclaimed a moment after the request ends
+                    gw.reclaim_soon()
+            else:
+                body = self.parse(raw)
+            route = body.model
+            _check_route(router, route, tenant)
+            envelope = envelope_from(
+                headers,
+                gw.settings.envelope,
+                tenant=tenant.name if tenant is not None else None,
+                recent=gw.recent_keys,
+            )
+            live = live_reasoning_from(headers)  # x-failover-live-reasoning: a stream's reasoning as it comes
+            if envelope.client_retry:  # charged to the retry budget: counted apart from new requests
+                gw.metrics.client_retries.labels(route).inc()
+            req = self.to_request(body)
+            quotas = gw.quotas  # last: a refused request takes nothing; shared quotas await the store
+            max_cost = (
+                quotas.admit(tenant, envelope.max_cost)
+                if quotas.local
+                else await quotas.admit_shared(tenant, envelope.max_cost)
+            )
+            if max_cost != envelope.max_cost:
+                envelope = dataclasses.replace(envelope, max_cost=max_cost)
+            # after admission (the tenant pays for the work), before any upstream call
+            await gw.check_schemas(self.schema_fields(body))
+        except ClientGone:
+            gw.finish(
+                status=499,
+                route=route,
+                tenant=tenant,
+                request_id=None,
+                record=None,
+                started=started,
+                note="client disconnected while sending the body",
+            )
+            return
+        except ApiError as err:
+            gw.finish(
+                status=self.status(err),
+                route=route,
+                tenant=tenant,
+                request_id=None,
+                record=None,
+                started=started,
+                code=err.code,
+            )
+            await self.error_response(err)(scope, receive, send)
+            return
+        stop = gw.enter(router)
+        try:
+            if body.stream:
+                wire = self.wire(body, route, envelope)
+                chat = cast(Request, req)  # only chat dialects stream
+                reply = StreamReply(gw, router, route, chat, envelope, tenant, started, stop, wire, live)
+                await reply(scope, receive, send)
+            else:
+                await self._complete(scope, receive, send, router, route, req, envelope, tenant, started, stop, body)
+        finally:
+            gw.leave(stop)
+
+    async def _complete(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        router: Router,
+        route: str,
+        req: _Q,
+        envelope: Envelope,
+        tenant: Tenant | None,
+        started: float,
+        stop: asyncio.Future[None],
+        body: _B,
+    ) -> None:
+        """One plain answer; a client that leaves (or the drain) cancels the upstream call."""
+        gw = self.gw
+        response: Response
+        try:
+            outcome = await interruptible(self.call(router, route, req, envelope), scope, receive, stop)
+        except Unavailable as exc:
+            err = unavailable_error(exc, gw.scrub)
+            gw.finish(
+                status=self.status(err),
+                route=route,
+                tenant=tenant,
+                request_id=exc.request_id,
+                record=exc.record,
+                started=started,
+                note=exc.reason.value,
+                code=err.code,
+            )
+            response = self.error_response(err, request_id=exc.request_id, record=exc.record)
+        except Exception as exc:
+            log.error("internal error on route %s request %s: %s", route, envelope.request_id, type(exc).__name__)
+            err = ApiError(500, f"internal gateway error (request id {envelope.request_id})", type="server_error")
+            gw.finish(
+                status=500,
+                route=route,
+                tenant=tenant,
+                request_id=envelope.request_id,
+                record=None,
+                started=started,
+                note=f"internal error {type(exc).__name__}",
+            )
+            response = self.error_response(err, request_id=envelope.request_id)
+        else:
+            if isinstance(outcome, Interrupted):  # the client left or the drain cut us: upstream cancelled
+                cut = outcome.reason == "drain"
+                gw.finish(
+                    status=503 if cut else 499,
+                    route=route,
+                    tenant=tenant,
+                    request_id=envelope.request_id,
+                    record=None,
+                    started=started,
+                    code="shutting_down" if cut else None,
+                    note="cut by shutdown drain; upstream cancelled"
+                    if cut
+                    else "client disconnected; upstream cancelled",
+                )
+                if outcome.outer is not None:
+                    raise outcome.outer
+                if not cut:
+                    return
+                response = self.error_response(shutting_down(), request_id=envelope.request_id)
+            else:
+                record = outcome.record
+                request_id = record.request_id if record is not None else envelope.request_id
+                out, out_headers = self.answer(outcome, route, request_id, record, body)
+                try:
+                    await send_json(send, 200, out, out_headers)
+                finally:  # the access line, metrics and the tenant's charge after the answer left, not before
+                    gw.finish(
+                        status=200, route=route, tenant=tenant, request_id=request_id, record=record, started=started
+                    )
+                return
+        await response(scope, receive, send)
+
+
+__all__ = ["Endpoint"]

@@ -1,0 +1,252 @@
+"""The stream relay: one SSE answer fed by ``Router.stream`` (:class:`StreamReply`), written in
+a dialect's format by its :class:`SseWire`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from ..inbound import RelayMismatch
+from ..inbound._headers import record_headers
+from ..inbound._relay import mismatch_message
+from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord, Unavailable
+from ..router import Router, RouteStream
+from ._disconnect import Disconnect, gone_note
+from ._errors import ApiError, shutting_down, unavailable_error
+from ._gateway import Gateway
+from ._settings import Tenant
+
+log = logging.getLogger("failover.gateway")
+
+
+class SseWire(Protocol):
+    """What one dialect writes on an SSE answer: bytes for the start, each stream event, the
+    end, a failure after the first byte (``partial`` for a cut answer, ``failure`` for anything
+    else), and its error answer before the first byte."""
+
+    headers: Mapping[str, str]  # extra response headers for the stream
+
+    def start(self) -> bytes: ...
+
+    def render(self, event: object) -> bytes: ...
+
+    def end(self, done: Completed) -> bytes: ...
+
+    def failure(self, code: str, message: str) -> bytes: ...
+
+    def partial(self, event: PartialOutput, message: str) -> bytes: ...
+
+    def error_response(
+        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
+    ) -> Response: ...
+
+
+class StreamReply:
+    """One SSE answer fed by ``Router.stream``, in the format of its :class:`SseWire`.
+
+    Nothing is sent until the router passes its commit point (the first content event): a
+    failure before it is an ordinary error response with its status. After it, a failure ends
+    the stream with one error event, never a splice. A client disconnect at any moment closes
+    the RouteStream, which closes the upstream stream at once.
+    """
+
+    def __init__(
+        self,
+        gw: Gateway,
+        router: Router,
+        route: str,
+        request: Request,
+        envelope: Envelope,
+        tenant: Tenant | None,
+        started: float,
+        stop: asyncio.Future[None],
+        wire: SseWire,
+        live_reasoning: bool = False,
+    ) -> None:
+        self.gw = gw
+        self.live_reasoning = live_reasoning
+        self.router = router
+        self.stop = stop
+        self.route = route
+        self.request = request
+        self.envelope = envelope
+        self.tenant = tenant
+        self.started = started
+        self.sent_headers = False
+        self.wire = wire
+        self.gone: asyncio.Future[None] | None = None  # resolves when the client is gone
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # the client has every delta already: the router need not keep the text for PartialOutput
+        rs = self.router.stream(
+            self.route, self.request, self.envelope, keep_text=False, live_reasoning=self.live_reasoning
+        )
+        await rs.__aenter__()
+        gone = Disconnect(scope, receive)
+        watch = self.gone = gone.future
+        pump = asyncio.ensure_future(self._pump(rs, scope, receive, send))
+        try:
+            waiters: set[asyncio.Future[Any]] = {pump, watch, self.stop}
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.close()
+            left = not pump.done()
+            cut = left and self.stop.done() and not watch.done()
+            if left:
+                pump.cancel()
+            await rs.aclose()  # closes the upstream stream now, whatever state it is in
+            with contextlib.suppress(asyncio.CancelledError, OSError):  # OSError: a send to a closed socket
+                await pump
+            await gone.aclose()
+            if cut:
+                await self._cut(scope, receive, send)
+            elif left:
+                self.gw.finish(
+                    status=499,
+                    route=self.route,
+                    tenant=self.tenant,
+                    request_id=self.envelope.request_id,
+                    record=rs.record,  # outcome "cancelled": the stream was cut when the client left
+                    started=self.started,
+                    stream=True,
+                    note=gone_note(scope),
+                )
+
+    async def _cut(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The drain timed out on this stream: end it cleanly (an error event, or a 503 before any byte)."""
+        gw = self.gw
+        gw.finish(
+            status=503,
+            route=self.route,
+            tenant=self.tenant,
+            request_id=self.envelope.request_id,
+            record=None,
+            started=self.started,
+            stream=True,
+            code="shutting_down",
+            note="cut by shutdown drain; upstream stream closed",
+        )
+        with contextlib.suppress(OSError, RuntimeError):
+            if self.sent_headers:
+                event = self.wire.failure(
+                    "shutting_down",
+                    f"the gateway shut down before the stream ended (request id {self.envelope.request_id})",
+                )
+                await send({"type": "http.response.body", "body": event, "more_body": False})
+            else:
+                response = self.wire.error_response(shutting_down(), request_id=self.envelope.request_id)
+                await response(scope, receive, send)
+
+    async def _start(self, send: Send) -> None:
+        headers = {
+            "content-type": "text/event-stream; charset=utf-8",
+            "cache-control": "no-cache",
+            "x-accel-buffering": "no",
+            **record_headers(self.envelope.request_id, None),
+            "x-failover-route": self.route,
+            **self.wire.headers,
+        }
+        raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+        await send({"type": "http.response.start", "status": 200, "headers": raw})
+        self.sent_headers = True
+
+    async def _pump(self, rs: RouteStream, scope: Scope, receive: Receive, send: Send) -> None:
+        gw = self.gw
+        events: AsyncIterator[object] = aiter(rs)
+        try:
+            first = await anext(events)
+        except StopAsyncIteration:
+            first = None
+        except Unavailable as exc:
+            err = unavailable_error(exc, gw.scrub)
+            response = self.wire.error_response(err, request_id=exc.request_id, record=exc.record)
+            gw.finish(
+                status=response.status_code,  # the wire's: Anthropic's overload is 529
+                route=self.route,
+                tenant=self.tenant,
+                request_id=exc.request_id,
+                record=exc.record,
+                started=self.started,
+                stream=True,
+                note=exc.reason.value,
+                code=err.code,
+            )
+            await response(scope, receive, send)
+            return
+        except Exception as exc:
+            log.error("internal error on stream %s: %s", self.envelope.request_id, type(exc).__name__)
+            err = ApiError(500, f"internal gateway error (request id {self.envelope.request_id})", type="server_error")
+            gw.finish(
+                status=500,
+                route=self.route,
+                tenant=self.tenant,
+                request_id=self.envelope.request_id,
+                record=None,
+                started=self.started,
+                stream=True,
+                note=f"internal error {type(exc).__name__}",
+            )
+            await self.wire.error_response(err, request_id=self.envelope.request_id)(scope, receive, send)
+            return
+        await self._start(send)
+        wire = self.wire
+        body = wire.start()
+        status_note = ""
+        record: RouteRecord | None = None
+        try:
+            event: object = first
+            while event is not None:
+                if isinstance(event, Completed):
+                    record = event.response.record
+                    body += wire.end(event)
+                    break
+                if isinstance(event, PartialOutput):
+                    record = event.record
+                    status_note = f"partial_output after output began: {event.failure.label}"
+                    body += wire.partial(
+                        event,
+                        f"partial_output: the stream was cut after output began ({event.failure.label}); "
+                        f"nothing was spliced on (request id {self.envelope.request_id})",
+                    )
+                    break
+                body += wire.render(event)
+                if body:
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                    body = b""
+                event = await anext(events, None)
+        except Unavailable as exc:  # not expected after the commit point; still never a splice
+            record = exc.record
+            status_note = exc.reason.value
+            body += wire.failure(exc.reason.value, gw.scrub(f"{exc.reason.value}: {exc.message}"))
+        except RelayMismatch as exc:  # a dialect's answer changed under what was sent: say so, never hide it
+            status_note = f"stream_mismatch: {exc}"
+            log.error("stream %s: %s", self.envelope.request_id, status_note)
+            body += wire.failure("stream_mismatch", mismatch_message(exc, self.envelope.request_id))
+        except Exception as exc:
+            status_note = f"internal error {type(exc).__name__}"
+            log.error("internal error on stream %s: %s", self.envelope.request_id, type(exc).__name__)
+            body += wire.failure("internal_error", f"internal gateway error (request id {self.envelope.request_id})")
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+        status = 200
+        gone = self.gone
+        if gone is not None and gone.done():  # the sends since the client left went nowhere
+            status, status_note = 499, gone_note(scope)
+        gw.finish(
+            status=status,
+            route=self.route,
+            tenant=self.tenant,
+            request_id=self.envelope.request_id,
+            record=record,
+            started=self.started,
+            stream=True,
+            note=status_note,
+        )
+
+
+__all__ = ["SseWire", "StreamReply"]
