@@ -15,8 +15,8 @@ import pytest
 
 from failover import Envelope, Price, Request, Route, Router, Unavailable
 from failover.gateway import GatewaySettings, create_app
-from failover.gateway._app import _reload_on_sighup
 from failover.gateway._logs import ACCESS_LOGGER
+from failover.gateway._signals import reload_on_sighup as _reload_on_sighup
 from failover.policy import BreakerBoard, BreakerConfig, Unlimited
 from failover.testing import FakeNetwork, FakeProvider, Reply, Script
 

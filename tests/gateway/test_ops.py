@@ -269,7 +269,7 @@ async def test_a_failed_reload_keeps_serving() -> None:
     app = create_app(kit.router, kit.settings)
     gw = app.state.gateway
 
-    from failover.gateway._app import _reload_on_sighup
+    from failover.gateway._signals import reload_on_sighup as _reload_on_sighup
     from failover.model import ConfigError
 
     def broken() -> tuple[Any, Any]:

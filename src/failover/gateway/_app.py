@@ -1,24 +1,19 @@
-"""The OpenAI-compatible ASGI app: ``create_app(router, settings)``.
+"""The gateway as an ASGI app: ``create_app(router, settings)`` puts the pieces together.
 
-Endpoints: ``POST /v1/chat/completions``, ``POST /v1/messages`` and ``POST /v1/responses``
-(plain and SSE), ``POST /v1/embeddings``, ``GET /v1/models`` (the routes),
-``GET /v1/models/{route}``, ``GET /admin/health`` (admin key), ``GET /healthz``.
-
-The chat endpoint is a plain ASGI callable rather than a Starlette request handler, so that
-it can watch ``http.disconnect`` for the whole exchange: a client that goes away cancels the
-router at once (the upstream HTTP request or stream is closed), for plain calls and streams.
+Endpoints: ``POST /v1/chat/completions`` (:mod:`._chat`), ``POST /v1/messages`` (:mod:`._messages`)
+and ``POST /v1/responses`` (:mod:`._responses`), plain and SSE, each one dialect of the shared
+lifecycle (:mod:`._endpoint`, streams relayed by :mod:`._stream_reply`); ``POST /v1/embeddings``
+(:mod:`._embeddings`); ``GET /v1/models`` and ``GET /v1/models/{route}`` (:mod:`._listing`);
+``GET /admin/health``, ``/healthz``, ``/readyz``, ``/metrics``, ``/openapi.json`` and the lab
+(:mod:`._ops`). Their shared state is :class:`~failover.gateway._gateway.Gateway`; SIGHUP and
+SIGTERM / SIGINT are handled by :mod:`._signals`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import dataclasses
 import logging
-import signal
-import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.applications import Starlette
@@ -27,29 +22,25 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
-from starlette.routing import Mount
 from starlette.routing import Route as HttpRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..inbound._headers import record_headers  # shared with failover.httpx_client
-from ..model._json import dumps as _dumps
-from ..policy import BreakerSnapshot
 from ..router import Router
 from ._chat import ChatCompletions
 from ._embeddings import EmbeddingsEndpoint
 from ._errors import ApiError
 from ._gateway import Gateway
-from ._http import answers_errors, json_response
+from ._http import json_response
+from ._listing import model_listing
 from ._messages import Messages, count_tokens
-from ._metrics import CONTENT_TYPE
-from ._openapi import openapi_schema
+from ._ops import ops_routes
 from ._responses import Responses, stored_response
-from ._settings import GatewaySettings, Tenant
+from ._settings import GatewaySettings
+from ._signals import Reloader, reload_on_sighup
+from ._signals import drain_on_signals as _drain_on_signals  # (create_app has a flag of that name)
 
 log = logging.getLogger("failover.gateway")
-
-
-Reloader = Callable[[], tuple[Router, GatewaySettings]]
 
 
 class GatewayApp(Starlette):
@@ -84,103 +75,18 @@ class GatewayApp(Starlette):
         await super().__call__(scope, receive, send)
 
 
-def _reload_on_sighup(gw: Gateway, reload: Reloader) -> None:
-    """On SIGHUP: build a new router and settings (in a thread: it reads files) and swap them
-    in. A configuration error keeps the old one serving and is logged."""
-    loop = asyncio.get_running_loop()
-
-    async def run() -> None:
-        try:
-            router, settings = await asyncio.to_thread(reload)
-        except Exception as exc:
-            log.error("reload failed, still serving the previous configuration: %s", gw.scrub(str(exc)))
-            return
-        gw.swap(router, settings)
-        log.info("configuration reloaded: %d route(s), %d tenant(s)", len(router.routes), len(settings.tenants))
-
-    def handle() -> None:
-        gw._reload_task = loop.create_task(run())
-
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError, AttributeError):
-        loop.add_signal_handler(signal.SIGHUP, handle)
-
-
-def _drain_on_signals(gw: Gateway) -> None:
-    """On SIGTERM / SIGINT: drain first (readyz 503, new requests 503, in-flight ones finish or
-    are cut after ``drain_seconds``), then hand the signal to the server's own handler (uvicorn
-    then closes its sockets and exits). A second signal skips the wait."""
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        previous = signal.getsignal(sig)
-        if not callable(previous):
-            continue
-
-        def handle(sig: signal.Signals = sig, previous: Callable[[int, Any], Any] = previous) -> None:
-            async def drain_then_exit() -> None:
-                try:
-                    await gw.drain(gw.settings.drain_seconds)
-                finally:
-                    previous(sig, None)
-
-            if gw.draining:
-                previous(sig, None)
-            else:
-                gw._drain_task = loop.create_task(drain_then_exit())
-
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
-            loop.add_signal_handler(sig, handle)
-
-
-def _breaker_entry(snap: BreakerSnapshot, now: float) -> dict[str, Any]:
-    """A breaker for /admin/health: ``retry_at`` as a UTC wall-clock time (the snapshot's is
-    the event loop's clock, which means nothing outside the process), ``retry_in_s`` as seconds
-    from now."""
-    entry = dataclasses.asdict(snap)
-    if snap.retry_at is None:
-        entry["retry_in_s"] = None
-        return entry
-    left = max(0.0, snap.retry_at - now)
-    entry["retry_in_s"] = round(left, 3)
-    when = datetime.fromtimestamp(time.time() + left, UTC)
-    entry["retry_at"] = when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return entry
-
-
-def _lab_app(gw: Gateway) -> ASGIApp:
-    from ..lab._seed import LabPolicies
-    from ..lab._web import lab_app  # imported only when the lab is switched on
-
-    # the simulator runs with the served config's policies (a fresh budget with its parameters)
-    policies = LabPolicies.of(gw.router.backoff, gw.router.retry_budget, "this gateway's config")
-    keep = gw.settings.lab_live_keep
-    if keep is None:
-        return lab_app(policies=policies)
-    from ..lab._live import LiveRecords
-    from ..lab._web import LiveView
-
-    def candidates(route: str) -> list[str]:
-        r = gw.router.routes.get(route)
-        return [t.name for t in r.targets] if r is not None else []
-
-    records = LiveRecords(keep, scrub=lambda text: gw.scrub(text), candidates=candidates)
-    gw.records = records
-
-    async def authorize(request: HttpRequest) -> Response | None:
-        try:
-            gw.authenticate_admin(request.scope, request.headers)
-        except ApiError as err:
-            return json_response(err.status, err.body(), err.headers)
-        return None
-
-    return lab_app(
-        policies=policies,
-        live=LiveView(
-            records=records,
-            authorize=authorize,
-            routes=lambda: list(gw.router.routes),
-            closing=lambda: gw.draining,
-        ),
+async def _http_error(request: HttpRequest, exc: Exception) -> Response:
+    """Starlette's own errors (an unknown path, a wrong method) in the gateway's error body."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    code = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
+    message = f"{request.method} {request.url.path}: " + (
+        exc.detail if isinstance(exc, HTTPException) else "internal gateway error"
     )
+    err = ApiError(status, message, code=code)
+    headers = dict(err.headers)
+    if isinstance(exc, HTTPException) and exc.headers:  # a 405's Allow
+        headers.update(exc.headers)
+    return json_response(status, err.body(), headers)
 
 
 def create_app(
@@ -201,106 +107,6 @@ def create_app(
         log.warning(
             "gateway is OPEN: no tenants are configured, so no API key is checked; it answers loopback clients only"
         )
-
-    def listing(request: HttpRequest) -> tuple[Tenant | None, bool]:
-        """The caller's tenant, and whether it speaks Anthropic (its SDK always sends
-        ``anthropic-version`` and may send its key as ``x-api-key``)."""
-        headers = request.headers
-        anthropic_client = "anthropic-version" in headers
-        key = headers.get("x-api-key") if anthropic_client else None
-        creds: Mapping[str, str] = {"authorization": f"Bearer {key.strip()}"} if key else headers
-        return gw.authenticate(request.scope, creds), anthropic_client
-
-    def model_entry(name: str, anthropic_client: bool) -> dict[str, Any]:
-        if not anthropic_client:
-            return {"id": name, "object": "model", "created": gw.started, "owned_by": "failover"}
-        route = gw.router.routes[name]
-        entry: dict[str, Any] = {
-            "type": "model",
-            "id": name,
-            "display_name": name,
-            "created_at": datetime.fromtimestamp(gw.started, UTC).isoformat().replace("+00:00", "Z"),
-            "lifecycle": "active",
-        }
-        if route.primary:  # what the route's first target takes and gives
-            entry["max_input_tokens"] = route.primary[0].context_window
-            entry["max_tokens"] = route.primary[0].max_output_tokens
-        return entry
-
-    @answers_errors
-    async def models(request: HttpRequest) -> Response:
-        tenant, anthropic_client = listing(request)
-        names = [name for name in gw.router.routes if tenant is None or tenant.allows(name)]
-        data = [model_entry(name, anthropic_client) for name in names]
-        if anthropic_client:  # Anthropic's page: one page with everything
-            page = {"data": data, "has_more": False, "first_id": names[0] if names else None}
-            return json_response(200, {**page, "last_id": names[-1] if names else None})
-        return json_response(200, {"object": "list", "data": data})
-
-    @answers_errors
-    async def model(request: HttpRequest) -> Response:
-        tenant, anthropic_client = listing(request)
-        name = request.path_params["name"]
-        if name not in gw.router.routes or (tenant is not None and not tenant.allows(name)):
-            raise ApiError(404, f"the model {name!r} does not exist", code="model_not_found", param="model")
-        return json_response(200, model_entry(name, anthropic_client))
-
-    @answers_errors
-    async def admin_health(request: HttpRequest) -> Response:
-        gw.authenticate_admin(request.scope, request.headers)
-        now = asyncio.get_running_loop().time()
-        breakers = [_breaker_entry(b, now) for b in gw.router.breakers.snapshots(now)]
-        limiters: dict[str, Any] = {}
-        if gw.router.limiters is not None:
-            # with a `state:` store, the fleet's buckets (each snapshot's `view` says whose)
-            for snap in (await gw.router.limiters.shared_snapshot(now)).values():
-                limiters[snap.name] = dataclasses.asdict(snap)
-        body = {
-            "status": "ok",
-            "open": s.open,
-            "routes": {
-                name: {"primary": [t.name for t in r.primary], "fallbacks": [t.name for t in r.fallbacks]}
-                for name, r in gw.router.routes.items()
-            },
-            "breakers": breakers,
-            "limiters": limiters,
-            "tenants": gw.quotas.snapshot() if gw.quotas.local else await gw.quotas.shared_snapshot(),
-            "in_flight": len(gw.in_flight),
-            "draining": gw.draining,
-        }
-        return json_response(200, body)
-
-    async def healthz(request: HttpRequest) -> Response:
-        return json_response(200, {"status": "ok"})
-
-    async def readyz(request: HttpRequest) -> Response:
-        if gw.draining:
-            return json_response(503, {"status": "draining"}, {"retry-after": "1"})
-        return json_response(200, {"status": "ready"})
-
-    schema = _dumps(openapi_schema(metrics=s.metrics_enabled))
-
-    async def openapi(request: HttpRequest) -> Response:
-        return Response(schema, status_code=200, media_type="application/json")
-
-    @answers_errors
-    async def metrics(request: HttpRequest) -> Response:
-        if s.metrics_require_admin_key:
-            gw.authenticate_admin(request.scope, request.headers)
-        return Response(gw.metrics.render(), status_code=200, media_type=CONTENT_TYPE)
-
-    async def http_error(request: HttpRequest, exc: Exception) -> Response:
-        status = exc.status_code if isinstance(exc, HTTPException) else 500
-        code = {404: "not_found", 405: "method_not_allowed"}.get(status, "http_error")
-        message = f"{request.method} {request.url.path}: " + (
-            exc.detail if isinstance(exc, HTTPException) else "internal gateway error"
-        )
-        err = ApiError(status, message, code=code)
-        headers = dict(err.headers)
-        if isinstance(exc, HTTPException) and exc.headers:  # a 405's Allow
-            headers.update(exc.headers)
-        return json_response(status, err.body(), headers)
-
     middleware = []
     if s.cors_origins:
         middleware.append(
@@ -319,7 +125,7 @@ def create_app(
         if drain_on_signals:
             _drain_on_signals(gw)
         if reload is not None:
-            _reload_on_sighup(gw, reload)
+            reload_on_sighup(gw, reload)
         try:
             yield
             await gw.drain(s.drain_seconds)  # a no-op when the server already drained (failover serve)
@@ -327,6 +133,7 @@ def create_app(
             if close_router:
                 await gw.router.aclose()
 
+    models, model = model_listing(gw)
     app = GatewayApp(
         fast_dispatch=not middleware,  # CORS must see every request
         routes=[
@@ -338,15 +145,10 @@ def create_app(
             HttpRoute("/v1/embeddings", EmbeddingsEndpoint(gw), methods=["POST"]),
             HttpRoute("/v1/models", models, methods=["GET"]),
             HttpRoute("/v1/models/{name:path}", model, methods=["GET"]),
-            HttpRoute("/admin/health", admin_health, methods=["GET"]),
-            HttpRoute("/healthz", healthz, methods=["GET"]),
-            HttpRoute("/readyz", readyz, methods=["GET"]),
-            HttpRoute("/openapi.json", openapi, methods=["GET"]),
-            *([HttpRoute("/metrics", metrics, methods=["GET"])] if s.metrics_enabled else []),
-            *([Mount("/lab", app=_lab_app(gw))] if s.lab_enabled else []),
+            *ops_routes(gw),
         ],
         middleware=middleware,
-        exception_handlers={HTTPException: http_error},
+        exception_handlers={HTTPException: _http_error},
         lifespan=lifespan,
     )
     # No redirect from /path/ to /path: Starlette would build it from the Host header (any
