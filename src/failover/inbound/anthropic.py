@@ -76,8 +76,9 @@ from ._anthropic_body import (
     UserMessage,
     parse_body,
 )
-from ._anthropic_render import Event as Event
-from ._anthropic_render import EventRenderer, error_body, error_type_for, message_body, stop_reason, usage_body
+from ._anthropic_events import Event as Event
+from ._anthropic_events import EventRenderer
+from ._anthropic_message import error_body, error_type_for, message_body, stop_reason, usage_body
 from ._anthropic_signature import SIGNATURE_MARK, client_signature, history_reasoning
 from ._relay import RelayMismatch
 from ._wire import SchemaField, WireError, check_schemas
