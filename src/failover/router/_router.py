@@ -943,7 +943,7 @@ class _Run:
         try:
             if streamed:
                 status, outcome, first_event, streamed = await stream_exchange(
-                    self, target, request, start, total, connect
+                    router, self.output, target, request, start, total, connect
                 )
             else:
                 dialect = router.dialect(target)
