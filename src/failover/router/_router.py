@@ -107,6 +107,7 @@ from ..validation import (
 from ._engine import Decision, Go, Lane, Next, Repair, RunState, Sleep, Stop, conclude, decide
 from ._history import readable_history
 from ._hooks import DegradeHandler, QualityGate, degraded
+from ._parts import RouterParts
 from ._record import Recorder
 from ._stream import Output, RouteStream, _Partial, stream_exchange
 from ._telemetry import attempt_ended, breaker_changed, request_ended
@@ -909,21 +910,17 @@ class _Run:
         cost = target.price.cost(self.input_tokens(target), 0)
         self.state.spent += cost
         total = min(target.attempt_cap(), max(0.0, until - start))
-        self.rec.attempts.append(
-            Attempt(
-                index=len(self.rec.attempts),
-                target=target.name,
-                model=target.model,
-                phase=phase,
-                start=start - self.t0,
-                end=self.loop.time() - self.t0,
-                connect_timeout=min(target.timeouts.connect, total),
-                total_timeout=total,
-                outcome="cancelled",
-                cost=cost,
-                cost_estimated=True,
-                hedge=hedge,
-            )
+        self.rec.attempted(
+            target,
+            phase,
+            start,
+            self.loop.time(),
+            connect=min(target.timeouts.connect, total),
+            total=total,
+            hedge=hedge,
+            outcome="cancelled",
+            cost=cost,
+            estimated=True,
         )
 
     async def _exchange(
@@ -946,32 +943,9 @@ class _Run:
                     router, self.output, target, request, start, total, connect
                 )
             else:
-                dialect = router.dialect(target)
-                http = dialect.build(target, request)
-                send_total, send_connect = total, connect
-                if router.auth.needed(target):
-                    # a token refresh is part of the attempt: bounded by it, and what it took is
-                    # not the send's (a stream's first-event timer covers it the same way)
-                    began = loop.time()
-                    async with asyncio.timeout(total):
-                        http = await router.auth.authorize(target, http)
-                    send_total = max(0.0, total - (loop.time() - began))
-                    send_connect = min(connect, send_total)
-                if router.transport_enforces_total:
-                    resp = await router.transport.send(http, connect_timeout=send_connect, total_timeout=send_total)
-                else:
-                    async with asyncio.timeout(send_total):
-                        resp = await router.transport.send(http, connect_timeout=send_connect, total_timeout=send_total)
-                status = resp.status
-                outcome = dialect.parse(target, resp)
-        except TimeoutError:
-            outcome = Failure(
-                kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message=_total_msg(total, left, target)
-            )
-        except TransportError as exc:
-            outcome = _transport_failure(exc, total, left, target)
-        except AuthError as exc:  # the target's credential chain gave nothing to send with
-            outcome = Failure(kind=FailureKind.AUTHENTICATION_OR_PERMISSION, message=str(exc))
+                status, outcome = await plain_exchange(router, target, request, total, connect)
+        except (TimeoutError, TransportError, AuthError) as exc:
+            outcome = exchange_failure(exc, total, left, target)
         contract_ok: bool | None = None
         task_ok: bool | None = None
         if isinstance(outcome, Response):
@@ -1003,38 +977,32 @@ class _Run:
             cost = target.price.cost(usage.input_tokens, usage.output_tokens)
             if asked is self.request and usage.input_tokens > 0:  # not a repaired request
                 observe_usage(target, self.local_tokens(target), usage.input_tokens)
-        elif failure is not None and _maybe_billed(failure):
+        elif failure is not None and maybe_billed(failure):
             cost, estimated = target.price.cost(self.input_tokens(target), 0), True
         self.state.spent += cost
-        attempt = Attempt(
-            index=len(self.rec.attempts),
-            target=target.name,
-            model=target.model,
-            phase=phase,
-            start=start - self.t0,
-            end=end - self.t0,
-            connect_timeout=connect,
-            total_timeout=total,
-            first_event_timeout=min(target.timeouts.first_event, total) if streamed else None,
-            idle_timeout=target.timeouts.idle if streamed else None,
-            first_event=None if first_event is None else first_event - self.t0,
-            connected=connected[0] - self.t0 if connected else None,
-            outcome="ok" if failure is None else failure.label,
-            failure=failure,
+        attempt = self.rec.attempted(
+            target,
+            phase,
+            start,
+            end,
+            connect=connect,
+            total=total,
             hedge=hedge,
-            streamed=streamed,
-            contract_ok=contract_ok,
-            task_ok=task_ok,
-            reasoning_stripped=stripped,
+            failure=failure,
             status=status,
             usage=usage,
             cost=cost,
-            cost_estimated=estimated,
+            estimated=estimated,
             provider_request_id=(
                 failure.provider_request_id if failure is not None else getattr(outcome, "provider_request_id", None)
             ),
+            connected=connected[0] if connected else None,
+            streamed=streamed,
+            first_event=first_event,
+            contract_ok=contract_ok,
+            task_ok=task_ok,
+            stripped=stripped,
         )
-        self.rec.attempts.append(attempt)
         router.health.observe(target, failure, end - start, end)
         log.debug("attempt %d on %s (%s): %s in %.3fs", attempt.index, target.name, phase, attempt.outcome, end - start)
         if isinstance(outcome, Response):
@@ -1067,6 +1035,47 @@ def _transport_failure(exc: TransportError, total: float, left: float, target: T
     return Failure(kind=FailureKind.TRANSPORT_TRANSIENT, message=str(exc))
 
 
-def _maybe_billed(failure: Failure) -> bool:
+def maybe_billed(failure: Failure) -> bool:
     """A request that reached the provider and was cut off may have been billed for input."""
     return failure.kind is FailureKind.TIMEOUT and failure.phase is not TimeoutPhase.CONNECT
+
+
+async def plain_exchange(
+    router: RouterParts, target: Target, request: Request, total: float, connect: float
+) -> tuple[int, Response | Failure]:
+    """One plain attempt's exchange, ``(status, outcome)``; a timeout, a transport error or an
+    AuthError propagates (:func:`exchange_failure` classifies it)."""
+    dialect = router.dialect(target)
+    http = dialect.build(target, request)
+    send_total, send_connect = total, connect
+    if router.auth.needed(target):
+        # a token refresh is part of the attempt: bounded by it, and what it took is
+        # not the send's (a stream's first-event timer covers it the same way)
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        async with asyncio.timeout(total):
+            http = await router.auth.authorize(target, http)
+        send_total = max(0.0, total - (loop.time() - began))
+        send_connect = min(connect, send_total)
+    if router.transport_enforces_total:
+        resp = await router.transport.send(http, connect_timeout=send_connect, total_timeout=send_total)
+    else:
+        async with asyncio.timeout(send_total):
+            resp = await router.transport.send(http, connect_timeout=send_connect, total_timeout=send_total)
+    return resp.status, dialect.parse(target, resp)
+
+
+def exchange_failure(
+    exc: TimeoutError | TransportError | AuthError, total: float, left: float, target: Target
+) -> Failure:
+    """What an attempt's exchange raised, as its classified Failure (``left``: the deadline's
+    time when the attempt started, ``total``: the attempt's own cap)."""
+    if isinstance(exc, TimeoutError):
+        return Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message=_total_msg(total, left, target))
+    if isinstance(exc, TransportError):
+        return _transport_failure(exc, total, left, target)
+    # the target's credential chain gave nothing to send with
+    return Failure(kind=FailureKind.AUTHENTICATION_OR_PERMISSION, message=str(exc))
+
+
+_CONTRACT_KINDS = frozenset({FailureKind.SCHEMA_INVALID, FailureKind.TOOL_CALL_MALFORMED, FailureKind.CONTRACT_FAILURE})
