@@ -1,6 +1,6 @@
 """``Router.embed``: an embedding request through the same recovery engine as generation.
 
-:class:`EmbedRun` is the plain request's :class:`~failover.router._router._Run` with three
+:class:`EmbedRun` is the plain request's :class:`~failover.router._run._Run` with three
 things changed, so the deadline, the engine's decisions (replays with backoff and
 Retry-After, equivalent failover, the time kept for the next tier), breakers, the limiter,
 the retry budget, hedging, hooks and the RouteRecord are the very same code:
@@ -44,12 +44,14 @@ from ..model import (
     Validation,
 )
 from ..model._record import watch_connect
-from ..policy import Plan, embedding_violation, plan
+from ..policy import Plan, embedding_violation
 from ..providers.embeddings import EmbedAdapter, dimensions_of, embed_adapter_for
 from ..tokens import counter_for
 from ..transport import TransportError
 from ..transport._limits import DEFAULT_MAX_RESPONSE_BYTES
-from ._router import Router, _Run, exchange_failure, maybe_billed
+from ._attempt import exchange_failure, maybe_billed
+from ._parts import RouterParts
+from ._run import _Run
 
 # Batches of one attempt in flight at once (Titan embeds one text a call: a request of 100
 # texts is 100 calls, which must not all open a connection at the same moment).
@@ -69,7 +71,7 @@ _NO_REQUEST = Request(messages=())
 class EmbedRun(_Run):
     """One embedding request on its way through its candidates (see the module docstring)."""
 
-    def __init__(self, router: Router, route: Route, request: EmbedRequest, envelope: Envelope) -> None:
+    def __init__(self, router: RouterParts, route: Route, request: EmbedRequest, envelope: Envelope) -> None:
         super().__init__(router, route, _NO_REQUEST, envelope)
         self.embed = request
         self.compacted = True  # no compaction hook: an input is embedded whole or not at all
@@ -126,19 +128,9 @@ class EmbedRun(_Run):
         return reason or self.why_not(target)
 
     async def make_plan(self) -> Plan:
-        route = self.route
-        if not route.primary:
+        if not self.route.primary:
             return Plan(candidates=(), excluded=(), required=frozenset())
-        return plan(
-            route,
-            self.request,
-            self.env,
-            input_tokens=self.input_tokens,
-            health=self.router.health,
-            now=self.t0,
-            breakers=self.router.breakers,
-            violation=self.violation,
-        )
+        return self.planned(self.violation)
 
     # -- one attempt -----------------------------------------------------------------------
 

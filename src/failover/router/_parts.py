@@ -3,7 +3,7 @@
 A run (plain, streamed or embedding) reads the Router's HTTP pool, credential chains,
 boards and hooks, and never anything of its entry points; typing it against this protocol
 instead of the Router keeps the package's imports one-way (the Router builds runs, a run
-does not know the Router). Every member is read-only here: a run never replaces a part.
+does not know the Router). A run only reads these; it never replaces a part.
 """
 
 from __future__ import annotations
@@ -29,40 +29,23 @@ if TYPE_CHECKING:
 class RouterParts(Protocol):
     """The Router as a run sees it (see :class:`~failover.router.Router` for each part)."""
 
-    @property
-    def transport(self) -> Transport: ...
-    @property
-    def transport_enforces_total(self) -> bool: ...
-    @property
-    def auth(self) -> Authorizers: ...
-    @property
-    def retry_budget(self) -> RetryBudget | Unlimited: ...
-    @property
-    def health(self) -> HealthBoard: ...
-    @property
-    def breakers(self) -> BreakerBoard | NoBreakers: ...
-    @property
-    def limiters(self) -> LimiterBoard | None: ...
-    @property
-    def gates(self) -> dict[str, QualityGate]: ...
-    @property
-    def degrade(self) -> dict[str, DegradeHandler]: ...
-    @property
-    def stream_threshold(self) -> float | None: ...
-    @property
-    def compaction(self) -> CompactionHook | None: ...
-    @property
-    def ledger(self) -> Ledger | None: ...
-    @property
-    def count_timeout(self) -> float: ...
-    @property
-    def hooks(self) -> Hooks: ...
-    @property
-    def policies(self) -> Policies: ...
-    @property
-    def canary_rng(self) -> random.Random: ...
-    @property
-    def stats(self) -> StatsBoard: ...
+    transport: Transport
+    transport_enforces_total: bool
+    auth: Authorizers
+    retry_budget: RetryBudget | Unlimited
+    health: HealthBoard
+    breakers: BreakerBoard | NoBreakers
+    limiters: LimiterBoard | None
+    gates: dict[str, QualityGate]
+    degrade: dict[str, DegradeHandler]
+    stream_threshold: float | None
+    compaction: CompactionHook | None
+    ledger: Ledger | None
+    count_timeout: float
+    hooks: Hooks
+    policies: Policies
+    canary_rng: random.Random
+    stats: StatsBoard
 
     def dialect(self, target: Target) -> DialectAdapter: ...
 

@@ -316,18 +316,12 @@ FEED_SLICE = 16 * 1024  # bytes of one upstream read decoded before the caller's
 class StreamedRun(Protocol):
     """The request a RouteStream runs (the router's run, as the stream sees it)."""
 
-    @property
-    def router(self) -> RouterParts: ...
-    @property
-    def route(self) -> Route: ...
-    @property
-    def request(self) -> Request: ...
-    @property
-    def rec(self) -> Recorder: ...
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop: ...
-    @property
-    def output(self) -> Output: ...
+    router: RouterParts
+    route: Route
+    request: Request
+    rec: Recorder
+    loop: asyncio.AbstractEventLoop
+    output: Output
 
     async def execute(self) -> Response: ...
 
