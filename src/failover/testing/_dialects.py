@@ -41,6 +41,7 @@ from ..model import Dialect
 from . import _fake_responses as _responses
 from ._fake_embeddings import embed_answer, embed_model, embed_problem
 from ._fake_vertex import check_vertex, vertex_error, vertex_route
+from ._kinds import STREAM_FAULT_KINDS, ReplyKind
 from ._parts import Answer as _Answer
 from ._parts import Call as _Call
 from ._parts import dumps as _dumps
@@ -48,7 +49,7 @@ from ._parts import in_turn as _in_turn
 from ._parts import interleaved as _interleaved
 from ._parts import pieces as _pieces
 from ._parts import split_args as _split_args
-from ._script import STREAM_FAULT_KINDS, Reply, ReplyKind
+from ._reply import Reply
 from ._stream import Timing
 
 __all__ = [

@@ -42,10 +42,11 @@ from ._dialects import (
     _retry_headers,
     _stream_answer,
 )
+from ._kinds import ReplyKind
 from ._parts import Answer as _Answer
 from ._parts import pieces as _pieces
 from ._parts import split_args as _split_args
-from ._script import Reply, ReplyKind
+from ._reply import Reply
 
 __all__ = [
     "EVENTSTREAM",

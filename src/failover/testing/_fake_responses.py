@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
 from ._parts import Answer, Call, dumps, in_turn, interleaved, pieces, split_args
-from ._script import Reply
+from ._reply import Reply
 
 __all__ = [
     "DEFAULT_MODEL",

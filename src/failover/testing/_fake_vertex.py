@@ -23,7 +23,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..model import Dialect
-from ._script import Reply, ReplyKind
+from ._kinds import ReplyKind
+from ._reply import Reply
 
 __all__ = ["check_vertex", "vertex_error", "vertex_route"]
 
