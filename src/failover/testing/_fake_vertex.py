@@ -26,13 +26,14 @@ from ..model import Dialect
 from ._kinds import ReplyKind
 from ._reply import Reply
 
-__all__ = ["check_vertex", "vertex_error", "vertex_route"]
+__all__ = ["SERVED", "check_vertex", "vertex_error", "vertex_route"]
 
 _PATH = re.compile(
     r"/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)"
     r"/publishers/(?P<publisher>[^/]+)/models/(?P<model>[^/:]+):(?P<method>[A-Za-z]+)$"
 )
 _PUBLISHER = {Dialect.GEMINI: "google", Dialect.ANTHROPIC: "anthropic"}
+SERVED = frozenset(_PUBLISHER)  # the dialects whose models Vertex AI serves
 _METHODS = {
     Dialect.GEMINI: {
         "generateContent": ("generate", False),

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
 from ..transport._types import HttpRequest, HttpResponse, StreamingResponse, TransportError
-from ._dialects import Rendered
+from ._exchange import Rendered
 from ._provider import FakeProvider, _ConnectFailed, _events_in, _Reset
 from ._records import Outcome, ReceivedCall, _Slot
 from ._stream import Dropped, Playback

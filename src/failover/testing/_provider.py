@@ -23,16 +23,8 @@ from typing import Any
 
 from ..model import Dialect, Secret, Target
 from ..model._record import mark_connected
-from ._dialects import (
-    SPOKEN,
-    Exchange,
-    Rendered,
-    check_request,
-    endpoint_for,
-    render,
-    render_unknown_path,
-    requested_model,
-)
+from ._dialects import SPOKEN, check_request, endpoint_for, fake_for, render, render_unknown_path, requested_model
+from ._exchange import Exchange, Rendered
 from ._kinds import ReplyKind
 from ._records import Outcome, ReceivedCall, _Slot, redact_headers, redact_query
 from ._reply import Reply
@@ -137,7 +129,7 @@ class FakeProvider:
         if callable(api_key) and found is Dialect.BEDROCK:
             raise ValueError(f"FakeProvider {name!r}: a Bedrock fake checks an access key id: give api_key as a string")
         self.name = name
-        self.model: str = model or _DEFAULT_MODEL[self.dialect]
+        self.model: str = model or fake_for(found).DEFAULT_MODEL
         self._report_model = model  # None: answers echo the model the request named
         self.latency = float(latency)
         self.connect_latency = float(connect_latency)
@@ -355,8 +347,9 @@ class FakeProvider:
             body=data,
             model=self._report_model or model or self.model,
             request_id=request_id,
-            response_id=_response_id(dialect, self.name, serial),
+            response_id=fake_for(dialect).response_id(self.name, serial),
             sse="alt=sse" in query,
+            prompt_chars=fake_for(dialect).prompt_chars,
         )
         rendered = render(reply if reply is not None else Reply.ok(), exchange)
         slot.update(status=rendered.status)
@@ -384,22 +377,3 @@ class FakeProvider:
 def _events_in(rendered: Rendered) -> int:
     """How many events an answer sent all at once holds."""
     return len(rendered.chunks) if rendered.chunks else 1
-
-
-_DEFAULT_MODEL = {
-    Dialect.OPENAI: "gpt-4o-mini",
-    Dialect.OPENAI_RESPONSES: "gpt-5-mini",
-    Dialect.ANTHROPIC: "claude-haiku-4-5",
-    Dialect.GEMINI: "gemini-2.5-flash",
-    Dialect.BEDROCK: "us.anthropic.claude-haiku-4-5-20251001-v1:0",
-}
-
-
-def _response_id(dialect: Dialect, name: str, serial: int) -> str:
-    if dialect is Dialect.OPENAI:
-        return f"chatcmpl-{name}-{serial}"
-    if dialect is Dialect.OPENAI_RESPONSES:
-        return f"resp_{name}_{serial}"
-    if dialect is Dialect.ANTHROPIC:
-        return f"msg_{name}_{serial}"
-    return f"{name}-{serial}"
