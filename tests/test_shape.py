@@ -30,7 +30,6 @@ NOT_YET: dict[str, set[str]] = {
     "integrations": {"size"},  # _httpx.py
     "providers": {"size"},  # anthropic.py, gemini.py, openai.py
     "router": {"circle", "size"},  # _router <-> _stream; _router.py, _Run
-    "testing": {"circle", "size"},  # _dialects, _provider, _script, _stream; _dialects.py, _script.py, Reply
 }
 RULES = ("circle", "size")
 
