@@ -6,7 +6,7 @@ its :class:`~._stream.Timing` when it is delivered over time. :class:`FakeDialec
 dialect module of the kit provides (``_fake_openai``, ``_fake_anthropic``...): each module is
 one, and ``_dialects`` holds one per :class:`~failover.model.Dialect`.
 
-Plain data: what the dialects write an answer with is in :mod:`._wire`.
+Data and a protocol, no behaviour: what the dialects write an answer with is in :mod:`._wire`.
 """
 
 from __future__ import annotations
@@ -103,8 +103,9 @@ class Credentials(NamedTuple):
 
 class FakeDialect(Protocol):
     """What a dialect module of the kit provides: a request read in the dialect's terms, and
-    every answer in its shapes. Requests are checked, and answers built, in ``_dialects``
-    (routing, Vertex AI and embeddings paths, the answer before any dialect, stream faults)."""
+    every answer in its shapes. What is alike for every dialect is not here: the routing of
+    Vertex AI and embeddings paths and the stream faults (``_dialects``), the answer a reply
+    stands for before any dialect shapes it (``_answer``)."""
 
     @property
     def DEFAULT_MODEL(self) -> str:
@@ -114,8 +115,10 @@ class FakeDialect(Protocol):
     def CALL_PREFIX(self) -> str:
         """How the dialect's tool call ids begin (``call_``, ``toolu_``...)."""
 
-    def response_id(self, name: str, serial: int) -> str:
-        """The id of the ``serial``-th answer of the fake called ``name``."""
+    @property
+    def RESPONSE_ID(self) -> str:
+        """The id of an answer, a :meth:`str.format` template of the fake's ``name`` and the
+        answer's ``serial``."""
 
     def endpoint(self, path: str) -> Endpoint | None:
         """The operation a path of the dialect's own API asks for; None when it is not one."""

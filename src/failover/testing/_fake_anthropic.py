@@ -30,10 +30,7 @@ from ._reply import Reply
 
 DEFAULT_MODEL: Final = "claude-haiku-4-5"
 CALL_PREFIX: Final = "toolu_"
-
-
-def response_id(name: str, serial: int) -> str:
-    return f"msg_{name}_{serial}"
+RESPONSE_ID: Final = "msg_{name}_{serial}"  # str.format: the fake's name, the answer's serial
 
 
 # -- reading the request -------------------------------------------------------------------------

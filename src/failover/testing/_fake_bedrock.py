@@ -46,6 +46,7 @@ from ._reply import Reply
 
 DEFAULT_MODEL: Final = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
 CALL_PREFIX: Final = "tooluse_"
+RESPONSE_ID: Final = "{name}-{serial}"  # str.format: the fake's name, the answer's serial
 
 EVENTSTREAM = "application/vnd.amazon.eventstream"
 _ERRORTYPE_NS = "http://internal.amazon.com/coral/com.amazon.bedrock/"
@@ -70,10 +71,6 @@ _GUARDRAIL_TEXT = "Sorry, the model cannot answer this question."
 
 
 # -- requests ----------------------------------------------------------------------------------
-
-
-def response_id(name: str, serial: int) -> str:
-    return f"{name}-{serial}"
 
 
 def endpoint(path: str) -> Endpoint | None:

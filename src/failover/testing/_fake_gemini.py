@@ -30,10 +30,7 @@ from ._reply import Reply
 
 DEFAULT_MODEL: Final = "gemini-2.5-flash"
 CALL_PREFIX: Final = "call_"
-
-
-def response_id(name: str, serial: int) -> str:
-    return f"{name}-{serial}"
+RESPONSE_ID: Final = "{name}-{serial}"  # str.format: the fake's name, the answer's serial
 
 
 # -- reading the request -------------------------------------------------------------------------

@@ -30,10 +30,7 @@ from ._reply import Reply
 
 DEFAULT_MODEL: Final = "gpt-4o-mini"
 CALL_PREFIX: Final = "call_"
-
-
-def response_id(name: str, serial: int) -> str:
-    return f"chatcmpl-{name}-{serial}"
+RESPONSE_ID: Final = "chatcmpl-{name}-{serial}"  # str.format: the fake's name, the answer's serial
 
 
 # -- reading the request -------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from ._reply import Reply
 PATH: Final = "/responses"
 DEFAULT_MODEL: Final = "gpt-5-mini"
 CALL_PREFIX: Final = "call_"
+RESPONSE_ID: Final = "resp_{name}_{serial}"  # str.format: the fake's name, the answer's serial
 MIN_OUTPUT_TOKENS: Final = 16  # "Invalid 'max_output_tokens': integer below minimum value"
 _ENCRYPTED: Final = "reasoning.encrypted_content"
 
@@ -51,10 +52,6 @@ class Stamp(NamedTuple):
     model: str
     response_id: str
     created: int
-
-
-def response_id(name: str, serial: int) -> str:
-    return f"resp_{name}_{serial}"
 
 
 # -- reading the request -------------------------------------------------------------------------

@@ -347,7 +347,7 @@ class FakeProvider:
             body=data,
             model=self._report_model or model or self.model,
             request_id=request_id,
-            response_id=fake_for(dialect).response_id(self.name, serial),
+            response_id=fake_for(dialect).RESPONSE_ID.format(name=self.name, serial=serial),
             sse="alt=sse" in query,
             prompt_chars=fake_for(dialect).prompt_chars,
         )

@@ -23,15 +23,13 @@ from ._script import Script
 
 __all__ = ["ProviderPlan", "Scenario"]
 
-_ALWAYS_OK = Script()  # a plan's default script (a frozen value, shared)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderPlan:
     """One provider of a scenario: its name, script and (optionally) dialect, model, latency."""
 
     name: str
-    script: Script = _ALWAYS_OK
+    script: Script = Script()  # noqa: RUF009 - a frozen dataclass, shared safely
     dialect: Dialect | None = None
     model: str | None = None
     latency: float = 0.0

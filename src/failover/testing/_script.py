@@ -21,8 +21,6 @@ from ._reply import Reply, ReplySpec
 
 __all__ = ["Script", "ScriptSpec"]
 
-_OK = Reply()  # the default reply (a frozen value, shared)
-
 
 @dataclass(frozen=True, slots=True)
 class Script:
@@ -35,7 +33,7 @@ class Script:
     """
 
     replies: tuple[Reply, ...] = ()
-    default: Reply = _OK
+    default: Reply = Reply()  # noqa: RUF009 - a frozen dataclass, shared safely
 
     def __post_init__(self) -> None:
         replies: object = self.replies
