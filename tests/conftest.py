@@ -13,6 +13,19 @@ WIRE = SHARED / "wire"
 os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED / "tiktoken"))
 
 
+# Tests that measure wall-clock latency of a served event loop (/healthz under a hostile
+# client, loop lag while decoding), or run fleets of processes and kill them: scripts/test.sh
+# runs them after the rest, alone, so another worker's load cannot fail them.
+SERIAL = ("hostile/", "fleet/", "ledger/test_crash.py", "state/test_redis.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        if item.path.relative_to(tests).as_posix().startswith(SERIAL):
+            item.add_marker(pytest.mark.serial)
+
+
 @pytest.fixture
 def wire() -> Path:
     if not WIRE.is_dir():  # pragma: no cover - the corpus is part of the workspace

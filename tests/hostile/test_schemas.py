@@ -27,7 +27,7 @@ from failover.gateway import GatewaySettings, Tenant, create_app, hash_key
 from failover.gateway._default import embedded_router
 from failover.model import Message, ResponseFormat, Tool
 from failover.testing import Reply
-from failover.testing._dialects import EXAMPLE_MAX_ITEMS, EXAMPLE_MAX_VALUES, _example
+from failover.testing._answer import EXAMPLE_MAX_ITEMS, EXAMPLE_MAX_VALUES, _example
 from failover.validation import DEFAULT_LIMITS, InvalidSchema, SchemaLimits, check_schema, schema_errors
 from failover.validation._schema import _BY_ID, _COMPILED, ByteCache
 from tests.gateway._kit import ACME_KEY, Kit, chat_body

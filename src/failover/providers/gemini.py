@@ -13,75 +13,32 @@ from __future__ import annotations
 import json
 import mimetypes
 import re
-import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from ..model import (
     Failure,
-    FailureKind,
     ImagePart,
     Message,
-    Reasoning,
-    ReasoningDelta,
-    ReasoningDone,
     Request,
     Response,
-    StopReason,
-    StreamEvent,
     Target,
-    TextDelta,
     TextPart,
     Tool,
     ToolCall,
-    ToolCallDelta,
-    ToolCallDone,
-    ToolCallStart,
     ToolChoice,
-    Usage,
-    UsageUpdate,
 )
-from ..model import Stop as StopEvent
+from ..model._reasoning import GEMINI as REASONING_SOURCE
 from ..transport._types import HttpRequest, HttpResponse
-from ._base import SSEEvent, StreamFailed, StreamParser
-from ._common import (
-    as_dict,
-    as_int,
-    as_list,
-    as_str,
-    decode_json,
-    outcome_failure,
-    unreadable,
-    with_query,
-)
-from ._google import google_error
-from ._headers import HeaderMeta, read_meta
-from ._streaming import EMPTY, event_response, incomplete, load_event, with_partial
+from ._base import StreamParser
+from ._common import as_dict, decode_json, unreadable, with_query
+from ._gemini_parse import REQUEST_ID_HEADERS, error, parse_generation
+from ._gemini_stream import ChunkStream
+from ._headers import read_meta
 from ._vertex import model_url
 
 __all__ = ["GeminiDialect"]
-
-_REQUEST_ID_HEADERS = ("x-goog-request-id", "x-request-id")
-
-# The candidate's finishReason. Everything that means "withheld by a policy" is a content
-# filter: safety, recitation (copyright), term blocklists, prohibited content, personal data.
-_FILTERED = frozenset(
-    {
-        "SAFETY",
-        "RECITATION",
-        "BLOCKLIST",
-        "PROHIBITED_CONTENT",
-        "SPII",
-        "IMAGE_SAFETY",
-        "IMAGE_PROHIBITED_CONTENT",
-        "IMAGE_RECITATION",
-        "LANGUAGE",  # "flagged for using an unsupported language"
-    }
-)
-# The model produced a call that is not a valid call (or one to a tool it was not given).
-_BAD_CALL = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
 
 # Gemini 3 models reject a replayed functionCall without its thoughtSignature (400
 # "Function call is missing a thought_signature"). The signature travels in the turn's
@@ -100,7 +57,7 @@ class GeminiDialect:
     bodies, answers and errors under Vertex's URL scheme."""
 
     name: str = "gemini"
-    reasoning_source: str = "gemini"
+    reasoning_source: str = REASONING_SOURCE
 
     # ---------------------------------------------------------------- build
 
@@ -138,25 +95,25 @@ class GeminiDialect:
     # ---------------------------------------------------------------- parse
 
     def parse(self, target: Target, response: HttpResponse) -> Response | Failure:
-        meta = read_meta(response.headers, request_id_headers=_REQUEST_ID_HEADERS)
+        meta = read_meta(response.headers, request_id_headers=REQUEST_ID_HEADERS)
         data = decode_json(response.body)
         if isinstance(data, list) and data:  # streamGenerateContent without alt=sse answers a list
             data = data[0]
         body = as_dict(data)
         if 200 <= response.status < 300:
             if "candidates" in body or "promptFeedback" in body or "usageMetadata" in body:
-                return _parse_generation(body, response.status, meta, target.key)
+                return parse_generation(body, response.status, meta, target.key)
             if isinstance(body.get("error"), dict):
-                return _error(target, response, meta, body)
+                return error(target, response, meta, body)
             return unreadable(self.name, target, response, meta, "a GenerateContentResponse")
-        return _error(target, response, meta, body)
+        return error(target, response, meta, body)
 
     # ---------------------------------------------------------------- stream
 
     def stream_parser(self, target: Target, request: Request, headers: Mapping[str, str]) -> StreamParser:
         """For ``streamGenerateContent?alt=sse`` (what ``build(stream=True)`` asks for)."""
         del request  # the chunks say everything
-        return _ChunkStream(target, headers, read_meta(headers, request_id_headers=_REQUEST_ID_HEADERS))
+        return ChunkStream(target, headers, read_meta(headers, request_id_headers=REQUEST_ID_HEADERS))
 
     # ---------------------------------------------------------------- token counting
 
@@ -186,7 +143,7 @@ class GeminiDialect:
 
     def parse_count(self, target: Target, response: HttpResponse) -> int | Failure:
         """``totalTokens`` of a 200 CountTokensResponse; a classified Failure otherwise."""
-        meta = read_meta(response.headers, request_id_headers=_REQUEST_ID_HEADERS)
+        meta = read_meta(response.headers, request_id_headers=REQUEST_ID_HEADERS)
         body = as_dict(decode_json(response.body))
         if 200 <= response.status < 300:
             tokens = body.get("totalTokens")
@@ -194,9 +151,9 @@ class GeminiDialect:
             if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0:
                 return tokens
             if isinstance(body.get("error"), dict):
-                return _error(target, response, meta, body)
+                return error(target, response, meta, body)
             return unreadable(self.name, target, response, meta, "a CountTokensResponse")
-        return _error(target, response, meta, body)
+        return error(target, response, meta, body)
 
 
 # -------------------------------------------------------------------- build helpers
@@ -355,347 +312,3 @@ def _generation_config(request: Request) -> dict[str, Any]:
             # OpenAPI subset (upper-case types, no additionalProperties).
             config["responseJsonSchema"] = dict(fmt.schema)
     return config
-
-
-# -------------------------------------------------------------------- parse helpers
-
-
-def _parse_generation(body: dict[str, Any], status: int, meta: HeaderMeta, origin: str) -> Response | Failure:
-    response_id = as_str(body.get("responseId"))
-    usage = _usage(as_dict(body.get("usageMetadata")))
-    model = as_str(body.get("modelVersion"))
-    candidates = as_list(body.get("candidates"))
-    if not candidates:
-        block = as_str(as_dict(body.get("promptFeedback")).get("blockReason"))
-        return _no_candidates(block, usage, model, response_id, status, meta)
-    candidate = as_dict(candidates[0])
-    parts = _Parts(origin)
-    parts.read(candidate, response_id, [])
-    parts.close()
-    raw_finish = as_str(candidate.get("finishReason"))
-    result = _result(parts, raw_finish, usage, model, response_id, meta)
-    return _judge(result, as_str(candidate.get("finishMessage")), status, meta)
-
-
-class _Thought:
-    """A reasoning block being read: thought parts' text, until a signature or an answer part."""
-
-    __slots__ = ("block", "position", "signature", "texts")
-
-    def __init__(self, position: int) -> None:
-        self.position = position
-        self.texts: list[str] = []
-        self.signature: str | None = None
-        self.block: Reasoning | None = None  # set when the block is closed
-
-
-class _Parts:
-    """The answer's parts, read in order: the same for a whole response and for a stream.
-
-    A stream's chunks are pieces of one candidate: text parts are pieces of its text, and
-    consecutive thought parts are pieces of one reasoning block (``thought: true``), which
-    ends at a part that carries a ``thoughtSignature`` (the block's own), at the first answer
-    part, or at the candidate's finishReason. A signature on an answer part (a functionCall,
-    a text part, a stream's closing empty text part) is a reasoning block of its own, with no
-    text, in part order; ``_model_parts`` puts it back on its part. A functionCall part is a
-    whole call (the Gemini API does not stream call arguments), so it starts, delivers its
-    arguments and completes at once; calls are numbered in the order they arrive.
-    """
-
-    __slots__ = ("_open", "calls", "origin", "reasoning", "texts")
-
-    def __init__(self, origin: str) -> None:
-        self.origin = origin
-        self.texts: list[str] = []
-        self.calls: list[ToolCall] = []
-        self.reasoning: list[_Thought] = []
-        self._open: _Thought | None = None
-
-    def read(self, candidate: dict[str, Any], response_id: str | None, out: list[StreamEvent]) -> None:
-        """Read one candidate's parts, appending their events to ``out``."""
-        content = candidate.get("content")
-        parts = content.get("parts") if isinstance(content, dict) else None
-        if not isinstance(parts, list):
-            return
-        for raw in parts:
-            if not isinstance(raw, dict):
-                continue
-            text = raw.get("text")
-            signature = raw.get("thoughtSignature")
-            if signature is not None and not (isinstance(signature, str) and signature):
-                signature = None
-            if raw.get("thought") is True:
-                self._thought(text if isinstance(text, str) else "", signature, out)
-                continue
-            call = raw.get("functionCall")
-            if not isinstance(text, str) and not isinstance(call, dict):
-                continue  # inlineData, executableCode...: not carried (nor their signatures)
-            if self._open is not None:
-                out.extend(self.close())
-            if text and isinstance(text, str):
-                self.texts.append(text)
-                out.append(TextDelta(text=text))
-            if isinstance(call, dict):
-                out.extend(self._call(call, response_id))
-            if signature is not None:
-                bare = _Thought(len(self.reasoning))
-                bare.signature = signature
-                self.reasoning.append(bare)
-                out.extend(self._done(bare))
-
-    def close(self) -> Sequence[StreamEvent]:
-        """End the open reasoning block, if any (an answer part or the finish came)."""
-        thought, self._open = self._open, None
-        return self._done(thought) if thought is not None else EMPTY
-
-    def response_reasoning(self) -> tuple[Reasoning, ...]:
-        return tuple(t.block or self._block(t) for t in self.reasoning)
-
-    def _thought(self, text: str, signature: str | None, out: list[StreamEvent]) -> None:
-        thought = self._open
-        if thought is None:
-            thought = self._open = _Thought(len(self.reasoning))
-            self.reasoning.append(thought)
-        if text:
-            thought.texts.append(text)
-            out.append(ReasoningDelta(index=thought.position, text=text))
-        if signature is not None:
-            thought.signature = signature
-            out.extend(self.close())
-
-    def _call(self, call: dict[str, Any], response_id: str | None) -> list[StreamEvent]:
-        args = call.get("args")
-        if args is None:
-            args = {}  # absent (or null) for a call without parameters
-        # Vertex streams a call's arguments in pieces (partialArgs, willContinue) only when the
-        # request sets streamFunctionCallArguments, which this dialect never does (the Gemini
-        # API has no such option). Should one arrive anyway, its args are not the call's: the
-        # call is malformed rather than silently called with {}.
-        partial = call.get("willContinue") is True or "partialArgs" in call
-        index = len(self.calls)
-        tc = ToolCall(
-            id=as_str(call.get("id")) or _call_id(response_id, index),
-            name=as_str(call.get("name")) or "",
-            arguments=json.dumps(args, ensure_ascii=False, separators=(",", ":")),
-            parsed=args if isinstance(args, dict) and not partial else None,
-        )
-        self.calls.append(tc)
-        return [
-            ToolCallStart(index=index, id=tc.id, name=tc.name),
-            ToolCallDelta(index=index, arguments=tc.arguments),
-            ToolCallDone(index=index, call=tc),
-        ]
-
-    def _done(self, thought: _Thought) -> Sequence[StreamEvent]:
-        thought.block = self._block(thought)
-        return (ReasoningDone(index=thought.position, block=thought.block),)
-
-    def _block(self, thought: _Thought) -> Reasoning:
-        return Reasoning(
-            text="".join(thought.texts),
-            signature=thought.signature,
-            source=GeminiDialect.reasoning_source,
-            origin=self.origin,
-        )
-
-
-def _stop_reason(raw_finish: str | None, has_calls: bool) -> StopReason:
-    if raw_finish == "STOP":
-        return StopReason.TOOL_USE if has_calls else StopReason.END_TURN
-    if raw_finish == "MAX_TOKENS":
-        return StopReason.MAX_TOKENS
-    if raw_finish in _FILTERED:
-        return StopReason.CONTENT_FILTER
-    if raw_finish is None and has_calls:
-        return StopReason.TOOL_USE
-    return StopReason.OTHER if raw_finish else StopReason.END_TURN
-
-
-def _result(
-    parts: _Parts | None,
-    raw_finish: str | None,
-    usage: Usage,
-    model: str | None,
-    response_id: str | None,
-    meta: HeaderMeta,
-) -> Response:
-    """The normalized answer, from a GenerateContentResponse or from an assembled stream."""
-    calls = tuple(parts.calls) if parts is not None else ()
-    return Response(
-        text="".join(parts.texts) if parts is not None else "",
-        tool_calls=calls,
-        reasoning=parts.response_reasoning() if parts is not None else (),
-        usage=usage,
-        stop_reason=_stop_reason(raw_finish, bool(calls)),
-        raw_stop_reason=raw_finish,
-        model=model,
-        provider_request_id=meta.request_id or response_id,
-        rate_limits=meta.rate_limits,
-        response_id=response_id,
-    )
-
-
-def _no_candidates(
-    block: str | None, usage: Usage, model: str | None, response_id: str | None, status: int, meta: HeaderMeta
-) -> Failure:
-    """No candidate at all: a blocked prompt (promptFeedback.blockReason), else a broken answer."""
-    if block:
-        return outcome_failure(
-            provider="gemini",
-            kind=FailureKind.CONTENT_FILTERED,
-            why=f"the prompt was blocked ({block})",
-            result=replace(
-                _result(None, block, usage, model, response_id, meta), stop_reason=StopReason.CONTENT_FILTER
-            ),
-            status=status,
-            meta=meta,
-            code=block,
-        )
-    return outcome_failure(
-        provider="gemini",
-        kind=FailureKind.PROVIDER_SERVER_ERROR,
-        why="the response has no candidates",
-        result=replace(_result(None, None, usage, model, response_id, meta), stop_reason=StopReason.OTHER),
-        status=status,
-        meta=meta,
-        code=None,
-    )
-
-
-def _judge(result: Response, finish_message: str | None, status: int, meta: HeaderMeta) -> Response | Failure:
-    """The 200-can-be-a-failure rules, shared by the body parse and the stream parser."""
-    raw_finish = result.raw_stop_reason
-
-    def fail(kind: FailureKind, why: str) -> Failure:
-        return outcome_failure(
-            provider="gemini", kind=kind, why=why, result=result, status=status, meta=meta, code=raw_finish
-        )
-
-    if result.stop_reason is StopReason.CONTENT_FILTER:
-        return fail(FailureKind.CONTENT_FILTERED, f"the candidate was withheld ({raw_finish})")
-    if raw_finish == "MAX_TOKENS":
-        # Also when content has no parts at all: thinking spent the whole budget.
-        return fail(FailureKind.TRUNCATED, "the output hit maxOutputTokens")
-    if raw_finish in _BAD_CALL:
-        message = finish_message or raw_finish
-        return fail(FailureKind.TOOL_CALL_MALFORMED, f"the model produced an invalid function call: {message}")
-    if raw_finish == "MISSING_THOUGHT_SIGNATURE":
-        return fail(FailureKind.INVALID_REQUEST, "a replayed function call lacks its thought signature")
-    malformed = [c.name or "?" for c in result.tool_calls if c.parsed is None]
-    if malformed:
-        return fail(FailureKind.TOOL_CALL_MALFORMED, f"functionCall args are not a JSON object: {', '.join(malformed)}")
-    return result
-
-
-def _call_id(response_id: str | None, index: int) -> str:
-    # The Gemini API rarely sends call ids; ours must be unique across turns because the
-    # tool-execution ledger keys on them. responseId is unique per response.
-    return f"call_{response_id}_{index}" if response_id else f"call_{uuid.uuid4().hex[:24]}"
-
-
-def _usage(u: dict[str, Any]) -> Usage:
-    thoughts = as_int(u.get("thoughtsTokenCount"))
-    return Usage(
-        # toolUsePromptTokenCount (results of built-in tools fed back in) is billed as input.
-        input_tokens=as_int(u.get("promptTokenCount")) + as_int(u.get("toolUsePromptTokenCount")),
-        # candidatesTokenCount excludes thinking, which is billed as output.
-        output_tokens=as_int(u.get("candidatesTokenCount")) + thoughts,
-        cached_input_tokens=as_int(u.get("cachedContentTokenCount")),
-        reasoning_tokens=thoughts,
-    )
-
-
-def _error(target: Target, response: HttpResponse, meta: HeaderMeta, body: dict[str, Any]) -> Failure:
-    return google_error("gemini", target, response, meta, body)
-
-
-# -------------------------------------------------------------------- stream
-
-
-class _ChunkStream:
-    """``streamGenerateContent?alt=sse``: each event is a whole GenerateContentResponse chunk,
-    as the google-genai SDK yields them (one response per SSE event; it has no accumulator).
-
-    The parts of every chunk are read in order by ``_Parts``, as a whole response's parts
-    are: text parts become text deltas, thought parts reasoning deltas, a functionCall part
-    a whole call (start, its arguments as one delta, done), a thoughtSignature a reasoning
-    block. usageMetadata is cumulative (the latest wins); the terminal marker is a
-    candidate's ``finishReason``, or a ``promptFeedback.blockReason`` (a blocked prompt has
-    no candidates at all). An ``{"error": ...}`` chunk is the same error as the HTTP body
-    would be, classified by its code and status.
-    """
-
-    __slots__ = (
-        "_block",
-        "_finish",
-        "_finish_message",
-        "_headers",
-        "_id",
-        "_meta",
-        "_model",
-        "_parts",
-        "_target",
-        "_usage",
-        "_usage_raw",
-    )
-
-    def __init__(self, target: Target, headers: Mapping[str, str], meta: HeaderMeta) -> None:
-        self._target = target
-        self._headers = headers
-        self._meta = meta
-        self._id: str | None = None
-        self._model: str | None = None
-        self._parts = _Parts(target.key)
-        self._finish: str | None = None
-        self._finish_message: str | None = None
-        self._block: str | None = None
-        self._usage_raw: Any = None
-        self._usage = Usage()
-
-    def feed(self, event: SSEEvent) -> Sequence[StreamEvent]:
-        chunk = load_event(event.data, "gemini", self._target, self._meta)
-        if "error" in chunk and "candidates" not in chunk:
-            # An error mid-stream: {"error": {"code": 503, "status": "UNAVAILABLE", ...}}.
-            code = as_dict(chunk.get("error")).get("code")
-            status = code if isinstance(code, int) and 400 <= code < 600 else 200
-            response = event_response(event.data, self._headers, status)
-            raise StreamFailed(with_partial(_error(self._target, response, self._meta, chunk), self._response()))
-        if self._id is None:
-            self._id = as_str(chunk.get("responseId"))
-        if self._model is None:
-            self._model = as_str(chunk.get("modelVersion"))
-        out: list[StreamEvent] = []
-        candidates = chunk.get("candidates")
-        if candidates and isinstance(candidates, list):
-            candidate = candidates[0]
-            if isinstance(candidate, dict) and candidate.get("index", 0) == 0:
-                self._parts.read(candidate, self._id, out)
-                finish = candidate.get("finishReason")
-                if finish and isinstance(finish, str):
-                    out.extend(self._parts.close())
-                    self._finish = finish
-                    self._finish_message = as_str(candidate.get("finishMessage"))
-                    out.append(StopEvent(reason=_stop_reason(finish, bool(self._parts.calls)), raw=finish))
-        else:
-            feedback = chunk.get("promptFeedback")
-            block = feedback.get("blockReason") if isinstance(feedback, dict) else None
-            if block and isinstance(block, str):
-                self._block = block
-                out.append(StopEvent(reason=StopReason.CONTENT_FILTER, raw=block))
-        usage = chunk.get("usageMetadata")
-        if usage and isinstance(usage, dict) and usage != self._usage_raw:
-            self._usage_raw = usage
-            self._usage = _usage(usage)
-            out.append(UsageUpdate(usage=self._usage))
-        return out or EMPTY
-
-    def finish(self) -> Response | Failure:
-        if self._block is not None:
-            return _no_candidates(self._block, self._usage, self._model, self._id, 200, self._meta)
-        result = self._response()
-        if self._finish is None:
-            return incomplete("gemini", result, self._meta)
-        return _judge(result, self._finish_message, 200, self._meta)
-
-    def _response(self) -> Response:
-        return _result(self._parts, self._finish, self._usage, self._model, self._id, self._meta)

@@ -1,6 +1,6 @@
 """``Router.embed``: an embedding request through the same recovery engine as generation.
 
-:class:`EmbedRun` is the plain request's :class:`~failover.router._router._Run` with three
+:class:`EmbedRun` is the plain request's :class:`~failover.router._run._Run` with three
 things changed, so the deadline, the engine's decisions (replays with backoff and
 Retry-After, equivalent failover, the time kept for the next tier), breakers, the limiter,
 the retry budget, hedging, hooks and the RouteRecord are the very same code:
@@ -26,7 +26,6 @@ from dataclasses import replace
 
 from ..auth import AuthError
 from ..model import (
-    Attempt,
     Capability,
     Embeddings,
     EmbedInput,
@@ -41,17 +40,18 @@ from ..model import (
     Response,
     Route,
     Target,
-    TimeoutPhase,
     Usage,
     Validation,
 )
 from ..model._record import watch_connect
-from ..policy import Plan, embedding_violation, plan
+from ..policy import Plan, embedding_violation
 from ..providers.embeddings import EmbedAdapter, dimensions_of, embed_adapter_for
 from ..tokens import counter_for
 from ..transport import TransportError
 from ..transport._limits import DEFAULT_MAX_RESPONSE_BYTES
-from ._router import Router, _Run, _total_msg, _transport_failure
+from ._attempt import exchange_failure, maybe_billed
+from ._parts import RouterParts
+from ._run import _Run
 
 # Batches of one attempt in flight at once (Titan embeds one text a call: a request of 100
 # texts is 100 calls, which must not all open a connection at the same moment).
@@ -71,7 +71,7 @@ _NO_REQUEST = Request(messages=())
 class EmbedRun(_Run):
     """One embedding request on its way through its candidates (see the module docstring)."""
 
-    def __init__(self, router: Router, route: Route, request: EmbedRequest, envelope: Envelope) -> None:
+    def __init__(self, router: RouterParts, route: Route, request: EmbedRequest, envelope: Envelope) -> None:
         super().__init__(router, route, _NO_REQUEST, envelope)
         self.embed = request
         self.compacted = True  # no compaction hook: an input is embedded whole or not at all
@@ -128,19 +128,9 @@ class EmbedRun(_Run):
         return reason or self.why_not(target)
 
     async def make_plan(self) -> Plan:
-        route = self.route
-        if not route.primary:
+        if not self.route.primary:
             return Plan(candidates=(), excluded=(), required=frozenset())
-        return plan(
-            route,
-            self.request,
-            self.env,
-            input_tokens=self.input_tokens,
-            health=self.router.health,
-            now=self.t0,
-            breakers=self.router.breakers,
-            violation=self.violation,
-        )
+        return self.planned(self.violation)
 
     # -- one attempt -----------------------------------------------------------------------
 
@@ -159,14 +149,8 @@ class EmbedRun(_Run):
         try:
             async with asyncio.timeout(total):
                 status, outcome = await self._send_all(target, adapter, connect, start + total)
-        except TimeoutError:
-            outcome = Failure(
-                kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message=_total_msg(total, left, target)
-            )
-        except TransportError as exc:
-            outcome = _transport_failure(exc, total, left, target)
-        except AuthError as exc:
-            outcome = Failure(kind=FailureKind.AUTHENTICATION_OR_PERMISSION, message=str(exc))
+        except (TimeoutError, TransportError, AuthError) as exc:
+            outcome = exchange_failure(exc, total, left, target)
         if isinstance(outcome, Embeddings):
             outcome = _checked(outcome, target, self.embed, status)
         end = loop.time()
@@ -179,30 +163,26 @@ class EmbedRun(_Run):
                 tokens, estimated = self.local_tokens(target), True
             usage = Usage(input_tokens=tokens)
             cost = target.price.cost(tokens, 0)
-        elif failure is not None and failure.kind is FailureKind.TIMEOUT and failure.phase is not TimeoutPhase.CONNECT:
+        elif failure is not None and maybe_billed(failure):
             cost, estimated = target.price.cost(self.local_tokens(target), 0), True
         self.state.spent += cost
-        attempt = Attempt(
-            index=len(self.rec.attempts),
-            target=target.name,
-            model=target.model,
-            phase=phase,
-            start=start - self.t0,
-            end=end - self.t0,
-            connect_timeout=connect,
-            total_timeout=total,
-            connected=connected[0] - self.t0 if connected else None,
-            outcome="ok" if failure is None else failure.label,
-            failure=failure,
+        attempt = self.rec.attempted(
+            target,
+            phase,
+            start,
+            end,
+            connect=connect,
+            total=total,
             hedge=hedge,
-            contract_ok=True if failure is None else (False if failure.kind is FailureKind.CONTRACT_FAILURE else None),
+            failure=failure,
             status=status,
             usage=usage,
             cost=cost,
-            cost_estimated=estimated,
+            estimated=estimated,
             provider_request_id=failure.provider_request_id if failure is not None else outcome.provider_request_id,
+            connected=connected[0] if connected else None,
+            contract_ok=True if failure is None else (False if failure.kind is FailureKind.CONTRACT_FAILURE else None),
         )
-        self.rec.attempts.append(attempt)
         router.health.observe(target, failure, end - start, end)
         if failure is not None:
             return failure

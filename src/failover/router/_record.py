@@ -12,9 +12,12 @@ from __future__ import annotations
 from ..model import (
     Attempt,
     Exclusion,
+    Failure,
     Phase,
     Route,
     RouteRecord,
+    Target,
+    Usage,
     Validation,
     Wait,
     Workflow,
@@ -61,6 +64,61 @@ class Recorder:
 
     def wait(self, target: str, start: float, end: float, reason: str) -> None:
         self.waits.append(Wait(target=target, start=start - self.t0, end=end - self.t0, reason=reason))
+
+    def attempted(
+        self,
+        target: Target,
+        phase: Phase,
+        start: float,
+        end: float,
+        *,
+        connect: float,
+        total: float,
+        hedge: bool,
+        failure: Failure | None = None,
+        outcome: str | None = None,
+        status: int | None = None,
+        usage: Usage | None = None,
+        cost: float = 0.0,
+        estimated: bool = False,
+        provider_request_id: str | None = None,
+        connected: float | None = None,
+        streamed: bool = False,
+        first_event: float | None = None,
+        contract_ok: bool | None = None,
+        task_ok: bool | None = None,
+        stripped: int = 0,
+    ) -> Attempt:
+        """Add the attempt on ``target`` that ran from ``start`` to ``end`` (loop times, as are
+        ``connected`` and ``first_event``); ``outcome`` is the failure's label, or "ok"."""
+        attempt = Attempt(
+            index=len(self.attempts),
+            target=target.name,
+            model=target.model,
+            phase=phase,
+            start=start - self.t0,
+            end=end - self.t0,
+            connect_timeout=connect,
+            total_timeout=total,
+            first_event_timeout=min(target.timeouts.first_event, total) if streamed else None,
+            idle_timeout=target.timeouts.idle if streamed else None,
+            first_event=None if first_event is None else first_event - self.t0,
+            connected=None if connected is None else connected - self.t0,
+            outcome=outcome or ("ok" if failure is None else failure.label),
+            failure=failure,
+            hedge=hedge,
+            streamed=streamed,
+            contract_ok=contract_ok,
+            task_ok=task_ok,
+            reasoning_stripped=stripped,
+            status=status,
+            usage=usage,
+            cost=cost,
+            cost_estimated=estimated,
+            provider_request_id=provider_request_id,
+        )
+        self.attempts.append(attempt)
+        return attempt
 
     def _tier(self, used: Attempt) -> Phase:
         """The tier of the target that answered: its first attempt's phase (a repair is never first)."""

@@ -1,120 +1,92 @@
 """The orchestrator: one deadline, classified failures, retries, failover and fallback.
 
     Router.complete(route, request, envelope)
-      preflight    count tokens, check the schema version
+      preflight    count tokens, check the schema version                  (_preflight)
       select       contract filter -> cool-downs, breakers -> ranking    (policy.plan)
-      loop         per candidate, what the engine decides (router._engine.decide, pure):
-                     Go     -> attempt = dialect.build -> transport.send -> dialect.parse
-                               validate (schema, tool arguments)         (validation)
+      loop         per candidate, what the engine decides (_engine.decide, pure), carried
+                   out by the run's loop (_run):
+                     Go     -> one attempt: reserve, permit, dialect.build -> transport.send
+                               -> dialect.parse, validate (schema, tool arguments) (_attempt)
                      Sleep  -> backoff or Retry-After, every admission check already passed
                      Repair -> the one corrective request
                      Next   -> the next candidate (why goes into the record)
                      Stop   -> Unavailable now
-      record       RouteRecord on the Response, or in Unavailable
+      record       RouteRecord on the Response, or in Unavailable              (_record)
 
 Three workflows follow from the request's state, never from a provider's name: replay and
 equivalent failover while the request is replayable; cross-model fallback only to approved
 models the envelope allows; stop when nothing safe is left.
+
+This module is the Router itself: its construction (the process's shared parts), its entry
+points (``complete``, ``stream``, ``embed``) and ``aclose``. A request is carried out by a
+run (:class:`~._run._Run`), which sees the Router only as :class:`~._parts.RouterParts`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import math
 import os
 import random
-import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..auth import AuthError, Authorizers
+from ..auth import Authorizers
 from ..config import Config, load_config
-from ..ledger import Ledger, tenant_task_id
+from ..ledger import Ledger
 from ..model import (
-    Attempt,
-    Capability,
     ConfigError,
     Embeddings,
     EmbedInput,
     EmbedRequest,
     Envelope,
     Failure,
-    FailureKind,
     InvalidRequest,
-    PartialOutput,
-    Phase,
     Request,
     Response,
     Route,
     RouteRecord,
-    SideEffectMode,
-    StreamEvent,
     Target,
-    TimeoutPhase,
     Unavailable,
     UnknownRoute,
-    Validation,
-    disposition,
 )
-from ..model._record import watch_connect
 from ..model._text import LONE_SURROGATE, LONE_SURROGATE_FIX, request_surrogate
 from ..policy import (
     Backoff,
     BackoffDecision,
     BreakerBoard,
     BreakerState,
-    Candidate,
-    Deadline,
     HealthBoard,
     LimiterBoard,
-    LimitWaitTooLong,
     NoBreakers,
-    Plan,
-    Reservation,
     RetryBudget,
-    TargetLimiter,
     Unlimited,
-    plan,
 )
 from ..policy._breaker import BreakerEvent
-from ..policy._canary import CanaryGate, StatsBoard, canary_problems
+from ..policy._canary import StatsBoard, canary_problems
 from ..policy._selection import Hold, hold_of
 from ..policy._shared import close_shared, shared_policies
 from ..providers import dialect_for
-from ..telemetry import AttemptStarted, Hook, Hooks, RequestStarted
-from ..telemetry import Backoff as Waited
+from ..telemetry import Hook, Hooks
 from ..tokens import (
     CompactionHook,
-    count_exactly,
     counter_for,
-    counts_remotely,
-    near_window,
-    observe_usage,
-    reserved_output,
 )
-from ..transport import Http1Transport, Transport, TransportError
+from ..transport import Http1Transport, Transport
 from ..validation import (
     DEFAULT_LIMITS,
     SchemaLimits,
     check_contract,
     check_request_schemas,
-    checks_anything,
-    repair_request,
-    validate,
 )
-from ._engine import Decision, Go, Lane, Next, Repair, RunState, Sleep, Stop, conclude, decide
-from ._history import readable_history
+from ._engine import Policies
 from ._hooks import DegradeHandler, QualityGate, degraded
-from ._record import Recorder
-from ._stream import Output, RouteStream, _Partial, stream_exchange
-from ._telemetry import attempt_ended, breaker_changed, request_ended
+from ._run import _Run
+from ._stream import RouteStream
+from ._telemetry import breaker_changed
 
 if TYPE_CHECKING:
     from ..providers import DialectAdapter
-
-log = logging.getLogger("failover.router")
 
 
 def check_text(request: Request) -> None:
@@ -199,7 +171,7 @@ class Router:
         self.count_timeout = count_timeout
         # Telemetry (failover.telemetry): every request's events; nothing is built when empty.
         self.hooks = Hooks(hooks)
-        self.policies = _Policies(self)  # what the recovery engine asks, read at each decision
+        self.policies: Policies = _Policies(self)  # what the recovery engine asks, read at each decision
         # Resolved (and replaced) whenever a breaker opens: a request waiting to replay a target
         # wakes and asks again, instead of sleeping out a wait that now ends in a refusal.
         self._opened: asyncio.Future[None] | None = None
@@ -418,655 +390,3 @@ class _Policies:
     def backoff(self, failure: Failure, replay: int) -> BackoffDecision:
         r = self.router
         return r.backoff.wait(failure, replay, r.rng)
-
-
-class _Run:
-    """One request on its way through its candidates: the I/O that the engine's decisions ask for.
-
-    What to do next is :func:`failover.router._engine.decide`'s answer, a pure function of
-    ``self.state`` (a :class:`RunState`) and the lane of the candidate being tried; this
-    class only carries it out: it pays for attempts, sleeps, sends, and records.
-    """
-
-    def __init__(
-        self,
-        router: Router,
-        route: Route,
-        request: Request,
-        envelope: Envelope,
-        *,
-        stream: bool = False,
-        restart_on_partial: bool = False,
-    ) -> None:
-        if stream:
-            envelope = replace(envelope, required=envelope.required | {Capability.STREAMING})
-        self.router = router
-        self.route = route
-        self.request = request
-        self.env = envelope
-        self.loop = asyncio.get_running_loop()
-        self.t0 = self.loop.time()
-        self.deadline = Deadline.after(now=self.t0, budget=envelope.budget)
-        self.rec = Recorder(envelope.request_id, route.name, self.t0, listing=route)
-        self.state = RunState(
-            envelope=envelope,
-            t0=self.t0,
-            deadline_at=self.deadline.at,
-            input_tokens=self.input_tokens,
-            max_tokens=request.max_tokens,
-            fallback_reserve=route.fallback_reserve,
-            replay_timeouts=route.replay_timeouts,
-        )
-        self.policies = router.policies
-        self.used: Attempt | None = None
-        self._tokens: dict[str, int] = {}
-        self._exact: dict[str, int] = {}  # target name -> the provider's own count
-        self.compacted = False
-        self.output = Output(None)
-        self.canary = CanaryGate(route, router.canary_rng)  # draws only when a fallback is needed
-        self.restart_ok = restart_on_partial and envelope.allow_after_partial
-
-    @property
-    def sink(self) -> Callable[[StreamEvent], None] | None:
-        return self.output.sink
-
-    # -- preflight -------------------------------------------------------------------------
-
-    def input_tokens(self, target: Target) -> int:
-        exact = self._exact.get(target.name)
-        return exact if exact is not None else self.local_tokens(target)
-
-    def local_tokens(self, target: Target) -> int:
-        counter = counter_for(target)
-        n = self._tokens.get(counter.name)
-        if n is None:
-            n = self._tokens[counter.name] = counter.count(self.request)
-        return n
-
-    async def count_near_window(self) -> None:
-        """Ask the providers that count (Anthropic, Gemini) where the local count is near a window."""
-        timeout = min(self.router.count_timeout, self.deadline.remaining(self.loop.time()) / 4)
-        groups: dict[tuple[str, str, str], list[Target]] = {}
-        for t in self.route.targets:
-            dialect = self.router.dialect(t)
-            if t.name in self._exact or not counts_remotely(t, dialect):
-                continue
-            if near_window(self.local_tokens(t), reserved_output(t, self.request), t.context_window):
-                groups.setdefault((t.dialect, t.model, t.base_url), []).append(t)
-        if not groups or timeout <= 0:
-            return
-        counts = await asyncio.gather(
-            *(
-                count_exactly(
-                    ts[0],
-                    self.request,
-                    self.router.transport,
-                    timeout=timeout,
-                    dialect=self.router.dialect(ts[0]),
-                    authorize=self.router.auth.authorize if self.router.auth.needed(ts[0]) else None,
-                )
-                for ts in groups.values()
-            )
-        )
-        for ts, n in zip(groups.values(), counts, strict=True):
-            if n is not None:
-                self._exact.update((t.name, n) for t in ts)
-
-    def overflows(self, required: frozenset[Capability]) -> list[tuple[Target, int]]:
-        """The targets that could serve but for their window, and by how many tokens they are over."""
-        out = []
-        for t in self.route.targets:
-            if not required <= t.capabilities or (t not in self.route.primary and not self.env.allow_fallback):
-                continue
-            over = self.input_tokens(t) + reserved_output(t, self.request) - t.context_window
-            if over > 0:
-                out.append((t, over))
-        return out
-
-    async def make_plan(self) -> Plan:
-        await self.count_near_window()
-        return plan(
-            self.route,
-            self.request,
-            self.env,
-            input_tokens=self.input_tokens,
-            health=self.router.health,
-            now=self.t0,
-            breakers=self.router.breakers,
-        )
-
-    def unavailable(self, stop: Stop) -> Unavailable:
-        now = self.loop.time()
-        s = self.state
-        for t in self.route.targets:  # a breaker that opened since a target failed outlasts its hint
-            if t.name in s.back or t.name in s.anytime:
-                held = self.policies.hold(t, now)
-                if held is not None:
-                    s.held(held)
-        self.rec.retry_budget_exhausted = s.budget_spent
-        record = self.rec.freeze(now, used=None, outcome=stop.kind.value, stopped=stop.stopped)
-        until = s.retry_after(now)
-        retry_after_ms = None if until is None else math.ceil((until - now) * 1000)
-        log.info(
-            "request %s on route %s unavailable: %s: %s", self.rec.request_id, self.route.name, stop.kind, stop.message
-        )
-        return Unavailable(
-            stop.kind,
-            stop.message,
-            retryable=disposition(stop.kind).retryable if stop.retryable is None else stop.retryable,
-            retry_after_ms=retry_after_ms,
-            request_id=self.rec.request_id,
-            record=record,
-        )
-
-    def partial(self, failure: Failure) -> _Partial:
-        now = self.loop.time()
-        record = self.rec.freeze(now, used=None, outcome=FailureKind.PARTIAL_OUTPUT.value, stopped=True)
-        out = self.output
-        log.info("request %s: stream cut after output began: %s", self.rec.request_id, failure.label)
-        return _Partial(
-            PartialOutput(
-                text="".join(out.text),
-                tool_calls=tuple(out.calls),
-                failure=failure,
-                record=record,
-                reasoning=out.partial_reasoning(),
-            )
-        )
-
-    async def execute(self) -> Response:
-        env, route, s = self.env, self.route, self.state
-        if self.router.hooks:
-            self.router.hooks(RequestStarted(request_id=self.rec.request_id, route=route.name, at=self.t0))
-        wanted, served = env.schema_version, route.contract.schema_version
-        if wanted and served and wanted != served:
-            raise self.unavailable(
-                Stop(
-                    FailureKind.CONTRACT_FAILURE,
-                    f"route {route.name} serves schema version {served}, the request requires {wanted}",
-                )
-            )
-        await self.side_effects_allow("this request")  # a replay of the task from scratch
-        p = await self.make_plan()
-        hook = self.router.compaction
-        if not p.candidates and hook is not None and not self.compacted:
-            over = self.overflows(p.required)
-            if over:
-                best, tokens_over = min(over, key=lambda to: to[1])
-                self.compacted = True
-                shorter = await hook(self.request, best, tokens_over)
-                if shorter is not None:
-                    self.request = shorter
-                    s.max_tokens = shorter.max_tokens
-                    self._tokens.clear()
-                    self._exact.clear()
-                    p = await self.make_plan()
-        self.rec.excluded.extend(p.excluded)
-        if route.primary:
-            self.rec.input_tokens = self.input_tokens(route.primary[0])
-        for hold in p.holds:  # left out only for now: the request may be retried when the first returns
-            s.held(hold)
-        s.candidates = p.candidates
-        if not p.candidates:
-            why = "; ".join(f"{e.target}: {e.reason}" for e in p.excluded) or "the route has no targets"
-            if p.holds:
-                first = min(p.holds, key=lambda h: h.until)
-                raise self.unavailable(
-                    Stop(first.kind, f"no candidate can serve this request now ({why})", retryable=True)
-                )
-            kind = FailureKind.CONTRACT_FAILURE  # every exclusion is final: contract, window or envelope
-            if self.overflows(p.required) and len(self.overflows(p.required)) == len(p.excluded):
-                kind = FailureKind.CONTEXT_OVERFLOW
-            raise self.unavailable(Stop(kind, f"no candidate can serve this request ({why})"))
-
-        cands = p.candidates
-        start = 0
-        if route.hedge_after is not None and self.sink is None and len(cands) > 1:
-            resp = await self.hedged(cands[0], cands[1], route.hedge_after)
-            if resp is not None:
-                return resp
-            start = 2
-        for i in range(start, len(cands)):
-            resp = await self.try_candidate(cands[i], after=i + 1, fresh=i == 0)
-            if resp is not None:
-                return resp
-        raise self.unavailable(conclude(s, self.rec.attempts, self.rec.excluded, self.loop.time(), env.budget))
-
-    async def hedged(self, first: Candidate, second: Candidate, delay: float) -> Response | None:
-        """Hedging: if ``first`` has no answer after ``delay``, race ``second`` against it.
-
-        The first acceptable result wins and the other is cancelled (its connection closed);
-        both attempts stay in the record with their cost. The hedge is an extra attempt: it
-        draws on the attempt limit like a retry, and on its pool's retry budget when that is
-        the lead's pool.
-        """
-        lead: asyncio.Future[Response | None] = asyncio.ensure_future(self.try_candidate(first, after=2, fresh=True))
-        started, _ = await asyncio.wait({lead}, timeout=delay)
-        if started:
-            resp = lead.result()
-            return resp if resp is not None else await self.try_candidate(second, after=2)
-        hedge = asyncio.ensure_future(self.try_candidate(second, after=2, hedge=True))
-        pending: set[asyncio.Future[Response | None]] = {lead, hedge}
-        winner: Response | None = None
-        try:
-            while pending and winner is None:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    winner = winner or task.result()
-        finally:
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
-        if winner is None or winner.record is None or self.used is None:
-            return winner
-        # the loser's cancelled attempt belongs in the story too
-        record = self.rec.freeze(self.loop.time(), used=self.used, outcome="ok", validation=winner.record.validation)
-        return replace(winner, record=record)
-
-    # -- one candidate ---------------------------------------------------------------------
-
-    async def side_effects_allow(self, what: str) -> None:
-        """Workflow 3: refuse to replay or fall back once a side effect of the task may have happened."""
-        ledger, env = self.router.ledger, self.env
-        if ledger is None or env.task_id is None or env.side_effects is SideEffectMode.NONE:
-            return
-        try:
-            # Under the tenant's own namespace: another tenant's task of the same id is never read.
-            task = tenant_task_id(env.tenant, env.task_id)
-            decision = await ledger.side_effects(task, env.side_effects, resumed_from=env.resumed_from)
-        except Exception as exc:  # the store is down or slow: fail closed, never replay blindly
-            log.warning("request %s: the ledger could not be read: %r", self.rec.request_id, exc)
-            raise self.unavailable(
-                Stop(
-                    FailureKind.SIDE_EFFECT_UNCERTAIN,
-                    f"{what} refused: the tool ledger could not be read ({type(exc).__name__}), so whether a side "
-                    f"effect of task {env.task_id} already happened is unknown",
-                    stopped=True,
-                )
-            ) from exc
-        if decision.refused:
-            self.rec.uncertain_operation = decision.operation_name
-            raise self.unavailable(
-                Stop(FailureKind.SIDE_EFFECT_UNCERTAIN, f"{what} refused: {decision.reason}", stopped=True)
-            )
-
-    async def try_candidate(
-        self, cand: Candidate, *, after: int, hedge: bool = False, fresh: bool = False
-    ) -> Response | None:
-        """Carry out the engine's decisions for one candidate until it answers or is left."""
-        target, phase = cand.target, cand.phase
-        if phase is Phase.FALLBACK:  # reached only when a fallback is needed: canary shares apply here
-            why = self.canary.why_not(target.name)
-            if why is not None:
-                self.rec.exclude(target.name, phase, why)
-                return None
-        s, loop = self.state, self.loop
-        pool = self.router.retry_budget.pool_of(target)
-        lane = Lane(target=target, phase=phase, request=self.request, after=after, pool=pool, hedge=hedge, fresh=fresh)
-        try:
-            while True:
-                now = loop.time()
-                d = decide(s, lane, self.policies, now)
-                if not isinstance(d, Go):
-                    if await self.carry_out(lane, d, now):
-                        continue  # slept, or built the repair: ask again
-                    return None  # left (Next, or no hedge)
-                if s.launched:  # workflow 3: an attempt after the first needs the ledger's leave
-                    await self.side_effects_allow(f"{lane.phase.value} attempt on {target.name}")
-                if not lane.paid:
-                    self.pay(lane, d.retry, now)
-                outcome = await self.attempt(lane, d.until)
-                if isinstance(outcome, str):  # turned away by its limiter or breaker
-                    self.refund(lane)
-                    why = outcome if not lane.tries else f"no replay: {outcome}"
-                    self.rec.exclude(target.name, lane.phase, why, temporary=True)
-                    return None
-                s.attempted(lane, outcome if isinstance(outcome, Failure) else None, loop.time())
-                if isinstance(outcome, Response):
-                    return outcome
-                if self.output.started:  # the commit point: output reached the caller
-                    if not self.restart_ok:
-                        raise self.partial(outcome)
-                    self.output.restart(outcome)
-        finally:
-            if lane.paid:  # paid for an attempt that was never made (a refusal after a wait)
-                self.refund(lane)
-
-    async def carry_out(self, lane: Lane, d: Decision, now: float) -> bool:
-        """Every decision but Go: False when the lane is left, True to ask the engine again."""
-        s, target = self.state, lane.target
-        if isinstance(d, Next):
-            s.leave(lane, d)
-            if d.reason is not None:
-                self.rec.exclude(target.name, lane.phase, d.reason, d.temporary)
-            return False
-        if isinstance(d, Stop):
-            if lane.tries:
-                s.note_end(target.name, lane.failure, lane.failed_at)
-            if lane.hedge and not d.stopped and not lane.tries:  # no hedge: the lead carries on alone
-                self.rec.exclude(target.name, lane.phase, f"no hedge: {d.message}")
-                return False
-            raise self.unavailable(d)
-        if isinstance(d, Repair):
-            assert lane.failure is not None
-            s.repair(lane, repair_request(lane.request, lane.failure, target, self.input_tokens(target)))
-            return True
-        assert isinstance(d, Sleep)
-        if s.launched:  # the ledger is asked before a wait too: a refusal then costs no sleep
-            await self.side_effects_allow(f"{lane.phase.value} attempt on {target.name}")
-        if not lane.paid:  # the slot and the budget's share are taken before the wait
-            self.pay(lane, d.retry, now)
-        loop = self.loop
-        end = now + d.seconds
-        while (left := end - loop.time()) > 0 and await self.router.wait_unless_opened(left):
-            held = self.policies.hold(target, loop.time())
-            if held is not None and held.until > end:
-                break  # its breaker opened meanwhile: the wait would end in a refusal
-        self.waited(target.name, now, d.source)
-        lane.waited = True
-        return True
-
-    def pay(self, lane: Lane, retry: bool, now: float) -> None:
-        """Take the attempt's slot and its share of the pool's retry budget."""
-        if retry:
-            self.router.retry_budget.try_withdraw(now, lane.pool)  # the engine saw room
-        else:
-            self.router.retry_budget.record_request(now, lane.pool)
-        self.state.pay(lane, lane.pool, retry)
-
-    def refund(self, lane: Lane) -> None:
-        if lane.paid_retry:
-            self.router.retry_budget.refund(self.loop.time(), lane.pool)
-        self.state.refund(lane)
-
-    def output_reserve(self, target: Target, request: Request) -> int:
-        """The output tokens the limiter holds for an attempt until its usage is known."""
-        return request.max_tokens or target.max_output_tokens
-
-    def streams(self, target: Target, request: Request) -> bool:
-        """Stream this attempt? Always for a streaming caller; for a plain call only when the
-        caller's own ``max_tokens`` promises a generation longer than a silent connection should
-        be trusted with (``stream_threshold`` seconds at the target's output rate)."""
-        if self.sink is not None:
-            return True
-        threshold = self.router.stream_threshold
-        if threshold is None or request.max_tokens is None or Capability.STREAMING not in target.capabilities:
-            return False
-        return request.max_tokens / max(target.output_tps, 1e-9) > threshold
-
-    async def attempt(self, lane: Lane, until: float) -> Response | Failure | str:
-        """One attempt that must end by ``until``; a string is why it could not start."""
-        target, phase, request = lane.target, lane.phase, lane.request
-        router, loop, s = self.router, self.loop, self.state
-        reservation = None
-        limiter = router.limiters.limiter_for(target) if router.limiters is not None else None
-        if limiter is not None:
-            # Wait locally rather than provoke a 429, but only as long as the deadline allows.
-            asked = loop.time()
-            try:
-                reservation = await limiter.acquire(
-                    input_tokens=self.input_tokens(target),
-                    max_output_tokens=self.output_reserve(target, request),
-                    deadline_at=until - target.timeouts.min_useful,
-                    tenant=self.env.tenant,
-                )
-            except LimitWaitTooLong as exc:
-                s.limited = True
-                if math.isfinite(exc.wait_seconds):  # when the caller may come back (Retry-After)
-                    s.held(Hold(target.name, loop.time() + exc.wait_seconds, FailureKind.RATE_LIMITED))
-                return f"client-side rate limit: {exc}"
-            if reservation.waited > 0:
-                self.waited(target.name, asked, "rate_limit")
-        start = loop.time()
-        breakers = router.breakers  # shared breakers (failover.state) admit in one awaited round trip
-        permits, rejected = (
-            breakers.admit(target, start) if breakers.local else await breakers.admit_shared(target, start)
-        )
-        if rejected is not None:
-            if reservation is not None:
-                reservation.release(sent=False)
-            held = hold_of(target, start, router.health, breakers)
-            if held is not None:
-                s.held(held)
-            return rejected
-        if router.hooks:
-            router.hooks(
-                AttemptStarted(
-                    request_id=self.rec.request_id,
-                    route=self.route.name,
-                    target=target.name,
-                    model=target.model,
-                    phase=phase.value,
-                    index=len(self.rec.attempts),
-                    at=start,
-                )
-            )
-        try:
-            outcome = await self._exchange(target, phase, request, start, until, lane.hedge)
-        except asyncio.CancelledError:
-            router.breakers.discard(permits, loop.time())  # cancelled: says nothing about health
-            self.record_cancelled(target, phase, start, until, lane.hedge)
-            self.attempt_ended(target, None)
-            if reservation is not None:
-                reservation.settle(self.input_tokens(target), 0)  # sent: count the input as spent
-            raise
-        except BaseException:
-            router.breakers.discard(permits, loop.time())
-            if reservation is not None:
-                reservation.release(sent=True)
-            raise
-        self.attempt_ended(target, outcome)  # _exchange appended its Attempt last, with no await since
-        failure = outcome if isinstance(outcome, Failure) else None
-        router.breakers.record(target, permits, failure, loop.time() - start, loop.time())
-        if reservation is not None and limiter is not None:
-            self.settle(limiter, reservation, target, outcome)
-        return outcome
-
-    def settle(
-        self, limiter: TargetLimiter, reservation: Reservation, target: Target, outcome: Response | Failure
-    ) -> None:
-        """Reconcile the reservation with what the provider actually did, and follow its headers."""
-        usage = outcome.usage
-        if usage is not None:
-            reservation.settle(usage.input_tokens, usage.output_tokens)
-        elif isinstance(outcome, Failure) and outcome.kind is FailureKind.RATE_LIMITED:
-            reservation.release(sent=True)
-            limiter.penalize(outcome.retry_after, self.loop.time())
-        elif isinstance(outcome, Failure) and outcome.kind is FailureKind.TIMEOUT:
-            reservation.settle(self.input_tokens(target), 0)  # it may be generating and billing
-        else:
-            reservation.release(sent=True)
-        limiter.observe(outcome.rate_limits, self.loop.time(), reservation=reservation)
-
-    # -- telemetry -------------------------------------------------------------------------
-
-    def waited(self, target: str, start: float, reason: str) -> None:
-        now = self.loop.time()
-        self.rec.wait(target, start, now, reason)
-        if self.router.hooks:
-            self.router.hooks(
-                Waited(request_id=self.rec.request_id, target=target, seconds=now - start, reason=reason, at=start)
-            )
-
-    def attempt_ended(self, target: Target, outcome: Response | Failure | None) -> None:
-        """Report the attempt just appended to the record (None: it was cancelled)."""
-        if self.router.hooks:
-            a = self.rec.attempts[-1]
-            self.router.hooks(attempt_ended(self.rec.request_id, self.route.name, target, a, self.t0, outcome))
-
-    def ended(self, record: RouteRecord | None) -> None:
-        """Report the end of the request; no record: it was cancelled or raised before one existed."""
-        now = self.loop.time()
-        if record is None:
-            exc = sys.exc_info()[1]
-            outcome = "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
-            record = self.rec.freeze(now, used=None, outcome=outcome, stopped=True)
-        self.router.hooks(request_ended(record, now, tenant=self.env.tenant))
-
-    def record_cancelled(self, target: Target, phase: Phase, start: float, until: float, hedge: bool) -> None:
-        """A cancelled attempt (a lost hedge, a caller gone) was sent and may be billed."""
-        cost = target.price.cost(self.input_tokens(target), 0)
-        self.state.spent += cost
-        total = min(target.attempt_cap(), max(0.0, until - start))
-        self.rec.attempts.append(
-            Attempt(
-                index=len(self.rec.attempts),
-                target=target.name,
-                model=target.model,
-                phase=phase,
-                start=start - self.t0,
-                end=self.loop.time() - self.t0,
-                connect_timeout=min(target.timeouts.connect, total),
-                total_timeout=total,
-                outcome="cancelled",
-                cost=cost,
-                cost_estimated=True,
-                hedge=hedge,
-            )
-        )
-
-    async def _exchange(
-        self, target: Target, phase: Phase, request: Request, start: float, until: float, hedge: bool
-    ) -> Response | Failure:
-        router, loop = self.router, self.loop
-        left = self.deadline.remaining(start)
-        total = min(target.attempt_cap(), max(0.0, until - start))
-        connect = min(target.timeouts.connect, total)
-        asked = request
-        request, stripped = readable_history(request, target.key, router.dialect(target).reasoning_source)
-        streamed = self.streams(target, request)
-        outcome: Response | Failure
-        status: int | None = None
-        first_event: float | None = None
-        connected = watch_connect()  # a transport that can tell reports when it connected
-        try:
-            if streamed:
-                status, outcome, first_event, streamed = await stream_exchange(
-                    self, target, request, start, total, connect
-                )
-            else:
-                dialect = router.dialect(target)
-                http = dialect.build(target, request)
-                send_total, send_connect = total, connect
-                if router.auth.needed(target):
-                    # a token refresh is part of the attempt: bounded by it, and what it took is
-                    # not the send's (a stream's first-event timer covers it the same way)
-                    began = loop.time()
-                    async with asyncio.timeout(total):
-                        http = await router.auth.authorize(target, http)
-                    send_total = max(0.0, total - (loop.time() - began))
-                    send_connect = min(connect, send_total)
-                if router.transport_enforces_total:
-                    resp = await router.transport.send(http, connect_timeout=send_connect, total_timeout=send_total)
-                else:
-                    async with asyncio.timeout(send_total):
-                        resp = await router.transport.send(http, connect_timeout=send_connect, total_timeout=send_total)
-                status = resp.status
-                outcome = dialect.parse(target, resp)
-        except TimeoutError:
-            outcome = Failure(
-                kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message=_total_msg(total, left, target)
-            )
-        except TransportError as exc:
-            outcome = _transport_failure(exc, total, left, target)
-        except AuthError as exc:  # the target's credential chain gave nothing to send with
-            outcome = Failure(kind=FailureKind.AUTHENTICATION_OR_PERMISSION, message=str(exc))
-        contract_ok: bool | None = None
-        task_ok: bool | None = None
-        if isinstance(outcome, Response):
-            outcome = validate(request, outcome, self.route.contract)
-            contract_ok = isinstance(outcome, Response)
-        elif outcome.kind in _CONTRACT_KINDS:
-            contract_ok = False
-        gate = router.gates.get(self.route.name)
-        if isinstance(outcome, Response) and gate is not None:
-            # the gate (a judge model, say) has its own budget but must not outlive ours
-            async with asyncio.timeout(max(self.deadline.remaining(loop.time()), 0.0)):
-                verdict = await gate(request, outcome)
-            task_ok = bool(verdict.passed)
-            if not task_ok:
-                outcome = Failure(
-                    kind=FailureKind.CONTRACT_FAILURE,
-                    message=f"quality gate failed: {verdict.reason or 'no reason given'}",
-                    status=200,
-                    usage=outcome.usage,
-                    response=outcome,
-                    provider_request_id=outcome.provider_request_id,
-                    provider_code="quality_gate",
-                )
-        end = loop.time()
-        failure = outcome if isinstance(outcome, Failure) else None
-        usage = outcome.usage  # a failed 200 (truncation, refusal) was paid for too
-        cost, estimated = 0.0, False
-        if usage is not None:
-            cost = target.price.cost(usage.input_tokens, usage.output_tokens)
-            if asked is self.request and usage.input_tokens > 0:  # not a repaired request
-                observe_usage(target, self.local_tokens(target), usage.input_tokens)
-        elif failure is not None and _maybe_billed(failure):
-            cost, estimated = target.price.cost(self.input_tokens(target), 0), True
-        self.state.spent += cost
-        attempt = Attempt(
-            index=len(self.rec.attempts),
-            target=target.name,
-            model=target.model,
-            phase=phase,
-            start=start - self.t0,
-            end=end - self.t0,
-            connect_timeout=connect,
-            total_timeout=total,
-            first_event_timeout=min(target.timeouts.first_event, total) if streamed else None,
-            idle_timeout=target.timeouts.idle if streamed else None,
-            first_event=None if first_event is None else first_event - self.t0,
-            connected=connected[0] - self.t0 if connected else None,
-            outcome="ok" if failure is None else failure.label,
-            failure=failure,
-            hedge=hedge,
-            streamed=streamed,
-            contract_ok=contract_ok,
-            task_ok=task_ok,
-            reasoning_stripped=stripped,
-            status=status,
-            usage=usage,
-            cost=cost,
-            cost_estimated=estimated,
-            provider_request_id=(
-                failure.provider_request_id if failure is not None else getattr(outcome, "provider_request_id", None)
-            ),
-        )
-        self.rec.attempts.append(attempt)
-        router.health.observe(target, failure, end - start, end)
-        log.debug("attempt %d on %s (%s): %s in %.3fs", attempt.index, target.name, phase, attempt.outcome, end - start)
-        if isinstance(outcome, Response):
-            checked = checks_anything(request, self.route.contract)
-            validation = Validation(transport=True, contract=True if checked else None, task=task_ok)
-            self.used = attempt
-            record = self.rec.freeze(end, used=attempt, outcome="ok", validation=validation)
-            return replace(outcome, record=record)
-        return outcome
-
-
-_CONTRACT_KINDS = frozenset({FailureKind.SCHEMA_INVALID, FailureKind.TOOL_CALL_MALFORMED, FailureKind.CONTRACT_FAILURE})
-
-
-def _total_msg(total: float, left: float, target: Target) -> str:
-    if total >= left:
-        return f"no complete response before the deadline ({total:.3f}s left)"
-    if total < target.attempt_cap():
-        return f"no complete response within the {total:.3f}s this replay had (the rest is kept for the next tier)"
-    return f"no complete response within the {total:.3f}s attempt cap"
-
-
-def _transport_failure(exc: TransportError, total: float, left: float, target: Target) -> Failure:
-    if exc.phase == "connect_timeout":
-        return Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.CONNECT, message=str(exc))
-    if exc.phase == "total":
-        return Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.TOTAL, message=_total_msg(total, left, target))
-    if exc.phase == "too_large":  # an answer over the transport's limits: the upstream's fault
-        return Failure(kind=FailureKind.PROVIDER_SERVER_ERROR, message=str(exc))
-    return Failure(kind=FailureKind.TRANSPORT_TRANSIENT, message=str(exc))
-
-
-def _maybe_billed(failure: Failure) -> bool:
-    """A request that reached the provider and was cut off may have been billed for input."""
-    return failure.kind is FailureKind.TIMEOUT and failure.phase is not TimeoutPhase.CONNECT

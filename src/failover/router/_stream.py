@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..auth import AuthError
 from ..model import (
@@ -32,6 +32,7 @@ from ..model import (
     Request,
     Response,
     Restarted,
+    Route,
     RouteRecord,
     StreamEvent,
     Target,
@@ -53,7 +54,8 @@ from ..transport import HttpResponse, StreamingTransport, TransportError
 from ._hooks import degraded
 
 if TYPE_CHECKING:
-    from ._router import _Run
+    from ._parts import RouterParts
+    from ._record import Recorder
 
 # The answer's content: the first of these commits the stream (reasoning does too when live).
 _CONTENT: tuple[type, ...] = (TextDelta, ToolCallStart, ToolCallDelta, ToolCallDone)
@@ -161,21 +163,20 @@ class Output:
 
 
 async def stream_exchange(
-    run: _Run, target: Target, request: Request, start: float, total: float, connect: float
+    router: RouterParts, out: Output, target: Target, request: Request, start: float, total: float, connect: float
 ) -> tuple[int | None, Response | Failure, float | None, bool]:
-    """One streamed attempt: ``(status, outcome, loop time of the first event, streamed)``.
+    """One streamed attempt: ``(status, outcome, loop time of the first event, streamed)``;
+    its events go to ``out``.
 
     ``streamed`` is False when the server answered the stream request with a plain JSON body
     (some OpenAI-compatible servers ignore ``stream: true``): that body is read as the plain
     answer it is, and a streaming caller is shown its content as events."""
-    loop = run.loop
-    router = run.router
+    loop = asyncio.get_running_loop()
     transport = router.transport
     if not hasattr(transport, "stream"):
         raise TypeError(f"{type(transport).__name__} cannot stream: it has no stream() method")
     st: StreamingTransport = transport  # type: ignore[assignment]
     dialect = router.dialect(target)
-    out = run.output
     out.source, out.origin = dialect.reasoning_source, target.key
     total_at = start + total
     idle = target.timeouts.idle
@@ -312,6 +313,21 @@ _RESUME_AT = BUFFERED_EVENTS // 4  # the upstream reader resumes once the caller
 FEED_SLICE = 16 * 1024  # bytes of one upstream read decoded before the caller's backpressure is asked
 
 
+class StreamedRun(Protocol):
+    """The request a RouteStream runs (the router's run, as the stream sees it)."""
+
+    router: RouterParts
+    route: Route
+    request: Request
+    rec: Recorder
+    loop: asyncio.AbstractEventLoop
+    output: Output
+
+    async def execute(self) -> Response: ...
+
+    def ended(self, record: RouteRecord | None) -> None: ...
+
+
 class RouteStream:
     """The stream a caller iterates; see :meth:`Router.stream`.
 
@@ -327,7 +343,7 @@ class RouteStream:
     (outcome ``cancelled``).
     """
 
-    def __init__(self, run: _Run, *, coalesce: float | None = None) -> None:
+    def __init__(self, run: StreamedRun, *, coalesce: float | None = None) -> None:
         self._run = run
         self._coalesce = coalesce
         self._queue: asyncio.Queue[object] = asyncio.Queue()

@@ -27,8 +27,13 @@ credentials. See docs/testing.md.
 """
 
 from ._auth import FAKE_AWS_KEY_ID, FAKE_AWS_SECRET, FAKE_TOKEN, fake_authorizers
-from ._provider import FakeNetwork, FakeProvider, ReceivedCall
-from ._script import FakeToolCall, Outcome, ProviderPlan, Reply, ReplyKind, Scenario, Script
+from ._kinds import ReplyKind
+from ._network import FakeNetwork
+from ._provider import FakeProvider
+from ._records import Outcome, ReceivedCall
+from ._reply import FakeToolCall, Reply
+from ._scenario import ProviderPlan, Scenario
+from ._script import Script
 from ._server import FakeServer
 
 __all__ = [

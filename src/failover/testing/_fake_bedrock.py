@@ -30,38 +30,23 @@ import json
 import struct
 import zlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 from urllib.parse import unquote
 
-from ._dialects import (
-    Endpoint,
-    Exchange,
-    Rendered,
-    _json_answer,
-    _overflow_numbers,
-    _retry_headers,
-    _stream_answer,
-)
+from . import _wire
+from ._exchange import Credentials, Endpoint, Exchange, Headers, Rendered
+from ._kinds import ReplyKind
 from ._parts import Answer as _Answer
 from ._parts import pieces as _pieces
 from ._parts import split_args as _split_args
-from ._script import Reply, ReplyKind
+from ._reply import Reply
 
-__all__ = [
-    "EVENTSTREAM",
-    "bedrock_endpoint",
-    "check_bedrock",
-    "encode_frame",
-    "error_frame",
-    "event_frame",
-    "exception_frame",
-    "malformed_frame",
-    "presented_key_id",
-    "render_bedrock_error",
-    "render_bedrock_ok",
-    "unknown_path",
-    "verify_sigv4",
-]
+# No __all__: this module is a FakeDialect (see ``_exchange``), whose members are its public
+# names. The event-stream framing and the SigV4 check are public too, for the tests.
+
+DEFAULT_MODEL: Final = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
+CALL_PREFIX: Final = "tooluse_"
+RESPONSE_ID: Final = "{name}-{serial}"  # str.format: the fake's name, the answer's serial
 
 EVENTSTREAM = "application/vnd.amazon.eventstream"
 _ERRORTYPE_NS = "http://internal.amazon.com/coral/com.amazon.bedrock/"
@@ -88,7 +73,7 @@ _GUARDRAIL_TEXT = "Sorry, the model cannot answer this question."
 # -- requests ----------------------------------------------------------------------------------
 
 
-def bedrock_endpoint(path: str) -> Endpoint | None:
+def endpoint(path: str) -> Endpoint | None:
     """``.../model/{modelId}/converse`` or ``/converse-stream``; the model id is percent-decoded."""
     for suffix, stream in (("/converse", False), ("/converse-stream", True)):
         if path.endswith(suffix):
@@ -112,20 +97,15 @@ def presented_key_id(headers: Mapping[str, str]) -> str | None:
     return None
 
 
-def check_bedrock(
-    headers: Mapping[str, str],
-    body: Mapping[str, Any],
-    *,
-    api_key: str | None,
-    secret_key: str | None = None,
-    wire: tuple[str, str, bytes] | None = None,
-) -> Reply | None:
-    """What Bedrock refuses before any model runs: a missing or foreign signature (with
-    ``api_key``), a wrong one (with ``secret_key`` and the request as received, ``wire`` =
-    (method, URL, body bytes)), no ``messages``."""
-    refused = check_signature(headers, api_key=api_key, secret_key=secret_key, wire=wire)
-    if refused is not None:
-        return refused
+def credentials(given: Credentials) -> Reply | None:
+    """What AWS refuses (see :func:`check_signature`): ``api_key`` is the access key id (a
+    FakeProvider of Bedrock insists on a string)."""
+    key_id = None if callable(given.api_key) else given.api_key
+    return check_signature(given.headers, api_key=key_id, secret_key=given.secret_key, wire=given.wire)
+
+
+def check(endpoint: Endpoint, path: str, headers: Mapping[str, str], body: Mapping[str, Any]) -> Reply | None:
+    """What Converse refuses before any model runs: no ``messages``."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         return Reply.invalid(
@@ -192,10 +172,47 @@ def verify_sigv4(
     )
 
 
+def tools(body: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    config = body.get("toolConfig")
+    declared = _wire.listed(config.get("tools") if isinstance(config, Mapping) else None)
+    specs = _wire.listed([tool.get("toolSpec") for tool in declared])
+    return [(spec["name"], _input_schema(spec)) for spec in specs if isinstance(spec.get("name"), str)]
+
+
+def _input_schema(spec: Mapping[str, Any]) -> Any:
+    schema = spec.get("inputSchema")
+    return schema.get("json") if isinstance(schema, Mapping) else None
+
+
+def forced(body: Mapping[str, Any]) -> tuple[str | None, bool]:
+    config = body.get("toolConfig")
+    choice = config.get("toolChoice") if isinstance(config, Mapping) else None
+    if isinstance(choice, Mapping):
+        if isinstance(choice.get("tool"), Mapping):
+            return choice["tool"].get("name"), False
+        if "any" in choice:
+            return None, True
+    return None, False
+
+
+def structured(body: Mapping[str, Any]) -> tuple[bool, Any]:
+    return False, None  # structured output is a forced tool there
+
+
+def max_tokens(body: Mapping[str, Any]) -> int | None:
+    config = body.get("inferenceConfig")
+    value = config.get("maxTokens") if isinstance(config, Mapping) else None
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def prompt_chars(body: Mapping[str, Any]) -> int:
+    return _wire.chars(body.get("system")) + _wire.chars(body.get("messages"))
+
+
 # -- answers -----------------------------------------------------------------------------------
 
 
-def _headers(ex: Exchange) -> tuple[tuple[str, str], ...]:
+def _headers(ex: Exchange) -> Headers:
     return (("x-amzn-requestid", ex.request_id),)
 
 
@@ -224,7 +241,7 @@ def _content(a: _Answer) -> list[dict[str, Any]]:
     return content
 
 
-def render_bedrock_ok(a: _Answer, ex: Exchange) -> Rendered:
+def ok(a: _Answer, ex: Exchange) -> Rendered:
     if ex.stream:
         return _stream(a, ex)
     body = {
@@ -233,7 +250,7 @@ def render_bedrock_ok(a: _Answer, ex: Exchange) -> Rendered:
         "usage": _usage(a),
         "metrics": {"latencyMs": 321},
     }
-    return _json_answer(200, body, _headers(ex))
+    return _wire.json_answer(200, body, _headers(ex))
 
 
 def encode_frame(headers: Sequence[tuple[str, str]], payload: bytes) -> bytes:
@@ -289,7 +306,7 @@ def _stream(a: _Answer, ex: Exchange) -> Rendered:
         block([{"toolUse": {"input": piece}} for piece in _split_args(c.text)], start)
     frames.append(event_frame("messageStop", {"stopReason": _STOP[a.stop]}, pad=5))
     frames.append(event_frame("metadata", {"usage": _usage(a), "metrics": {"latencyMs": 321}}, pad=9))
-    return _stream_answer(frames, (("content-type", EVENTSTREAM), *_headers(ex)))
+    return _wire.stream_answer(frames, (("content-type", EVENTSTREAM), *_headers(ex)))
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -304,14 +321,17 @@ def _error_answer(
     ns: str = _ERRORTYPE_NS,
 ) -> Rendered:
     headers = (*_headers(ex), ("x-amzn-errortype", f"{type_}:{ns}"), *extra)
-    return _json_answer(status, {"message": message}, headers)
+    return _wire.json_answer(status, {"message": message}, headers)
 
 
-def render_bedrock_error(reply: Reply, ex: Exchange) -> Rendered:
+WINDOW: Final = 200_000  # the context window a context_overflow reports by default
+
+
+def error(reply: Reply, ex: Exchange) -> Rendered:
     kind = reply.kind
     if kind is ReplyKind.RATE_LIMIT:
         message = reply.message or "Too many requests, please wait before trying again."
-        return _error_answer(429, "ThrottlingException", message, ex, _retry_headers(reply))
+        return _error_answer(429, "ThrottlingException", message, ex, _wire.retry_headers(reply))
     if kind is ReplyKind.QUOTA:
         message = reply.message or (
             "The request exceeds the service quota for your account. "
@@ -320,7 +340,7 @@ def render_bedrock_error(reply: Reply, ex: Exchange) -> Rendered:
         return _error_answer(400, "ServiceQuotaExceededException", message, ex)
     if kind is ReplyKind.OVERLOADED:
         message = reply.message or "Bedrock is unable to process your request."
-        return _error_answer(503, "ServiceUnavailableException", message, ex, _retry_headers(reply))
+        return _error_answer(503, "ServiceUnavailableException", message, ex, _wire.retry_headers(reply))
     if kind is ReplyKind.SERVER_ERROR:
         message = (
             reply.message or "The system encountered an unexpected error during processing. Try your request again."
@@ -337,7 +357,7 @@ def render_bedrock_error(reply: Reply, ex: Exchange) -> Rendered:
         message = reply.message or "Could not resolve the foundation model from the provided model identifier."
         return _error_answer(404, "ResourceNotFoundException", message, ex)
     if kind is ReplyKind.CONTEXT_OVERFLOW:
-        tokens, limit = _overflow_numbers(reply, ex)
+        tokens, limit = _wire.overflow_numbers(reply, ex, WINDOW)
         if reply.message:
             message = reply.message
         elif "anthropic" in ex.model:  # Claude's own words, passed through
@@ -356,7 +376,7 @@ def render_bedrock_error(reply: Reply, ex: Exchange) -> Rendered:
 def unknown_path(method: str, path: str, request_id: str) -> Rendered:
     del method, path
     headers = (("x-amzn-requestid", request_id), ("x-amzn-errortype", f"UnknownOperationException:{_AUTH_NS}"))
-    return _json_answer(404, {"message": None}, headers)
+    return _wire.json_answer(404, {"message": None}, headers)
 
 
 # Mid-stream errors, by cause: the exception events of ConverseStreamOutput.
@@ -370,7 +390,7 @@ _STREAM_ERRORS = {
 }
 
 
-def error_frame(reply: Reply) -> bytes:
+def error_event(reply: Reply, ex: Exchange, *, first: bool, at: int) -> bytes:
     """The exception frame a ConverseStream sends mid-stream for the reply's ``cause``."""
     name, default = _STREAM_ERRORS[reply.cause or ReplyKind.OVERLOADED]
     return exception_frame(name, {"message": reply.message or default})
@@ -392,3 +412,12 @@ def malformed_frame(frame: bytes) -> bytes:
         headers.append((name, raw_headers[at + 2 : at + 2 + length].decode()))
         at += 2 + length
     return encode_frame(headers, payload[: max(1, len(payload) // 2)])
+
+
+def heartbeat(ex: Exchange, chunked: bool) -> bytes:
+    """Nothing in an event stream (a byte between frames would break the framing); blank
+    lines before a JSON answer."""
+    return b"" if ex.stream else b"\n"
+
+
+malformed = malformed_frame

@@ -9,7 +9,8 @@ its parts and deltas (reasoning summary, output text or refusal, function call a
 ``response.output_item.done``, then ``response.completed`` or ``response.incomplete`` with the
 whole response. A mid-stream error is an ``error`` event (with the error under ``error``, as
 recorded) followed by ``response.failed``. Errors before the stream are OpenAI's envelope, the
-same as Chat Completions', and are rendered there.
+same as Chat Completions' (``_fake_openai`` renders them; a context overflow says it its own
+way here), and so are the key, the headers and the keep-alive.
 
 Reading the request: tools are flat (``{"type": "function", "name", "parameters"}``), a forced
 tool is ``tool_choice`` ``{"type": "function", "name"}`` or ``"required"``, structured output is
@@ -17,36 +18,30 @@ tool is ``tool_choice`` ``{"type": "function", "name"}`` or ``"required"``, stru
 checks). Reasoning items carry ``encrypted_content`` only when ``include`` asks for
 ``reasoning.encrypted_content``, as the real API does.
 
-Pure: no I/O, no clock but the wall-clock ``created_at`` stamp; knows no other dialect.
+Pure: no I/O, no clock but the wall-clock ``created_at`` stamp; knows no other dialect than
+Chat Completions.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
+from . import _fake_openai as _openai
+from . import _wire
+from ._exchange import Endpoint, Exchange, Rendered
+from ._kinds import ReplyKind
 from ._parts import Answer, Call, dumps, in_turn, interleaved, pieces, split_args
-from ._script import Reply
+from ._reply import Reply
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "Stamp",
-    "MIN_OUTPUT_TOKENS",
-    "PATH",
-    "check",
-    "error_event",
-    "forced",
-    "input_text",
-    "max_tokens",
-    "overflow_message",
-    "response_body",
-    "stream_events",
-    "structured",
-    "tools",
-]
+# No __all__: this module is a FakeDialect (see ``_exchange``), whose members are its public
+# names. Its response body and stream events are public too.
 
 PATH: Final = "/responses"
 DEFAULT_MODEL: Final = "gpt-5-mini"
+CALL_PREFIX: Final = "call_"
+RESPONSE_ID: Final = "resp_{name}_{serial}"  # str.format: the fake's name, the answer's serial
 MIN_OUTPUT_TOKENS: Final = 16  # "Invalid 'max_output_tokens': integer below minimum value"
 _ENCRYPTED: Final = "reasoning.encrypted_content"
 
@@ -60,6 +55,13 @@ class Stamp(NamedTuple):
 
 
 # -- reading the request -------------------------------------------------------------------------
+
+
+def endpoint(path: str) -> Endpoint | None:
+    return Endpoint("generate") if path.endswith(PATH) else None
+
+
+credentials = _openai.credentials  # the same key, where Chat Completions' clients put it
 
 
 def tools(body: Mapping[str, Any]) -> list[tuple[str, Any]]:
@@ -98,12 +100,12 @@ def max_tokens(body: Mapping[str, Any]) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-def input_text(body: Mapping[str, Any]) -> list[Any]:
+def prompt_chars(body: Mapping[str, Any]) -> int:
     """What the prompt is made of, for the token estimate: the input and the instructions."""
-    return [body.get("input"), body.get("instructions")]
+    return _wire.chars([body.get("input"), body.get("instructions")])
 
 
-def check(body: Mapping[str, Any]) -> Reply | None:
+def check(endpoint: Endpoint, path: str, headers: Mapping[str, str], body: Mapping[str, Any]) -> Reply | None:
     """The 400 the real API sends for a request it rejects before any model runs."""
     if not isinstance(body.get("model"), str):
         return Reply.invalid("Missing required parameter: 'model'.")
@@ -119,8 +121,7 @@ def check(body: Mapping[str, Any]) -> Reply | None:
     return None
 
 
-def overflow_message() -> str:
-    return "Your input exceeds the context window of this model. Please adjust your input and try again."
+_OVERFLOW: Final = "Your input exceeds the context window of this model. Please adjust your input and try again."
 
 
 # -- answers -------------------------------------------------------------------------------------
@@ -306,7 +307,7 @@ def _item_events(item: dict[str, Any], at: int) -> list[dict[str, Any]]:
     return events
 
 
-def error_event(type_: str, code: str, message: str, stamp: Stamp, *, sequence: int) -> bytes:
+def _failure(type_: str, code: str, message: str, stamp: Stamp, *, sequence: int) -> bytes:
     """A mid-stream failure: the ``error`` event, then ``response.failed`` (as recorded)."""
     error = {"type": type_, "code": code, "message": message, "param": None}
     failed = _response(None, {}, stamp)
@@ -314,3 +315,35 @@ def error_event(type_: str, code: str, message: str, stamp: Stamp, *, sequence: 
     return _sse({"type": "error", "error": error}, sequence) + _sse(
         {"type": "response.failed", "response": failed}, sequence + 1
     )
+
+
+# -- the HTTP answers ----------------------------------------------------------------------------
+
+
+def ok(a: Answer, ex: Exchange) -> Rendered:
+    stamp = Stamp(ex.model, ex.response_id, int(time.time()))
+    if ex.stream:
+        chunks = stream_events(a, ex.body, stamp)
+        return _wire.stream_answer(chunks, (("content-type", _wire.SSE), *_openai.headers_of(ex)))
+    return _wire.json_answer(200, response_body(a, ex.body, stamp), _openai.headers_of(ex))
+
+
+def error(reply: Reply, ex: Exchange) -> Rendered:
+    """Chat Completions' error answers, but for a context overflow, which says it its own way."""
+    if reply.kind is not ReplyKind.CONTEXT_OVERFLOW:
+        return _openai.error(reply, ex)
+    message = reply.message or _OVERFLOW
+    body = _openai.envelope(message, "invalid_request_error", "input", "context_length_exceeded")
+    return _wire.json_answer(400, body, _openai.headers_of(ex))
+
+
+def error_event(reply: Reply, ex: Exchange, *, first: bool, at: int) -> bytes:
+    cause = reply.cause or ReplyKind.OVERLOADED
+    type_, code = _openai.STREAM_ERRORS[cause]
+    message = reply.message or _openai.STREAM_MESSAGES[cause].format(model=ex.model)
+    return _failure(type_, code, message, Stamp(ex.model, ex.response_id, int(time.time())), sequence=at)
+
+
+unknown_path = _openai.unknown_path
+heartbeat = _openai.heartbeat
+malformed = _openai.malformed

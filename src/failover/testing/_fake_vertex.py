@@ -23,15 +23,17 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..model import Dialect
-from ._script import Reply, ReplyKind
+from ._kinds import ReplyKind
+from ._reply import Reply
 
-__all__ = ["check_vertex", "vertex_error", "vertex_route"]
+__all__ = ["SERVED", "check_vertex", "vertex_error", "vertex_route"]
 
 _PATH = re.compile(
     r"/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)"
     r"/publishers/(?P<publisher>[^/]+)/models/(?P<model>[^/:]+):(?P<method>[A-Za-z]+)$"
 )
 _PUBLISHER = {Dialect.GEMINI: "google", Dialect.ANTHROPIC: "anthropic"}
+SERVED = frozenset(_PUBLISHER)  # the dialects whose models Vertex AI serves
 _METHODS = {
     Dialect.GEMINI: {
         "generateContent": ("generate", False),

@@ -1,125 +1,38 @@
-"""Scripted fake providers, and an in-process network that routes requests to them.
+"""Scripted fake providers that speak the real wire dialects.
 
 A :class:`FakeProvider` answers each request with the next reply of its :class:`Script`,
 rendered in its real wire dialect, and records every request it received as a
-:class:`ReceivedCall`. :class:`FakeNetwork` is a :class:`~failover.transport.Transport`
-that hands requests to fake providers without sockets, so a router under test runs on
-virtual loop time (looptime) and thousands of calls cost milliseconds::
+:class:`~._records.ReceivedCall`::
 
     a = FakeProvider("a", "openai", ["rate_limit(retry_after=2)", "ok"])
-    b = FakeProvider("b", "anthropic", Script.always("overloaded"))
-    router = Router([route], transport=FakeNetwork(a, b))
     ...
     assert [c.kind for c in a.calls] == ["rate_limit", "ok"]
 
-``FakeNetwork`` is also a :class:`~failover.transport.StreamingTransport`: ``stream()`` gives
-the status and headers at once and the body event by event on the loop clock, as scripted
-(``Reply.stall_after(3, 10)``, ``Reply.drop_after(2)``...).
-
-Every time recorded is ``asyncio.get_running_loop().time()``.
+Requests reach it through a :class:`~._network.FakeNetwork` (in process) or a
+:class:`~._server.FakeServer` (real HTTP on loopback). Every time recorded is
+``asyncio.get_running_loop().time()``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..model import Dialect, Secret, Target
 from ..model._record import mark_connected
-from ..transport._types import HttpRequest, HttpResponse, StreamingResponse, TransportError
-from ._dialects import (
-    SPOKEN,
-    Exchange,
-    Rendered,
-    check_request,
-    endpoint_for,
-    render,
-    render_unknown_path,
-    requested_model,
-)
-from ._script import Outcome, Reply, ReplyKind, Script, ScriptSpec
-from ._stream import Dropped, Playback
+from ._dialects import SPOKEN, check_request, endpoint_for, fake_for, render, render_unknown_path, requested_model
+from ._exchange import Exchange, Rendered
+from ._kinds import ReplyKind
+from ._records import Outcome, ReceivedCall, _Slot, redact_headers, redact_query
+from ._reply import Reply
+from ._script import Script, ScriptSpec
 
-if TYPE_CHECKING:
-    from ..transport._types import StreamingTransport
+__all__ = ["FakeProvider"]
 
-__all__ = ["FakeNetwork", "FakeProvider", "ReceivedCall"]
-
-_SECRET_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "x-amz-security-token"}
-)
-_SECRET_QUERY = re.compile(r"(?i)(^|&)(key|api[-_]?key|access_token)=[^&]*")
 _NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
-
-
-def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """Header names lower-cased; credential values replaced by ``***``."""
-    return {k.lower(): ("***" if k.lower() in _SECRET_HEADERS else v) for k, v in headers.items()}
-
-
-def redact_query(query: str) -> str:
-    return _SECRET_QUERY.sub(lambda m: f"{m.group(1)}{m.group(2)}=***", query) if query else query
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReceivedCall:
-    """One request a fake provider received, and what became of it.
-
-    ``time`` is the loop time the request arrived; ``answered_at`` the loop time the whole
-    answer was delivered; ``disconnected_at`` the loop time the client went away before
-    that (or the fake dropped the connection). ``kind`` is the reply it was given (None for
-    a request outside the script: an unknown path or a token-count call). ``events_sent``
-    counts the stream events delivered (keep-alives not included; an answer that is not a
-    stream counts as one event once sent). Credentials in ``headers`` and ``query`` read ``***``.
-    """
-
-    provider: str
-    index: int  # 0-based, per provider, in arrival order
-    time: float
-    method: str
-    path: str
-    query: str = ""
-    headers: Mapping[str, str] = field(default_factory=dict)
-    json: Mapping[str, Any] | None = None
-    model: str | None = None
-    stream: bool = False
-    kind: ReplyKind | None = None
-    reply: Reply | None = field(default=None, repr=False)
-    scripted: bool = False  # True when the reply came from the script (not a validation error)
-    status: int | None = None  # the HTTP status answered (None: no answer was sent)
-    outcome: Outcome = Outcome.PENDING
-    answered_at: float | None = None
-    disconnected_at: float | None = None
-    events_sent: int = 0
-
-    @property
-    def ended_at(self) -> float | None:
-        """When the call ended, whichever way."""
-        return self.answered_at if self.answered_at is not None else self.disconnected_at
-
-    @property
-    def duration(self) -> float | None:
-        end = self.ended_at
-        return None if end is None else end - self.time
-
-    def __repr__(self) -> str:
-        what = self.kind.value if self.kind is not None else "unscripted"
-        end = ""
-        if self.answered_at is not None:
-            end = f" answered_at={self.answered_at:g}"
-        elif self.disconnected_at is not None:
-            end = f" disconnected_at={self.disconnected_at:g}"
-        status = f" {self.status}" if self.status is not None else ""
-        events = f" events={self.events_sent}" if self.stream else ""
-        return (
-            f"<ReceivedCall {self.provider}#{self.index} t={self.time:g} {self.method} {self.path}"
-            f" {what}{status} {self.outcome.value}{end}{events}>"
-        )
 
 
 class _Reset(Exception):
@@ -131,58 +44,6 @@ class _ConnectFailed(Exception):
         super().__init__("connect timeout" if timed_out else "connection refused")
         self.timed_out = timed_out
         self.after = after
-
-
-class _Slot:
-    """The live state of one received call. Records are immutable, so the slot keeps the
-    record made on arrival plus what changed since, and builds the current record only
-    when someone reads it (the hot path never pays for ``dataclasses.replace``)."""
-
-    __slots__ = ("_base", "_cached", "answered_at", "disconnected_at", "events_sent", "outcome", "status")
-
-    def __init__(self, base: ReceivedCall) -> None:
-        self._base = base
-        self._cached: ReceivedCall | None = base
-        self.status: int | None = None
-        self.outcome = Outcome.PENDING
-        self.answered_at: float | None = None
-        self.disconnected_at: float | None = None
-        self.events_sent = 0
-
-    def update(
-        self,
-        *,
-        status: int | None = None,
-        outcome: Outcome | None = None,
-        answered_at: float | None = None,
-        disconnected_at: float | None = None,
-        events_sent: int | None = None,
-    ) -> None:
-        if status is not None:
-            self.status = status
-        if outcome is not None:
-            self.outcome = outcome
-        if answered_at is not None:
-            self.answered_at = answered_at
-        if disconnected_at is not None:
-            self.disconnected_at = disconnected_at
-        if events_sent is not None:
-            self.events_sent = events_sent
-        self._cached = None
-
-    @property
-    def record(self) -> ReceivedCall:
-        cached = self._cached
-        if cached is None:
-            cached = self._cached = replace(
-                self._base,
-                status=self.status,
-                outcome=self.outcome,
-                answered_at=self.answered_at,
-                disconnected_at=self.disconnected_at,
-                events_sent=self.events_sent,
-            )
-        return cached
 
 
 _INVALID_JSON = object()  # a request body that is not JSON
@@ -268,7 +129,7 @@ class FakeProvider:
         if callable(api_key) and found is Dialect.BEDROCK:
             raise ValueError(f"FakeProvider {name!r}: a Bedrock fake checks an access key id: give api_key as a string")
         self.name = name
-        self.model: str = model or _DEFAULT_MODEL[self.dialect]
+        self.model: str = model or fake_for(found).DEFAULT_MODEL
         self._report_model = model  # None: answers echo the model the request named
         self.latency = float(latency)
         self.connect_latency = float(connect_latency)
@@ -486,8 +347,9 @@ class FakeProvider:
             body=data,
             model=self._report_model or model or self.model,
             request_id=request_id,
-            response_id=_response_id(dialect, self.name, serial),
+            response_id=fake_for(dialect).RESPONSE_ID.format(name=self.name, serial=serial),
             sse="alt=sse" in query,
+            prompt_chars=fake_for(dialect).prompt_chars,
         )
         rendered = render(reply if reply is not None else Reply.ok(), exchange)
         slot.update(status=rendered.status)
@@ -515,245 +377,3 @@ class FakeProvider:
 def _events_in(rendered: Rendered) -> int:
     """How many events an answer sent all at once holds."""
     return len(rendered.chunks) if rendered.chunks else 1
-
-
-_DEFAULT_MODEL = {
-    Dialect.OPENAI: "gpt-4o-mini",
-    Dialect.OPENAI_RESPONSES: "gpt-5-mini",
-    Dialect.ANTHROPIC: "claude-haiku-4-5",
-    Dialect.GEMINI: "gemini-2.5-flash",
-    Dialect.BEDROCK: "us.anthropic.claude-haiku-4-5-20251001-v1:0",
-}
-
-
-def _response_id(dialect: Dialect, name: str, serial: int) -> str:
-    if dialect is Dialect.OPENAI:
-        return f"chatcmpl-{name}-{serial}"
-    if dialect is Dialect.OPENAI_RESPONSES:
-        return f"resp_{name}_{serial}"
-    if dialect is Dialect.ANTHROPIC:
-        return f"msg_{name}_{serial}"
-    return f"{name}-{serial}"
-
-
-def _split_url(url: str) -> tuple[str, str, str]:
-    """(host, path, query) of an absolute http(s) URL, cheaply."""
-    rest = url.partition("://")[2] or url
-    authority, slash, tail = rest.partition("/")
-    path, _, query = (slash + tail).partition("?")
-    host = authority.rpartition("@")[2]
-    if host.startswith("["):
-        host = host[: host.find("]") + 1]
-    else:
-        host = host.partition(":")[0]
-    return host.lower(), path or "/", query.partition("#")[0]
-
-
-class FakeNetwork:
-    """An in-process :class:`~failover.transport.Transport` to fake providers.
-
-    >>> a, b = FakeProvider("a", "openai"), FakeProvider("b", "gemini", ["hang"])
-    >>> net = FakeNetwork(a, b)
-    >>> router = Router(routes, transport=net)        # targets use a.base_url, b.base_url
-
-    Requests are routed by host (``<name>.fake``); the dialect endpoint is found from the
-    END of the path, so any prefix works. ``total_timeout`` is enforced on the loop clock:
-    when it fires the call is recorded ``client_disconnected`` at exactly that loop time
-    and :class:`TransportError` ``("total")`` is raised. A ``reset`` reply raises
-    ``TransportError("read")``, a ``connect_error`` ``TransportError("connect")`` (and an
-    unknown host does too, as a DNS failure would). Cancelling the caller (a deadline)
-    records ``client_disconnected`` and propagates the cancellation.
-
-    ``send`` returns once the whole body has been delivered, on its schedule: a reply with a
-    ``chunk_interval`` or a stall takes that long, and ``drop_after`` raises
-    ``TransportError("read")``. :meth:`stream` hands the body over event by event instead.
-    """
-
-    enforces_total = True  # send() bounds the exchange by total_timeout on the loop clock
-
-    def __init__(self, *providers: FakeProvider) -> None:
-        self._by_host: dict[str, FakeProvider] = {}
-        self._routes: dict[str, tuple[FakeProvider, str, str]] = {}
-        self._log: list[_Slot] = []
-        for p in providers:
-            self.add(p)
-
-    def add(self, provider: FakeProvider) -> None:
-        if provider.host in self._by_host and self._by_host[provider.host] is not provider:
-            raise ValueError(f"FakeNetwork already has a provider named {provider.name!r}")
-        self._by_host[provider.host] = provider
-        self._routes.clear()
-
-    @property
-    def providers(self) -> tuple[FakeProvider, ...]:
-        return tuple(self._by_host.values())
-
-    def __getitem__(self, name: str) -> FakeProvider:
-        try:
-            return self._by_host[f"{name}.fake"]
-        except KeyError:
-            raise KeyError(f"no fake provider {name!r} (have: {', '.join(self._names())})") from None
-
-    @property
-    def calls(self) -> list[ReceivedCall]:
-        """Every call through this network, across providers, in arrival order."""
-        return [s.record for s in self._log]
-
-    def clear(self) -> None:
-        """Forget the network's log and every provider's calls; restart every script."""
-        self._log = []
-        for p in self._by_host.values():
-            p.clear()
-
-    def _names(self) -> list[str]:
-        return [p.name for p in self._by_host.values()]
-
-    def _route(self, url: str) -> tuple[FakeProvider, str, str]:
-        route = self._routes.get(url)
-        if route is None:
-            host, path, query = _split_url(url)
-            provider = self._by_host.get(host)
-            if provider is None:
-                known = ", ".join(p.host for p in self._by_host.values()) or "none"
-                raise TransportError("connect", f"fake network: no provider at host {host!r} (known: {known})")
-            route = (provider, path, query)
-            if len(self._routes) < 4096:
-                self._routes[url] = route
-        return route
-
-    async def send(self, request: HttpRequest, *, connect_timeout: float, total_timeout: float) -> HttpResponse:
-        provider, path, query = self._route(request.url)
-        if not total_timeout > 0:
-            raise TransportError("total", f"fake {provider.name}: no time left to send (total_timeout={total_timeout})")
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + total_timeout if math.isfinite(total_timeout) else None
-        try:
-            async with asyncio.timeout_at(deadline):
-                slot, rendered = await provider._respond(
-                    request.method,
-                    path,
-                    query,
-                    request.headers,
-                    request.json,
-                    connect_timeout=connect_timeout,
-                    log=self._log,
-                    wire=(request.method, request.url, request.body_bytes()),
-                )
-                body = rendered.body
-                if rendered.timing is not None:  # the body takes time: read it all, on schedule
-                    playback = Playback(slot, rendered.chunks, rendered.timing, start=loop.time())
-                    body = await playback.read_all()
-        except TimeoutError:
-            raise TransportError(
-                "total", f"fake {provider.name}: no complete response within {total_timeout:g}s"
-            ) from None
-        except _Reset:
-            raise TransportError(
-                "read", f"fake {provider.name}: server closed the connection without sending a response"
-            ) from None
-        except Dropped:
-            raise TransportError(
-                "read", f"fake {provider.name}: server closed the connection in the middle of the body"
-            ) from None
-        except _ConnectFailed as exc:
-            raise _connect_error(provider, exc) from None
-        if rendered.timing is None:
-            FakeProvider._finish(slot, Outcome.COMPLETED, loop.time(), events=_events_in(rendered))
-        return HttpResponse(status=rendered.status, headers=dict(rendered.headers), body=body)
-
-    @contextlib.asynccontextmanager
-    async def stream(self, request: HttpRequest, *, connect_timeout: float) -> AsyncIterator[StreamingResponse]:
-        """The :class:`~failover.transport.StreamingTransport` side: open one streaming exchange.
-
-        Entering waits for the status and headers (the reply's latency; a ``hang`` never gets
-        there, so bound it with a timeout). The body is then delivered by
-        ``aiter_bytes()`` on the loop clock, one event per chunk (or per ``split_bytes``
-        piece): a 10 s stall costs nothing under looptime. A ``drop_after`` ends the
-        iteration with ``TransportError("read")``. Leaving the block before the body ended
-        records ``client_disconnected`` at that loop time, with ``events_sent`` so far. An
-        answer that is not delivered over time (an error, a plain stream) is sent whole with
-        the headers, as a server writes it in one go.
-        """
-        provider, path, query = self._route(request.url)
-        loop = asyncio.get_running_loop()
-        try:
-            slot, rendered = await provider._respond(
-                request.method,
-                path,
-                query,
-                request.headers,
-                request.json,
-                connect_timeout=connect_timeout,
-                log=self._log,
-                wire=(request.method, request.url, request.body_bytes()),
-            )
-        except _Reset:
-            raise TransportError(
-                "read", f"fake {provider.name}: server closed the connection without sending a response"
-            ) from None
-        except _ConnectFailed as exc:
-            raise _connect_error(provider, exc) from None
-        playback: Playback | None = None
-        if rendered.timing is None:
-            FakeProvider._finish(slot, Outcome.COMPLETED, loop.time(), events=_events_in(rendered))
-        else:
-            playback = Playback(slot, rendered.chunks, rendered.timing, start=loop.time())
-        try:
-            yield _FakeStreamingResponse(provider.name, rendered, playback)
-        finally:
-            if playback is not None:
-                playback.abandon(Outcome.CLIENT_DISCONNECTED)
-
-    async def aclose(self) -> None:
-        """Nothing to release; the network stays usable (a router may be re-created)."""
-
-    def __repr__(self) -> str:
-        return f"FakeNetwork({', '.join(repr(n) for n in self._names())}, calls={len(self._log)})"
-
-
-def _connect_error(provider: FakeProvider, exc: _ConnectFailed) -> TransportError:
-    what = f"connect timeout after {exc.after:g}s" if exc.timed_out else "connection refused"
-    return TransportError("connect", f"fake {provider.name}: {what}")
-
-
-class _FakeStreamingResponse:
-    """One streaming answer of a FakeNetwork (a :class:`~failover.transport.StreamingResponse`)."""
-
-    __slots__ = ("_pending", "_playback", "_provider", "headers", "status")
-
-    def __init__(self, provider: str, rendered: Rendered, playback: Playback | None) -> None:
-        self._provider = provider
-        self.status: int = rendered.status
-        self.headers: Mapping[str, str] = dict(rendered.headers)
-        self._playback = playback
-        self._pending: list[bytes] = [] if playback is not None else list(rendered.chunks or (rendered.body,))
-
-    async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        """The body chunks as they arrive; iterating again goes on where the last stopped."""
-        playback = self._playback
-        if playback is None:
-            while self._pending:
-                chunk = self._pending.pop(0)
-                if chunk:
-                    yield chunk
-            return
-        while True:
-            try:
-                piece = await playback.next()
-            except Dropped:
-                raise TransportError(
-                    "read", f"fake {self._provider}: server closed the connection in the middle of the stream"
-                ) from None
-            if piece is None:
-                return
-            yield piece
-
-    async def aread(self) -> bytes:
-        """The rest of the body (waiting for it on schedule)."""
-        return b"".join([piece async for piece in self.aiter_bytes()])
-
-
-if TYPE_CHECKING:
-
-    def _is_a_streaming_transport(net: FakeNetwork) -> StreamingTransport:
-        return net

@@ -43,9 +43,9 @@ from typing import Any
 import h11
 
 from ..model import Dialect, Secret, Target
-from ._dialects import Rendered
-from ._provider import _INVALID_JSON, FakeProvider, ReceivedCall, _ConnectFailed, _events_in, _Reset, _Slot
-from ._script import Outcome
+from ._exchange import Rendered
+from ._provider import _INVALID_JSON, FakeProvider, _ConnectFailed, _events_in, _Reset
+from ._records import Outcome, ReceivedCall, _Slot
 from ._stream import Dropped, Playback
 
 __all__ = ["FakeServer"]

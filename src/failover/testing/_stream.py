@@ -14,12 +14,9 @@ import asyncio
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-from ._script import Outcome
-
-if TYPE_CHECKING:
-    from ._provider import _Slot
+from ._records import Outcome, _Slot
 
 __all__ = ["Beat", "BeatKind", "Dropped", "Playback", "Timing", "beats"]
 
