@@ -22,9 +22,6 @@ ROOT = SRC / "failover"
 MAX_MODULE_LINES = 700
 MAX_CLASS_LINES = 400
 
-# Packages that still break a rule, and which rules ("circle", "size"). Remove an entry once it
-# is fixed: test_not_yet_still_applies fails while an entry names a rule the package now keeps.
-NOT_YET: dict[str, set[str]] = {}
 RULES = ("circle", "size")
 
 
@@ -192,20 +189,12 @@ def size_report(package: str) -> list[str]:
 
 
 REPORTS = {"circle": circle_report, "size": size_report}
-CHECKED = [(p, rule) for p in packages() for rule in RULES if rule not in NOT_YET.get(short(p), set())]
-PENDING = [(f"failover.{p}", rule) for p, rules in sorted(NOT_YET.items()) for rule in sorted(rules)]
+CHECKED = [(p, rule) for p in packages() for rule in RULES]
 
 
 @pytest.mark.parametrize(("package", "rule"), CHECKED, ids=[f"{short(p)}-{r}" for p, r in CHECKED])
 def test_package_keeps_the_rule(package: str, rule: str) -> None:
     assert REPORTS[rule](package) == []
-
-
-@pytest.mark.parametrize(("package", "rule"), PENDING, ids=[f"{short(p)}-{r}" for p, r in PENDING])
-def test_not_yet_still_applies(package: str, rule: str) -> None:
-    """An entry of NOT_YET that the package no longer needs: remove it, so the rule is checked."""
-    assert _directory(package).is_dir(), f"NOT_YET names {short(package)!r}, which is not a package"
-    assert REPORTS[rule](package) != [], f"{short(package)} keeps the {rule} rule now: remove it from NOT_YET"
 
 
 def test_finds_circles_of_every_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
