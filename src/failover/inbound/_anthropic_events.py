@@ -15,10 +15,10 @@ from ..model import (
     ToolCallDone,
     ToolCallStart,
     Usage,
-    UsageUpdate,
 )
 from ._anthropic_message import answer_text, error_body, stop_details, stop_reason, usage_body
 from ._anthropic_signature import client_signature
+from ._placing import OneOpenBlock
 from ._relay import Relay
 from ._wire import record_summary
 
@@ -38,7 +38,7 @@ class _Block:
         self.key = key
 
 
-class EventRenderer:
+class EventRenderer(OneOpenBlock):
     """Server-sent events of one streamed message, as ``(event name, data)`` pairs.
 
     ``start()`` gives ``message_start`` and a ``ping``; ``render(event)`` turns failover's
@@ -65,6 +65,10 @@ class EventRenderer:
     >>> [name for name, _ in r.start() + r.render(TextDelta(text="Hi"))]
     ['message_start', 'ping', 'content_block_start', 'content_block_delta']
     """
+
+    TEXT = "text"
+    REASONING = "thinking"
+    TOOL = "tool"
 
     def __init__(self, message_id: str, model: str, *, request_id: str | None = None) -> None:
         self.message_id = message_id
@@ -137,28 +141,7 @@ class EventRenderer:
                 if open_block is not None
                 else [*self._open_text(), self._text_delta(event.text)]
             )
-        out: list[Event] = []
-        for e in self.relay.feed(event):
-            out += self._place(e)
-        return out
-
-    def _place(self, event: StreamEvent) -> list[Event]:
-        if isinstance(event, UsageUpdate):
-            self._usage = event.usage
-            return []
-        block = self._open
-        if block is not None and block.kind != "text" and not self._belongs(event, block):
-            self._held.append(event)  # another block's: after the open one finishes
-            return []
-        return self._event(event)
-
-    @staticmethod
-    def _belongs(event: StreamEvent, block: _Block) -> bool:
-        if isinstance(event, ReasoningDelta | ReasoningDone):
-            return block.kind == "thinking" and event.index == block.key
-        if isinstance(event, ToolCallStart | ToolCallDelta | ToolCallDone):
-            return block.kind == "tool" and event.index == block.key
-        return not isinstance(event, TextDelta)  # Stop, Restarted: nothing to show
+        return self._placed(event)
 
     def _event(self, event: StreamEvent) -> list[Event]:
         if isinstance(event, TextDelta):

@@ -40,9 +40,9 @@ from ..model import (
     ToolCallDone,
     ToolCallStart,
     Usage,
-    UsageUpdate,
 )
 from ..model._ids import new_id
+from ._placing import OneOpenBlock
 from ._relay import Relay
 from ._responses_items import (
     answer_text,
@@ -98,7 +98,7 @@ class _Item:
         return message_item(self.id, content, status)
 
 
-class EventRenderer:
+class EventRenderer(OneOpenBlock):
     """Server-sent events of one streamed response, as ``(event name, data)`` pairs.
 
     ``start()`` gives ``response.created`` and ``response.in_progress``; ``render(event)`` turns
@@ -117,6 +117,10 @@ class EventRenderer:
     >>> [name for name, _ in r.start() + r.render(TextDelta(text="Hi"))][-3:]
     ['response.output_item.added', 'response.content_part.added', 'response.output_text.delta']
     """
+
+    TEXT = "message"
+    REASONING = "reasoning"
+    TOOL = "function_call"
 
     def __init__(
         self, response_id: str, created: int, model: str, echo: dict[str, Any], *, request_id: str | None = None
@@ -213,28 +217,7 @@ class EventRenderer:
         if type(event) is TextDelta and item is not None and item.kind == "message":
             # the hot path: a text delta into the open message
             return [self._text_delta(event.text)] if self.relay.sent_text(event.text) else []
-        out: list[Event] = []
-        for e in self.relay.feed(event):
-            out += self._place(e)
-        return out
-
-    def _place(self, event: StreamEvent) -> list[Event]:
-        if isinstance(event, UsageUpdate):
-            self._usage = event.usage
-            return []
-        item = self._open
-        if item is not None and item.kind != "message" and not self._belongs(event, item):
-            self._held.append(event)  # another item's: after the open one finishes
-            return []
-        return self._event(event)
-
-    @staticmethod
-    def _belongs(event: StreamEvent, item: _Item) -> bool:
-        if isinstance(event, ReasoningDelta | ReasoningDone):
-            return item.kind == "reasoning" and event.index == item.key
-        if isinstance(event, ToolCallStart | ToolCallDelta | ToolCallDone):
-            return item.kind == "function_call" and event.index == item.key
-        return not isinstance(event, TextDelta)  # Stop, Restarted: nothing to show
+        return self._placed(event)
 
     def _event(self, event: StreamEvent) -> list[Event]:
         item = self._open
