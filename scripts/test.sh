@@ -25,11 +25,11 @@ echo "== mypy --strict"
 echo "== services"
 ./scripts/services.sh
 echo "== pytest: two workers (a test file stays on one), then the serial tests alone"
-# The serial tests time a served event loop or run and kill fleets of processes (the
-# `serial` marker, tests/conftest.py); beside another worker's load they could fail.
+# The serial tests time a served event loop, run and kill fleets of processes, or fuzz with
+# schemathesis (the `serial` marker, tests/conftest.py); beside another worker they could fail.
 # Where they are (tests/conftest.py SERIAL, kept in step by tests/test_runner.py): the serial
 # run collects only these when no paths are given.
-SERIAL=(tests/hostile tests/fleet tests/ledger/test_crash.py tests/state/test_redis.py)
+SERIAL=(tests/hostile tests/fleet tests/ledger/test_crash.py tests/state/test_redis.py tests/gateway/test_openapi.py)
 status=0
 .venv/bin/pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not serial" "$@" || status=$?
 if [ "$#" -eq 0 ]; then set -- "${SERIAL[@]}"; fi

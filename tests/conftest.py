@@ -15,8 +15,9 @@ os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED / "tiktoken"))
 
 # Tests that measure wall-clock latency of a served event loop (/healthz under a hostile
 # client, loop lag while decoding), or run fleets of processes and kill them: scripts/test.sh
-# runs them after the rest, alone, so another worker's load cannot fail them.
-SERIAL = ("hostile/", "fleet/", "ledger/test_crash.py", "state/test_redis.py")
+# runs them after the rest, alone, so another worker's load cannot fail them. The schemathesis
+# fuzz too: its pytest integration makes one test per API operation only outside xdist.
+SERIAL = ("hostile/", "fleet/", "ledger/test_crash.py", "state/test_redis.py", "gateway/test_openapi.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
