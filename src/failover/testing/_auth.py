@@ -62,8 +62,10 @@ class _FixedAws:
             from botocore.awsrequest import AWSRequest
             from botocore.credentials import ReadOnlyCredentials
         except ImportError:  # the placeholder a fake Bedrock provider without secret_key accepts
-            day = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d")
+            now = datetime.datetime.now(datetime.UTC)
+            day = now.strftime("%Y%m%d")
             headers = dict(request.headers)
+            headers["x-amz-date"] = now.strftime("%Y%m%dT%H%M%SZ")
             headers["authorization"] = (
                 f"AWS4-HMAC-SHA256 Credential={self._key_id}/{day}/{region}/bedrock/aws4_request, "
                 "SignedHeaders=host, Signature=unsigned"
