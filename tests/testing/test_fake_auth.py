@@ -42,7 +42,7 @@ async def test_without_botocore_the_header_still_names_the_key(monkeypatch: pyte
     assert await _ask(bedrock)
     assert bedrock.calls[0].scripted  # the fake read the key id out of the header and took it
     other = FakeProvider("bedrock", "bedrock", api_key="AKIASOMEONEELSE00000")
-    with pytest.raises(Unavailable, match="UnrecognizedClientException|security token"):
+    with pytest.raises(Unavailable, match=r"UnrecognizedClientException|security token"):
         await _ask(other)
 
 
