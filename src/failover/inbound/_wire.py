@@ -115,6 +115,13 @@ def check_schema_limits(fields: Sequence[SchemaField], limits: SchemaLimits = DE
             raise schema_refused(exc, param) from None
 
 
+def image_url(v: str) -> str:
+    """A client's image URL as the OpenAI wire formats take it: http(s), or a base64 data URL."""
+    if not v.startswith(("https://", "http://", "data:image/")) or (v.startswith("data:") and ";base64," not in v):
+        raise ValueError("must be an http(s) URL or a data:image/...;base64 URL")
+    return v
+
+
 def record_summary(resp: Response, request_id: str | None = None) -> dict[str, Any]:
     """The ``x_failover`` object on a stream's last event: which target answered, and how.
 
@@ -139,6 +146,7 @@ __all__ = [
     "WireError",
     "check_schemas",
     "field_path",
+    "image_url",
     "record_summary",
     "schema_refused",
     "validation_error",

@@ -56,7 +56,7 @@ from ..model import (
 from ..model._reasoning import OPENAI as _OPENAI_SOURCE
 from ..validation import DEFAULT_LIMITS, SchemaLimits
 from ._relay import Relay, RelayMismatch
-from ._wire import SchemaField, WireError, check_schemas, record_summary, validation_error
+from ._wire import SchemaField, WireError, check_schemas, image_url, record_summary, validation_error
 
 
 class _Edge(BaseModel):
@@ -75,9 +75,7 @@ class ImageURL(_Edge):
     @field_validator("url")
     @classmethod
     def _scheme(cls, v: str) -> str:
-        if not v.startswith(("https://", "http://", "data:image/")) or (v.startswith("data:") and ";base64," not in v):
-            raise ValueError("must be an http(s) URL or a data:image/...;base64 URL")
-        return v
+        return image_url(v)
 
 
 class ImageContent(_Edge):

@@ -83,7 +83,7 @@ from ._responses_items import (
     text_part,
 )
 from ._responses_stream import EventRenderer
-from ._wire import SchemaField, WireError, check_schemas, validation_error
+from ._wire import SchemaField, WireError, check_schemas, image_url, validation_error
 from .openai import error_body
 
 
@@ -107,9 +107,7 @@ class InputImage(_Edge):
     @field_validator("image_url")
     @classmethod
     def _scheme(cls, v: str) -> str:
-        if not v.startswith(("https://", "http://", "data:image/")) or (v.startswith("data:") and ";base64," not in v):
-            raise ValueError("must be an http(s) URL or a data:image/...;base64 URL")
-        return v
+        return image_url(v)
 
 
 class OutputText(_Edge):
