@@ -70,6 +70,7 @@ class Output:
         "content",
         "held",
         "keep_text",
+        "model",
         "origin",
         "pause",
         "reasoning",
@@ -95,6 +96,7 @@ class Output:
         self.thinking: dict[int, list[str]] = {}  # block index -> text delivered, while a block is open
         self.source = ""  # the reasoning format of the attempt being streamed (its dialect's)
         self.origin: str | None = None  # and the equivalence key of its target
+        self.model: str | None = None  # the model of the attempt whose output the caller is shown
         self.response_id = new_id("resp_")
 
     def live_reasoning(self) -> None:
@@ -177,7 +179,7 @@ async def stream_exchange(
         raise TypeError(f"{type(transport).__name__} cannot stream: it has no stream() method")
     st: StreamingTransport = transport  # type: ignore[assignment]
     dialect = router.dialect(target)
-    out.source, out.origin = dialect.reasoning_source, target.key
+    out.source, out.origin, out.model = dialect.reasoning_source, target.key, target.model
     total_at = start + total
     idle = target.timeouts.idle
     first_at: float | None = None
@@ -377,6 +379,12 @@ class RouteStream:
     @property
     def response_id(self) -> str:
         return self._run.output.response_id
+
+    @property
+    def model(self) -> str | None:
+        """The model whose answer the caller is being shown (the target's ``model``), once the
+        first event was yielded; None before any attempt streamed."""
+        return self._run.output.model
 
     async def _produce(self) -> None:
         run = self._run
