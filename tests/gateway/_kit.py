@@ -121,9 +121,15 @@ class ServerThread:
         self.sock.close()
 
 
-def chat_scope() -> dict[str, Any]:
+# The header that turns a stream's commit hold off: its first content event commits it, so a
+# test can put a fault after output reached the client.
+NO_HOLD = {"x-failover-hold-tokens": "0"}
+
+
+def chat_scope(*, hold_tokens: int | None = None) -> dict[str, Any]:
     """A raw ASGI scope for POST /v1/chat/completions as tenant acme, for tests that drive the
     app directly (disconnects, drains) rather than through an HTTP client."""
+    hold = [] if hold_tokens is None else [(b"x-failover-hold-tokens", str(hold_tokens).encode())]
     return {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.4"},
@@ -134,7 +140,7 @@ def chat_scope() -> dict[str, Any]:
         "raw_path": b"/v1/chat/completions",
         "query_string": b"",
         "root_path": "",
-        "headers": [(b"authorization", f"Bearer {ACME_KEY}".encode()), (b"content-type", b"application/json")],
+        "headers": [(b"authorization", f"Bearer {ACME_KEY}".encode()), (b"content-type", b"application/json"), *hold],
         "client": ("127.0.0.1", 5000),
         "server": ("127.0.0.1", 8000),
         "state": {},

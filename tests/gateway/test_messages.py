@@ -21,7 +21,7 @@ from failover.policy import Backoff, NoBreakers, Unlimited
 from failover.testing import FakeNetwork, FakeProvider, Outcome, Reply
 from tests._sdk import disconnected_call, leave_after
 
-from ._kit import ACME_KEY, ALL, OTHER_KEY, PROVIDER_KEY, Kit, LeavingClient, ServerThread, chat_scope
+from ._kit import ACME_KEY, ALL, NO_HOLD, OTHER_KEY, PROVIDER_KEY, Kit, LeavingClient, ServerThread, chat_scope
 
 pytestmark = pytest.mark.e2e
 
@@ -151,7 +151,9 @@ async def test_raw_stream_event_order(kit: Kit, client: anthropic.AsyncAnthropic
 
 async def test_failure_after_first_byte_is_an_error_event(kit: Kit, client: anthropic.AsyncAnthropic) -> None:
     kit.providers["s"].load([Reply.drop_after(2, text="one two three four five six"), Reply.ok("SPLICED")])
-    stream = await client.messages.create(model="solo", max_tokens=64, messages=HELLO, stream=True)
+    stream = await client.messages.create(
+        model="solo", max_tokens=64, messages=HELLO, stream=True, extra_headers=NO_HOLD
+    )
     got: list[str] = []
 
     async def read() -> None:
@@ -167,11 +169,24 @@ async def test_failure_after_first_byte_is_an_error_event(kit: Kit, client: anth
     assert len(kit.providers["s"].calls) == 1
 
 
+async def test_a_break_before_the_commit_point_is_rescued_in_the_sdk(
+    kit: Kit, client: anthropic.AsyncAnthropic
+) -> None:
+    kit.providers["s"].load([Reply.drop_after(2, text="one two three four five six"), Reply.ok("whole answer")])
+    async with client.messages.stream(model="solo", max_tokens=64, messages=HELLO) as stream:
+        final = await stream.get_final_message()
+    assert [b.text for b in final.content if b.type == "text"] == ["whole answer"]
+    assert final.stop_reason == "end_turn"
+    assert [c.outcome.value for c in kit.providers["s"].calls] == ["reset", "completed"]
+
+
 async def test_client_disconnect_mid_stream_closes_upstream(kit: Kit, client: anthropic.AsyncAnthropic) -> None:
     a = kit.providers["a"]
     a.load([Reply.ok(" ".join(f"w{i}" for i in range(400)), chunk_interval=0.02)])
     before = len(a.calls)
-    stream = await client.messages.create(model="chat", max_tokens=2048, messages=HELLO, stream=True)
+    stream = await client.messages.create(
+        model="chat", max_tokens=2048, messages=HELLO, stream=True, extra_headers=NO_HOLD
+    )
     await leave_after(stream, 5)
     call = await disconnected_call(a, before)
     assert call.outcome is Outcome.CLIENT_DISCONNECTED
@@ -352,7 +367,7 @@ async def test_tenant_rate_limit_is_429(mixed_served: tuple[dict[str, FakeProvid
 async def test_drain_cut_ends_the_stream_with_an_error_event() -> None:
     kit = Kit({"a": [Reply.ok(" ".join(f"w{i}" for i in range(200)), chunk_interval=0.05)]})
     body = {"model": "chat", "max_tokens": 512, "stream": True, "messages": HELLO}
-    scope = {**chat_scope(), "path": "/v1/messages", "raw_path": b"/v1/messages"}
+    scope = {**chat_scope(hold_tokens=0), "path": "/v1/messages", "raw_path": b"/v1/messages"}
     received: list[Message] = []
     first = asyncio.Event()
 
@@ -389,7 +404,7 @@ async def test_drain_cut_ends_the_stream_with_an_error_event() -> None:
 async def test_client_disconnect_asgi_closes_the_upstream_at_once() -> None:
     kit = Kit({"a": [Reply.ok(" ".join(f"w{i}" for i in range(200)), chunk_interval=0.05)]})
     leaver = LeavingClient({"model": "chat", "max_tokens": 512, "stream": True, "messages": HELLO})
-    scope = {**chat_scope(), "path": "/v1/messages", "raw_path": b"/v1/messages"}
+    scope = {**chat_scope(hold_tokens=0), "path": "/v1/messages", "raw_path": b"/v1/messages"}
     await asyncio.wait_for(kit.app(scope, leaver.receive, leaver.send), timeout=5)
     (call,) = kit.providers["a"].calls
     assert call.outcome is Outcome.CLIENT_DISCONNECTED

@@ -247,7 +247,7 @@ async def test_reasoning_waits_for_the_answer_unless_the_client_asks_for_it_live
 
     UPSTREAM.load("ds", THINKING_THEN_CUT, Answer(streamed(recovered), recovered))
     seen: list[str] = []
-    headers = {"x-failover-live-reasoning": "true"}
+    headers = {"x-failover-live-reasoning": "true", "x-failover-hold-tokens": "0"}
     stream = await clients.openai.chat.completions.create(
         model="deep", messages=HELLO, stream=True, extra_headers=headers
     )

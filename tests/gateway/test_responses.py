@@ -22,7 +22,7 @@ from failover.gateway import GatewaySettings, create_app
 from failover.testing import FakeNetwork, FakeProvider, Outcome, Reply
 from tests._sdk import disconnected_call, fake_target, leave_after, quiet_router
 
-from ._kit import ACME_KEY, PROVIDER_KEY, Kit, ServerThread
+from ._kit import ACME_KEY, NO_HOLD, PROVIDER_KEY, Kit, ServerThread
 
 pytestmark = pytest.mark.e2e
 
@@ -254,7 +254,9 @@ async def test_failover_behind_the_endpoint(kit: Kit, client: openai.AsyncOpenAI
 async def test_truncation_streamed_is_incomplete_and_plain_is_a_typed_422(kit: Kit, client: openai.AsyncOpenAI) -> None:
     kit.providers["s"].load([Reply.truncate("one two three four five")])
     before = len(kit.providers["s"].calls)
-    events = [e async for e in await client.responses.create(model="solo", input="Count", stream=True)]
+    events = [
+        e async for e in await client.responses.create(model="solo", input="Count", stream=True, extra_headers=NO_HOLD)
+    ]
     built = added_up(events)
     last = events[-1]
     assert last.type == "response.incomplete"
@@ -275,7 +277,9 @@ async def test_a_failure_mid_stream_is_an_error_event_then_response_failed(
     kit: Kit, client: openai.AsyncOpenAI
 ) -> None:
     kit.providers["s"].load([Reply.drop_after(3, text="one two three four five six")])
-    events = [e async for e in await client.responses.create(model="solo", input="Count", stream=True)]
+    events = [
+        e async for e in await client.responses.create(model="solo", input="Count", stream=True, extra_headers=NO_HOLD)
+    ]
     error, failed = events[-2:]
     assert error.type == "error" and error.code == "partial_output" and "partial_output" in error.message
     assert failed.type == "response.failed" and failed.response.status == "failed"
@@ -285,9 +289,18 @@ async def test_a_failure_mid_stream_is_an_error_event_then_response_failed(
     assert [e.sequence_number for e in events] == list(range(len(events)))
     # the stream helper has no completed response to give
     kit.providers["s"].load([Reply.drop_after(3, text="one two three four five six")])
-    async with client.responses.stream(model="solo", input="Count") as s:
+    async with client.responses.stream(model="solo", input="Count", extra_headers=NO_HOLD) as s:
         with pytest.raises(RuntimeError, match=r"response\.completed"):
             await s.get_final_response()
+
+
+async def test_a_break_before_the_commit_point_is_rescued_in_the_sdk(kit: Kit, client: openai.AsyncOpenAI) -> None:
+    kit.providers["s"].load([Reply.drop_after(3, text="one two three four five six"), Reply.ok("whole answer")])
+    before = len(kit.providers["s"].calls)
+    async with client.responses.stream(model="solo", input="Count") as s:
+        final = await s.get_final_response()
+    assert final.status == "completed" and final.output_text == "whole answer"
+    assert len(kit.providers["s"].calls) - before == 2
 
 
 async def test_unavailable_is_openais_error_with_the_retry_policy(kit: Kit, client: openai.AsyncOpenAI) -> None:
@@ -319,7 +332,7 @@ async def test_client_disconnect_mid_stream_closes_upstream(kit: Kit, client: op
     a = kit.providers["a"]
     a.load([Reply.ok(" ".join(f"w{i}" for i in range(400)), chunk_interval=0.02)])
     before = len(a.calls)
-    stream = await client.responses.create(model="chat", input="Hi", stream=True)
+    stream = await client.responses.create(model="chat", input="Hi", stream=True, extra_headers=NO_HOLD)
     await leave_after(stream, 6)
     call = await disconnected_call(a, before)
     assert call.outcome is Outcome.CLIENT_DISCONNECTED

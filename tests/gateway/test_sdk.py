@@ -13,7 +13,7 @@ import pytest
 from failover.testing import Outcome, Reply
 from tests._sdk import HELLO, WEATHER_TOOL, collect_text, disconnected_call, leave_after
 
-from ._kit import ACME_KEY, OTHER_KEY, PROVIDER_KEY, Kit, ServerThread
+from ._kit import ACME_KEY, NO_HOLD, OTHER_KEY, PROVIDER_KEY, Kit, ServerThread
 
 pytestmark = pytest.mark.e2e
 
@@ -145,7 +145,7 @@ async def test_errors_are_the_sdks_exception_classes(
 
 async def test_failure_after_first_byte_raises_in_the_sdk(kit: Kit, client: openai.AsyncOpenAI) -> None:
     kit.providers["s"].load([Reply.drop_after(2, text="one two three four five six")])
-    stream = await client.chat.completions.create(model="solo", messages=HELLO, stream=True)
+    stream = await client.chat.completions.create(model="solo", messages=HELLO, stream=True, extra_headers=NO_HOLD)
     got: list[str] = []
     with pytest.raises(openai.APIError) as exc:
         await collect_text(stream, got)
@@ -157,7 +157,7 @@ async def test_client_disconnect_mid_stream_closes_upstream(kit: Kit, client: op
     a = kit.providers["a"]
     a.load([Reply.ok(" ".join(f"w{i}" for i in range(400)), chunk_interval=0.02)])
     before = len(a.calls)
-    stream = await client.chat.completions.create(model="chat", messages=HELLO, stream=True)
+    stream = await client.chat.completions.create(model="chat", messages=HELLO, stream=True, extra_headers=NO_HOLD)
     await leave_after(stream, 3)
     call = await disconnected_call(a, before)
     assert call.outcome is Outcome.CLIENT_DISCONNECTED

@@ -8,7 +8,7 @@ from typing import Any
 
 from failover.testing import Outcome, Reply
 
-from ._kit import Kit, LeavingClient, chat_body, chat_scope
+from ._kit import NO_HOLD, Kit, LeavingClient, chat_body, chat_scope
 
 
 def events(text: str) -> list[Any]:
@@ -106,7 +106,7 @@ async def test_failover_before_the_first_byte_is_invisible() -> None:
 async def test_failure_after_output_ends_with_an_error_event_never_a_splice() -> None:
     kit = Kit({"s": [Reply.drop_after(3, text="alpha beta gamma delta epsilon zeta"), Reply.ok("SPLICED")]})
     async with kit.client() as c:
-        r = await c.post("/v1/chat/completions", json=chat_body("solo", stream=True))
+        r = await c.post("/v1/chat/completions", json=chat_body("solo", stream=True), headers=NO_HOLD)
     assert r.status_code == 200
     evs = events(r.text)
     assert "[DONE]" not in evs
@@ -117,11 +117,27 @@ async def test_failure_after_output_ends_with_an_error_event_never_a_splice() ->
     assert len(kit.providers["s"].calls) == 1  # nothing was retried after output began
 
 
+async def test_a_break_before_the_commit_point_is_rescued_with_one_whole_answer() -> None:
+    # by default a short answer is held whole: the cut reached nobody, so the replay's answer is
+    # the only one the client sees, under one id, ending with [DONE]
+    kit = Kit({"s": [Reply.drop_after(3, text="alpha beta gamma delta epsilon zeta"), Reply.ok("whole answer")]})
+    async with kit.client() as c:
+        r = await c.post("/v1/chat/completions", json=chat_body("solo", stream=True))
+    assert r.status_code == 200
+    evs = events(r.text)
+    assert evs[-1] == "[DONE]"
+    chunks = evs[:-1]
+    text = "".join(e["choices"][0]["delta"].get("content", "") for e in chunks if e["choices"])
+    assert text == "whole answer"
+    assert len({e["id"] for e in chunks}) == 1
+    assert len(kit.providers["s"].calls) == 2
+
+
 async def test_client_disconnect_mid_stream_closes_the_upstream_at_once() -> None:
     words = " ".join(f"w{i}" for i in range(200))
     kit = Kit({"a": [Reply.ok(words, chunk_interval=0.05)]})
     client = LeavingClient(chat_body(stream=True))
-    await asyncio.wait_for(kit.app(chat_scope(), client.receive, client.send), timeout=5)
+    await asyncio.wait_for(kit.app(chat_scope(hold_tokens=0), client.receive, client.send), timeout=5)
     (call,) = kit.providers["a"].calls
     assert call.outcome is Outcome.CLIENT_DISCONNECTED
     assert call.events_sent < 20  # stopped at once, not after the 200 words

@@ -22,6 +22,8 @@ from failover.model import TimeoutPhase
 from failover.policy import Backoff, BackoffDecision, Candidate, RetryBudget
 from failover.policy._selection import Hold
 from failover.router._engine import (
+    QUIET_SHARE,
+    RESERVE_FACTOR,
     UNKNOWN_LATENCY,
     Decision,
     Go,
@@ -122,10 +124,40 @@ def limited(seconds: float) -> Failure:
 # -- single decisions ----------------------------------------------------------------------------
 
 
-def test_a_fresh_lane_goes_with_the_whole_deadline_and_deposits() -> None:
+def test_a_fresh_lane_deposits_and_keeps_the_next_tier_its_time() -> None:
+    # alone on its route, the first attempt has the whole deadline and no silence cap
+    solo = state(tgt("a"))
+    assert decide(solo, lane(solo), Policies(), 0.0) == Go(pool=ANY, until=5.0, retry=False)
+    # with an eligible next candidate, a first attempt too ends by the deadline less b's reserve,
+    # and may stay silent for at most QUIET_SHARE of the time it has
     s = state(tgt("a"), tgt("b"))
     d = decide(s, lane(s), Policies(), 0.0)
-    assert d == Go(pool=ANY, until=5.0, retry=False)
+    keep = 0.05 + UNKNOWN_LATENCY
+    assert d == Go(
+        pool=ANY, until=pytest.approx(5.0 - keep), retry=False, quiet=pytest.approx(QUIET_SHARE * (5.0 - keep))
+    )
+    # fallback_reserve: 0 keeps nothing back (the old rule: the next tier may never be called)
+    s0 = state(tgt("a"), tgt("b"), fallback_reserve=0.0)
+    assert decide(s0, lane(s0), Policies(), 0.0) == Go(pool=ANY, until=5.0, retry=False)
+    # too little time for both: the first candidate gets what is left rather than nothing
+    tight = state(tgt("a"), tgt("b"), budget=1.0)
+    assert decide(tight, lane(tight), Policies(), 0.0) == Go(pool=ANY, until=1.0, retry=False)
+
+
+def test_a_target_that_was_silent_long_then_failed_is_not_replayed_while_another_can_answer() -> None:
+    p = Policies(backoff_=Backoff(base=0.0, cap=0.0))
+    s = state(tgt("a", attempts=2), tgt("b"), budget=30.0)
+    ln = lane(s)
+    ln.took = 15.0  # silent for 15 s, then the connection closed
+    failed(s, ln, Failure(kind=FailureKind.TRANSPORT_TRANSIENT, message="closed"), at=15.0)
+    d = decide(s, ln, p, 15.0)
+    assert isinstance(d, Next) and "took 15.000s: b is tried at once" in (d.reason or "")
+    # a fast drop is replayed as before
+    s2 = state(tgt("a", attempts=2), tgt("b"), budget=30.0)
+    ln2 = lane(s2)
+    ln2.took = 0.01
+    failed(s2, ln2, Failure(kind=FailureKind.TRANSPORT_TRANSIENT, message="reset"), at=0.01)
+    assert isinstance(decide(s2, ln2, p, 0.01), Go)
 
 
 def test_a_wait_that_the_envelope_would_refuse_is_not_slept_and_the_hint_is_kept() -> None:
@@ -208,21 +240,27 @@ def test_a_replay_keeps_back_what_the_next_candidate_needs() -> None:
     ln = lane(s)
     failed(s, ln, OVERLOADED, at=1.0)
     d = decide(s, ln, p, 1.0)
-    assert d == Go(pool=ANY, until=pytest.approx(5.0 - 0.05 - 1.2), retry=True)
+    keep = 0.05 + RESERVE_FACTOR * 1.2  # twice the expected latency, never less than UNKNOWN_LATENCY
+    assert d == Go(
+        pool=ANY, until=pytest.approx(5.0 - keep), retry=True, quiet=pytest.approx(QUIET_SHARE * (4.0 - keep))
+    )
     # late in the budget, the replay would eat into B's share: B goes instead
     s2 = state(tgt("a"), tgt("b"), budget=5.0)
     ln2 = lane(s2)
-    failed(s2, ln2, OVERLOADED, at=3.75)
-    d2 = decide(s2, ln2, p, 3.75)
-    assert isinstance(d2, Next) and "it would leave b less than the 1.250s kept back for it" in (d2.reason or "")
+    failed(s2, ln2, OVERLOADED, at=2.6)
+    d2 = decide(s2, ln2, p, 2.6)
+    assert isinstance(d2, Next) and "it would leave b less than the 2.450s kept back for it" in (d2.reason or "")
     # an unknown latency is assumed, and a fixed reserve replaces the estimate
     assert decide(s, ln, Policies(backoff_=Backoff(base=0.0, cap=0.0)), 1.0) == Go(
-        until=pytest.approx(5.0 - 0.05 - UNKNOWN_LATENCY), retry=True, pool=ANY
+        until=pytest.approx(5.0 - 0.05 - UNKNOWN_LATENCY),
+        retry=True,
+        pool=ANY,
+        quiet=pytest.approx(QUIET_SHARE * (4.0 - 0.05 - UNKNOWN_LATENCY)),
     )
     s3 = state(tgt("a"), tgt("b"), fallback_reserve=0.5)
     ln3 = lane(s3)
     failed(s3, ln3, OVERLOADED, at=1.0)
-    assert decide(s3, ln3, p, 1.0) == Go(pool=ANY, until=pytest.approx(4.5), retry=True)
+    assert decide(s3, ln3, p, 1.0) == Go(pool=ANY, until=pytest.approx(4.5), retry=True, quiet=pytest.approx(1.75))
 
 
 def test_a_hold_that_outlasts_the_wait_is_no_reason_to_sleep() -> None:

@@ -29,6 +29,7 @@ C = Capability
 CAPS = frozenset({C.CHAT, C.TOOLS, C.STREAMING})
 TEXT = "The quick brown fox jumps over the lazy dog"
 TIMEOUTS = Timeouts(connect=1.0, first_event=2.0, idle=1.0, total=20.0)
+NO_HOLD = Envelope(budget=30, hold_tokens=0)  # the first content event commits: faults after it are partial
 
 
 def t(p: FakeProvider, *, attempts: int = 1, caps: frozenset[Capability] = CAPS, **kw: object):  # type: ignore[no-untyped-def]
@@ -120,7 +121,7 @@ async def test_a_stall_after_output_began_ends_with_partial_output_never_a_splic
     a = FakeProvider("a", "openai", Script.always(Reply.stall_after(3, text=TEXT, chunk_interval=0.1)))
     b = FakeProvider("b", "anthropic", Script.always(Reply.ok("from b")))
     t0 = now()
-    events = await collect(make(a, b))
+    events = await collect(make(a, b), NO_HOLD)
     end = events[-1]
     assert isinstance(end, PartialOutput)
     assert end.failure.kind is FailureKind.TIMEOUT and end.failure.label == "timeout:idle"
@@ -144,11 +145,80 @@ async def test_a_stall_after_output_began_ends_with_partial_output_never_a_splic
 async def test_mid_stream_faults_after_output_are_partial(reply: Reply, label: str) -> None:
     a = FakeProvider("a", "openai", Script.always(reply))
     b = FakeProvider("b", "anthropic", Script.always(Reply.ok("from b")))
-    events = await collect(make(a, b))
+    events = await collect(make(a, b), NO_HOLD)
     end = events[-1]
     assert isinstance(end, PartialOutput)
     assert end.failure.label == label
     assert len(b.calls) == 0
+
+
+@pytest.mark.parametrize(
+    ("reply", "label"),
+    [
+        (Reply.drop_after(3, text=TEXT, chunk_interval=0.1), "transport_transient"),
+        (Reply.malformed_after(3, text=TEXT, chunk_interval=0.1), "provider_server_error"),
+        (Reply.stall_after(3, text=TEXT, chunk_interval=0.1), "timeout:idle"),
+        (Reply.error_event_after(4, text=TEXT, chunk_interval=0.1), "provider_overloaded"),
+    ],
+    ids=["cut", "undecodable", "stall", "error event"],
+)
+async def test_a_stream_that_breaks_inside_the_hold_is_recovered_invisibly(reply: Reply, label: str) -> None:
+    """The default commit point holds a short answer whole: a break inside it reached nobody, so
+    the fallback answers and the caller sees one whole answer, under one id, none of A's text."""
+    a = FakeProvider("a", "openai", Script.always(reply))
+    b = FakeProvider("b", "anthropic", Script.always(Reply.ok("from b", chunk_interval=0.1)))
+    t0 = now()
+    async with make(a, b).stream("r", Request.simple("tell me", max_tokens=200), Envelope(budget=30)) as s:
+        ids = {s.response_id}
+        events: list[object] = []
+        async for ev in s:
+            events.append(ev)
+            ids.add(s.response_id)
+    assert text_of(events) == "from b" and len(ids) == 1
+    assert not any(isinstance(e, PartialOutput | Restarted) for e in events)
+    end = events[-1]
+    assert isinstance(end, Completed) and end.response.text == "from b"
+    rec = end.response.record
+    assert rec is not None and rec.target_used == "b" and rec.recovered
+    assert [x.outcome for x in rec.attempts] == [label, "ok"]
+    assert rec.attempts[0].committed is None and rec.attempts[1].committed is not None
+    assert len(a.calls) == 1 and len(b.calls) == 1
+    assert now() - t0 < 3.0  # a stall is cut by A's idle timer (1 s), well inside the 30 s budget
+
+
+async def test_the_hold_ends_by_tokens_or_seconds_on_progress_then_faults_are_partial() -> None:
+    words = " ".join(f"w{i}" for i in range(60))
+    # by tokens: 10 tokens held, then the 11th event... is shown; a cut at 20 is then partial
+    a = FakeProvider("a", "openai", Script.always(Reply.drop_after(20, text=words, chunk_interval=0.1)))
+    b = FakeProvider("b", "anthropic", Script.always(Reply.ok("from b")))
+    events = await collect(make(a, b), Envelope(budget=30, hold_tokens=10, hold_seconds=60))
+    end = events[-1]
+    assert isinstance(end, PartialOutput) and len(b.calls) == 0
+    (att,) = end.record.attempts
+    assert att.committed is not None and att.committed - att.first_event == pytest.approx(
+        1.0
+    )  # the 10th word, after the role chunk
+    # by seconds: 1 s after the first content event, at the next event that arrives
+    a = FakeProvider("a", "openai", Script.always(Reply.drop_after(30, text=words, chunk_interval=0.25)))
+    b = FakeProvider("b", "anthropic", Script.always(Reply.ok("from b")))
+    events = await collect(make(a, b), Envelope(budget=30, hold_tokens=1000, hold_seconds=1.0))
+    end = events[-1]
+    assert isinstance(end, PartialOutput) and len(b.calls) == 0
+    (att,) = end.record.attempts
+    assert att.committed is not None and att.first_event is not None
+    assert att.committed - att.first_event == pytest.approx(1.0, abs=0.3)
+
+
+async def test_a_stall_inside_the_hold_shows_nothing_and_is_still_rescued() -> None:
+    """The hold ends by progress, not by the clock alone: a stream that stalls inside it has shown
+    nobody anything, so the stall is an ordinary failure and the fallback answers."""
+    a = FakeProvider("a", "openai", Script.always(Reply.stall_after(3, text=TEXT, chunk_interval=0.1)))
+    b = FakeProvider("b", "anthropic", Script.always(Reply.ok("from b")))
+    events = await collect(make(a, b), Envelope(budget=30, hold_tokens=1000, hold_seconds=0.5))
+    assert text_of(events) == "from b"
+    end = events[-1]
+    assert isinstance(end, Completed)
+    assert [x.outcome for x in end.response.record.attempts] == ["timeout:idle", "ok"]  # type: ignore[union-attr]
 
 
 async def test_an_error_event_before_any_content_is_an_ordinary_failure() -> None:
@@ -163,7 +233,7 @@ async def test_an_error_event_before_any_content_is_an_ordinary_failure() -> Non
 
 async def test_restart_after_partial_needs_the_envelope_and_the_caller() -> None:
     script = Script.always(Reply.drop_after(3, text=TEXT, chunk_interval=0.1))
-    for env, opt_in in ((Envelope(allow_after_partial=True), False), (Envelope(), True)):
+    for env, opt_in in ((Envelope(allow_after_partial=True, hold_tokens=0), False), (NO_HOLD, True)):
         a = FakeProvider("a", "openai", script)
         b = FakeProvider("b", "anthropic", Script.always(Reply.ok("from b")))
         events = await collect(make(a, b), env, restart_on_partial=opt_in)
@@ -171,7 +241,7 @@ async def test_restart_after_partial_needs_the_envelope_and_the_caller() -> None
 
     a = FakeProvider("a", "openai", script)
     b = FakeProvider("b", "anthropic", Script.always(Reply.ok("from b")))
-    events = await collect(make(a, b), Envelope(allow_after_partial=True), restart_on_partial=True)
+    events = await collect(make(a, b), Envelope(allow_after_partial=True, hold_tokens=0), restart_on_partial=True)
     (restart,) = [e for e in events if isinstance(e, Restarted)]
     assert restart.failure.kind is FailureKind.TRANSPORT_TRANSIENT and restart.response_id != restart.previous_id
     after = events[events.index(restart) + 1 :]

@@ -438,6 +438,8 @@ class _Check:
             canary=tuple(r.canary.items()),
             fallback_reserve=r.fallback_reserve,
             replay_timeouts=r.replay_timeouts,
+            hold_tokens=r.hold_tokens,
+            hold_seconds=r.hold_seconds,
         )
 
     # --- shared policies -----------------------------------------------------------------

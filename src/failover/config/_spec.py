@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..model import AuthKind, Capability, Dialect
+from ..model import DEFAULT_HOLD_SECONDS, DEFAULT_HOLD_TOKENS, AuthKind, Capability, Dialect
 from ..state import StateSpec
 from ..transport._limits import DEFAULT_MAX_DECODED_RATIO, DEFAULT_MAX_RESPONSE_BYTES
 from ._gateway import EnvName, GatewaySpec, LedgerSpec
@@ -151,6 +151,9 @@ class RouteSpec(_Strict):
     # seconds a replay must leave to the next eligible candidate; None: its expected latency
     fallback_reserve: float | None = Field(None, ge=0)
     replay_timeouts: bool | None = None  # None: only with an explicit fallback_reserve
+    # a stream's commit point: output held until this many tokens or seconds (0 tokens: no hold)
+    hold_tokens: int = Field(DEFAULT_HOLD_TOKENS, ge=0)
+    hold_seconds: float = Field(DEFAULT_HOLD_SECONDS, ge=0, le=600)
 
 
 class BudgetSpec(_Strict):

@@ -68,6 +68,12 @@ _HEADER_DOCS = {
     "x-failover-side-effects": ("string", "none, read_only or write_possible"),
     "x-failover-request-id": ("string", "your request id, 1-128 of A-Za-z0-9._:-"),
     "x-failover-task-id": ("string", "the agent task (the ledger's operation id), 1-128 of A-Za-z0-9._:-"),
+    "x-failover-hold-tokens": (
+        "integer",
+        "a stream's commit point: output is held until this many tokens have arrived (0: shown as it comes); "
+        "a failure before it is recovered invisibly",
+    ),
+    "x-failover-hold-ms": ("integer", "a stream's commit point in time: output is held at most this long"),
     "x-failover-live-reasoning": (
         "string",
         "true or false: stream reasoning as it comes (then a failure while the model thinks is not retried)",

@@ -8,7 +8,9 @@ silently clamped.
 
 Request headers: ``x-failover-deadline-ms``, ``x-failover-max-attempts``, ``x-failover-max-cost``,
 ``x-failover-allow-fallback``, ``x-failover-side-effects``, ``x-failover-request-id``,
-``x-failover-task-id``; ``x-failover-live-reasoning`` (a stream's reasoning as it comes, see
+``x-failover-task-id``, ``x-failover-hold-tokens`` and ``x-failover-hold-ms`` (this stream's
+commit point: output held until that many tokens or milliseconds; 0 tokens shows output as it
+comes); ``x-failover-live-reasoning`` (a stream's reasoning as it comes, see
 :func:`live_reasoning`). A request that says it is a client's retry (the official SDKs'
 ``x-stainless-retry-count`` above 0, or an ``Idempotency-Key`` seen before) is marked
 ``Envelope.client_retry``: its attempts are charged to the retry budget, not counted as new
@@ -27,6 +29,9 @@ from ..model import Envelope, FailureKind, RouteRecord, SideEffectMode, Unavaila
 from ._wire import WireError
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+# The most a caller may ask a stream's commit point to hold (x-failover-hold-tokens / -ms).
+MAX_HOLD_TOKENS = 100_000
+MAX_HOLD_MS = 600_000
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
 
@@ -119,6 +124,12 @@ def envelope_with_headers(
             raise _bad(
                 "x-failover-side-effects", f"{raw[:40]!r} is not a side-effect mode", f"send one of {choices}"
             ) from None
+    hold_tokens = _int(headers, "x-failover-hold-tokens", 0, MAX_HOLD_TOKENS, "tokens (0: show output as it comes)")
+    if hold_tokens is not None:
+        changes["hold_tokens"] = hold_tokens
+    hold_ms = _int(headers, "x-failover-hold-ms", 0, MAX_HOLD_MS, "milliseconds (0: no hold by time)")
+    if hold_ms is not None:
+        changes["hold_seconds"] = hold_ms / 1000.0
     request_id = _identifier(
         headers, "x-failover-request-id", "send a simple identifier, or leave it out to get one generated"
     )

@@ -25,7 +25,7 @@ from ._request import (
     ToolCall,
     ToolChoice,
 )
-from ._route import Contract, Envelope, Ranking, Route, SideEffectMode
+from ._route import DEFAULT_HOLD_SECONDS, DEFAULT_HOLD_TOKENS, Contract, Envelope, Ranking, Route, SideEffectMode
 from ._stream import (
     Completed,
     PartialOutput,
@@ -45,6 +45,8 @@ from ._target import Auth, AuthKind, Capability, Dialect, Limits, Price, Secret,
 from ._usage import RateLimitInfo, Usage
 
 __all__ = [
+    "DEFAULT_HOLD_SECONDS",
+    "DEFAULT_HOLD_TOKENS",
     "DISPOSITIONS",
     "Action",
     "Attempt",

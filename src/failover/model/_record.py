@@ -140,6 +140,9 @@ class Attempt:
     first_event_timeout: float | None = None  # streamed attempts: the time-to-first-event cap
     idle_timeout: float | None = None  # streamed attempts: the cap between events
     first_event: float | None = None  # streamed attempts: when the first event arrived
+    # streamed attempts held at the commit point: when their output was committed to the caller
+    # (None: it never was, or the hold was off and the first content event committed it)
+    committed: float | None = None
     connected: float | None = None  # when the connection was up (None: the transport cannot tell)
     hedge: bool = False  # started as a hedge while an earlier attempt was still running
     streamed: bool = False  # the exchange with the provider was a stream (the caller's or failover's choice)

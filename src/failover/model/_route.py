@@ -43,6 +43,11 @@ class Contract:
 
 Ranking = Literal["order", "health", "latency", "cost"]
 
+# The default commit point of a stream: a short answer (about 100 tokens, or what arrives within
+# 2 s of its first token) is held whole, so a stream that breaks early is recovered invisibly.
+DEFAULT_HOLD_TOKENS = 100
+DEFAULT_HOLD_SECONDS = 2.0
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Route:
@@ -69,6 +74,12 @@ class Route:
     # Replay a target after it timed out? None: only with an explicit fallback_reserve; with the
     # automatic reserve, a timeout moves to the next eligible candidate at once.
     replay_timeouts: bool | None = None
+    # The commit point of a stream: its output is held until this many tokens (estimated) or
+    # seconds after its first content have arrived, or it ended. A failure before that is
+    # recovered invisibly (replay, failover, fallback); after it, the stream ends as partial.
+    # 0 tokens: the first content event commits (no hold).
+    hold_tokens: int = DEFAULT_HOLD_TOKENS
+    hold_seconds: float = DEFAULT_HOLD_SECONDS
 
     @property
     def targets(self) -> tuple[Target, ...]:
@@ -106,3 +117,7 @@ class Envelope:
     # The caller's own retry of a request that already failed (an SDK's retry, a repeated
     # Idempotency-Key): every attempt is charged to the retry budget, none counts as new traffic.
     client_retry: bool = False
+    # This request's commit point, in place of the route's (None: the route's hold_tokens /
+    # hold_seconds); hold_tokens=0 shows every event as it comes.
+    hold_tokens: int | None = None
+    hold_seconds: float | None = None

@@ -44,7 +44,7 @@ from ._engine import Lane
 from ._history import readable_history
 from ._parts import RouterParts
 from ._preflight import Preflight
-from ._stream import stream_exchange
+from ._stream import StreamTimers, stream_exchange
 from ._telemetry import attempt_ended
 
 log = logging.getLogger("failover.router")
@@ -69,8 +69,9 @@ class Attempts(Preflight):
             return False
         return request.max_tokens / max(target.output_tps, 1e-9) > threshold
 
-    async def attempt(self, lane: Lane, until: float) -> Response | Failure | str:
-        """One attempt that must end by ``until``; a string is why it could not start."""
+    async def attempt(self, lane: Lane, until: float, quiet: float = math.inf) -> Response | Failure | str:
+        """One attempt that must end by ``until`` unless its output is committed (a stream may
+        stay silent ``quiet`` seconds until then); a string is why it could not start."""
         target, phase, request = lane.target, lane.phase, lane.request
         router, loop, s = self.router, self.loop, self.state
         reservation = None
@@ -117,7 +118,7 @@ class Attempts(Preflight):
                 )
             )
         try:
-            outcome = await self._exchange(target, phase, request, start, until, lane.hedge)
+            outcome = await self._exchange(target, phase, request, start, until, lane.hedge, quiet)
         except asyncio.CancelledError:
             router.breakers.discard(permits, loop.time())  # cancelled: says nothing about health
             self.record_cancelled(target, phase, start, until, lane.hedge)
@@ -130,6 +131,7 @@ class Attempts(Preflight):
             if reservation is not None:
                 reservation.release(sent=True)
             raise
+        lane.took = loop.time() - start
         self.attempt_ended(target, outcome)  # _exchange appended its Attempt last, with no await since
         failure = outcome if isinstance(outcome, Failure) else None
         router.breakers.record(target, permits, failure, loop.time() - start, loop.time())
@@ -154,7 +156,7 @@ class Attempts(Preflight):
         limiter.observe(outcome.rate_limits, self.loop.time(), reservation=reservation)
 
     async def _exchange(
-        self, target: Target, phase: Phase, request: Request, start: float, until: float, hedge: bool
+        self, target: Target, phase: Phase, request: Request, start: float, until: float, hedge: bool, quiet: float
     ) -> Response | Failure:
         """Exchange, check and book one attempt: its Attempt is the record's last on return (an
         embedding run exchanges and books its own way, see _embed)."""
@@ -169,16 +171,29 @@ class Attempts(Preflight):
         status: int | None = None
         first_event: float | None = None
         connected = watch_connect()  # a transport that can tell reports when it connected
+        timers: StreamTimers | None = None
         try:
             if streamed:
+                cap = target.attempt_cap()
+                timers = StreamTimers(
+                    start=start,
+                    first_event=target.timeouts.first_event,
+                    idle=target.timeouts.idle,
+                    quiet=quiet,
+                    uncommitted_end=start + total,
+                    committed_end=min(start + cap, self.deadline.at),
+                )
+                self.output.committed_at = None
                 status, outcome, first_event, streamed = await stream_exchange(
-                    router, self.output, target, request, start, total, connect
+                    router, self.output, target, request, timers, connect
                 )
             else:
                 status, outcome = await plain_exchange(router, target, request, total, connect)
         except (TimeoutError, TransportError, AuthError) as exc:
             outcome = exchange_failure(exc, total, left, target)
         outcome, contract_ok, task_ok = await self.check(request, outcome)
+        if timers is not None and isinstance(outcome, Failure) and not self.output.started:
+            self.output.discard_attempt()  # held whole and refused by the contract or the gate: never shown
         end = self.loop.time()
         failure = outcome if isinstance(outcome, Failure) else None
         usage = outcome.usage  # a failed 200 (truncation, refusal) was paid for too
@@ -209,6 +224,8 @@ class Attempts(Preflight):
             connected=connected[0] if connected else None,
             streamed=streamed,
             first_event=first_event,
+            quiet=timers.quiet if timers is not None else math.inf,
+            committed=_committed(self.output.committed_at, end, outcome) if timers is not None else None,
             contract_ok=contract_ok,
             task_ok=task_ok,
             stripped=stripped,
@@ -345,6 +362,14 @@ def _transport_failure(exc: TransportError, total: float, left: float, target: T
     if exc.phase == "too_large":  # an answer over the transport's limits: the upstream's fault
         return Failure(kind=FailureKind.PROVIDER_SERVER_ERROR, message=str(exc))
     return Failure(kind=FailureKind.TRANSPORT_TRANSIENT, message=str(exc))
+
+
+def _committed(at: float | None, end: float, outcome: Response | Failure) -> float | None:
+    """When a streamed attempt's output was committed: at the end for an answer held whole
+    (shown as soon as the attempt succeeds)."""
+    if at is None and isinstance(outcome, Response):
+        return end
+    return at
 
 
 def maybe_billed(failure: Failure) -> bool:

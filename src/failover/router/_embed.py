@@ -135,8 +135,9 @@ class EmbedRun(_Run):
     # -- one attempt -----------------------------------------------------------------------
 
     async def _exchange(
-        self, target: Target, phase: Phase, request: Request, start: float, until: float, hedge: bool
+        self, target: Target, phase: Phase, request: Request, start: float, until: float, hedge: bool, quiet: float
     ) -> Response | Failure:
+        del quiet  # an embedding is one plain exchange: there is no stream to be silent
         router, loop = self.router, self.loop
         left = self.deadline.remaining(start)
         total = min(target.attempt_cap(), max(0.0, until - start))

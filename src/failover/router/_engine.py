@@ -50,8 +50,16 @@ from ..model._money import usd
 from ..policy import BackoffDecision, Candidate
 from ..policy._selection import Hold
 
-# A candidate the health board has not yet seen answer is assumed to need this long (seconds).
+# A candidate the health board has not yet seen answer is assumed to need this long (seconds);
+# it is also the least time kept back for a next tier.
 UNKNOWN_LATENCY = 1.0
+# The reserve for a next tier is this many times its expected latency (seed 003: a total timeout
+# is the expected time times 2-3).
+RESERVE_FACTOR = 2.0
+# While a next tier waits and nothing was shown to the caller, a stream may stay silent (before
+# its first event, between two events) for at most this share of the time its attempt has: a
+# silent or stalled target leaves the rest to the next candidate, well inside the deadline.
+QUIET_SHARE = 0.5
 # A hold that ends within this long after an attempt would start is over: a wait of exactly the
 # Retry-After ends at the cool-down's end, give or take the clock's rounding.
 _EPS = 1e-3
@@ -64,11 +72,17 @@ _CONTRACT_KINDS = frozenset({FailureKind.SCHEMA_INVALID, FailureKind.TOOL_CALL_M
 
 @dataclass(frozen=True, slots=True)
 class Go:
-    """Start an attempt on the lane's target now; it must end by loop time ``until``."""
+    """Start an attempt on the lane's target now.
+
+    Until its output is committed to the caller, the attempt ends by loop time ``until`` (the
+    deadline less what the next eligible candidate needs), and a stream may stay silent (before
+    its first event, between events) at most ``quiet`` seconds. Once a stream is committed the
+    next tier can no longer be used, so only the target's own timers and the deadline apply."""
 
     until: float
     retry: bool  # charged to the pool's retry budget (else it deposits: the pool's first attempt)
     pool: str = ""  # the retry-budget pool it draws on
+    quiet: float = math.inf
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +276,7 @@ class Lane:
     tries: int = 0  # attempts made on this target
     failure: Failure | None = None  # the last attempt's failure (None: none made yet)
     failed_at: float = 0.0
+    took: float = 0.0  # how long the last attempt ran (its exchange, set by the loop)
     waited: bool = False  # the wait before the next attempt was slept
     paid: bool = False  # the next attempt's slot (and budget token, if a retry) is paid
     paid_retry: bool = False  # what was paid was a retry-budget token
@@ -296,7 +311,11 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
     ):
         # The request's first attempt, its holds just asked by the selection: the checks below
         # would all pass (nothing is spent, nothing waits, the pool is new to this request).
-        return Go(s.deadline_at, False, lane.pool or p.pool(t))
+        # Only the time kept for the next tier is left to work out.
+        until, quiet = s.deadline_at, math.inf
+        if lane.after < len(s.candidates):
+            until, quiet = _first_share(s, lane, p, now)
+        return Go(until, False, lane.pool or p.pool(t), quiet)
     wait, source = 0.0, ""
     again = f is not None  # another attempt on the same target (a replay or the repair)
     if f is not None:
@@ -320,6 +339,13 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
                 nxt = next_eligible(s, lane, p, now, now)
                 if nxt is not None:
                     return Next(f"no replay after {f.label}: {nxt.name} is tried at once")
+            elif f.kind is not FailureKind.RATE_LIMITED and lane.took > 0 and not _replays_timeouts(s):
+                # A target that kept the caller waiting longer than the next tier needs, then
+                # failed without an answer (a silent connection closed, a slow 5xx), is expected
+                # to do it again: the next candidate goes at once, as after a timeout.
+                nxt = next_eligible(s, lane, p, now, now)
+                if nxt is not None and lane.took >= reserve_for(s, nxt, p):
+                    return Next(f"no replay after {f.label} that took {lane.took:.3f}s: {nxt.name} is tried at once")
             if not lane.waited:
                 d = p.backoff(f, lane.tries - 1)
                 if not d.acceptable:
@@ -351,19 +377,23 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
                 short_of_time=wait == 0,
             )
         return Next(f"only {max(0.0, left):.3f}s left, less than the {need:.3f}s an attempt needs", short_of_time=True)
-    until = s.deadline_at
-    if again:
-        nxt = next_eligible(s, lane, p, now, at)
-        if nxt is not None:
+    # Until its output is committed, an attempt (a first one too) leaves the next eligible
+    # candidate its reserve, and may stay silent for at most a share of the time it has.
+    until, quiet = s.deadline_at, math.inf
+    nxt = next_eligible(s, lane, p, now, at) if lane.after < len(s.candidates) else None
+    if nxt is not None:
+        keep = reserve_for(s, nxt, p)
+        if again:
             if made + 1 >= env.max_attempts and s.fallback_reserve != 0:
                 return Next(f"no replay: the last of max_attempts {env.max_attempts} is kept for {nxt.name}")
-            keep = reserve_for(s, nxt, p)
             if left - keep < need:
                 return Next(
                     f"no replay: it would leave {nxt.name} less than the {keep:.3f}s kept back for it "
                     f"({max(0.0, left):.3f}s left)"
                 )
+        if left - keep >= need:  # a first attempt with less time than that gets what is left
             until = s.deadline_at - keep
+            quiet = _quiet(s, until - at)
 
     if not again and t.context_window < s.min_window:
         return Next(f"context window {t.context_window} is not larger than one that overflowed")
@@ -400,7 +430,7 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
         )
     if wait > 0:
         return Sleep(wait, source, retry, pool)
-    return Go(until, retry, pool)
+    return Go(until, retry, pool, quiet)
 
 
 def next_eligible(s: RunState, lane: Lane, p: Policies, now: float, at: float) -> Target | None:
@@ -421,11 +451,35 @@ def next_eligible(s: RunState, lane: Lane, p: Policies, now: float, at: float) -
 
 def reserve_for(s: RunState, nxt: Target, p: Policies) -> float:
     """The time kept back for ``nxt``: the route's fixed reserve, or its least useful time plus
-    its expected latency."""
+    :data:`RESERVE_FACTOR` times its expected latency, and never less than
+    :data:`UNKNOWN_LATENCY` (an answer's latency varies, and a streamed one takes longer than
+    the plain calls that may have taught the health board)."""
     if s.fallback_reserve is not None:
         return s.fallback_reserve
     latency = p.expected_latency(nxt)
-    return nxt.timeouts.min_useful + (UNKNOWN_LATENCY if latency is None else latency)
+    expected = UNKNOWN_LATENCY if latency is None else max(UNKNOWN_LATENCY, RESERVE_FACTOR * latency)
+    return nxt.timeouts.min_useful + expected
+
+
+def _first_share(s: RunState, lane: Lane, p: Policies, now: float) -> tuple[float, float]:
+    """A request's first attempt: ``(until, quiet)`` that leave the next eligible candidate its
+    reserve; the whole deadline when there is none, or when the reserve leaves this attempt
+    less than it needs."""
+    nxt = next_eligible(s, lane, p, now, now)
+    if nxt is None:
+        return s.deadline_at, math.inf
+    until = s.deadline_at - reserve_for(s, nxt, p)
+    if until - now < lane.target.timeouts.min_useful:
+        return s.deadline_at, math.inf
+    return until, _quiet(s, until - now)
+
+
+def _quiet(s: RunState, has: float) -> float:
+    """How long an uncommitted stream may stay silent when a next tier waits: a share of the
+    time the attempt has (none with ``fallback_reserve: 0``, which keeps nothing back)."""
+    if s.fallback_reserve == 0:
+        return math.inf
+    return QUIET_SHARE * has
 
 
 def _replays_timeouts(s: RunState) -> bool:
@@ -487,6 +541,8 @@ def conclude(
 
 
 __all__ = [
+    "QUIET_SHARE",
+    "RESERVE_FACTOR",
     "UNKNOWN_LATENCY",
     "Decision",
     "Go",

@@ -66,6 +66,11 @@ class Preflight:
         self._exact: dict[str, int] = {}  # target name -> the provider's own count
         self.compacted = False
         self.output = Output(None)
+        self.output.hold(
+            route.hold_tokens if envelope.hold_tokens is None else envelope.hold_tokens,
+            route.hold_seconds if envelope.hold_seconds is None else envelope.hold_seconds,
+            self.loop.time,
+        )
         self.canary = CanaryGate(route, router.canary_rng)  # draws only when a fallback is needed
         self.restart_ok = restart_on_partial and envelope.allow_after_partial
 

@@ -9,6 +9,8 @@ window, the envelope) is not a failure of anything: passing it over is no recove
 
 from __future__ import annotations
 
+import math
+
 from ..model import (
     Attempt,
     Exclusion,
@@ -85,6 +87,8 @@ class Recorder:
         connected: float | None = None,
         streamed: bool = False,
         first_event: float | None = None,
+        quiet: float = math.inf,
+        committed: float | None = None,
         contract_ok: bool | None = None,
         task_ok: bool | None = None,
         stripped: int = 0,
@@ -100,9 +104,10 @@ class Recorder:
             end=end - self.t0,
             connect_timeout=connect,
             total_timeout=total,
-            first_event_timeout=min(target.timeouts.first_event, total) if streamed else None,
-            idle_timeout=target.timeouts.idle if streamed else None,
+            first_event_timeout=min(target.timeouts.first_event, quiet, total) if streamed else None,
+            idle_timeout=min(target.timeouts.idle, quiet) if streamed else None,
             first_event=None if first_event is None else first_event - self.t0,
+            committed=None if committed is None else committed - self.t0,
             connected=None if connected is None else connected - self.t0,
             outcome=outcome or ("ok" if failure is None else failure.label),
             failure=failure,

@@ -186,7 +186,7 @@ class _Run(Attempts):
                     await self.side_effects_allow(f"{lane.phase.value} attempt on {target.name}")
                 if not lane.paid:
                     self.pay(lane, d.retry, now)
-                outcome = await self.attempt(lane, d.until)
+                outcome = await self.attempt(lane, d.until, d.quiet)
                 if isinstance(outcome, str):  # turned away by its limiter or breaker
                     self.refund(lane)
                     why = outcome if not lane.tries else f"no replay: {outcome}"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ..auth import AuthError
@@ -63,16 +64,31 @@ _LIVE_CONTENT: tuple[type, ...] = (*_CONTENT, ReasoningDelta, ReasoningDone)
 
 
 class Output:
-    """What the caller has been shown of the current response (for PartialOutput)."""
+    """What the caller has been shown of the current response (for PartialOutput), and the
+    commit point: the events of an attempt are held back until it passes.
+
+    The commit point can wait (:meth:`hold`): an attempt's content is held until ``tokens``
+    (estimated) or ``seconds`` since its first content event have arrived, checked as each
+    event arrives, or until the attempt ends. Held output has reached nobody, so a failure
+    before the commit point is an ordinary attempt failure: replay, failover and fallback
+    answer invisibly, one whole answer under one id. The hold ends by progress only: a stream
+    that stalls inside it shows nothing either way, and stays rescuable until its timers end.
+    """
 
     __slots__ = (
         "calls",
+        "clock",
+        "committed_at",
         "content",
+        "first_content_at",
         "held",
+        "hold_seconds",
+        "hold_tokens",
         "keep_text",
         "model",
         "origin",
         "pause",
+        "pending",
         "reasoning",
         "response_id",
         "sink",
@@ -89,6 +105,12 @@ class Output:
         self.started = False
         self.content = _CONTENT  # what commits the stream: the answer, and reasoning if live
         self.held: list[StreamEvent] = []
+        self.hold_tokens = 0  # 0: the first content event commits (no hold)
+        self.hold_seconds = 0.0
+        self.clock: Callable[[], float] = _no_clock
+        self.first_content_at: float | None = None  # the held attempt's first content event
+        self.pending = 0  # estimated tokens of content held
+        self.committed_at: float | None = None  # loop time the current attempt's output was committed
         self.text: list[str] = []
         self.keep_text = True  # False: a relay that passed every delta on needs no second copy
         self.calls: list[ToolCall] = []
@@ -98,6 +120,11 @@ class Output:
         self.origin: str | None = None  # and the equivalence key of its target
         self.model: str | None = None  # the model of the attempt whose output the caller is shown
         self.response_id = new_id("resp_")
+
+    def hold(self, tokens: int, seconds: float, clock: Callable[[], float]) -> None:
+        """Hold each attempt's content until ``tokens`` or ``seconds`` (read on ``clock``) have
+        arrived, or the attempt ended; ``tokens=0`` commits on the first content event."""
+        self.hold_tokens, self.hold_seconds, self.clock = max(0, tokens), max(0.0, seconds), clock
 
     def live_reasoning(self) -> None:
         """Pass reasoning on as it comes: it commits the stream like the answer's first text."""
@@ -109,14 +136,27 @@ class Output:
             return
         for ev in events:
             if not self.started:
-                if not isinstance(ev, self.content):
-                    self.held.append(ev)
+                self.held.append(ev)
+                if isinstance(ev, self.content):
+                    self.pending += _token_estimate(ev)
+                    if self.first_content_at is None:
+                        self.first_content_at = self.clock() if self.hold_tokens else 0.0
+                elif self.first_content_at is None:
                     continue
-                self.started = True
-                for h in self.held:
-                    self._shown(h)
-                    sink(h)
-                self.held.clear()
+                if self.pending >= self.hold_tokens or self.clock() - self.first_content_at >= self.hold_seconds:
+                    self._commit()
+                continue
+            self._shown(ev)
+            sink(ev)
+
+    def _commit(self) -> None:
+        """The commit point: what was held reaches the caller, and from now on every event."""
+        sink = self.sink
+        assert sink is not None
+        self.started = True
+        self.committed_at = self.clock()
+        held, self.held = self.held, []
+        for ev in held:
             self._shown(ev)
             sink(ev)
 
@@ -144,31 +184,103 @@ class Output:
         return (*self.reasoning, *cut)
 
     def flush(self) -> None:
-        """The attempt succeeded without any content event (an empty answer, reasoning only):
-        what it held goes to the caller now, before the terminal event."""
-        if not self.started and self.held:
-            self.started = True
-            held, self.held = self.held, []
-            self.deliver(held)
+        """The attempt succeeded before its commit point (a short answer held whole, an empty
+        answer, reasoning only): what it held goes to the caller now, before the terminal event."""
+        if not self.started and self.held and self.sink is not None:
+            self._commit()
 
     def discard_attempt(self) -> None:
-        """The attempt failed before its first content event: its held events never existed."""
+        """The attempt failed before its commit point: its held events never existed."""
         self.held.clear()
+        self.first_content_at, self.pending = None, 0
 
     def restart(self, failure: Failure) -> None:
         previous = self.response_id
         self.response_id = new_id("resp_")
         self.started, self.text, self.calls = False, [], []
         self.reasoning, self.thinking = [], {}
+        self.first_content_at, self.pending = None, 0
         if self.sink is not None:
             self.sink(Restarted(response_id=self.response_id, previous_id=previous, failure=failure))
 
 
+def _no_clock() -> float:
+    return 0.0
+
+
+def _token_estimate(ev: StreamEvent) -> int:
+    """About how many tokens a content event carries (four characters a token, at least one)."""
+    if isinstance(ev, TextDelta | ReasoningDelta):
+        return max(1, len(ev.text) // 4)
+    if isinstance(ev, ToolCallDelta):
+        return max(1, len(ev.arguments) // 4)
+    return 1
+
+
+@dataclass(frozen=True, slots=True)
+class StreamTimers:
+    """When one streamed attempt's single timer fires, by phase (loop times and seconds).
+
+    Before its commit point the attempt ends by ``uncommitted_end`` (the deadline less the next
+    tier's reserve) and may stay silent at most ``quiet`` seconds (before the first event and
+    between events); once committed, the next tier can no longer be used, so only the target's
+    own idle cap and ``committed_end`` (its total cap, within the deadline) apply."""
+
+    start: float
+    first_event: float  # seconds from the start to the first event
+    idle: float  # seconds between events
+    quiet: float  # the most silence an uncommitted attempt may keep (inf: no next tier waits)
+    uncommitted_end: float
+    committed_end: float
+
+    def first(self) -> float:
+        return min(self.start + min(self.first_event, self.quiet), self.uncommitted_end)
+
+    def after_event(self, now: float, committed: bool) -> float:
+        if committed:
+            return min(now + self.idle, self.committed_end)
+        return min(now + min(self.idle, self.quiet), self.uncommitted_end)
+
+    def paused(self, committed: bool) -> float:
+        return self.committed_end if committed else self.uncommitted_end
+
+    def expired(self, now: float, first_at: float | None, committed: bool) -> Failure:
+        """The timeout that fired at ``now``, as the attempt's Failure."""
+        end = self.committed_end if committed else self.uncommitted_end
+        if now >= end - 1e-9:
+            phase = TimeoutPhase.TOTAL
+            kept = not committed and self.uncommitted_end < self.committed_end
+            what = f"no complete response within the {end - self.start:.3f}s this attempt had"
+            return Failure(
+                kind=FailureKind.TIMEOUT,
+                phase=phase,
+                message=what + (" (the rest is kept for the next tier)" if kept else ""),
+            )
+        if first_at is None:
+            phase, cap = TimeoutPhase.FIRST_EVENT, self.first_event
+        else:
+            phase, cap = TimeoutPhase.IDLE, self.idle
+        kept = not committed and self.quiet < cap
+        if kept:
+            cap = self.quiet
+        message = f"no {phase.value} event within {cap:.3f}s"
+        return Failure(
+            kind=FailureKind.TIMEOUT,
+            phase=phase,
+            message=message + (" (a silent stream leaves the rest to the next tier)" if kept else ""),
+        )
+
+
 async def stream_exchange(
-    router: RouterParts, out: Output, target: Target, request: Request, start: float, total: float, connect: float
+    router: RouterParts,
+    out: Output,
+    target: Target,
+    request: Request,
+    timers: StreamTimers,
+    connect: float,
 ) -> tuple[int | None, Response | Failure, float | None, bool]:
     """One streamed attempt: ``(status, outcome, loop time of the first event, streamed)``;
-    its events go to ``out``.
+    its events go to ``out``, held until its commit point (:class:`Output`).
 
     ``streamed`` is False when the server answered the stream request with a plain JSON body
     (some OpenAI-compatible servers ignore ``stream: true``): that body is read as the plain
@@ -180,14 +292,12 @@ async def stream_exchange(
     st: StreamingTransport = transport  # type: ignore[assignment]
     dialect = router.dialect(target)
     out.source, out.origin, out.model = dialect.reasoning_source, target.key, target.model
-    total_at = start + total
-    idle = target.timeouts.idle
     first_at: float | None = None
     status: int | None = None
     outcome: Response | Failure
     streamed = True
     try:
-        async with asyncio.timeout_at(min(start + target.timeouts.first_event, total_at)) as timer:
+        async with asyncio.timeout_at(timers.first()) as timer:
             http = dialect.build(target, request, stream=True)
             if router.auth.needed(target):
                 http = await router.auth.authorize(target, http)
@@ -235,10 +345,10 @@ async def stream_exchange(
                             if out.pause is not None and (behind := out.pause()) is not None:
                                 # the caller is not reading: stop reading upstream (its socket fills
                                 # and the provider waits) until it has; only the total cap runs meanwhile
-                                timer.reschedule(total_at)
+                                timer.reschedule(timers.paused(out.started))
                                 await behind
                             if first_at is not None:  # any event or heartbeat after the first resets idle
-                                timer.reschedule(min(loop.time() + idle, total_at))
+                                timer.reschedule(timers.after_event(loop.time(), out.started))
                     for item in decoder.flush():
                         if not isinstance(item, SSEComment):
                             first_at = first_at or loop.time()
@@ -252,14 +362,7 @@ async def stream_exchange(
                     else:
                         outcome = parser.finish()
     except TimeoutError:
-        now = loop.time()
-        if now >= total_at - 1e-9:
-            phase, cap = TimeoutPhase.TOTAL, total
-        elif first_at is None:
-            phase, cap = TimeoutPhase.FIRST_EVENT, target.timeouts.first_event
-        else:
-            phase, cap = TimeoutPhase.IDLE, idle
-        outcome = Failure(kind=FailureKind.TIMEOUT, phase=phase, message=f"no {phase.value} event within {cap:.3f}s")
+        outcome = timers.expired(loop.time(), first_at, out.started)
     except StreamFailed as exc:
         outcome = exc.failure
     except AuthError as exc:  # the target's credential chain gave nothing to send with
