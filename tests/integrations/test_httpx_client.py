@@ -19,7 +19,7 @@ import pydantic
 import pytest
 
 import failover
-from failover import Router, RouteRecord, SyncRouter
+from failover import Envelope, Router, RouteRecord, SyncRouter
 from failover.integrations import last_record
 from failover.testing import FakeNetwork, FakeProvider, Outcome, Reply
 from tests._sdk import (
@@ -291,7 +291,7 @@ async def test_sdk_retries_never_nest(kit: Kit) -> None:
 
 async def test_partial_output_raises_in_the_sdk(kit: Kit) -> None:
     kit.providers["s"].load([Reply.drop_after(2, text="one two three four five six")])
-    async with oai(kit.router(), route="solo") as client:
+    async with oai(kit.router(), route="solo", envelope=Envelope(hold_tokens=0)) as client:
         stream = await client.chat.completions.create(model="m", messages=HELLO, stream=True)
         got: list[str] = []
         with pytest.raises(openai.APIError) as exc:
@@ -304,7 +304,7 @@ async def test_partial_output_raises_in_the_sdk(kit: Kit) -> None:
 
 async def test_partial_output_raises_in_the_anthropic_sdk(kit: Kit) -> None:
     kit.providers["z"].load([Reply.drop_after(6, text="one two three four five six")])  # past message_start
-    async with claude(kit.router(), route="zolo") as client:
+    async with claude(kit.router(), route="zolo", envelope=Envelope(hold_tokens=0)) as client:
         got: list[str] = []
 
         async def read() -> None:
@@ -316,6 +316,25 @@ async def test_partial_output_raises_in_the_anthropic_sdk(kit: Kit) -> None:
             await read()
     assert "".join(got)
     assert "partial_output" in exc.value.message
+
+
+async def test_a_cut_before_the_commit_point_is_rescued_in_both_sdks(kit: Kit) -> None:
+    # the default hold keeps a short answer whole: the cut reached nobody and the replay answers
+    kit.providers["s"].load([Reply.drop_after(2, text="one two three four five six"), Reply.ok("whole answer")])
+    async with oai(kit.router(), route="solo") as client:
+        stream = await client.chat.completions.create(model="m", messages=HELLO, stream=True)
+        got: list[str] = []
+        await collect_text(stream, got)
+    assert "".join(got) == "whole answer"
+    kit.providers["z"].load([Reply.drop_after(6, text="one two three four five six"), Reply.ok("whole answer")])
+    async with (
+        claude(kit.router(), route="zolo") as client,
+        client.messages.stream(model="m", max_tokens=50, messages=HELLO) as s,
+    ):
+        final = await s.get_final_message()
+    assert [b.text for b in final.content if b.type == "text"] == ["whole answer"]
+    record = last_record()
+    assert record is not None and [a.outcome for a in record.attempts] == ["transport_transient", "ok"]
 
 
 async def test_secrets_never_in_errors(kit: Kit, caplog: pytest.LogCaptureFixture) -> None:
@@ -335,7 +354,7 @@ async def test_secrets_never_in_errors(kit: Kit, caplog: pytest.LogCaptureFixtur
 async def test_closing_the_sdk_stream_closes_upstream(kit: Kit) -> None:
     a = kit.providers["a"]
     a.load([Reply.ok(" ".join(f"w{i}" for i in range(400)), chunk_interval=0.02)])
-    async with oai(kit.router()) as client:
+    async with oai(kit.router(), envelope=Envelope(hold_tokens=0)) as client:  # each word shown as it comes
         stream = await client.chat.completions.create(model="chat", messages=HELLO, stream=True)
         await leave_after(stream, 3)
         await asyncio.sleep(0.1)

@@ -126,6 +126,7 @@ async def test_astream_tool_call_chunks_aggregate_to_the_call() -> None:
 
 async def test_a_stream_cut_after_output_raises_partial_output() -> None:
     model, _, b = setup(Reply.drop_after(4, text="one two three four"))
+    model.envelope = Envelope(budget=10, max_attempts=3, hold_tokens=0)  # the first text commits
     seen: list[str] = []
 
     async def consume() -> None:
