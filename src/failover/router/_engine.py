@@ -27,15 +27,18 @@ attempt, so an outage of one upstream throttles its own replays and never a fall
 elsewhere. A request that is a client's own retry (``Envelope.client_retry``) deposits
 nowhere: each of its attempts withdraws.
 
-**Time for the next tier.** Before a replay (or a repair) on the same target, the engine
-keeps back what the next eligible candidate needs: the route's ``fallback_reserve``, or by
-default that candidate's ``min_useful`` plus its expected latency from the health board
-(:data:`UNKNOWN_LATENCY` when it has none yet), and the last attempt the envelope allows. A
-replay that would leave less goes to the next candidate instead, and an admitted replay must
-end by then. After a timeout, with the automatic reserve, the engine moves to the next
-eligible candidate at once: a target that just hung is expected to hang again
-(``Route.replay_timeouts`` overrides either way). ``fallback_reserve=0`` keeps nothing back:
-replays may spend the whole deadline and every attempt, and the next tier may never be called.
+**Time for the next tier.** While an eligible next candidate exists, every attempt (a first one
+too) keeps back what that candidate needs: the route's ``fallback_reserve``, or by default its
+``min_useful`` plus :data:`RESERVE_FACTOR` times its expected latency from the health board
+(never less than :data:`UNKNOWN_LATENCY`). ``Go.until`` is the deadline less that reserve, and
+``Go.quiet`` lets an uncommitted stream stay silent at most :data:`QUIET_SHARE` of the time it
+has (the loop lifts both once a stream's output is committed: the next tier is then out of
+reach). A replay (or a repair) that would leave less, or take the envelope's last attempt,
+goes to the next candidate instead. After a timeout, or a failure that came only after the
+target was silent longer than the reserve, the engine moves to the next eligible candidate at
+once: a target that just hung is expected to hang again (``Route.replay_timeouts`` overrides
+either way). ``fallback_reserve=0`` keeps nothing back: attempts may spend the whole deadline,
+and the next tier may never be called.
 """
 
 from __future__ import annotations
