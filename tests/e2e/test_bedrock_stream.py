@@ -38,7 +38,11 @@ async def transport(request: pytest.FixtureRequest) -> AsyncIterator[Transport]:
     await t.aclose()
 
 
-async def _stream(a_script: Script, transport: Transport) -> tuple[list[object], FakeProvider, FakeProvider, float]:
+async def _stream(
+    a_script: Script, transport: Transport, *, hold_tokens: int = 0
+) -> tuple[list[object], FakeProvider, FakeProvider, float]:
+    """A streamed request over A (Bedrock) then B; ``hold_tokens=0`` by default: these tests put
+    faults after output began."""
     a = FakeProvider("a", "bedrock", a_script, api_key=KEY_ID, secret_key=SECRET)
     b = FakeProvider("b", "anthropic", Script.always(Reply.ok("from b")))
     async with FakeServer(a, b) as srv:
@@ -47,7 +51,9 @@ async def _stream(a_script: Script, transport: Transport) -> tuple[list[object],
         ta = srv.target_for(a, timeouts=timeouts, max_attempts=1, tokenizer="estimate", capabilities=caps)
         tb = srv.target_for(b, timeouts=timeouts, max_attempts=1, tokenizer="estimate", capabilities=caps)
         router = Router(
-            [Route(name="r", primary=(ta,), fallbacks=(tb,))], transport=transport, retry_budget=Unlimited()
+            [Route(name="r", primary=(ta,), fallbacks=(tb,), hold_tokens=hold_tokens)],
+            transport=transport,
+            retry_budget=Unlimited(),
         )
         loop = asyncio.get_running_loop()
         t0 = loop.time()
@@ -78,6 +84,15 @@ async def test_an_exception_before_any_output_fails_over(transport: Transport) -
     record = done.response.record
     assert record is not None and record.attempts[0].outcome == "provider_overloaded"
     assert (len(a.calls), len(b.calls)) == (1, 1)
+
+
+async def test_an_exception_inside_the_default_hold_is_rescued_by_the_fallback(transport: Transport) -> None:
+    reply = Reply.error_event_after(3, cause="rate_limit", text="one two three four five")
+    events, a, b, _ = await _stream(Script.of(reply), transport, hold_tokens=100)
+    done = events[-1]
+    assert isinstance(done, Completed) and done.response.text == "from b"
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "from b"  # nothing of A's
+    assert len(a.calls) == 1 and len(b.calls) == 1
 
 
 async def test_an_exception_after_output_ends_the_stream_with_partial_output(transport: Transport) -> None:

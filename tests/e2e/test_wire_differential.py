@@ -108,7 +108,9 @@ def _target(dialect: Dialect, raw: RawServer) -> Target:
 
 
 def _router(raw: RawServer) -> Router:
-    routes = [Route(name=ROUTES[d], primary=(_target(d, raw),)) for d in (OA, AN, GE)]
+    # hold_tokens=0: every reader is shown each event as it comes, so they can be compared
+    # event by event, and a failure after text is a partial answer in all of them
+    routes = [Route(name=ROUTES[d], primary=(_target(d, raw),), hold_tokens=0) for d in (OA, AN, GE)]
     return Router(routes, retry_budget=Unlimited(), breakers=NoBreakers(), backoff=Backoff(base=0.01, cap=0.05))
 
 

@@ -102,7 +102,7 @@ def test_the_example_scenario_falls_back_to_b() -> None:
     rec = r.record
     assert [(a.target, a.outcome) for a in rec.attempts] == [
         ("a", "rate_limited"),
-        ("a", "timeout:total"),
+        ("a", "timeout:first_event"),  # silent: cut at half of its time, B's share kept
         ("b", "ok"),
     ]
     assert [w.reason for w in rec.waits] == ["retry_after"]

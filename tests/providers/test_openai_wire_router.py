@@ -135,7 +135,10 @@ REQUEST = Request(messages=(Message.user("What is the weather in Edinburgh?"),),
 
 
 def router_for(target: Target) -> Router:
-    return Router([Route(name="r", primary=(target,))], retry_budget=Unlimited(), breakers=NoBreakers())
+    # hold_tokens=0: the first content commits, so a sample's mid-stream failure after text is
+    # read as the partial answer it is (a hold would recover it, which these samples do not test)
+    route = Route(name="r", primary=(target,), hold_tokens=0)
+    return Router([route], retry_budget=Unlimited(), breakers=NoBreakers())
 
 
 @dataclass

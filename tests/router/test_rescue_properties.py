@@ -9,7 +9,8 @@ target timeout is the default. Invariants, per request:
 1. the caller sees exactly one answer's text, once: a whole answer (A's or B's) or, only when
    A's output had passed its commit point, a prefix of A's answer ending in PartialOutput;
 2. a failure before the commit point never reaches the caller: with B able to answer in what
-   is left, a fault that came before the commit point ends in B's (or A's) whole answer;
+   is left, a request ends without a whole answer only after some attempt's output was
+   committed, and a fault inside the hold always ends in a whole answer;
 3. no uncommitted attempt of A runs past the deadline less the least a next tier is kept
    (min_useful + UNKNOWN_LATENCY) while B is eligible, and the whole request ends by the deadline.
 """
@@ -96,11 +97,14 @@ async def _one(kind: str, at: int, pace: float, hold_tokens: int, hold_seconds: 
     else:
         assert text == ""
 
-    # 2. a fault before the commit point never reaches the caller when B can still answer
-    committed_before_fault = kind in ("cut", "stall", "undecodable") and (
-        at >= hold_tokens + 1 or (at - 1) * pace >= hold_seconds
-    )
-    if kind != "ok" and not committed_before_fault and budget >= 2 * KEEP + 0.5:
+    # 2. a failure before the commit point never reaches the caller when B can still answer: an
+    # end other than a whole answer comes only after an attempt's output was committed (a cut
+    # after the hold, or a committed stream too slow for the deadline)
+    if budget >= 2 * KEEP + 0.5 and not isinstance(end, Completed):
+        assert any(x.committed is not None for x in rec.attempts), (kind, at, pace, hold_tokens, budget, rec.attempts)
+    # ... and where the fault came inside the hold, the answer is whole
+    inside = kind in ("cut", "stall", "undecodable") and at < hold_tokens and (at - 1) * pace < hold_seconds
+    if inside and budget >= 2 * KEEP + 0.5:
         assert isinstance(end, Completed), (kind, at, pace, hold_tokens, hold_seconds, budget, rec.attempts)
 
     # 3. an uncommitted attempt of A leaves B its time while B is eligible
