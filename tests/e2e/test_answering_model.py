@@ -1,0 +1,106 @@
+"""The ``model`` of every answer is the upstream model that answered, not the route.
+
+Measured from outside: after a 503 on the primary the fallback answered and the gateway's
+``model`` said the route's name, so usage and cost tools that read ``response.model`` billed
+the wrong model. These run the gateway over real loopback HTTP (served by uvicorn in the
+test's loop, fake upstreams behind a FakeServer) with the official ``openai`` and
+``anthropic`` SDKs at their DEFAULT settings, plain and streamed, on Chat Completions,
+Responses and Messages: ``model`` is the answering target's ``model``, the route the caller
+named is in ``x-failover-route``, the target in ``x-failover-target`` (a plain answer) and in
+the stream's closing ``x_failover`` summary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import pytest
+
+from failover.testing import Reply, Script
+
+from ._recovery import gateway, make_router, upstreams
+
+pytestmark = [pytest.mark.looptime(noop_cycles=200), pytest.mark.e2e]
+
+HI = [{"role": "user", "content": "hi"}]
+
+# primary's script -> (the target that answers, its model)
+CASES = {
+    "fallback": (Script.always(Reply.overloaded()), "b", "model-b"),  # a 503 on A: B answers
+    "direct": (Script.always(Reply.ok("hello there")), "a", "model-a"),  # A answers
+}
+
+
+def _extra(obj: Any) -> dict[str, Any]:
+    return dict(obj.model_extra or {})
+
+
+async def _chat(gw: Any, stream: bool) -> tuple[set[str], dict[str, str], str | None]:
+    """The models the answer named, its headers, and the target its summary names (streams)."""
+    async with gw.openai() as client:
+        if not stream:
+            raw = await client.chat.completions.with_raw_response.create(model="r", messages=HI)
+            return {raw.parse().model}, dict(raw.headers), None
+        async with client.chat.completions.with_streaming_response.create(model="r", messages=HI, stream=True) as r:
+            chunks = [c async for c in await r.parse()]
+            headers = dict(r.headers)
+    assert len(chunks) >= 2
+    summary = next(_extra(c)["x_failover"] for c in chunks if "x_failover" in _extra(c))
+    return {c.model for c in chunks}, headers, summary["target"]
+
+
+async def _responses(gw: Any, stream: bool) -> tuple[set[str], dict[str, str], str | None]:
+    async with gw.openai() as client:
+        if not stream:
+            raw = await client.responses.with_raw_response.create(model="r", input="hi")
+            return {raw.parse().model}, dict(raw.headers), None
+        async with client.responses.with_streaming_response.create(model="r", input="hi", stream=True) as r:
+            events = [e async for e in await r.parse()]
+            headers = dict(r.headers)
+    named = [e for e in events if getattr(e, "response", None) is not None]
+    # response.created, response.in_progress and response.completed each carry the model
+    assert [e.type for e in named] == ["response.created", "response.in_progress", "response.completed"]
+    return {e.response.model for e in named}, headers, _extra(events[-1])["x_failover"]["target"]
+
+
+async def _messages(gw: Any, stream: bool) -> tuple[set[str], dict[str, str], str | None]:
+    client = anthropic.AsyncAnthropic(base_url=gw.base_url.removesuffix("/v1"), api_key="unused")
+    try:
+        if not stream:
+            raw = await client.messages.with_raw_response.create(model="r", max_tokens=64, messages=HI)
+            return {(await raw.parse()).model}, dict(raw.headers), None
+        async with client.messages.stream(model="r", max_tokens=64, messages=HI) as s:
+            events = [e async for e in s]
+            final = await s.get_final_message()
+            headers = dict(s.response.headers)
+    finally:
+        await client.close()
+    start = [e for e in events if e.type == "message_start"]
+    assert len(start) == 1
+    delta = next(e for e in events if e.type == "message_delta")
+    return {start[0].message.model, final.model}, headers, _extra(delta)["x_failover"]["target"]
+
+
+ENDPOINTS = {"chat": _chat, "responses": _responses, "messages": _messages}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("endpoint", list(ENDPOINTS))
+@pytest.mark.parametrize("case", list(CASES))
+async def test_model_is_the_model_that_answered_and_the_route_is_in_the_header(
+    case: str, endpoint: str, stream: bool
+) -> None:
+    script, target, model = CASES[case]
+    async with upstreams(script, attempts_a=1) as up:
+        router = make_router(up.route("a->b"))
+        async with gateway(router) as gw:
+            models, headers, summary_target = await ENDPOINTS[endpoint](gw, stream)
+        await router.aclose()
+    assert models == {model}  # never the route "r", in any body, chunk or event
+    assert headers["x-failover-route"] == "r"
+    if stream:
+        assert summary_target == target
+    else:
+        assert headers["x-failover-target"] == target
+    assert up.request_calls(target) == 1
