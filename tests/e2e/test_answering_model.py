@@ -17,7 +17,8 @@ from typing import Any
 import anthropic
 import pytest
 
-from failover.testing import Reply, Script
+from failover import Route
+from failover.testing import FakeProvider, FakeServer, Reply, Script
 
 from ._recovery import gateway, make_router, upstreams
 
@@ -104,3 +105,25 @@ async def test_model_is_the_model_that_answered_and_the_route_is_in_the_header(
     else:
         assert headers["x-failover-target"] == target
     assert up.request_calls(target) == 1
+
+
+@pytest.mark.parametrize("case", ["failover", "direct"])
+async def test_embeddings_model_is_the_model_that_answered(case: str) -> None:
+    """``/v1/embeddings``: an equivalent may serve the same model under its own name (a
+    deployment's); after a 503 on the primary, ``model`` is the equivalent's."""
+    first = Script.always(Reply.overloaded()) if case == "failover" else Script.always(Reply.ok())
+    providers = (FakeProvider("e1", "openai", first), FakeProvider("e2", "openai", Script.always(Reply.ok())))
+    async with FakeServer(*providers) as srv:
+        e1, e2 = (
+            srv.target_for(p, model=m, equivalence_key="E", max_attempts=1, tokenizer="estimate")
+            for p, m in zip(providers, ("text-embedding-3-small", "small-deployment-eu"), strict=True)
+        )
+        router = make_router(Route(name="search", primary=(e1, e2)))
+        async with gateway(router) as gw, gw.openai() as client:
+            raw = await client.embeddings.with_raw_response.create(model="search", input=["one", "two"])
+            out = raw.parse()
+        await router.aclose()
+    answered, model = ("e2", "small-deployment-eu") if case == "failover" else ("e1", "text-embedding-3-small")
+    assert out.model == model and len(out.data) == 2
+    assert raw.headers["x-failover-route"] == "search"
+    assert raw.headers["x-failover-target"] == answered
