@@ -12,15 +12,17 @@ the stream's closing ``x_failover`` summary.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anthropic
+import httpx
 import pytest
 
 from failover import Route
 from failover.testing import FakeProvider, FakeServer, Reply, Script
 
-from ._recovery import gateway, make_router, upstreams
+from ._recovery import CAPS, gateway, make_router, upstreams
 
 pytestmark = [pytest.mark.looptime(noop_cycles=200), pytest.mark.e2e]
 
@@ -127,3 +129,48 @@ async def test_embeddings_model_is_the_model_that_answered(case: str) -> None:
     assert out.model == model and len(out.data) == 2
     assert raw.headers["x-failover-route"] == "search"
     assert raw.headers["x-failover-target"] == answered
+
+
+STREAMS = {
+    "chat": ("/v1/chat/completions", {"messages": HI, "stream": True}),
+    "responses": ("/v1/responses", {"input": "hi", "stream": True}),
+    "messages": ("/v1/messages", {"messages": HI, "max_tokens": 64, "stream": True}),
+}
+
+
+def _named_models(sse: str) -> list[str]:
+    """Every ``model`` an SSE answer names: a chunk's own, a Responses event's ``response``,
+    an Anthropic ``message_start``'s ``message``."""
+    out: list[str] = []
+    for line in sse.splitlines():
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        data = json.loads(line[len("data: ") :])
+        for holder in (data, data.get("response") or {}, data.get("message") or {}):
+            if isinstance(holder, dict) and "model" in holder:
+                out.append(holder["model"])
+    return out
+
+
+@pytest.mark.parametrize("endpoint", list(STREAMS))
+async def test_a_stream_cut_after_output_names_the_model_whose_output_was_shown(endpoint: str) -> None:
+    """A 503 on A, then B's stream is cut after its first events: the stream ends with an error
+    (``response.failed`` on Responses), and every event that names a model names B's."""
+    a = FakeProvider("a", "openai", Script.always(Reply.overloaded()))
+    b = FakeProvider("b", "openai", Script.always(Reply.drop_after(4, text="one two three four five six")))
+    async with FakeServer(a, b) as srv:
+        ta, tb = (
+            srv.target_for(p, model=f"model-{p.name}", max_attempts=1, capabilities=CAPS, tokenizer="estimate")
+            for p in (a, b)
+        )
+        router = make_router(Route(name="r", primary=(ta,), fallbacks=(tb,)))
+        path, body = STREAMS[endpoint]
+        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url.removesuffix("/v1")) as http:
+            r = await http.post(path, json={"model": "r", **body})
+        await router.aclose()
+    assert r.status_code == 200 and r.headers["x-failover-route"] == "r"
+    assert "partial_output" in r.text  # the cut was told, not hidden
+    named = _named_models(r.text)
+    assert named and set(named) == {"model-b"}
+    if endpoint == "responses":
+        assert '"response.failed"' in r.text
