@@ -31,7 +31,9 @@ async def test_plain_chat_is_an_openai_completion_with_failover_headers() -> Non
     body = r.json()
     assert body["object"] == "chat.completion"
     assert body["id"].startswith("chatcmpl-")
-    assert body["model"] == "chat"  # the route, not the provider's model
+    # the model that answered (target a's), not the route; the route is in x-failover-route
+    assert body["model"] == kit.providers["a"].model != "chat"
+    assert r.headers["x-failover-route"] == "chat"
     choice = body["choices"][0]
     assert choice["message"] == {"role": "assistant", "content": "Hello there", "refusal": None}
     assert choice["finish_reason"] == "stop"

@@ -128,7 +128,7 @@ async def test_text_plain_and_streamed_are_the_same_answer(kit: Kit, client: ope
     plain, final, events = await plain_and_streamed(
         client, kit, "a", reply, model="chat", input="Hello", instructions="Be brief."
     )
-    assert plain.object == "response" and plain.id.startswith("resp_") and plain.model == "chat"
+    assert plain.object == "response" and plain.id.startswith("resp_") and plain.model == kit.providers["a"].model
     assert plain.status == "completed" and plain.incomplete_details is None and plain.error is None
     assert plain.output_text == "Hello from the gateway, word by word"
     assert plain.instructions == "Be brief." and plain.store is False
@@ -138,6 +138,8 @@ async def test_text_plain_and_streamed_are_the_same_answer(kit: Kit, client: ope
     same_answer(final, plain)
     built = added_up(events)
     done = events[-1].response
+    named = [e.response.model for e in events if getattr(e, "response", None) is not None]  # created, ..., completed
+    assert len(named) >= 3 and set(named) == {kit.providers["a"].model} and final.model == plain.model
     assert [shown(i) for i in done.output] == [built[i] for i in range(len(done.output))]
     assert sum(e.type == "response.output_text.delta" for e in events) == 7  # a word per delta
     summary = (events[-1].model_extra or {})["x_failover"]  # beside the response, as the chat stream's

@@ -33,7 +33,9 @@ async def test_text_stream_in_chunk_format() -> None:
     evs = events(r.text)
     assert evs[-1] == "[DONE]"
     chunks = evs[:-1]
-    assert all(ch["object"] == "chat.completion.chunk" and ch["model"] == "chat" for ch in chunks)
+    model = kit.providers["a"].model  # every chunk names the model that answered, not the route
+    assert model != "chat" and all(ch["object"] == "chat.completion.chunk" and ch["model"] == model for ch in chunks)
+    assert r.headers["x-failover-route"] == "chat"
     assert len({ch["id"] for ch in chunks}) == 1
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     text = "".join(ch["choices"][0]["delta"].get("content", "") for ch in chunks if ch["choices"])

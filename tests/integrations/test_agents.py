@@ -82,11 +82,11 @@ async def test_run_streamed_delivers_text_deltas() -> None:
     provider, a, b = setup(Reply.ok("one two three"))
     agent = Agent(name="counter", model="r")
     result = Runner.run_streamed(agent, "count", run_config=run_config(provider))
-    deltas = [
-        e.data.delta
-        async for e in result.stream_events()
-        if e.type == "raw_response_event" and isinstance(e.data, ResponseTextDeltaEvent)
-    ]
+    raw = [e.data async for e in result.stream_events() if e.type == "raw_response_event"]
+    deltas = [d.delta for d in raw if isinstance(d, ResponseTextDeltaEvent)]
+    # response.created and response.completed name the fallback's model (what answered), not the route "r"
+    named = {d.type: d.response.model for d in raw if d.type in ("response.created", "response.completed")}
+    assert named == {"response.created": b.model, "response.completed": b.model}
     assert "".join(deltas) == "one two three" and len(deltas) >= 3
     assert result.final_output == "one two three"
     model = provider.get_model("r")

@@ -83,7 +83,7 @@ async def test_openai_chat(kit: Kit) -> None:
     assert isinstance(resp, openai.types.chat.ChatCompletion)
     assert resp.choices[0].message.content == "Hello from a"
     assert resp.choices[0].finish_reason == "stop"
-    assert resp.model == "gpt-4o-mini"  # echoed, as the provider would
+    assert resp.model == kit.providers["a"].model == "gpt-4o-mini"  # the model of the target that answered
     assert resp.id.startswith("chatcmpl-")
     assert resp.usage is not None and (resp.usage.prompt_tokens, resp.usage.completion_tokens) == (9, 4)
     assert raw.headers["x-failover-target"] == "a"
@@ -153,9 +153,14 @@ async def test_failover_to_anthropic_answered_in_openai_types(kit: Kit) -> None:
         raw = await client.chat.completions.with_raw_response.create(model="chat", messages=HELLO)
         resp = raw.parse()
         stream = await client.chat.completions.create(model="chat", messages=HELLO, stream=True)
-        streamed = "".join([ch.delta.content or "" async for chunk in stream for ch in chunk.choices])
+        chunks = [chunk async for chunk in stream]
+        streamed = "".join([ch.delta.content or "" for chunk in chunks for ch in chunk.choices])
     assert isinstance(resp, openai.types.chat.ChatCompletion)
     assert resp.choices[0].message.content == "Bonjour from b"
+    # model: the fallback's model (what answered and is billed), in the body and every chunk; not the route
+    assert resp.model == kit.providers["b"].model != "chat"
+    assert {chunk.model for chunk in chunks} == {kit.providers["b"].model}
+    assert raw.headers["x-failover-route"] == "chat"
     assert resp.usage is not None and resp.usage.total_tokens == 8
     assert streamed == "Bonjour from b"
     assert raw.headers["x-failover-target"] == "b"
@@ -204,13 +209,21 @@ async def test_anthropic_tools(kit: Kit) -> None:
 
 async def test_failover_to_openai_answered_in_anthropic_types(kit: Kit) -> None:
     kit.providers["b"].load("overloaded")
-    kit.providers["a"].load([Reply.ok("answered by a")])
+    kit.providers["a"].load([Reply.ok("answered by a")] * 2)
     async with claude(kit.router()) as client:
         raw = await client.messages.with_raw_response.create(model="claude", max_tokens=64, messages=HELLO)
         msg = await raw.parse()
+        async with client.messages.stream(model="claude", max_tokens=64, messages=HELLO) as s:
+            events = [e async for e in s]
+            final = await s.get_final_message()
+            stream_headers = s.response.headers
     assert isinstance(msg, anthropic.types.Message)
     assert msg.content[0].type == "text" and msg.content[0].text == "answered by a"
     assert raw.headers["x-failover-target"] == "a"
+    # model: the fallback's model, plain and in the stream's message_start; the route in x-failover-route
+    started = [e.message.model for e in events if e.type == "message_start"]
+    assert msg.model == final.model == kit.providers["a"].model != "claude" and started == [msg.model]
+    assert raw.headers["x-failover-route"] == stream_headers["x-failover-route"] == "claude"
     assert kit.providers["a"].calls[0].path.endswith("/chat/completions")  # OpenAI wire upstream
 
 

@@ -55,6 +55,7 @@ async def test_a_tool_round_trip_fails_over_and_reports_the_record() -> None:
     assert (first.usage_metadata["input_tokens"], first.usage_metadata["output_tokens"]) == (30, 7)
     assert first.response_metadata["finish_reason"] == "tool_calls"
     rec = first.response_metadata["failover"]
+    assert first.response_metadata["model_name"] == rec["model_used"] == b.model  # the model that answered
     assert (rec["workflow"], rec["target_used"], rec["recovered"], rec["outcome"]) == ("fallback", "b", True, "ok")
     assert [(x["target"], x["outcome"]) for x in rec["attempts"]] == [("a", "provider_overloaded"), ("b", "ok")]
 
@@ -93,6 +94,8 @@ async def test_astream_yields_text_then_the_record() -> None:
     assert len([c for c in chunks if c.content]) >= 3  # word by word, not one blob
     last = chunks[-1]
     assert last.response_metadata["failover"]["target_used"] == "b"
+    # model_name: the fallback's model (what answered), not the route
+    assert last.response_metadata["model_name"] == b.model and last.response_metadata["failover"]["route"] == "r"
     assert last.usage_metadata is not None and last.usage_metadata["output_tokens"] > 0
     assert (len(a.calls), len(b.calls)) == (1, 1) and b.calls[0].stream
 

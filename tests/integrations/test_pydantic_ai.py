@@ -135,3 +135,21 @@ async def test_run_stream_through_a_tool_call() -> None:
     calls = [p for m in run.all_messages() for p in getattr(m, "parts", []) if isinstance(p, ToolCallPart)]
     assert [(c.tool_name, c.args_as_dict()) for c in calls] == [("get_weather", {"city": "Rome"})]
     assert [c.stream for c in b.calls] == [True, True]
+
+
+async def test_model_name_is_the_model_that_answered_plain_and_streamed() -> None:
+    """A ModelResponse's ``model_name`` (what pydantic-ai prices usage by) is the model of the
+    target that answered: the equivalent's own model name after a 503 on the primary."""
+    a = FakeProvider("a", "openai", Script.always(Reply.overloaded()), model="deploy-a")
+    b = FakeProvider("b", "openai", [Reply.ok("plain answer"), Reply.ok("streamed answer")], model="deploy-b")
+    caps = ALL | {C.STREAMING}
+    r = router([target(a, key="m", caps=caps), target(b, key="m", caps=caps)], [], a, b)
+    model = FailoverModel(r, "r", envelope=Envelope(budget=10, max_attempts=3))
+    plain = await Agent(model).run("hi")
+    async with Agent(model).run_stream("hi") as run:
+        assert "".join([t async for t in run.stream_text(delta=True, debounce_by=None)]) == "streamed answer"
+    for result in (plain, run):
+        last = result.all_messages()[-1]
+        assert isinstance(last, ModelResponse) and last.model_name == "deploy-b"
+        assert last.provider_details is not None and last.provider_details["failover"]["route"] == "r"
+    assert model.model_name == "failover:r"  # the Model itself is still named after its route

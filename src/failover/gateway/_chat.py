@@ -10,7 +10,7 @@ from typing import Any
 from starlette.responses import Response
 
 from ..inbound import SchemaField
-from ..inbound._headers import record_headers
+from ..inbound._headers import answered_by, record_headers
 from ..inbound.openai import ChunkRenderer
 from ..inbound.openai import error_body as openai_error_body
 from ..inbound.openai import schema_fields as openai_schema_fields
@@ -53,7 +53,8 @@ class ChatCompletions(Endpoint[ChatCompletionBody]):
     def answer(
         self, resp: Answer, route: str, request_id: str, record: RouteRecord | None, body: ChatCompletionBody
     ) -> tuple[bytes, Mapping[str, str]]:
-        out = completion_body(resp, completion_id=_new_completion_id(), created=int(time.time()), model=route)
+        model = answered_by(record, route)  # the model that answered; the route is in x-failover-route
+        out = completion_body(resp, completion_id=_new_completion_id(), created=int(time.time()), model=model)
         return _dumps(out), record_headers(request_id, record)
 
     def error_response(
@@ -78,7 +79,8 @@ class _ChatWire:
         self.gw = gw
         self.renderer = renderer
 
-    def start(self) -> bytes:
+    def start(self, model: str) -> bytes:
+        self.renderer.model = model
         return _sse_data(self.renderer.start())
 
     def render(self, event: object) -> bytes:

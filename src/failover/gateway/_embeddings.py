@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from starlette.responses import Response
 
 from ..inbound import SchemaField, WireError
-from ..inbound._headers import record_headers
+from ..inbound._headers import answered_by, record_headers
 from ..inbound.embeddings import EmbeddingsBody, embeddings_body, parse_body, to_embed_request
 from ..model import Embeddings, EmbedRequest, Envelope, RouteRecord
 from ..model._json import dumps
@@ -69,7 +69,7 @@ class EmbeddingsEndpoint(Endpoint[EmbeddingsBody, _Asked, _Answer]):
     def answer(
         self, resp: _Answer, route: str, request_id: str, record: RouteRecord | None, body: EmbeddingsBody
     ) -> tuple[bytes, Mapping[str, str]]:
-        out = embeddings_body(resp.embeddings, model=route, encoding_format=resp.encoding_format)
+        out = embeddings_body(resp.embeddings, model=answered_by(record, route), encoding_format=resp.encoding_format)
         return dumps(out), record_headers(request_id, record)
 
     def error_response(

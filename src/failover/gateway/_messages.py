@@ -26,7 +26,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
 from ..inbound import SchemaField, WireError, anthropic
-from ..inbound._headers import record_headers
+from ..inbound._headers import answered_by, record_headers
 from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord
 from ..model import Response as Answer
 from ..model._ids import new_id
@@ -84,7 +84,8 @@ class _MessagesWire:
         self.renderer = renderer
         self.headers: Mapping[str, str] = {"request-id": request_id}
 
-    def start(self) -> bytes:
+    def start(self, model: str) -> bytes:
+        self.renderer.model = model
         return _sse(self.renderer.start())
 
     def render(self, event: object) -> bytes:
@@ -137,7 +138,7 @@ class Messages(Endpoint[anthropic.MessagesBody]):
     def answer(
         self, resp: Answer, route: str, request_id: str, record: RouteRecord | None, body: anthropic.MessagesBody
     ) -> tuple[bytes, Mapping[str, str]]:
-        out = anthropic.message_body(resp, message_id=_new_message_id(), model=route)
+        out = anthropic.message_body(resp, message_id=_new_message_id(), model=answered_by(record, route))
         return _dumps(out), {**record_headers(request_id, record), "request-id": request_id}
 
     def error_response(

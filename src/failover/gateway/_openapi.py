@@ -47,6 +47,12 @@ _MODEL = {
     },
 }
 
+# the model field of every answer: the model that answered, not the route (docs/gateway.md)
+_ANSWERED_BY = (
+    "the upstream model that answered (the model of the target used, e.g. a fallback's), which usage "
+    "and cost tools should bill; the route the request named is in the x-failover-route header"
+)
+
 _COMPLETION = {
     "type": "object",
     "required": ["id", "object", "created", "model", "choices"],
@@ -54,7 +60,7 @@ _COMPLETION = {
         "id": {"type": "string"},
         "object": {"const": "chat.completion"},
         "created": {"type": "integer"},
-        "model": {"type": "string"},
+        "model": {"type": "string", "description": _ANSWERED_BY},
         "choices": {"type": "array", "items": {"type": "object"}},
         "usage": {"type": "object"},
     },
@@ -139,7 +145,7 @@ _MESSAGE = {
         "id": {"type": "string"},
         "type": {"const": "message"},
         "role": {"const": "assistant"},
-        "model": {"type": "string"},
+        "model": {"type": "string", "description": _ANSWERED_BY},
         "content": {"type": "array", "items": {"type": "object"}},
         "stop_reason": {"type": ["string", "null"]},
         "usage": {"type": "object"},
@@ -257,7 +263,7 @@ _EMBEDDINGS = {
                 },
             },
         },
-        "model": {"type": "string", "description": "the route"},
+        "model": {"type": "string", "description": _ANSWERED_BY},
         "usage": {
             "type": "object",
             "required": ["prompt_tokens", "total_tokens"],
@@ -301,7 +307,7 @@ _RESPONSE = {
         "created_at": {"type": "integer"},
         "status": {"enum": ["completed", "incomplete"]},
         "incomplete_details": {"type": ["object", "null"]},
-        "model": {"type": "string"},
+        "model": {"type": "string", "description": _ANSWERED_BY},
         "output": {"type": "array", "items": {"type": "object"}},
         "usage": {"type": "object"},
         "store": {"const": False},

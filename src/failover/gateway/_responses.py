@@ -26,7 +26,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
 from ..inbound import SchemaField, WireError, responses
-from ..inbound._headers import record_headers
+from ..inbound._headers import answered_by, record_headers
 from ..inbound._responses_stream import Event
 from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord
 from ..model import Response as Answer
@@ -51,7 +51,8 @@ class _ResponsesWire:
         self.gw = gw
         self.renderer = renderer
 
-    def start(self) -> bytes:
+    def start(self, model: str) -> bytes:
+        self.renderer.model = model
         return _sse(self.renderer.start())
 
     def render(self, event: object) -> bytes:
@@ -103,7 +104,8 @@ class Responses(Endpoint[responses.ResponsesBody]):
         self, resp: Answer, route: str, request_id: str, record: RouteRecord | None, body: responses.ResponsesBody
     ) -> tuple[bytes, Mapping[str, str]]:
         now = int(time.time())
-        out = responses.response_body(resp, response_id=new_id("resp_"), created=now, model=route, body=body, now=now)
+        model = answered_by(record, route)  # the model that answered; the route is in x-failover-route
+        out = responses.response_body(resp, response_id=new_id("resp_"), created=now, model=model, body=body, now=now)
         return _dumps(out), record_headers(request_id, record)
 
     def error_response(

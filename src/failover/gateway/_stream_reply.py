@@ -13,7 +13,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..inbound import RelayMismatch
-from ..inbound._headers import record_headers
+from ..inbound._headers import record_headers, streamed_by
 from ..inbound._relay import mismatch_message
 from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord, Unavailable
 from ..router import Router, RouteStream
@@ -28,11 +28,12 @@ log = logging.getLogger("failover.gateway")
 class SseWire(Protocol):
     """What one dialect writes on an SSE answer: bytes for the start, each stream event, the
     end, a failure after the first byte (``partial`` for a cut answer, ``failure`` for anything
-    else), and its error answer before the first byte."""
+    else), and its error answer before the first byte. ``start`` gets the model that answers
+    (see :func:`~failover.inbound._headers.streamed_by`), which every event that names a model carries from then on."""
 
     headers: Mapping[str, str]  # extra response headers for the stream
 
-    def start(self) -> bytes: ...
+    def start(self, model: str) -> bytes: ...
 
     def render(self, event: object) -> bytes: ...
 
@@ -196,7 +197,7 @@ class StreamReply:
             return
         await self._start(send)
         wire = self.wire
-        body = wire.start()
+        body = wire.start(streamed_by(first, rs.model, self.route))
         status_note = ""
         record: RouteRecord | None = None
         try:

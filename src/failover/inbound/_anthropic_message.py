@@ -75,7 +75,7 @@ def stop_details(resp: Response) -> dict[str, Any] | None:
 
 
 def message_body(resp: Response, *, message_id: str, model: str) -> dict[str, Any]:
-    """A ``message`` body for a Response; ``model`` is the route the caller named."""
+    """A ``message`` body for a Response; ``model`` is the model that answered."""
     content: list[dict[str, Any]] = [_reasoning_block(b) for b in resp.reasoning]
     text = answer_text(resp)
     if text or not resp.tool_calls:

@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..model import Envelope, FailureKind, RouteRecord, SideEffectMode, Unavailable
+from ..model import Completed, Envelope, FailureKind, RouteRecord, SideEffectMode, Unavailable
 from ._wire import WireError
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
@@ -174,6 +174,27 @@ def retry_headers(exc: Unavailable) -> dict[str, str]:
     return headers
 
 
+def answered_by(record: RouteRecord | None, route: str) -> str:
+    """The ``model`` an answer names: the upstream model that answered (``record.model_used``),
+    so that usage and cost tools reading ``response.model`` bill the model actually used; the
+    route the caller named only when no model answered (a degraded answer). The route stays in
+    ``x-failover-route`` and ``RouteRecord.route``."""
+    if record is not None and record.model_used:
+        return record.model_used
+    return route
+
+
+def streamed_by(first: object, shown: str | None, route: str) -> str:
+    """The ``model`` a stream names, known once its first event was yielded: ``shown``, the
+    model of the attempt whose output the caller is shown (``RouteStream.model``), or, when the
+    first event already ends the stream (a :class:`~failover.model.Completed`), the model its
+    record says answered. The route only when no model answered (a degraded answer). Nothing
+    is sent before the first event, so no event of the stream names another model."""
+    if isinstance(first, Completed):
+        return answered_by(first.response.record, route)
+    return shown or route
+
+
 def record_headers(request_id: str, record: RouteRecord | None) -> dict[str, str]:
     """The ``x-failover-*`` summary of a RouteRecord (``x-request-id`` too, which the SDKs read)."""
     h = {"x-failover-request-id": request_id, "x-request-id": request_id}
@@ -188,4 +209,12 @@ def record_headers(request_id: str, record: RouteRecord | None) -> dict[str, str
     return h
 
 
-__all__ = ["client_retry", "envelope_with_headers", "live_reasoning", "record_headers", "retry_headers"]
+__all__ = [
+    "answered_by",
+    "client_retry",
+    "envelope_with_headers",
+    "live_reasoning",
+    "record_headers",
+    "retry_headers",
+    "streamed_by",
+]

@@ -163,7 +163,7 @@ def envelope(
     completed_at: int | None = None,
 ) -> dict[str, Any]:
     """A ``response`` object. ``echo``: the request's settings a response repeats (see
-    :func:`failover.inbound.responses.echo`); ``model`` is the route the caller named."""
+    :func:`failover.inbound.responses.echo`); ``model`` is the model that answered."""
     return {
         "id": response_id,
         "object": "response",

@@ -105,7 +105,7 @@ def _floats(vector: Any) -> list[float]:
 
 
 def embeddings_body(result: Embeddings, *, model: str, encoding_format: str = "float") -> dict[str, Any]:
-    """OpenAI's ``{"object": "list", "data": [...], "model", "usage"}``; ``model`` is the route."""
+    """OpenAI's ``{"object": "list", "data": [...], "model", "usage"}``; ``model`` is the model that answered."""
     encode = _b64 if encoding_format == "base64" else _floats
     data = [{"object": "embedding", "index": i, "embedding": encode(v)} for i, v in enumerate(result.vectors)]
     tokens = result.usage.input_tokens

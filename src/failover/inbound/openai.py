@@ -445,7 +445,7 @@ def assistant_message(resp: Response, content: str | None) -> dict[str, Any]:
 
 
 def completion_body(resp: Response, *, completion_id: str, created: int, model: str) -> dict[str, Any]:
-    """A ``chat.completion`` body for a Response; ``model`` is the route the caller named."""
+    """A ``chat.completion`` body for a Response; ``model`` is the model that answered."""
     message = assistant_message(resp, _content(resp))
     return {
         "id": completion_id,

@@ -616,7 +616,7 @@ def output_items(resp: Response, item_id: Callable[[str], str] = new_id) -> list
 def response_body(
     resp: Response, *, response_id: str, created: int, model: str, body: ResponsesBody, now: int
 ) -> dict[str, Any]:
-    """A ``response`` object for a Response; ``model`` is the route the caller named, ``now``
+    """A ``response`` object for a Response; ``model`` is the model that answered, ``now``
     the time it completed (Unix seconds)."""
     status, incomplete = status_of(resp.stop_reason)
     return envelope(

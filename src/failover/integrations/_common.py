@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..model import Envelope, FailureKind, PartialOutput, Reasoning, Request, Unavailable
+from ..model import Envelope, FailureKind, PartialOutput, Reasoning, Request, Response, Unavailable
 from ..model._ids import new_id
 from ..model._reasoning import REASONING_SOURCES
 
@@ -25,6 +25,15 @@ def fresh_envelope(template: Envelope | None) -> Envelope:
     """
     rid = new_id("req_")
     return Envelope(request_id=rid) if template is None else replace(template, request_id=rid)
+
+
+def answered_model(resp: Response) -> str | None:
+    """The model that answered, as a framework's ``model_name`` reports it: the ``model`` of the
+    target the router used (``RouteRecord.model_used``), else what the provider said it was; the
+    route stays in the RouteRecord (``record.route``)."""
+    if resp.record is not None and resp.record.model_used:
+        return resp.record.model_used
+    return resp.model
 
 
 def openai_request(body: Mapping[str, Any]) -> Request:

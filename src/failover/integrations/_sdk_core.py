@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ..inbound import RelayMismatch, WireError
-from ..inbound._headers import envelope_with_headers, live_reasoning, record_headers, retry_headers
+from ..inbound._headers import (
+    answered_by,
+    envelope_with_headers,
+    live_reasoning,
+    record_headers,
+    retry_headers,
+    streamed_by,
+)
 from ..inbound._relay import mismatch_message
 from ..model import (
     Completed,
@@ -323,7 +330,7 @@ class Core:
         self._done(record)
         request_id = record.request_id if record is not None else env.request_id
         headers = {"content-type": "application/json", **record_headers(request_id, record)}
-        return Plain(200, headers, _dumps(wire.body(resp, call.model)))
+        return Plain(200, headers, _dumps(wire.body(resp, answered_by(record, call.model))))
 
     async def _stream(self, wire: Wire, call: Call, route: str, env: Envelope, live: bool = False) -> Answer:
         """Wait for the first event, so that a failure before any output is an error status."""
@@ -345,13 +352,14 @@ class Core:
             **record_headers(env.request_id, None),
             "x-failover-route": route,
         }
-        return Streamed(headers, self._render(wire, call, first, events, env), rs)
+        model = streamed_by(first, rs.model, call.model)
+        return Streamed(headers, self._render(wire, call, model, first, events, env), rs)
 
     async def _render(
-        self, wire: Wire, call: Call, first: Any, events: AsyncIterator[Any], env: Envelope
+        self, wire: Wire, call: Call, model: str, first: Any, events: AsyncIterator[Any], env: Envelope
     ) -> AsyncIterator[bytes]:
         """The SSE bytes: the renderer's start, one chunk per event, the end (or one error event)."""
-        out = wire.renderer(call, env.request_id)
+        out = wire.renderer(call, env.request_id, model)
         yield out.start()
         event = first
         try:

@@ -63,7 +63,7 @@ class Wire(Protocol):
     def parse(self, data: Any) -> Call: ...
     def body(self, resp: Response, model: str) -> dict[str, Any]: ...
     def error(self, status: int, message: str, *, code: str | None, param: str | None = None) -> dict[str, Any]: ...
-    def renderer(self, call: Call, request_id: str) -> _Renderer: ...
+    def renderer(self, call: Call, request_id: str, model: str) -> _Renderer: ...
 
 
 def _openai_type(status: int) -> str:
@@ -92,17 +92,17 @@ class _OpenAIWire:
     def error(self, status: int, message: str, *, code: str | None, param: str | None = None) -> dict[str, Any]:
         return oai.error_body(status, message, type=_openai_type(status), code=code, param=param)
 
-    def renderer(self, call: Call, request_id: str) -> _Renderer:
-        return _OpenAIChunks(self, call, request_id)
+    def renderer(self, call: Call, request_id: str, model: str) -> _Renderer:
+        return _OpenAIChunks(self, call, request_id, model)
 
 
 class _OpenAIChunks:
     """``chat.completion.chunk`` events as ``data: {...}`` lines, then ``data: [DONE]``."""
 
-    def __init__(self, wire: _OpenAIWire, call: Call, request_id: str) -> None:
+    def __init__(self, wire: _OpenAIWire, call: Call, request_id: str, model: str) -> None:
         self.wire = wire
         cid = new_id("chatcmpl-")
-        self.chunks = oai.ChunkRenderer(cid, int(time.time()), call.model, call.include_usage, request_id=request_id)
+        self.chunks = oai.ChunkRenderer(cid, int(time.time()), model, call.include_usage, request_id=request_id)
 
     @staticmethod
     def _sse(items: list[dict[str, Any]]) -> bytes:
@@ -135,15 +135,15 @@ class _AnthropicWire:
     def error(self, status: int, message: str, *, code: str | None, param: str | None = None) -> dict[str, Any]:
         return ant.error_body(status, message, type=ant.error_type_for(status), code=code)
 
-    def renderer(self, call: Call, request_id: str) -> _Renderer:
-        return _AnthropicEvents(call, request_id)
+    def renderer(self, call: Call, request_id: str, model: str) -> _Renderer:
+        return _AnthropicEvents(request_id, model)
 
 
 class _AnthropicEvents:
     """Messages stream events as ``event: name`` / ``data: {...}`` pairs."""
 
-    def __init__(self, call: Call, request_id: str) -> None:
-        self.events = ant.EventRenderer(new_id("msg_"), call.model, request_id=request_id)
+    def __init__(self, request_id: str, model: str) -> None:
+        self.events = ant.EventRenderer(new_id("msg_"), model, request_id=request_id)
 
     @staticmethod
     def _sse(pairs: list[tuple[str, dict[str, Any]]]) -> bytes:

@@ -64,6 +64,7 @@ from openai.types.responses.response_usage import InputTokensDetails, OutputToke
 
 from ..inbound import RelayMismatch
 from ..inbound import openai as oai
+from ..inbound._headers import streamed_by
 from ..model import (
     Completed,
     Envelope,
@@ -75,7 +76,7 @@ from ..model import (
     Unavailable,
     Usage,
 )
-from ..router import Router
+from ..router import Router, RouteStream
 from ._common import block_data, fresh_envelope, openai_request, partial_unavailable, reasoning_block
 
 __all__ = ["FailoverModel", "FailoverProvider"]
@@ -184,22 +185,30 @@ class FailoverModel(Model):
         )
         answer: list[Response] = []  # the Completed answer, once the stream has it
         async with self.router.stream(self.route, request, fresh_envelope(self.envelope)) as s:
-            chunks = self._chunks(s, answer)
+            chunks = self._chunks(s, answer, shell)
             stream = cast(AsyncStream[ChatCompletionChunk], chunks)
-            async for event in ChatCmplStreamHandler.handle_stream(shell, stream, model=self.route):
+            # no model= here: the handler then records each chunk's model, the one that answered
+            async for event in ChatCmplStreamHandler.handle_stream(shell, stream):
                 if event.type == "response.completed" and answer:
                     _keep_blocks(event.response.output, answer[0].reasoning)
                 yield event
 
     async def _chunks(
-        self, events: AsyncIterator[object], answer: list[Response]
+        self, events: RouteStream, answer: list[Response], shell: ResponsesResponse
     ) -> AsyncIterator[ChatCompletionChunk]:
         """Our stream as the chunks the gateway would send (the same renderer: calls started in
-        order, completed, and never different from the recorded answer)."""
+        order, completed, and never different from the recorded answer). The chunks and the
+        ``shell`` (the SDK's ``response.created`` and ``response.completed``) name the model
+        that answered, known once the first event is out; the route is ``self.route``."""
         renderer = oai.ChunkRenderer("chatcmpl-failover", int(time.time()), self.route, include_usage=True)
-        bodies = renderer.start()
+        bodies: list[dict[str, Any]] = []
+        started = False
         try:
             async for event in events:
+                if not started:
+                    started = True
+                    renderer.model = shell.model = streamed_by(event, events.model, self.route)
+                    bodies = renderer.start()
                 if isinstance(event, PartialOutput):
                     self._keep(event.record)
                     raise partial_unavailable(event)

@@ -66,7 +66,7 @@ from ..model import (
 )
 from ..model._reasoning import OPENAI
 from ..router import Router, SyncRouter
-from ._common import block_data, fresh_envelope, openai_request, partial_unavailable, reasoning_block
+from ._common import answered_model, block_data, fresh_envelope, openai_request, partial_unavailable, reasoning_block
 
 __all__ = ["FailoverChatModel"]
 
@@ -292,7 +292,7 @@ def _usage(u: Usage) -> UsageMetadata:
 def _metadata(resp: Response) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "finish_reason": _FINISH.get(resp.stop_reason.value, resp.stop_reason.value),
-        "model_name": resp.model,
+        "model_name": answered_model(resp),
         "model_provider": "failover",
         "provider_request_id": resp.provider_request_id,
     }

@@ -72,6 +72,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from ..inbound import RelayMismatch
+from ..inbound._headers import streamed_by
 from ..inbound._relay import Relay
 from ..model import (
     Completed,
@@ -102,7 +103,7 @@ from ..model import TextPart as OurText
 from ..model._reasoning import ANTHROPIC, GEMINI, OPENAI
 from ..router import Router
 from ..router._stream import RouteStream
-from ._common import fresh_envelope, partial_unavailable
+from ._common import answered_model, fresh_envelope, partial_unavailable
 
 __all__ = ["FailoverModel"]
 
@@ -214,7 +215,9 @@ class FailoverModel(Model):
                 first = await anext(stream)
             except Unavailable as exc:
                 raise _api_error(self._model_name, exc) from exc
-            yield _Streamed(model_request_parameters=params, _name=self._model_name, _first=first, _stream=stream)
+            # the stream's model_name is the model that answered, once the first event is out
+            name = streamed_by(first, stream.model, self._model_name)
+            yield _Streamed(model_request_parameters=params, _name=name, _first=first, _stream=stream)
 
     # -- pydantic-ai -> Request ----------------------------------------------------------------
 
@@ -387,7 +390,7 @@ def _model_response(resp: Response, name: str) -> ModelResponse:
     return ModelResponse(
         parts=parts,
         usage=_usage(resp.usage),
-        model_name=resp.model or name,
+        model_name=answered_model(resp) or name,
         provider_name="failover",
         finish_reason=_FINISH.get(resp.stop_reason),
         provider_response_id=resp.response_id or resp.provider_request_id,

@@ -237,6 +237,10 @@ class RouteRecord:
     # the failure recovery_reason names, or "held" when a candidate listed earlier was held away
     # for now (an open breaker, a cool-down, the limiter, a spent retry budget). None: no recovery.
     recovery_kind: str | None = None
+    # The upstream model that answered: the ``model`` of the target_used attempt (its Target's
+    # ``model``), which the gateway and the SDK drop-in show as a response's ``model``; ``route``
+    # is the name the caller asked for. None when no target answered (a failure, a degraded answer).
+    model_used: str | None = None
 
     def attempts_in(self, phase: Phase) -> tuple[Attempt, ...]:
         return tuple(a for a in self.attempts if a.phase is phase)

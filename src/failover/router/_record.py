@@ -201,4 +201,5 @@ class Recorder:
             retry_budget_exhausted=self.retry_budget_exhausted,
             uncertain_operation=self.uncertain_operation,
             recovery_kind=kind,
+            model_used=used.model if used is not None else None,
         )
