@@ -65,6 +65,7 @@ class Policies:
     holds: dict[str, Hold] = field(default_factory=dict)
     latency: dict[str, float] = field(default_factory=dict)
     block: dict[str, float] = field(default_factory=dict)
+    windows: dict[str, int | None] = field(default_factory=dict)  # learned windows (by target name)
     backoff_: Backoff = field(default_factory=lambda: Backoff(base=0.2, cap=1.0))
     rng: random.Random = field(default_factory=lambda: random.Random(7))
 
@@ -86,6 +87,9 @@ class Policies:
 
     def backoff(self, failure: Failure, replay: int) -> BackoffDecision:
         return self.backoff_.wait(failure, replay, self.rng)
+
+    def window(self, target: Target) -> int | None:
+        return self.windows.get(target.name, target.context_window)
 
 
 def state(*targets: Target, budget: float = 5.0, env: Envelope | None = None, **kw: object) -> RunState:
