@@ -155,3 +155,12 @@ async def test_over_real_http_the_fallback_with_no_window_answers_and_the_window
             resp = await r.complete("r", Request.simple("hi", max_tokens=50), Envelope(budget=10.0))
             assert resp.text == "from b" and (len(a.calls), len(b.calls)) == (1, 1)
             assert r.windows.known(route.primary[0]) == 200_000
+
+
+async def test_the_record_json_carries_the_providers_numbers() -> None:
+    a = FakeProvider("a", OA, Script.always(overflow_8192()))
+    b = FakeProvider("b", AN, Script.always(Reply.ok("from b")))
+    r = router([target(a, window=None)], [target(b, window=None)], a, b)
+    resp = await r.complete("r", REQ, Envelope(budget=10.0))
+    first = resp.record.to_dict()["attempts"][0]["failure"]  # type: ignore[union-attr]
+    assert (first["window_limit"], first["window_used"], first["window_includes_output"]) == (8_192, 9_631, False)

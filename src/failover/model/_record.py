@@ -261,7 +261,7 @@ class RouteRecord:
 
 def _plain(value: Any) -> Any:
     if isinstance(value, Failure):
-        return {
+        out = {
             "kind": str(value.kind),
             "phase": str(value.phase) if value.phase else None,
             "message": value.message,
@@ -270,6 +270,11 @@ def _plain(value: Any) -> Any:
             "retry_after": value.retry_after,
             "provider_request_id": value.provider_request_id,
         }
+        if value.kind is FailureKind.CONTEXT_OVERFLOW:  # the provider's own numbers (None: not said)
+            out["window_limit"] = value.window_limit
+            out["window_used"] = value.window_used
+            out["window_includes_output"] = value.window_includes_output
+        return out
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, enum.Enum):
