@@ -93,3 +93,12 @@ def test_a_service_account_file_must_exist_unless_offline(tmp_path: Path) -> Non
     assert any("credentials_file" in str(e) for e in report.errors)
     offline = check_config(Document(data=_file(t=t)), env={}, offline=True)
     assert not offline.errors and any("sa.json" in n for n in offline.needs)
+
+
+def test_an_undeclared_context_window_is_unknown_and_a_declared_one_must_be_positive() -> None:
+    base = {"dialect": "openai", "model": "m", "base_url": "https://x.example/v1"}
+    cfg = config_from_dict(_file(a=base, b={**base, "context_window": 8192}))
+    assert cfg.targets["a"].context_window is None  # not 128000: unknown
+    assert cfg.targets["b"].context_window == 8192
+    with pytest.raises(ConfigError, match="context_window"):
+        config_from_dict(_file(a={**base, "context_window": 0}))

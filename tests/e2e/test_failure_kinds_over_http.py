@@ -135,7 +135,9 @@ async def test_failure_kind_over_loopback(dialect: str, name: str, transport: Tr
             timeouts=Timeouts(connect=1.0, total=1.0),
             max_attempts=1,
             tokenizer="estimate",
-            context_window=10**6,
+            # large enough for what a's provider reports on an overflow (a fake Gemini's 1,048,577
+            # tokens > 1,048,576): a smaller declared window is rightly not tried after it
+            context_window=2 * 10**6,
             capabilities=CAPS,
         )
         router = Router(

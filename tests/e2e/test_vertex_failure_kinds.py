@@ -57,8 +57,12 @@ async def test_failure_kind_on_vertex(dialect: str, name: str) -> None:
             tokenizer="estimate",
             capabilities=CAPS,
         )
-        tb = srv.target_for(
-            b, timeouts=Timeouts(connect=1.0, total=1.0), tokenizer="estimate", context_window=10**6, capabilities=CAPS
+        tb = srv.target_for(  # its window holds what a's provider reports on an overflow (1,048,577 tokens)
+            b,
+            timeouts=Timeouts(connect=1.0, total=1.0),
+            tokenizer="estimate",
+            context_window=2 * 10**6,
+            capabilities=CAPS,
         )
         router = Router(
             [Route(name="r", primary=(ta,), fallbacks=(tb,))],

@@ -17,7 +17,7 @@ def target(
     caps: Iterable[Capability] = ALL,
     attempts: int = 1,
     cap: float = 1.0,
-    window: int = 128_000,
+    window: int | None = 128_000,
     price: Price | None = None,
     key: str | None = None,
 ) -> Target:

@@ -67,6 +67,7 @@ class Policies:
     holds: dict[str, Hold] = field(default_factory=dict)
     latency: dict[str, float] = field(default_factory=dict)
     block: dict[str, float] = field(default_factory=dict)
+    windows: dict[str, int | None] = field(default_factory=dict)  # learned windows (by target name)
     backoff_: Backoff = field(default_factory=lambda: Backoff(base=0.2, cap=1.0))
     rng: random.Random = field(default_factory=lambda: random.Random(7))
 
@@ -88,6 +89,9 @@ class Policies:
 
     def backoff(self, failure: Failure, replay: int) -> BackoffDecision:
         return self.backoff_.wait(failure, replay, self.rng)
+
+    def window(self, target: Target) -> int | None:
+        return self.windows.get(target.name, target.context_window)
 
 
 def state(*targets: Target, budget: float = 5.0, env: Envelope | None = None, **kw: object) -> RunState:
@@ -508,3 +512,60 @@ def test_a_failing_upstream_receives_at_most_its_budget_and_the_fallback_serves_
         answered += run.result == "ok:b"
     assert answered == callers
     assert a_calls <= callers * 1.1 + 10
+
+
+# -- context windows after an overflow ----------------------------------------------------------
+
+
+def overflow(limit: int | None = None, used: int | None = None, total: bool = False) -> Failure:
+    return Failure(
+        kind=FailureKind.CONTEXT_OVERFLOW,
+        message="400",
+        status=400,
+        window_limit=limit,
+        window_used=used,
+        window_includes_output=total,
+    )
+
+
+def windowed(name: str, window: int | None) -> Target:
+    t = tgt(name)
+    return Target(**{**{f: getattr(t, f) for f in t.__dataclass_fields__}, "context_window": window})
+
+
+@pytest.mark.parametrize(
+    ("failure", "a_window", "need"),
+    [
+        (overflow(4_096, 9_000), None, 9_100),  # input alone: + max_tokens
+        (overflow(4_096, 9_000, total=True), None, 9_000),  # the total requested
+        (overflow(4_096), 4_096, 4_097),  # no count: larger than the window that overflowed
+        (overflow(), None, 50 + 100),  # nothing known: the local estimate
+    ],
+)
+def test_after_an_overflow_the_request_needs_the_providers_count(
+    failure: Failure, a_window: int | None, need: int
+) -> None:
+    s = state(windowed("a", a_window), windowed("b", need - 1), windowed("c", need), windowed("d", None))
+    s.max_tokens, s.input_tokens = 100, lambda t: 50
+    ln = lane(s)
+    failed(s, ln, failure, at=0.1)
+    d = decide(s, ln, Policies(), 0.1)
+    assert isinstance(d, Next) and d.min_window == need
+    s.leave(ln, d)
+    small = decide(s, lane(s, 1), Policies(), 0.1)
+    assert isinstance(small, Next) and (small.reason or "").startswith(f"context window {need - 1} (declared) cannot")
+    assert isinstance(decide(s, lane(s, 2), Policies(), 0.1), Go)  # just large enough
+    assert isinstance(decide(s, lane(s, 3), Policies(), 0.1), Go)  # unknown: tried
+
+
+def test_a_learned_window_counts_as_known_to_the_engine() -> None:
+    s = state(windowed("a", None), windowed("b", None))
+    s.max_tokens = 100
+    ln = lane(s)
+    failed(s, ln, overflow(8_192, 9_631), at=0.1)
+    s.leave(ln, decide(s, ln, Policies(), 0.1))
+    d = decide(s, lane(s, 1), Policies(windows={"b": 9_000}), 0.1)
+    assert d == Next(
+        "context window 9000 (stated by its provider) cannot hold the 9731 tokens this request needs "
+        "(a reported 9631 input tokens (its limit 8192), + max_tokens 100)"
+    )

@@ -262,3 +262,16 @@ def test_a_plain_async_function_is_a_compaction_hook() -> None:
     hook: CompactionHook = drop_all_but_last  # type-checked by mypy: positional parameters
     assert callable(hook)
     _: TokenCounter = EstimateCounter()
+
+
+async def test_an_unknown_window_fits_and_no_provider_count_is_asked() -> None:
+    p = FakeProvider("claude", "anthropic")
+    t = p.target(context_window=None)
+    request = long_request(40_000)
+    r = preflight(t, request, counter_for(t))
+    assert r.fits and r.window is None and r.over == 0 and r.reason is None
+    r = await measure(t, request, transport=FakeNetwork(p))
+    assert r.fits and not r.exact and p.calls == []
+    # a window the provider stated decides like a declared one
+    stated = await measure(t, request, transport=FakeNetwork(p), window=5_000)
+    assert not stated.fits and stated.window == 5_000 and stated.over > 0

@@ -116,3 +116,11 @@ def test_every_dialect_renders_the_repair_after_a_tool_turn(dialect: Dialect) ->
     # every tool call in the history is still answered by its result: nothing unpaired was added
     assert str(turns).count("call_1") >= 2 or dialect is Dialect.GEMINI
     assert "call_2" not in str(turns[:-1])
+
+
+def test_truncation_with_an_unknown_window_grows_within_the_max_output() -> None:
+    req = Request(messages=HISTORY, max_tokens=3000)
+    f = Failure(kind=FailureKind.TRUNCATED, message="cut")
+    fixed = repair_request(req, f, replace(target(), context_window=None), 9_000)
+    assert fixed is not None and fixed.max_tokens == 4000  # the target's max output, not "window - input"
+    assert repair_request(req, f, target(), 9_000) is None  # a known 10,000 window leaves 1,000

@@ -92,7 +92,7 @@ class TargetSpec(_Strict):
     safety_profiles: list[str] = []
     languages: list[str] = []
     capabilities: list[Capability] = [Capability.CHAT]
-    context_window: int = Field(128_000, gt=0)
+    context_window: int | None = Field(None, gt=0)  # None: not declared, i.e. unknown
     max_output_tokens: int = Field(4_096, gt=0)
     price: PriceSpec = PriceSpec()
     limits: LimitsSpec = LimitsSpec()

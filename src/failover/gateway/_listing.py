@@ -44,7 +44,9 @@ def model_listing(gw: Gateway) -> tuple[Handler, Handler]:
             "lifecycle": "active",
         }
         if route.primary:  # what the route's first target takes and gives
-            entry["max_input_tokens"] = route.primary[0].context_window
+            window = gw.router.windows.known(route.primary[0])  # declared, or stated by its provider
+            if window is not None:  # unknown: not said
+                entry["max_input_tokens"] = window
             entry["max_tokens"] = route.primary[0].max_output_tokens
         return entry
 

@@ -79,6 +79,13 @@ class Failure:
     ``retry-after`` or Gemini ``RetryInfo``); ``should_retry`` is ``x-should-retry`` when
     present. ``response`` keeps a 200 body that is still a failure (truncation, refusal),
     so its usage is paid for and reported. ``detail`` is the raw provider text, trimmed.
+
+    A context overflow may say the provider's own numbers: ``window_limit`` is the maximum it
+    stated for the model (its context window), ``window_used`` what it counted for this request;
+    ``window_includes_output`` says whether that count includes the completion the request
+    asked for (``max_tokens``), as in "you requested 5000 tokens (4000 in the messages, 1000 in
+    the completion)", or is the input alone ("prompt is too long: 210000 tokens"). None when
+    the message does not say (a wording failover does not know gives None, never a guess).
     """
 
     kind: FailureKind
@@ -93,6 +100,9 @@ class Failure:
     usage: Usage | None = None
     response: Response | None = field(default=None, repr=False)
     detail: str | None = field(default=None, repr=False)
+    window_limit: int | None = None
+    window_used: int | None = None
+    window_includes_output: bool = False
 
     @property
     def disposition(self) -> Disposition:
@@ -258,7 +268,7 @@ class RouteRecord:
 
 def _plain(value: Any) -> Any:
     if isinstance(value, Failure):
-        return {
+        out = {
             "kind": str(value.kind),
             "phase": str(value.phase) if value.phase else None,
             "message": value.message,
@@ -267,6 +277,11 @@ def _plain(value: Any) -> Any:
             "retry_after": value.retry_after,
             "provider_request_id": value.provider_request_id,
         }
+        if value.kind is FailureKind.CONTEXT_OVERFLOW:  # the provider's own numbers (None: not said)
+            out["window_limit"] = value.window_limit
+            out["window_used"] = value.window_used
+            out["window_includes_output"] = value.window_includes_output
+        return out
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, enum.Enum):

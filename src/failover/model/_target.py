@@ -156,7 +156,9 @@ class Target:
     safety_profiles: frozenset[str] = frozenset()
     languages: frozenset[str] = frozenset()  # empty: any
     capabilities: frozenset[Capability] = frozenset({Capability.CHAT})
-    context_window: int = 128_000
+    # The model's context window (input + output tokens); None: not declared, i.e. unknown (never
+    # assumed to be any size; a provider's overflow error may state it, see policy.WindowBoard).
+    context_window: int | None = None
     max_output_tokens: int = 4_096
     price: Price = Price()
     limits: Limits = Limits()
@@ -188,9 +190,14 @@ class Target:
     def has(self, capability: Capability) -> bool:
         return capability in self.capabilities
 
-    def fits(self, input_tokens: int, max_tokens: int | None) -> bool:
+    def fits(self, input_tokens: int, max_tokens: int | None, window: int | None = None) -> bool:
+        """Whether input + ``max_tokens`` fit ``window`` (default: the declared window). An
+        unknown window (None) fits: only a known one may turn a request away."""
+        limit = window if window is not None else self.context_window
+        if limit is None:
+            return True
         out = max_tokens if max_tokens is not None else 0
-        return input_tokens + out <= self.context_window
+        return input_tokens + out <= limit
 
     def attempt_cap(self) -> float:
         return self.timeouts.total if self.timeouts.total > 0 else math.inf

@@ -20,6 +20,7 @@ from ._deadline import Deadline
 from ._health import HealthBoard, TargetHealth
 from ._ratelimit import LimiterBoard, LimitWaitTooLong, Reservation, TargetLimiter
 from ._selection import Candidate, Plan, contract_violation, embedding_violation, plan, required_capabilities
+from ._windows import WindowBoard, window_of
 
 __all__ = [
     "Backoff",
@@ -48,6 +49,7 @@ __all__ = [
     "TargetHealth",
     "TargetLimiter",
     "Unlimited",
+    "WindowBoard",
     "canary_problems",
     "contract_violation",
     "embedding_violation",
@@ -55,4 +57,5 @@ __all__ = [
     "plan_capacity",
     "render_capacity",
     "required_capabilities",
+    "window_of",
 ]

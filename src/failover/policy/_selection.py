@@ -13,6 +13,7 @@ from ..model import Capability, Envelope, Exclusion, FailureKind, Phase, Request
 from ..model._money import usd
 from ._breaker import BreakerBoard, NoBreakers
 from ._health import HealthBoard
+from ._windows import WindowBoard, window_of
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,18 +59,27 @@ def required_capabilities(route: Route, request: Request, envelope: Envelope) ->
 
 
 def contract_violation(
-    target: Target, route: Route, required: frozenset[Capability], input_tokens: int, max_tokens: int | None
+    target: Target,
+    route: Route,
+    required: frozenset[Capability],
+    input_tokens: int,
+    max_tokens: int | None,
+    windows: WindowBoard | None = None,
 ) -> str | None:
-    """Why ``target`` cannot serve this request under the route's contract, or None."""
+    """Why ``target`` cannot serve this request under the route's contract, or None.
+
+    Its window is the declared one, else the one its provider stated (``windows``); an unknown
+    window turns nothing away (the provider's own answer will say)."""
     if not required <= target.capabilities:
         return "missing capability: " + ", ".join(sorted(c.value for c in required - target.capabilities))
     c = route.contract
-    if c.min_context and target.context_window < c.min_context:
-        return f"context window {target.context_window} < contract minimum {c.min_context}"
-    if not target.fits(input_tokens, max_tokens):
+    window = window_of(target, windows)
+    if c.min_context and window is not None and window < c.min_context:
+        return f"context window {window}{_learned(target, window)} < contract minimum {c.min_context}"
+    if not target.fits(input_tokens, max_tokens, window):
         return (
             f"input ~{input_tokens} + max_tokens {max_tokens or 0} tokens exceeds "
-            f"context window {target.context_window}"
+            f"context window {window}{_learned(target, window)}"
         )
     if max_tokens is not None and max_tokens > target.max_output_tokens:
         return f"max_tokens {max_tokens} exceeds max output {target.max_output_tokens}"
@@ -84,8 +94,20 @@ def contract_violation(
     return None
 
 
+def _learned(target: Target, window: int | None) -> str:
+    """How the window in an exclusion is known, when it is not the declared one."""
+    return (
+        " (stated by its provider in an overflow error)" if window is not None and target.context_window is None else ""
+    )
+
+
 def embedding_violation(
-    target: Target, route: Route, reference: Target, dimensions: int | None, largest_input: int
+    target: Target,
+    route: Route,
+    reference: Target,
+    dimensions: int | None,
+    largest_input: int,
+    windows: WindowBoard | None = None,
 ) -> str | None:
     """Why ``target`` cannot embed for ``route``, or None.
 
@@ -109,9 +131,10 @@ def embedding_violation(
             f"dimensions_differ: {target.name} gives vectors of {got or 'the model default'} dimensions, "
             f"{reference.name} of {want or 'the model default'}"
         )
-    reason = contract_violation(target, route, frozenset(), largest_input, None)
+    reason = contract_violation(target, route, frozenset(), largest_input, None, windows)
     if reason is not None and reason.startswith("input ~"):
-        return f"an input of ~{largest_input} tokens exceeds context window {target.context_window}"
+        window = window_of(target, windows)
+        return f"an input of ~{largest_input} tokens exceeds context window {window}{_learned(target, window)}"
     return reason
 
 
@@ -125,11 +148,14 @@ def plan(
     now: float,
     breakers: BreakerBoard | NoBreakers | None = None,
     violation: Callable[[Target], str | None] | None = None,
+    windows: WindowBoard | None = None,
 ) -> Plan:
     """Order the route's targets into candidates, with a reason for every one left out.
 
     ``violation`` replaces the contract filter (:func:`contract_violation`) for requests of
-    another kind: embeddings (:func:`embedding_violation`)."""
+    another kind: embeddings (:func:`embedding_violation`). ``windows``: the windows providers
+    stated for targets that declare none (a target whose window is known and too small for the
+    request is left out; one whose window is unknown is kept)."""
     required = required_capabilities(route, request, envelope)
     excluded: list[Exclusion] = []
     holds: list[Hold] = []
@@ -139,7 +165,7 @@ def plan(
         kept: list[Target] = []
         for t in targets:
             if violation is None:
-                reason = contract_violation(t, route, required, input_tokens(t), request.max_tokens)
+                reason = contract_violation(t, route, required, input_tokens(t), request.max_tokens, windows)
             else:
                 reason = violation(t)
             if reason is None and tier is Phase.FALLBACK and not envelope.allow_fallback:

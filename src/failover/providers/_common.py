@@ -16,6 +16,7 @@ from ..model import Failure, FailureKind, Response, Target
 from ..model._json import loads
 from ..transport._types import HttpResponse
 from ._headers import HeaderMeta
+from ._window import WindowNumbers, window_numbers
 
 DETAIL_LIMIT = 2_000  # Failure.detail keeps this much of the raw body
 _MESSAGE_LIMIT = 600  # the provider message inside Failure.message
@@ -153,14 +154,28 @@ def error_failure(
     message: str | None,
     request_id: str | None = None,
     retry_after: float | None = None,
+    numbers: WindowNumbers | None = None,
 ) -> Failure:
-    """A Failure for an error response; ``message`` is the provider's own words when known."""
+    """A Failure for an error response; ``message`` is the provider's own words when known.
+
+    A context overflow carries the window and count the provider stated: ``numbers`` when the
+    dialect read them from fields of its own, else what :func:`window_numbers` reads in
+    ``message``."""
     text = redact(message.strip(), target) if message else ""  # redacted whole, then cut
     if not text:
         text = snippet(response.body, target=target) if response.body else "empty body"
     if len(text) > _MESSAGE_LIMIT:
         text = text[:_MESSAGE_LIMIT] + "…"
     label = f"{provider} {response.status}" + (f" {code}" if code else "")
+    said = WindowNumbers()
+    if kind is FailureKind.CONTEXT_OVERFLOW:
+        said = window_numbers(message)
+        if numbers is not None:  # the dialect's own fields win where they say something
+            said = WindowNumbers(
+                numbers.limit if numbers.limit is not None else said.limit,
+                numbers.used if numbers.used is not None else said.used,
+                numbers.includes_output if numbers.used is not None else said.includes_output,
+            )
     return Failure(
         kind=kind,
         message=f"{label}: {text}",
@@ -171,6 +186,9 @@ def error_failure(
         provider_request_id=meta.request_id or request_id,
         rate_limits=meta.rate_limits,
         detail=body_detail(response.body, target),
+        window_limit=said.limit,
+        window_used=said.used,
+        window_includes_output=said.includes_output,
     )
 
 

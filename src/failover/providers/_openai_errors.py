@@ -15,6 +15,7 @@ from ..model import Failure, FailureKind, Target
 from ..transport._types import HttpResponse
 from ._common import CONTEXT_OVERFLOW, as_dict, as_str, error_failure, kind_from_status
 from ._headers import HeaderMeta
+from ._window import numbers_of
 
 __all__ = ["CODE_KINDS", "FILTER_CODES", "TYPE_KINDS", "classify", "openai_error", "status_code"]
 
@@ -138,6 +139,8 @@ def openai_error(provider: str, target: Target, response: HttpResponse, meta: He
         meta=meta,
         code=code or err_type or (str(raw_code) if number is not None else None),
         message=message,
+        # llama.cpp's exceed_context_size_error says its numbers in fields of their own
+        numbers=numbers_of(err.get("n_ctx"), err.get("n_prompt_tokens")) if "n_ctx" in err else None,
     )
 
 

@@ -231,6 +231,7 @@ class Attempts(Preflight):
             stripped=stripped,
         )
         router.health.observe(target, failure, end - start, end)
+        router.windows.learn(target, failure)  # a window the provider stated in an overflow error
         log.debug("attempt %d on %s (%s): %s in %.3fs", attempt.index, target.name, phase, attempt.outcome, end - start)
         if isinstance(outcome, Response):
             checked = checks_anything(request, self.route.contract)

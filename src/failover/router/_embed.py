@@ -101,7 +101,10 @@ class EmbedRun(_Run):
         """The route's embedding candidates that only an input longer than their window keeps out."""
         out = []
         for t in self.route.primary:
-            over = max(self.counts(t)) - t.context_window
+            window = self.router.windows.known(t)
+            if window is None:  # an unknown window keeps nothing out
+                continue
+            over = max(self.counts(t)) - window
             if over > 0 and self.why_not(t) is None:
                 out.append((t, over))
         return out
@@ -123,7 +126,12 @@ class EmbedRun(_Run):
 
     def violation(self, target: Target) -> str | None:
         reason = embedding_violation(
-            target, self.route, self.route.primary[0], self.embed.dimensions, max(self.counts(target))
+            target,
+            self.route,
+            self.route.primary[0],
+            self.embed.dimensions,
+            max(self.counts(target)),
+            self.router.windows,
         )
         return reason or self.why_not(target)
 
@@ -185,6 +193,7 @@ class EmbedRun(_Run):
             contract_ok=True if failure is None else (False if failure.kind is FailureKind.CONTRACT_FAILURE else None),
         )
         router.health.observe(target, failure, end - start, end)
+        router.windows.learn(target, failure)
         if failure is not None:
             return failure
         assert isinstance(outcome, Embeddings) and usage is not None

@@ -117,7 +117,10 @@ class Next:
     short_of_time: bool = False  # left because too little of the deadline remains
     budget_spent: bool = False
     limited: bool = False  # turned away by the client-side rate limiter
-    min_window: int = 0  # after a context overflow: only a larger window may help
+    # after a context overflow: the tokens a window must hold (a known smaller one cannot help),
+    # and where that number comes from (see window_need)
+    min_window: int = 0
+    window_why: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +168,11 @@ class Policies(Protocol):
         """The wait before replay number ``replay`` (0 for the first) after ``failure``."""
         ...
 
+    def window(self, target: Target) -> int | None:
+        """``target``'s known context window: declared, else the one its provider stated in an
+        overflow error (policy.WindowBoard); None when unknown (then it is never skipped for it)."""
+        ...
+
 
 @dataclass(slots=True, kw_only=True)
 class RunState:
@@ -181,7 +189,8 @@ class RunState:
     launched: int = 0  # attempts started or paid for (a slept wait holds one), hedges included
     spent: float = 0.0  # USD, failed attempts included
     repaired: bool = False  # the one repair of this request is used
-    min_window: int = 0
+    min_window: int = 0  # after a context overflow: the tokens a known window must hold
+    window_why: str = ""  # where min_window comes from (the provider's count, or a window)
     pools: set[str] = field(default_factory=set)  # pools this request has deposited into
     # Why the request may come back later: the holds that kept candidates away (until, kind), and
     # per target the earliest moment it may answer again (its own Retry-After, its hold's end);
@@ -227,8 +236,8 @@ class RunState:
         """The engine left the lane's candidate: keep what that says about the request."""
         if lane.tries:
             self.note_end(lane.target.name, lane.failure, lane.failed_at)
-        if d.min_window:
-            self.min_window = max(self.min_window, d.min_window)
+        if d.min_window > self.min_window:
+            self.min_window, self.window_why = d.min_window, d.window_why
         self.short_of_time |= d.short_of_time
         self.budget_spent |= d.budget_spent
         self.limited |= d.limited
@@ -310,7 +319,7 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
         and not env.client_retry
         and env.max_attempts > 0
         and s.deadline_at - now >= t.timeouts.min_useful
-        and t.context_window >= s.min_window
+        and not s.min_window
     ):
         # The request's first attempt, its holds just asked by the selection: the checks below
         # would all pass (nothing is spent, nothing waits, the pool is new to this request).
@@ -326,8 +335,10 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
         if action is Action.STOP:
             return Stop(f.kind, f"{t.name}: {f.message}", stopped=True)
         if action is Action.NEXT:
-            over = t.context_window + 1 if f.kind is FailureKind.CONTEXT_OVERFLOW else 0
-            return Next(min_window=over)
+            if f.kind is FailureKind.CONTEXT_OVERFLOW:
+                tokens, why = window_need(s, t, f, p)
+                return Next(min_window=tokens, window_why=why)
+            return Next()
         if action is Action.REPAIR:
             if not lane.repairing:
                 if s.repaired or lane.no_repair:
@@ -398,8 +409,11 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
             until = s.deadline_at - keep
             quiet = _quiet(s, until - at)
 
-    if not again and t.context_window < s.min_window:
-        return Next(f"context window {t.context_window} is not larger than one that overflowed")
+    if not again and s.min_window:
+        known = p.window(t)
+        if known is not None and known < s.min_window:
+            how = "declared" if t.context_window is not None else "stated by its provider"
+            return Next(f"context window {known} ({how}) cannot hold the {s.min_window} tokens {s.window_why}")
     if env.max_cost is not None:
         est = t.price.cost(s.input_tokens(t), s.max_tokens or 0)
         if s.spent + est > env.max_cost:
@@ -440,7 +454,9 @@ def next_eligible(s: RunState, lane: Lane, p: Policies, now: float, at: float) -
     """The first candidate after ``lane``'s group that could start at ``at`` (asked at ``now``)."""
     for cand in s.candidates[lane.after :]:
         t = cand.target
-        if t.context_window < s.min_window or s.deadline_at - at < t.timeouts.min_useful:
+        if s.deadline_at - at < t.timeouts.min_useful:
+            continue
+        if s.min_window and (known := p.window(t)) is not None and known < s.min_window:
             continue
         h = p.hold(t, now)
         if h is not None and h.until > at + _EPS:
@@ -450,6 +466,26 @@ def next_eligible(s: RunState, lane: Lane, p: Policies, now: float, at: float) -
             continue
         return t
     return None
+
+
+def window_need(s: RunState, t: Target, f: Failure, p: Policies) -> tuple[int, str]:
+    """After ``f``, a context overflow on ``t``: the tokens another candidate's window must hold,
+    and where that number comes from. The provider's own count when it said one (plus the
+    request's max_tokens when it counted the input alone); else a window larger than ``t``'s
+    known one; else the local estimate of input + max_tokens."""
+    out = s.max_tokens or 0
+    stated = f" (its limit {f.window_limit})" if f.window_limit is not None else ""
+    if f.window_used is not None:
+        if f.window_includes_output or not out:
+            return f.window_used, f"{t.name} reported for this request{stated}"
+        return (
+            f.window_used + out,
+            f"this request needs ({t.name} reported {f.window_used} input tokens{stated}, + max_tokens {out})",
+        )
+    known = p.window(t)
+    if known is not None:
+        return known + 1, f"needed after {t.name}'s window of {known} overflowed"
+    return s.input_tokens(t) + out, f"this request needs by the local estimate ({t.name} gave no numbers)"
 
 
 def reserve_for(s: RunState, nxt: Target, p: Policies) -> float:
@@ -535,6 +571,10 @@ def conclude(
     last = failed[-1]
     assert last.failure is not None
     detail = f"last failure on {attempts[-1].target}: {last.failure.label}: {last.failure.message}"
+    if last.failure.kind is FailureKind.CONTEXT_OVERFLOW:  # the candidates no known window could hold
+        small = [f"{e.target}: {e.reason}" for e in excluded if e.reason.startswith("context window")]
+        if small:
+            detail += "; " + "; ".join(small)
     why_not = next((e.reason for e in reversed(excluded) if e.target == last.target and "no replay" in e.reason), None)
     if why_not is not None:  # why it was not tried again, e.g. a Retry-After beyond the deadline
         detail += f"; {why_not}"
@@ -561,4 +601,5 @@ __all__ = [
     "decide",
     "next_eligible",
     "reserve_for",
+    "window_need",
 ]

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ..auth import Authorizers
     from ..ledger import Ledger
     from ..model import Target
-    from ..policy import BreakerBoard, HealthBoard, LimiterBoard, NoBreakers, RetryBudget, Unlimited
+    from ..policy import BreakerBoard, HealthBoard, LimiterBoard, NoBreakers, RetryBudget, Unlimited, WindowBoard
     from ..policy._canary import StatsBoard
     from ..providers import DialectAdapter
     from ..telemetry import Hooks
@@ -34,6 +34,7 @@ class RouterParts(Protocol):
     auth: Authorizers
     retry_budget: RetryBudget | Unlimited
     health: HealthBoard
+    windows: WindowBoard
     breakers: BreakerBoard | NoBreakers
     limiters: LimiterBoard | None
     gates: dict[str, QualityGate]

@@ -4,7 +4,8 @@
       state        the deadline, the RouteRecord being built, the engine's RunState, the
                    Output a streaming caller is shown
       tokens       input_tokens(target): the provider's own count where one was asked for
-                   (near a window), else the target's local count, cached per tokenizer
+                   (near a known window: declared, or stated by the provider), else the
+                   target's local count, cached per tokenizer
       prepare()    the plan (policy.plan: contract filter -> cool-downs, breakers -> ranking),
                    and when nothing fits a window, one compaction of the request and a new plan
 
@@ -99,7 +100,8 @@ class Preflight:
             dialect = self.router.dialect(t)
             if t.name in self._exact or not counts_remotely(t, dialect):
                 continue
-            if near_window(self.local_tokens(t), reserved_output(t, self.request), t.context_window):
+            window = self.router.windows.known(t)  # an unknown window: nothing to be near
+            if window is not None and near_window(self.local_tokens(t), reserved_output(t, self.request), window):
                 groups.setdefault((t.dialect, t.model, t.base_url), []).append(t)
         if not groups or timeout <= 0:
             return
@@ -126,7 +128,10 @@ class Preflight:
         for t in self.route.targets:
             if not required <= t.capabilities or (t not in self.route.primary and not self.env.allow_fallback):
                 continue
-            over = self.input_tokens(t) + reserved_output(t, self.request) - t.context_window
+            window = self.router.windows.known(t)
+            if window is None:  # an unknown window keeps nothing out
+                continue
+            over = self.input_tokens(t) + reserved_output(t, self.request) - window
             if over > 0:
                 out.append((t, over))
         return out
@@ -147,6 +152,7 @@ class Preflight:
             now=self.t0,
             breakers=self.router.breakers,
             violation=violation,
+            windows=self.router.windows,
         )
 
     async def prepare(self) -> Plan:

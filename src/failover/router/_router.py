@@ -61,6 +61,7 @@ from ..policy import (
     NoBreakers,
     RetryBudget,
     Unlimited,
+    WindowBoard,
 )
 from ..policy._breaker import BreakerEvent
 from ..policy._canary import StatsBoard, canary_problems
@@ -135,6 +136,7 @@ class Router:
         ledger: Ledger | None = None,
         hooks: Iterable[Hook] = (),
         auth: Authorizers | None = None,
+        windows: WindowBoard | None = None,
     ) -> None:
         items = routes.values() if isinstance(routes, Mapping) else routes
         self.routes: dict[str, Route] = {r.name: r for r in items}
@@ -148,6 +150,8 @@ class Router:
         self.retry_budget = retry_budget if retry_budget is not None else RetryBudget()
         self.backoff = backoff or Backoff()
         self.health = health or HealthBoard()
+        # The context windows providers stated in overflow errors, for targets that declare none.
+        self.windows = windows if windows is not None else WindowBoard()
         # Circuit breakers per target scope and per key + model; BreakerBoard(config) to tune,
         # NoBreakers() to switch them off.
         self.breakers: BreakerBoard | NoBreakers = breakers if breakers is not None else BreakerBoard()
@@ -390,3 +394,6 @@ class _Policies:
     def backoff(self, failure: Failure, replay: int) -> BackoffDecision:
         r = self.router
         return r.backoff.wait(failure, replay, r.rng)
+
+    def window(self, target: Target) -> int | None:
+        return self.router.windows.known(target)

@@ -54,7 +54,7 @@ class PreflightResult:
 
     tokens: int  # the input tokens the decision used
     max_tokens: int  # the output the request reserves (see reserved_output)
-    window: int
+    window: int | None  # None: the target declares none and none is known: it fits
     fits: bool
     exact: bool  # tokens is the provider's own count
     counter: str  # the name of the counter that counted, or "<dialect> count_tokens"
@@ -62,7 +62,10 @@ class PreflightResult:
 
     @property
     def over(self) -> int:
-        """By how many tokens input plus reserved output exceed the window (0 when it fits)."""
+        """By how many tokens input plus reserved output exceed the window (0 when it fits, or
+        when the window is unknown)."""
+        if self.window is None:
+            return 0
         return max(0, self.tokens + self.max_tokens - self.window)
 
 
@@ -85,24 +88,28 @@ def preflight(
     *,
     exact: int | None = None,
     counted: int | None = None,
+    window: int | None = None,
 ) -> PreflightResult:
     """Whether ``request`` fits ``target``'s context window.
 
     Uses ``exact`` (a provider's count from :func:`count_exactly`) when given, else
     ``counted`` (a count ``counter`` already made: a caller that caches counts, like the
     router, need not count twice), else ``counter.count(request)``. Fits when input +
-    :func:`reserved_output` <= ``context_window``.
+    :func:`reserved_output` <= the window: ``window`` when given (one a provider stated, see
+    :class:`failover.policy.WindowBoard`), else the target's ``context_window``. A target with
+    no known window always fits: an undeclared window is unknown, not small.
     """
     if exact is not None:
         tokens = exact
     else:
         tokens = counted if counted is not None else counter.count(request)
     out = reserved_output(target, request)
-    window = target.context_window
-    fits = tokens + out <= window
+    if window is None:
+        window = target.context_window
+    fits = window is None or tokens + out <= window
     source = f"{target.dialect} count_tokens" if exact is not None else counter.name
     reason = None
-    if not fits:
+    if not fits and window is not None:
         approx = "" if exact is not None else "~"
         reason = (
             f"input {approx}{tokens} ({source}) + max_tokens {out} tokens exceeds "
@@ -121,21 +128,25 @@ async def measure(
     timeout: float = 1.0,  # noqa: ASYNC109 - passed on to count_exactly
     counter: TokenCounter | None = None,
     margin: float = 0.1,
+    window: int | None = None,
 ) -> PreflightResult:
     """Count ``request`` on ``target`` and check the window, asking the provider when useful.
 
     The local count (``counter``, default ``counter_for(target)``) decides, unless it is
     :func:`near_window` and a ``transport`` is given and the target's dialect counts remotely:
     then :func:`count_exactly` is awaited (at most ``timeout`` seconds) and its count decides
-    when it answers.
+    when it answers. ``window``: a window the target's provider stated, for a target that
+    declares none; with no known window nothing is asked (anything fits an unknown window).
     """
     local = counter if counter is not None else counter_for(target)
     estimated = local.count(request)
     exact = None
+    known = window if window is not None else target.context_window
     if (
         transport is not None
-        and near_window(estimated, reserved_output(target, request), target.context_window, margin)
+        and known is not None
+        and near_window(estimated, reserved_output(target, request), known, margin)
         and counts_remotely(target)
     ):
         exact = await count_exactly(target, request, transport, timeout=timeout)
-    return preflight(target, request, local, exact=exact, counted=estimated)
+    return preflight(target, request, local, exact=exact, counted=estimated, window=known)

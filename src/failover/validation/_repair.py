@@ -40,7 +40,9 @@ def repair_request(request: Request, failure: Failure, target: Target, input_tok
     """
     if failure.kind is FailureKind.TRUNCATED:
         current = request.max_tokens or (failure.usage.output_tokens if failure.usage else 0) or 1024
-        room = min(target.max_output_tokens, target.context_window - input_tokens)
+        room = target.max_output_tokens  # an unknown window: the target's max output bounds it
+        if target.context_window is not None:
+            room = min(room, target.context_window - input_tokens)
         larger = min(current * 2, room)
         usage = failure.usage
         thought_out = usage is not None and usage.reasoning_tokens * 2 >= max(usage.output_tokens, 1)
