@@ -378,7 +378,8 @@ class Reply:
         """``after`` events, then the body ends cleanly (a complete HTTP body, the connection
         intact, when the next event was due) with no terminal event: an OpenAI stream without
         its ``data: [DONE]`` (``end_after(10**6)``: every event but the last), an Anthropic one
-        without ``message_stop``. Recorded ``completed``, with the events sent."""
+        without ``message_stop``. Recorded ``completed``, with the events sent. A request that
+        did not ask for a stream gets its whole JSON body (it has no terminal event)."""
         return _make(cls, ReplyKind.END_AFTER, _taken(ReplyKind.END_AFTER, told, _TOLD), after=after)
 
     @classmethod
