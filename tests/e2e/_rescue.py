@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -44,8 +45,8 @@ from failover.model import (
     Unavailable,
     Workflow,
 )
-from failover.router import Router
 from failover.policy import Backoff, BreakerBoard, RetryBudget, StatsBoard
+from failover.router import Router
 from failover.testing import FakeProvider, FakeServer, Reply, Script
 from failover.transport import Http1Transport
 
@@ -123,7 +124,9 @@ FAULTS: dict[str, Fault] = {
         Fault("500 once", lambda: Script.of(Reply.server_error(), default=healthy("a")), BY_EITHER),
         Fault("503 persistent", lambda: Script.always(Reply.overloaded()), RESCUED),
         Fault("reset before headers", lambda: Script.always(Reply.reset()), RESCUED),
-        Fault("silent", lambda: Script.always(Reply.hang()), RESCUED, why="the first attempt's timers eat the deadline"),
+        Fault(
+            "silent", lambda: Script.always(Reply.hang()), RESCUED, why="the first attempt's timers eat the deadline"
+        ),
         Fault(
             "silent 15s then closed",
             lambda: Script.always(Reply.reset(latency=15)),
@@ -179,7 +182,13 @@ SPACING = 4.0  # "outage 60s": one request every 4 s
 
 CLIENTS = ("library stream", "library complete", "openai chat", "anthropic messages", "openai responses")
 # The SDK subset beyond the openai chat stream: one fault of each family
-SDK_SUBSET = ("503 persistent", "silent", "cut after 40 of 60", "overflow, fallback window undeclared", "content filter")
+SDK_SUBSET = (
+    "503 persistent",
+    "silent",
+    "cut after 40 of 60",
+    "overflow, fallback window undeclared",
+    "content filter",
+)
 
 
 def cells() -> list[tuple[str, str]]:
@@ -250,7 +259,9 @@ def route_of(a: FakeProvider, b: FakeProvider, srv: FakeServer, fault: Fault, ov
 
 
 @contextlib.asynccontextmanager
-async def rig(fault: Fault, overrides: Mapping[str, Any]) -> AsyncIterator[tuple[FakeProvider, FakeProvider, Router, Records]]:
+async def rig(
+    fault: Fault, overrides: Mapping[str, Any]
+) -> AsyncIterator[tuple[FakeProvider, FakeProvider, Router, Records]]:
     a = FakeProvider("a", "openai", fault.script(), model=MODELS["a"])
     b = FakeProvider("b", "openai", Script.always(healthy("b")), model=MODELS["b"])
     async with FakeServer(a, b) as srv:
@@ -559,7 +570,7 @@ def _judge_calls(r: CellResult, e: Expect) -> list[str]:
         if got > most * n:
             out.append(f"{name} received {got} requests (at most {most * n})")
     a = r.calls["a"]
-    gaps = [t2 - t1 for t1, t2 in zip(a, a[1:], strict=False)]
+    gaps = [t2 - t1 for t1, t2 in itertools.pairwise(a)]
     if e.min_gap_a and gaps and min(gaps) < e.min_gap_a - 1e-6:
         out.append(f"a was called again {min(gaps):.3f} s after a Retry-After of {e.min_gap_a:g} s")
     return out

@@ -60,15 +60,14 @@ async def test_missing_done_is_complete_to_the_openai_sdk() -> None:
     takes a stream that ends after its finish and usage chunks without ``data: [DONE]`` as
     the whole answer (no exception, every chunk, finish_reason stop)."""
     a = FakeProvider("a", "openai", [Reply.end_after(10**6, **told("a"))], model=MODELS["a"])
-    async with FakeServer(a) as srv:
-        async with openai.AsyncOpenAI(base_url=srv.base_url_for(a), api_key="sk-test") as oc:
-            chunks = await oc.chat.completions.create(
-                model=MODELS["a"],
-                messages=[{"role": "user", "content": "hi"}],
-                stream=True,
-                stream_options={"include_usage": True},
-            )
-            got = [c async for c in chunks]
+    async with FakeServer(a) as srv, openai.AsyncOpenAI(base_url=srv.base_url_for(a), api_key="sk-test") as oc:
+        chunks = await oc.chat.completions.create(
+            model=MODELS["a"],
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        got = [c async for c in chunks]
     assert a.calls[0].events_sent == CHUNKS + 3  # role, 60 words, finish, usage: no [DONE]
     assert "".join(c.choices[0].delta.content or "" for c in got if c.choices) == text_of("a")
     assert [c.choices[0].finish_reason for c in got if c.choices][-1] == "stop"

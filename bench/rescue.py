@@ -1,0 +1,245 @@
+"""Rescue under common provider faults: the rescue fault matrix at DEFAULT settings, counted.
+
+    .venv/bin/python bench/rescue.py                      # the matrix (library, gateway) + the hold's TTFT cost
+    .venv/bin/python bench/rescue.py --quick              # the matrix, and 2 s of TTFT traffic
+    .venv/bin/python bench/rescue.py --no-ttft --clients library
+    .venv/bin/python bench/rescue.py --faults silent,"cut after 40 of 60" --detail
+
+Part 1, the matrix. The cells of tests/e2e/test_rescue_matrix.py (set-up, faults and checks in
+tests/e2e/_rescue.py, imported from there: one definition of each cell): one route, primary =
+the faulty upstream model, approved fallback = a healthy model on the same OpenAI-compatible
+fake server over real loopback HTTP; default Target timeouts (connect 5 / first_event 30 /
+idle 30 / total 60 s) and attempts (2 per target), default Router policies, a 30 s deadline;
+streamed requests. "library" is ``Router.stream``; "gateway" is ``failover serve``'s app
+(uvicorn in the same loop) called by the official openai SDK at its default settings
+(``chat.completions.create(stream=True)``). On a looptime virtual clock: a 30 s deadline costs
+well under a second. Each cell is counted as
+
+* rescued: the complete answer (60 chunks of one model's text exactly once, one response id,
+  the answering model in ``model``, a RouteRecord that says so) within the deadline;
+* clean error: the typed failure the cell demands (a context overflow no fallback can take, a
+  content filter), quickly, with no text and no call to the fallback;
+* wrong: anything else (a wrong or spliced answer, a cut stream, a failure where a rescue was
+  possible, over the deadline, the wrong ``model``, extra upstream requests).
+
+Part 2, the commit point's cost. A healthy streamed route (60 chunks at 50 tokens/s from a
+loopback FakeServer), Poisson arrivals at ``--rps`` (100/s) for ``--seconds``, through
+``Router.stream``, in REAL time: time to first token (send -> first text delta) at p50 and
+p99, with the route's default hold and with ``hold_tokens=0, hold_seconds=0``, in the same run
+on the same arrival times; the ratio default / hold 0. On a tree whose Route has no
+``hold_tokens`` yet, only the default is measured (and said so).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import math
+import random
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import looptime
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the matrix lives in tests/e2e/_rescue.py
+
+from tests.e2e._rescue import CAPS, FAULTS, MissingKnob, healthy, judge, run_cell, verdict
+
+from failover.model import Envelope, Price, Request, Route, TextDelta
+from failover.policy import Backoff, BreakerBoard, RetryBudget
+from failover.router import Router
+from failover.testing import FakeProvider, FakeServer, Script
+from failover.transport import Http1Transport
+
+CLIENT_OF = {"library": "library stream", "gateway": "openai chat"}
+KINDS = ("rescued", "clean error", "wrong")
+
+
+# -- part 1: the matrix --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Cell:
+    fault: str
+    client: str
+    verdict: str
+    problems: list[str]
+    wall: float
+
+
+def run_matrix(faults: Sequence[str], clients: Sequence[str], overrides: Mapping[str, Any]) -> list[Cell]:
+    out = []
+    for f in faults:
+        for c in clients:
+            loop = looptime.new_event_loop(start=0.0, noop_cycles=200)  # real sockets: let I/O land first
+            w0 = time.perf_counter()
+            try:
+                result = loop.run_until_complete(run_cell(f, CLIENT_OF[c], overrides))
+            except MissingKnob as exc:
+                out.append(Cell(f, c, "wrong", [str(exc)], 0.0))
+                continue
+            finally:
+                loop.close()
+            problems = judge(result)
+            out.append(Cell(f, c, verdict(result, problems), problems, time.perf_counter() - w0))
+    return out
+
+
+def report_matrix(cells: list[Cell], clients: Sequence[str], detail: bool) -> None:
+    print("| fault | " + " | ".join(clients) + " | what went wrong (first problem) |")
+    print("|---|" + "---|" * len(clients) + "---|")
+    for f in dict.fromkeys(c.fault for c in cells):
+        row = {c.client: c for c in cells if c.fault == f}
+        first = next((f"{c.client}: {c.problems[0]}" for c in row.values() if c.problems), "")
+        print(f"| {f} | " + " | ".join(row[c].verdict for c in clients) + f" | {first[:110]} |")
+    totals = []
+    for client in clients:
+        mine = [c for c in cells if c.client == client]
+        totals.append(f"{client} " + "/".join(str(sum(c.verdict == k for c in mine)) for k in KINDS))
+    print()
+    print(f"rescued / clean error / wrong: {', '.join(totals)}")
+    if detail:
+        for c in cells:
+            for p in c.problems:
+                print(f"  {c.client} | {c.fault}: {p}")
+
+
+# -- part 2: the hold's cost in time to first token ------------------------------------------------
+
+
+def arrivals(rps: float, seconds: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    while True:
+        t += rng.expovariate(rps)
+        if t >= seconds:
+            return out
+        out.append(t)
+
+
+async def ttft(times: Sequence[float], overrides: Mapping[str, Any]) -> tuple[list[float], int]:
+    """Time to first text delta of each request (real seconds), and how many failed."""
+    p = FakeProvider("h", "openai", Script.always(healthy("a")), model="model-a")
+    async with FakeServer(p) as srv:
+        target = srv.target_for(
+            p,
+            model="model-a",
+            capabilities=CAPS,
+            price=Price(input_per_mtok=1.0, output_per_mtok=2.0),
+            tokenizer="estimate",
+        )
+        route = Route(name="chat", primary=(target,), **dict(overrides))
+        router = Router(
+            [route], transport=Http1Transport(), retry_budget=RetryBudget(), breakers=BreakerBoard(), backoff=Backoff()
+        )
+        loop = asyncio.get_running_loop()
+        got: list[float] = []
+        failed = 0
+
+        async def one(at: float, t0: float) -> None:
+            nonlocal failed
+            await asyncio.sleep(max(0.0, t0 + at - loop.time()))
+            s0 = loop.time()
+            first = None
+            try:
+                async with router.stream("chat", Request.simple("hi"), Envelope(budget=30)) as s:
+                    async for ev in s:
+                        if first is None and isinstance(ev, TextDelta):
+                            first = loop.time() - s0
+            except Exception:
+                failed += 1
+                return
+            if first is None:
+                failed += 1
+            else:
+                got.append(first)
+
+        t0 = loop.time()
+        await asyncio.gather(*(one(at, t0) for at in times))
+        await router.aclose()
+    return got, failed
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
+
+def run_ttft(rps: float, seconds: float, seed: int) -> None:
+    times = arrivals(rps, seconds, seed)
+    fields = {f.name for f in dataclasses.fields(Route)}
+    variants: list[tuple[str, dict[str, Any]]] = [("default hold", {})]
+    if {"hold_tokens", "hold_seconds"} <= fields:
+        variants.append(("hold_tokens=0", {"hold_tokens": 0, "hold_seconds": 0}))
+    print(
+        f"Healthy streamed route (60 chunks at 50 tokens/s, loopback FakeServer), Router.stream, "
+        f"{len(times)} Poisson arrivals at {rps:g}/s over {seconds:g} s, real time, seed {seed}"
+    )
+    print()
+    print("| variant | requests | failed | TTFT p50 ms | TTFT p99 ms | wall s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    measured: dict[str, tuple[float, float]] = {}
+    for label, overrides in variants:
+        w0 = time.perf_counter()
+        got, failed = asyncio.run(ttft(times, overrides))
+        wall = time.perf_counter() - w0
+        if not got:
+            print(f"| {label} | {len(times)} | {failed} | - | - | {wall:.1f} |")
+            continue
+        p50, p99 = pct(got, 0.5), pct(got, 0.99)
+        measured[label] = (p50, p99)
+        print(f"| {label} | {len(times)} | {failed} | {p50 * 1000:.1f} | {p99 * 1000:.1f} | {wall:.1f} |")
+    print()
+    if len(measured) == 2:
+        (d50, d99), (z50, z99) = measured["default hold"], measured["hold_tokens=0"]
+        print(f"default hold / hold 0: p50 x{d50 / z50:.2f}, p99 x{d99 / z99:.2f}")
+    else:
+        print("default hold / hold 0: n/a (Route has no hold_tokens / hold_seconds on this tree: fix (a) not merged)")
+
+
+def number(text: str) -> int | float:
+    value = float(text)
+    return int(value) if value.is_integer() and "." not in text else value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", default="library,gateway", help="comma-separated: library, gateway")
+    parser.add_argument("--faults", default="", help="comma-separated fault names (default: all)")
+    parser.add_argument("--detail", action="store_true", help="print every problem of every cell")
+    parser.add_argument("--no-matrix", dest="matrix", action="store_false", help="part 2 only")
+    parser.add_argument("--no-ttft", dest="ttft", action="store_false", help="part 1 only")
+    parser.add_argument("--rps", type=float, default=100.0, help="part 2: arrivals per second (default 100)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="part 2: seconds of arrivals (default 5)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="part 2 for 2 s only")
+    parser.add_argument(
+        "--route", default="", help="Route overrides for part 1, e.g. hold_tokens=0,fallback_reserve=0 (numbers)"
+    )
+    args = parser.parse_args()
+    logging.getLogger("failover.gateway").setLevel(logging.ERROR)  # "gateway is OPEN", once per cell
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    faults = [f.strip() for f in args.faults.split(",") if f.strip()] or list(FAULTS)
+    unknown = [f for f in faults if f not in FAULTS] + [c for c in clients if c not in CLIENT_OF]
+    if unknown:
+        parser.error(f"unknown: {unknown}; faults are {list(FAULTS)}")
+    overrides = {k: number(v) for k, v in (kv.split("=", 1) for kv in args.route.split(",") if kv)}
+    if args.matrix:
+        shown = f" with {overrides}" if overrides else " at defaults"
+        print(f"Rescue matrix{shown}: deadline 30 s, default timeouts and attempts, streamed requests")
+        print()
+        w0 = time.perf_counter()
+        report_matrix(run_matrix(faults, clients, overrides), clients, args.detail)
+        print(f"({time.perf_counter() - w0:.1f} s wall)")
+        print()
+    if args.ttft:
+        run_ttft(args.rps, 2.0 if args.quick else args.seconds, args.seed)
+
+
+if __name__ == "__main__":
+    main()
