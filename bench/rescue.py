@@ -72,6 +72,15 @@ class Cell:
     wall: float
 
 
+def close(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what the cell left behind (the gateway's delayed clean-ups), then close."""
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.close()
+
+
 def run_matrix(faults: Sequence[str], clients: Sequence[str], overrides: Mapping[str, Any]) -> list[Cell]:
     out = []
     for f in faults:
@@ -84,7 +93,7 @@ def run_matrix(faults: Sequence[str], clients: Sequence[str], overrides: Mapping
                 out.append(Cell(f, c, "wrong", [str(exc)], 0.0))
                 continue
             finally:
-                loop.close()
+                close(loop)
             problems = judge(result)
             out.append(Cell(f, c, verdict(result, problems), problems, time.perf_counter() - w0))
     return out

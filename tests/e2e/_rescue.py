@@ -290,15 +290,20 @@ async def run_cell(
     overrides: Mapping[str, Any] | None = None,
     *,
     fallback: Mapping[str, Any] | None = None,
+    envelope: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> CellResult:
     """Play one cell on the running loop (virtual time in the tests and the bench).
-    ``overrides``: Route fields; ``fallback``: the fallback Target's fields."""
+    ``overrides``: Route fields; ``fallback``: the fallback Target's fields; ``envelope``: the
+    library's Envelope fields; ``headers``: extra headers every SDK request carries.
+    A Route or Envelope field this tree does not have raises :class:`MissingKnob`."""
     fault = FAULTS[fault_name]
+    env = _envelope(envelope or {})
     if fallback:
         fault = dataclasses.replace(fault, fallback={**fault.fallback, **fallback})
     overrides = dict(overrides or {})
     loop = asyncio.get_running_loop()
-    async with rig(fault, overrides) as (a, b, router, records), caller_for(router, client) as one:
+    async with rig(fault, overrides) as (a, b, router, records), caller_for(router, client, env, headers or {}) as one:
         t0 = loop.time()
         seen: list[Seen] = []
         timer = None
@@ -328,21 +333,34 @@ def _messages() -> Any:
     return [{"role": "user", "content": "hi"}]
 
 
+def _envelope(fields: Mapping[str, Any]) -> Callable[[], Envelope]:
+    """A fresh Envelope per request (its own request id): the 30 s budget and ``fields``."""
+    known = {f.name for f in dataclasses.fields(Envelope)}
+    missing = sorted(set(fields) - known)
+    if missing:
+        raise MissingKnob(f"Envelope has no field {', '.join(missing)} on this tree: that fix is not merged yet")
+    return lambda: Envelope(budget=DEADLINE, **dict(fields))
+
+
 @contextlib.asynccontextmanager
-async def caller_for(router: Router, client: str) -> AsyncIterator[Caller]:
+async def caller_for(
+    router: Router, client: str, env: Callable[[], Envelope], headers: Mapping[str, str]
+) -> AsyncIterator[Caller]:
     if client == "library stream":
-        yield lambda: _library_stream(router)
+        yield lambda: _library_stream(router, env)
         return
     if client == "library complete":
-        yield lambda: _library_complete(router)
+        yield lambda: _library_complete(router, env)
         return
     async with gateway(router, deadline_ms=int(DEADLINE * 1000)) as gw:
         if client == "anthropic messages":
             root = gw.base_url.removesuffix("/v1")
-            async with anthropic.AsyncAnthropic(base_url=root, api_key="unused-on-an-open-gateway") as ac:
+            async with anthropic.AsyncAnthropic(
+                base_url=root, api_key="unused-on-an-open-gateway", default_headers=dict(headers)
+            ) as ac:
                 yield lambda: _anthropic_messages(ac)
             return
-        async with gw.openai() as oc:  # DEFAULT settings
+        async with gw.openai(default_headers=dict(headers)) as oc:  # DEFAULT settings
             yield (lambda: _openai_chat(oc)) if client == "openai chat" else (lambda: _openai_responses(oc))
 
 
@@ -350,11 +368,11 @@ def _now() -> float:
     return asyncio.get_running_loop().time()
 
 
-async def _library_stream(router: Router) -> Seen:
+async def _library_stream(router: Router, env: Callable[[], Envelope]) -> Seen:
     s0 = _now()
     seen = Seen(start=s0, elapsed=0.0)
     try:
-        async with router.stream(ROUTE, Request.simple("hi"), Envelope(budget=DEADLINE)) as s:
+        async with router.stream(ROUTE, Request.simple("hi"), env()) as s:
             async for ev in s:
                 if isinstance(ev, TextDelta):
                     seen.text += ev.text
@@ -376,11 +394,11 @@ async def _library_stream(router: Router) -> Seen:
     return seen
 
 
-async def _library_complete(router: Router) -> Seen:
+async def _library_complete(router: Router, env: Callable[[], Envelope]) -> Seen:
     s0 = _now()
     seen = Seen(start=s0, elapsed=0.0)
     try:
-        r = await router.complete(ROUTE, Request.simple("hi"), Envelope(budget=DEADLINE))
+        r = await router.complete(ROUTE, Request.simple("hi"), env())
         seen.text = r.text
         seen.ids.add(r.response_id or "?")
         if r.model:

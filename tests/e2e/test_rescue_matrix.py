@@ -40,10 +40,17 @@ from ._rescue import (
 pytestmark = [pytest.mark.looptime(noop_cycles=200), pytest.mark.e2e]
 
 
-async def play(fault: str, client: str, fallback: dict[str, Any] | None = None, **overrides: Any) -> CellResult:
+async def play(
+    fault: str,
+    client: str,
+    fallback: dict[str, Any] | None = None,
+    envelope: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+    **overrides: Any,
+) -> CellResult:
     """The cell, or a clear failure when an override names a knob this tree lacks."""
     try:
-        return await run_cell(fault, client, overrides, fallback=fallback)
+        return await run_cell(fault, client, overrides, fallback=fallback, envelope=envelope, headers=headers)
     except MissingKnob as exc:
         pytest.fail(f"{fault} | {client} with {overrides}: {exc}")
 
@@ -100,11 +107,18 @@ async def test_the_matrix_sees_each_fix_broken() -> None:
     no_reserve = await play("silent", "library stream", fallback_reserve=0)
     assert any("no complete answer" in p for p in judge(no_reserve)), judge(no_reserve)
 
-    # (a) no hold window: the early cut is shown, then partial (needs Route.hold_tokens)
-    no_hold = await play("cut after 40 of 60", "library stream", hold_tokens=0, hold_seconds=0)
-    assert any("partial_output" in p or "no complete answer" in p for p in judge(no_hold)), judge(no_hold)
-    no_hold_gw = await play("cut after 40 of 60", "openai chat", hold_tokens=0, hold_seconds=0)
-    assert judge(no_hold_gw), "a cut stream through the gateway with no hold window was judged rescued"
+    # (a) no hold window: the early cut is shown, then partial. As a gateway header first
+    # (an unknown header is ignored on a tree without the fix: the cell then fails as it does
+    # at defaults; with the fix, the header must turn the hold off), then as the Route's and
+    # the Envelope's fields (a tree without them fails here, clearly: MissingKnob).
+    off = {"x-failover-hold-tokens": "0", "x-failover-hold-seconds": "0"}
+    no_hold_gw = await play("cut after 40 of 60", "openai chat", headers=off)
+    assert any("no complete answer" in p for p in judge(no_hold_gw)), judge(no_hold_gw)
+    zero = {"hold_tokens": 0, "hold_seconds": 0}
+    no_hold = await play("cut after 40 of 60", "library stream", **zero)
+    assert any("partial_output" in p for p in judge(no_hold)), judge(no_hold)
+    no_hold_env = await play("cut after 40 of 60", "library stream", envelope=zero)
+    assert any("partial_output" in p for p in judge(no_hold_env)), judge(no_hold_env)
 
 
 def test_every_fault_and_client_is_a_cell() -> None:
