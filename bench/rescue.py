@@ -77,7 +77,11 @@ def close(loop: asyncio.AbstractEventLoop) -> None:
     pending = asyncio.all_tasks(loop)
     for task in pending:
         task.cancel()
-    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+    async def drain() -> None:
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    loop.run_until_complete(drain())
     loop.close()
 
 
