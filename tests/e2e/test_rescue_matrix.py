@@ -37,7 +37,7 @@ from ._rescue import (
     told,
 )
 
-pytestmark = [pytest.mark.looptime(noop_cycles=200), pytest.mark.e2e]
+pytestmark = [pytest.mark.looptime(noop_cycles=50), pytest.mark.e2e]
 
 
 async def play(
