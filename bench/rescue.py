@@ -37,6 +37,7 @@ import asyncio
 import dataclasses
 import logging
 import math
+import multiprocessing
 import random
 import sys
 import time
@@ -135,46 +136,65 @@ def arrivals(rps: float, seconds: float, seed: int) -> list[float]:
         out.append(t)
 
 
-async def ttft(times: Sequence[float], overrides: Mapping[str, Any]) -> tuple[list[float], int]:
-    """Time to first text delta of each request (real seconds), and how many failed."""
-    p = FakeProvider("h", "openai", Script.always(healthy("a")), model="model-a")
-    async with FakeServer(p) as srv:
-        target = srv.target_for(
-            p,
-            model="model-a",
-            capabilities=CAPS,
-            price=Price(input_per_mtok=1.0, output_per_mtok=2.0),
-            tokenizer="estimate",
-        )
-        route = Route(name="chat", primary=(target,), **dict(overrides))
-        router = Router(
-            [route], transport=Http1Transport(), retry_budget=RetryBudget(), breakers=BreakerBoard(), backoff=Backoff()
-        )
-        loop = asyncio.get_running_loop()
-        got: list[float] = []
-        failed = 0
+HOLD_OFF = {"hold_tokens": 0, "hold_seconds": 0}
 
-        async def one(at: float, t0: float) -> None:
-            nonlocal failed
-            await asyncio.sleep(max(0.0, t0 + at - loop.time()))
-            s0 = loop.time()
-            first = None
-            try:
-                async with router.stream("chat", Request.simple("hi"), Envelope(budget=30)) as s:
-                    async for ev in s:
-                        if first is None and isinstance(ev, TextDelta):
-                            first = loop.time() - s0
-            except Exception:
-                failed += 1
-                return
-            if first is None:
-                failed += 1
-            else:
-                got.append(first)
 
-        t0 = loop.time()
-        await asyncio.gather(*(one(at, t0) for at in times))
-        await router.aclose()
+def serve_upstream(urls: Any) -> None:
+    """The healthy upstream in its own process (its own core): a FakeServer until terminated."""
+
+    async def serve() -> None:
+        p = FakeProvider("h", "openai", Script.always(healthy("a")), model="model-a")
+        async with FakeServer(p) as srv:
+            urls.put(srv.api_url_for(p))
+            await asyncio.Event().wait()
+
+    asyncio.run(serve())
+
+
+async def ttft(times: Sequence[float], hold_off: bool, url: str) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Time to first text delta (real seconds) per route, and the failures: arrivals alternate
+    between the route at its default hold and the one with ``HOLD_OFF`` (the same route again
+    when the tree has no hold knob), so both see the same load on the same loop. The upstream
+    at ``url`` runs in another process."""
+    target = FakeProvider("h", "openai").target(
+        "model-a",
+        base_url=url,
+        capabilities=CAPS,
+        price=Price(input_per_mtok=1, output_per_mtok=2),
+        tokenizer="estimate",
+    )
+    routes = [
+        Route(name="held", primary=(target,)),
+        Route(name="off", primary=(target,), **(HOLD_OFF if hold_off else {})),
+    ]
+    router = Router(
+        routes, transport=Http1Transport(), retry_budget=RetryBudget(), breakers=BreakerBoard(), backoff=Backoff()
+    )
+    loop = asyncio.get_running_loop()
+    got: dict[str, list[float]] = {"held": [], "off": []}
+    failed = {"held": 0, "off": 0}
+
+    async def one(i: int, at: float, t0: float) -> None:
+        route = "held" if i % 2 == 0 else "off"
+        await asyncio.sleep(max(0.0, t0 + at - loop.time()))
+        s0 = loop.time()
+        first = None
+        try:
+            async with router.stream(route, Request.simple("hi"), Envelope(budget=30)) as s:
+                async for ev in s:
+                    if first is None and isinstance(ev, TextDelta):
+                        first = loop.time() - s0
+        except Exception:
+            failed[route] += 1
+            return
+        if first is None:
+            failed[route] += 1
+        else:
+            got[route].append(first)
+
+    t0 = loop.time()
+    await asyncio.gather(*(one(i, at, t0) for i, at in enumerate(times)))
+    await router.aclose()
     return got, failed
 
 
@@ -185,34 +205,40 @@ def pct(values: Sequence[float], q: float) -> float:
 
 def run_ttft(rps: float, seconds: float, seed: int) -> None:
     times = arrivals(rps, seconds, seed)
-    fields = {f.name for f in dataclasses.fields(Route)}
-    variants: list[tuple[str, dict[str, Any]]] = [("default hold", {})]
-    if {"hold_tokens", "hold_seconds"} <= fields:
-        variants.append(("hold_tokens=0", {"hold_tokens": 0, "hold_seconds": 0}))
+    hold_off = {"hold_tokens", "hold_seconds"} <= {f.name for f in dataclasses.fields(Route)}
     print(
         f"Healthy streamed route (60 chunks at 50 tokens/s, loopback FakeServer), Router.stream, "
-        f"{len(times)} Poisson arrivals at {rps:g}/s over {seconds:g} s, real time, seed {seed}"
+        f"{len(times)} Poisson arrivals at {rps:g}/s over {seconds:g} s alternating between the two "
+        f"variants, real time, seed {seed}"
     )
     print()
-    print("| variant | requests | failed | TTFT p50 ms | TTFT p99 ms | wall s |")
-    print("|---|---:|---:|---:|---:|---:|")
-    measured: dict[str, tuple[float, float]] = {}
-    for label, overrides in variants:
+    urls: Any = multiprocessing.Queue()
+    server = multiprocessing.Process(target=serve_upstream, args=(urls,), daemon=True)
+    server.start()
+    try:
         w0 = time.perf_counter()
-        got, failed = asyncio.run(ttft(times, overrides))
+        got, failed = asyncio.run(ttft(times, hold_off, urls.get(timeout=30)))
         wall = time.perf_counter() - w0
-        if not got:
-            print(f"| {label} | {len(times)} | {failed} | - | - | {wall:.1f} |")
-            continue
-        p50, p99 = pct(got, 0.5), pct(got, 0.99)
-        measured[label] = (p50, p99)
-        print(f"| {label} | {len(times)} | {failed} | {p50 * 1000:.1f} | {p99 * 1000:.1f} | {wall:.1f} |")
+    finally:
+        server.terminate()
+        server.join()
+    labels = {"held": "default hold", "off": "hold_tokens=0" if hold_off else "default hold (again: no hold knob)"}
+    print("| variant | requests | failed | TTFT p50 ms | TTFT p99 ms |")
+    print("|---|---:|---:|---:|---:|")
+    for key, label in labels.items():
+        v = got[key]
+        shown = f"{pct(v, 0.5) * 1000:.1f} | {pct(v, 0.99) * 1000:.1f}" if v else "- | -"
+        print(f"| {label} | {len(v) + failed[key]} | {failed[key]} | {shown} |")
     print()
-    if len(measured) == 2:
-        (d50, d99), (z50, z99) = measured["default hold"], measured["hold_tokens=0"]
-        print(f"default hold / hold 0: p50 x{d50 / z50:.2f}, p99 x{d99 / z99:.2f}")
+    if hold_off and got["held"] and got["off"]:
+        r50 = pct(got["held"], 0.5) / pct(got["off"], 0.5)
+        r99 = pct(got["held"], 0.99) / pct(got["off"], 0.99)
+        print(f"default hold / hold 0: p50 x{r50:.2f}, p99 x{r99:.2f} ({wall:.1f} s wall)")
     else:
-        print("default hold / hold 0: n/a (Route has no hold_tokens / hold_seconds on this tree: fix (a) not merged)")
+        print(
+            "default hold / hold 0: n/a (Route has no hold_tokens / hold_seconds on this tree: fix (a) "
+            f"not merged) ({wall:.1f} s wall)"
+        )
 
 
 def number(text: str) -> int | float:
