@@ -109,7 +109,7 @@ class Fault:
     expect: Expect
     fallback: Mapping[str, Any] = field(default_factory=dict)  # B's target overrides
     requests: int = 1
-    why: str = ""  # what the benchmark saw today, for the report
+    fallback_provider: Mapping[str, Any] = field(default_factory=dict)  # B's FakeProvider options
 
 
 RESCUED = Expect()
@@ -124,22 +124,26 @@ FAULTS: dict[str, Fault] = {
         Fault("500 once", lambda: Script.of(Reply.server_error(), default=healthy("a")), BY_EITHER),
         Fault("503 persistent", lambda: Script.always(Reply.overloaded()), RESCUED),
         Fault("reset before headers", lambda: Script.always(Reply.reset()), RESCUED),
-        Fault(
-            "silent", lambda: Script.always(Reply.hang()), RESCUED, why="the first attempt's timers eat the deadline"
-        ),
+        Fault("silent", lambda: Script.always(Reply.hang()), RESCUED),
         Fault(
             "silent 15s then closed",
             lambda: Script.always(Reply.reset(latency=15)),
             RESCUED,
-            why="replayed: the fallback starts at 30 s",
         ),
         Fault(
             "first token after 20s",
             lambda: Script.always(Reply.stall_before_first(20, **told("a"))),
             BY_EITHER,
-            why="waited for",
         ),
         Fault("cut after 40 of 60", lambda: Script.always(Reply.drop_after(after_chunks(40), **told("a"))), RESCUED),
+        # continuing the cut answer as an assistant prefill is refused by this fallback (400):
+        # the rescue must still be one whole answer, with one request to the fallback
+        Fault(
+            "cut after 40, fallback refuses prefill",
+            lambda: Script.always(Reply.drop_after(after_chunks(40), **told("a"))),
+            RESCUED,
+            fallback_provider={"prefill": False},
+        ),
         Fault("cut after 5 of 60", lambda: Script.always(Reply.drop_after(after_chunks(5), **told("a"))), RESCUED),
         Fault("stall after 20", lambda: Script.always(Reply.stall_after(after_chunks(20), None, **told("a"))), RESCUED),
         Fault(
@@ -263,7 +267,7 @@ async def rig(
     fault: Fault, overrides: Mapping[str, Any]
 ) -> AsyncIterator[tuple[FakeProvider, FakeProvider, Router, Records]]:
     a = FakeProvider("a", "openai", fault.script(), model=MODELS["a"])
-    b = FakeProvider("b", "openai", Script.always(healthy("b")), model=MODELS["b"])
+    b = FakeProvider("b", "openai", Script.always(healthy("b")), model=MODELS["b"], **fault.fallback_provider)
     async with FakeServer(a, b) as srv:
         records = Records()
         router = Router(
