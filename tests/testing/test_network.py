@@ -246,3 +246,15 @@ async def test_many_calls_are_cheap() -> None:
     assert resp.status == 200
     assert len(p.calls) == 2000
     assert loop.time() - start < 5  # generous: ~0.1 s on a laptop
+
+
+@pytest.mark.parametrize("dialect", [Dialect.OPENAI, Dialect.ANTHROPIC])
+async def test_a_provider_without_prefill_refuses_a_conversation_ending_with_the_assistant(dialect: Dialect) -> None:
+    p = FakeProvider("p", dialect, prefill=False)
+    turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "The answer is"}]
+    refused = await send(p, messages=turns)
+    answered = await send(p)  # ends with the user's turn
+    assert refused.status == 400 and "does not support assistant message prefill" in refused.body.decode()
+    assert answered.status == 200
+    assert [c.scripted for c in p.calls] == [False, True] and p.position == 1
+    assert (await send(FakeProvider("q", dialect), messages=turns)).status == 200  # the default accepts it

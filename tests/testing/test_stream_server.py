@@ -145,6 +145,19 @@ async def test_drop_after_is_an_incomplete_chunked_body() -> None:
     assert call.disconnected_at is not None and call.disconnected_at - call.time == pytest.approx(1.0, abs=1e-3)
 
 
+async def test_end_after_is_a_complete_body_without_the_terminal_event() -> None:
+    p = FakeProvider("p", OA, [Reply.end_after(10**6, text=TEXT, chunk_interval=0.5)])
+    got: list[tuple[float, bytes]] = []
+    async with FakeServer(p) as srv, httpx.AsyncClient(timeout=30) as client:
+        await read_stream(client, srv, p, got)  # a complete chunked body: no protocol error
+        await _wait_for(lambda: p.calls[0].outcome is not Outcome.PENDING)
+    events = parse_sse(b"".join(c for _, c in got))[0]
+    assert len(events) == EVENTS[OA] - 1  # every event but the last
+    assert events[-1].data != "[DONE]" and json.loads(events[-1].data)["usage"] is not None
+    (call,) = p.calls
+    assert (call.outcome, call.status, call.events_sent) == (Outcome.COMPLETED, 200, EVENTS[OA] - 1)
+
+
 async def test_a_client_that_leaves_mid_stream_is_seen_within_one_interval() -> None:
     loop = asyncio.get_running_loop()
     p = FakeProvider("p", OA, [Reply.ok(LONG, chunk_interval=1)])

@@ -193,6 +193,9 @@ def _timed(reply: Reply, rendered: Rendered, ex: Exchange) -> Rendered:
     elif kind is ReplyKind.DROP_AFTER:
         tail = gaps[n]  # the connection closes when event n was due
         events, gaps, drop = events[:n], gaps[:n], True
+    elif kind is ReplyKind.END_AFTER and chunked:  # a whole JSON body has no terminal event to leave out
+        tail = gaps[n]  # the body ends when event n was due
+        events, gaps = events[:n], gaps[:n]
     elif kind is ReplyKind.MALFORMED_AFTER:
         i = n
         while i < len(events) - 1 and events[i] == _fake_anthropic.PING:

@@ -96,6 +96,7 @@ _POSITIONAL: dict[ReplyKind, tuple[str, ...]] = {
     ReplyKind.STALL_AFTER: ("after", "seconds"),
     ReplyKind.HEARTBEATS_ONLY: ("heartbeat_interval", "seconds"),
     ReplyKind.DROP_AFTER: ("after",),
+    ReplyKind.END_AFTER: ("after",),
     ReplyKind.MALFORMED_AFTER: ("after",),
     ReplyKind.ERROR_EVENT_AFTER: ("after",),
 }
@@ -124,6 +125,7 @@ _KEYWORDS: dict[ReplyKind, tuple[str, ...]] = {
     ReplyKind.STALL_AFTER: (*_CONTENT, *_TIMING),
     ReplyKind.HEARTBEATS_ONLY: (*_CONTENT, "chunk_interval", "split_bytes", "latency"),
     ReplyKind.DROP_AFTER: (*_CONTENT, *_TIMING),
+    ReplyKind.END_AFTER: (*_CONTENT, *_TIMING),
     ReplyKind.MALFORMED_AFTER: (*_CONTENT, *_TIMING),
     ReplyKind.ERROR_EVENT_AFTER: ("cause", "message", *_CONTENT, *_TIMING),
 }

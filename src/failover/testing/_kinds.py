@@ -39,6 +39,7 @@ class ReplyKind(StrEnum):
     STALL_AFTER = "stall_after"  # ``after`` events, then nothing for ``seconds``, then the rest
     HEARTBEATS_ONLY = "heartbeats_only"  # headers, then only keep-alives for ``seconds``, then the stream
     DROP_AFTER = "drop_after"  # ``after`` events, then the connection closes: no terminal event
+    END_AFTER = "end_after"  # ``after`` events, then the body ends cleanly: no terminal event ([DONE])
     MALFORMED_AFTER = "malformed_after"  # ``after`` events, then one whose data is not JSON, then the rest
     ERROR_EVENT_AFTER = "error_event_after"  # ``after`` events, then the dialect's error event (``cause``)
 
@@ -49,6 +50,7 @@ STREAM_FAULT_KINDS = frozenset(
         ReplyKind.STALL_AFTER,
         ReplyKind.HEARTBEATS_ONLY,
         ReplyKind.DROP_AFTER,
+        ReplyKind.END_AFTER,
         ReplyKind.MALFORMED_AFTER,
         ReplyKind.ERROR_EVENT_AFTER,
     }

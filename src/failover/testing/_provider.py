@@ -83,7 +83,11 @@ class FakeProvider:
       header, Gemini ``contents``, Responses ``input``; a Responses ``max_output_tokens``
       under 16) or is not JSON.
 
-    Calls rejected by ``api_key`` or ``validate`` are recorded with ``scripted=False`` and do
+    * ``prefill``: False answers a conversation that ends with an assistant message (a prefill
+      of the answer) with the 400 models that do not support it send ("This model does not
+      support assistant message prefill. The conversation must end with a user message.").
+
+    Calls rejected by ``api_key``, ``validate`` or ``prefill`` are recorded with ``scripted=False`` and do
     not consume a scripted reply.
 
     Requests to a path the dialect does not serve get the provider's real 404; Anthropic
@@ -110,6 +114,7 @@ class FakeProvider:
         validate: bool = True,
         connect_latency: float = 0.0,
         secret_key: str | None = None,
+        prefill: bool = True,
     ) -> None:
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ValueError(
@@ -134,6 +139,7 @@ class FakeProvider:
         self.latency = float(latency)
         self.connect_latency = float(connect_latency)
         self.validate = validate
+        self.prefill = prefill
         self._api_key = api_key
         self._secret_key = secret_key
         self._script = Script.parse(script, where=f"FakeProvider {name!r} script")
@@ -276,6 +282,8 @@ class FakeProvider:
             is not None
         ):
             reply = problem
+        elif not self.prefill and _ends_with_assistant(data):
+            reply = Reply.invalid(PREFILL_REFUSED)
         else:
             reply = self._script.reply_for(self._position)
             self._position += 1
@@ -372,6 +380,20 @@ class FakeProvider:
             slot.update(outcome=outcome, answered_at=at, events_sent=events)
         else:
             slot.update(outcome=outcome, disconnected_at=at, events_sent=events)
+
+
+PREFILL_REFUSED = (
+    "This model does not support assistant message prefill. The conversation must end with a user message."
+)
+
+
+def _ends_with_assistant(body: Mapping[str, Any]) -> bool:
+    """The request's conversation ends with an assistant turn (OpenAI / Anthropic ``messages``,
+    Gemini ``contents`` with role ``model``)."""
+    turns = body.get("messages", body.get("contents"))
+    if not isinstance(turns, list) or not turns or not isinstance(turns[-1], Mapping):
+        return False
+    return turns[-1].get("role") in ("assistant", "model")
 
 
 def _events_in(rendered: Rendered) -> int:

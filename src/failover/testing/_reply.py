@@ -374,6 +374,15 @@ class Reply:
         return _make(cls, ReplyKind.DROP_AFTER, _taken(ReplyKind.DROP_AFTER, told, _TOLD), after=after)
 
     @classmethod
+    def end_after(cls, after: int, **told: Unpack[_Told]) -> Reply:
+        """``after`` events, then the body ends cleanly (a complete HTTP body, the connection
+        intact, when the next event was due) with no terminal event: an OpenAI stream without
+        its ``data: [DONE]`` (``end_after(10**6)``: every event but the last), an Anthropic one
+        without ``message_stop``. Recorded ``completed``, with the events sent. A request that
+        did not ask for a stream gets its whole JSON body (it has no terminal event)."""
+        return _make(cls, ReplyKind.END_AFTER, _taken(ReplyKind.END_AFTER, told, _TOLD), after=after)
+
+    @classmethod
     def malformed_after(cls, after: int, **told: Unpack[_Told]) -> Reply:
         """``after`` good events, then one whose ``data:`` is cut in half (not JSON, framing
         intact), then the rest of the stream. Anthropic pings are not chosen (clients skip
@@ -581,6 +590,7 @@ _CONSTRUCTORS: dict[str, Callable[..., Reply]] = {
     "stall_after": Reply.stall_after,
     "heartbeats_only": Reply.heartbeats_only,
     "drop_after": Reply.drop_after,
+    "end_after": Reply.end_after,
     "malformed_after": Reply.malformed_after,
     "error_event_after": Reply.error_event_after,
 }
