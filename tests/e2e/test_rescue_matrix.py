@@ -111,7 +111,7 @@ async def test_the_matrix_sees_each_fix_broken() -> None:
     # (an unknown header is ignored on a tree without the fix: the cell then fails as it does
     # at defaults; with the fix, the header must turn the hold off), then as the Route's and
     # the Envelope's fields (a tree without them fails here, clearly: MissingKnob).
-    off = {"x-failover-hold-tokens": "0", "x-failover-hold-seconds": "0"}
+    off = {"x-failover-hold-tokens": "0", "x-failover-hold-ms": "0"}
     no_hold_gw = await play("cut after 40 of 60", "openai chat", headers=off)
     assert any("no complete answer" in p for p in judge(no_hold_gw)), judge(no_hold_gw)
     zero = {"hold_tokens": 0, "hold_seconds": 0}
