@@ -144,13 +144,16 @@ class StreamReply:
                 response = self.wire.error_response(shutting_down(), request_id=self.envelope.request_id)
                 await response(scope, receive, send)
 
-    async def _start(self, send: Send) -> None:
+    async def _start(self, send: Send, target: str | None) -> None:
+        """The response head, sent with the first event: past the commit point, so the target
+        whose answer follows is known."""
         headers = {
             "content-type": "text/event-stream; charset=utf-8",
             "cache-control": "no-cache",
             "x-accel-buffering": "no",
             **record_headers(self.envelope.request_id, None),
             "x-failover-route": self.route,
+            **({"x-failover-target": target} if target else {}),
             **self.wire.headers,
         }
         raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
@@ -195,7 +198,10 @@ class StreamReply:
             )
             await self.wire.error_response(err, request_id=self.envelope.request_id)(scope, receive, send)
             return
-        await self._start(send)
+        shown = rs.target
+        if isinstance(first, Completed):  # the first event ends it: its record names who answered
+            shown = first.response.record.target_used if first.response.record is not None else None
+        await self._start(send, shown)
         wire = self.wire
         body = wire.start(streamed_by(first, rs.model, self.route))
         status_note = ""

@@ -94,6 +94,7 @@ class Output:
         "sink",
         "source",
         "started",
+        "target",
         "text",
         "thinking",
     )
@@ -119,6 +120,7 @@ class Output:
         self.source = ""  # the reasoning format of the attempt being streamed (its dialect's)
         self.origin: str | None = None  # and the equivalence key of its target
         self.model: str | None = None  # the model of the attempt whose output the caller is shown
+        self.target: str | None = None  # and its target's name
         self.response_id = new_id("resp_")
 
     def hold(self, tokens: int, seconds: float, clock: Callable[[], float]) -> None:
@@ -291,7 +293,7 @@ async def stream_exchange(
         raise TypeError(f"{type(transport).__name__} cannot stream: it has no stream() method")
     st: StreamingTransport = transport  # type: ignore[assignment]
     dialect = router.dialect(target)
-    out.source, out.origin, out.model = dialect.reasoning_source, target.key, target.model
+    out.source, out.origin, out.model, out.target = dialect.reasoning_source, target.key, target.model, target.name
     first_at: float | None = None
     status: int | None = None
     outcome: Response | Failure
@@ -482,6 +484,12 @@ class RouteStream:
     @property
     def response_id(self) -> str:
         return self._run.output.response_id
+
+    @property
+    def target(self) -> str | None:
+        """The name of the target whose answer the caller is being shown, once the first event
+        was yielded (see :attr:`model`)."""
+        return self._run.output.target
 
     @property
     def model(self) -> str | None:
