@@ -150,7 +150,8 @@ def main() -> None:
     ap.add_argument("--json", help="write the numbers here too")
     args = ap.parse_args()
     rows = []
-    print(f"{'config':<30} {'fault':<5} {'traffic':<11} {'recovery->a':>12} {'failed':>7} {'outage calls':>13} {'probes':>7}")
+    head = ("config", "fault", "traffic", "recovery->a", "failed", "outage calls", "probes")
+    print("{:<30} {:<5} {:<11} {:>12} {:>7} {:>13} {:>7}".format(*head))
     for name, config in CONFIGS.items():
         for fault in FAULTS:
             for mode in ("sequential", "concurrent"):

@@ -194,9 +194,7 @@ def test_more_successes_than_probe_slots_can_be_required() -> None:
 
 
 def test_a_failed_probe_reopens_with_a_grown_period_capped() -> None:
-    cfg = Cfg(
-        min_calls=2, window_size=2, open_duration=10.0, open_duration_growth=3.0, max_open_duration=60.0
-    )
+    cfg = Cfg(min_calls=2, window_size=2, open_duration=10.0, open_duration_growth=3.0, max_open_duration=60.0)
     events: list[BreakerEvent] = []
     b = opened(cfg, events=events)
     start, periods = 0.0, []  # from the opening, then from each failed probe's start

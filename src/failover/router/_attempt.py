@@ -40,7 +40,7 @@ from ..telemetry import Backoff as Waited
 from ..tokens import observe_usage
 from ..transport import TransportError
 from ..validation import checks_anything, validate
-from ._engine import Lane
+from ._engine import Lane, next_eligible, reserve_for
 from ._history import readable_history
 from ._parts import RouterParts
 from ._preflight import Preflight
@@ -68,6 +68,16 @@ class Attempts(Preflight):
         if threshold is None or request.max_tokens is None or Capability.STREAMING not in target.capabilities:
             return False
         return request.max_tokens / max(target.output_tps, 1e-9) > threshold
+
+    def probe_until(self, lane: Lane, until: float, start: float) -> float:
+        """A half-open probe keeps the next candidate's time: a probe that hangs must not cost
+        the request its fallback (a first attempt may otherwise use the whole deadline)."""
+        s = self.state
+        nxt = next_eligible(s, lane, self.policies, start, start)
+        if nxt is None:
+            return until
+        least = start + lane.target.timeouts.min_useful
+        return max(least, min(until, s.deadline_at - reserve_for(s, nxt, self.policies)))
 
     async def attempt(self, lane: Lane, until: float) -> Response | Failure | str:
         """One attempt that must end by ``until``; a string is why it could not start."""
@@ -104,6 +114,8 @@ class Attempts(Preflight):
             if held is not None:
                 s.held(held)
             return rejected
+        if any(p.probe for p in permits):
+            until = self.probe_until(lane, until, start)
         if router.hooks:
             router.hooks(
                 AttemptStarted(
