@@ -19,6 +19,7 @@ from failover.policy._breaker import (
     CircuitBreaker,
     Outcome,
     Permit,
+    breaker_params,
     classify,
     key_model_scope,
 )
@@ -75,6 +76,41 @@ def test_defaults() -> None:
     assert (c.open_duration, c.open_duration_growth, c.max_open_duration, c.open_cap) == (2.0, 1.5, None, 5.0)
     assert (c.half_open_probes, c.successes_to_close, c.slow_rule) == (2, 2, False)
     assert [c.open_period(n) for n in range(1, 7)] == [2.0, 3.0, 4.5, 5.0, 5.0, 5.0]
+
+
+def test_default_open_periods_are_short_and_capped_so_a_recovered_provider_is_probed_within_5s() -> None:
+    c = BreakerConfig()
+    assert [c.open_period(n) for n in range(1, 9)] == [2.0, 3.0, 4.5, 5.0, 5.0, 5.0, 5.0, 5.0]
+    # a failed probe's period counts from its start: one that hung 2 s reopens for 3 s, not 5
+    assert c.open_period(6, probe_duration=2.0) == 3.0
+    # but never for less than open_duration after it ended
+    assert c.open_period(6, probe_duration=60.0) == 2.0
+    assert c.open_period(1, probe_duration=0.5) == 2.0
+
+
+def test_the_cap_follows_a_longer_base_unless_set() -> None:
+    assert BreakerConfig(open_duration=30.0).open_cap == 30.0  # a longer base than 5 s: no growth
+    assert BreakerConfig(open_duration=1.0).open_cap == 5.0
+    assert BreakerConfig(open_duration=10.0, max_open_duration=60.0).open_period(3) == 22.5
+    assert breaker_params(BreakerConfig()).max_open_duration == 5.0
+
+
+def test_the_next_probe_is_due_at_most_max_open_duration_after_the_last_one_started() -> None:
+    """However the probes fail (fast, or hanging up to a 3 s attempt cap), the next is admitted
+    at most max_open_duration (5 s) after the previous one started (open_duration after it
+    ended, for a probe that took longer than max_open_duration - open_duration)."""
+    for took in (0.0, 0.5, 2.0, 3.0, 4.0):
+        b = opened(BreakerConfig(min_calls=2, window_size=2, half_open_probes=1))
+        gaps = []
+        for _ in range(8):
+            assert b.retry_at is not None
+            start = b.retry_at
+            p = b.try_acquire(start)
+            assert p is not None and p.probe
+            b.release(p, start + took, outcome="failure", duration=took)
+            assert b.retry_at is not None
+            gaps.append(b.retry_at - start)
+        assert max(gaps) == pytest.approx(max(5.0, took + 2.0)), (took, gaps)
 
 
 @pytest.mark.parametrize(

@@ -107,8 +107,9 @@ class BreakerConfig:
         After a failed probe that took ``probe_duration`` seconds, the period counts from the
         probe's start: a probe that hung for its whole timeout does not push the next one
         further away by that much (never less than ``open_duration`` from its end, though).
-        So the next probe is due at most ``max_open_duration`` after the last one started,
-        however the provider fails.
+        So the next probe is due at most ``max_open_duration`` after the last one started (or
+        ``open_duration`` after it ended, if it took longer than the difference), however
+        the provider fails.
         """
         grown = min(self.open_cap, self.open_duration * self.open_duration_growth ** max(0, streak - 1))
         return max(self.open_duration, grown - probe_duration) if probe_duration > 0 else grown
