@@ -199,7 +199,11 @@ async def test_retry_after_is_never_later_than_the_next_probe(reply: Reply) -> N
     loop = asyncio.get_running_loop()
     told: list[int] = []
     for _ in range(4):
-        await turned_away(router)
+        opening = await turned_away(router)
+    breaker = board.breaker(router.routes["r"].primary[0])
+    assert breaker.retry_at is not None and opening.retry_after_ms is not None
+    # the request whose failure opened it: told the probe, not the provider's hint
+    assert loop.time() + opening.retry_after_ms / 1000 <= breaker.retry_at + 1e-9
     for _ in range(4):  # four open periods, each ended by a failed probe
         for offset in (0.3, 0.7, 0.7):
             await asyncio.sleep(offset)
@@ -215,8 +219,10 @@ async def test_retry_after_is_never_later_than_the_next_probe(reply: Reply) -> N
         assert breaker.retry_at is not None
         await asyncio.sleep(breaker.retry_at - loop.time())
         calls = len(a.calls)
-        await turned_away(router)  # the probe, failing: the breaker reopens
+        probed = await turned_away(router)  # the probe, failing: the breaker reopens
         assert len(a.calls) == calls + 1
+        assert breaker.retry_at is not None and probed.retry_after_ms is not None
+        assert loop.time() + probed.retry_after_ms / 1000 <= breaker.retry_at + 1e-9
     assert told and max(told) <= 5_000
     assert any(ms % 1000 == 0 and ms >= 1000 for ms in told)  # whole seconds: a header cannot round up past it
 
