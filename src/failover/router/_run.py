@@ -241,10 +241,15 @@ class _Run(Attempts):
             self.pay(lane, d.retry, now)
         loop = self.loop
         end = now + d.seconds
-        while (left := end - loop.time()) > 0 and await self.router.wait_unless_opened(left):
+        # An open breaker admits only its few probes when it ends, not a replay of every waiter:
+        # a wait on a target whose breaker is open now is not slept (the engine then leaves it).
+        opened = self.router.breakers.hold(target, now) is not None
+        while not opened and (left := end - loop.time()) > 0 and await self.router.wait_unless_opened(left):
             held = self.policies.hold(target, loop.time())
-            if held is not None and held.until > end:
-                break  # its breaker opened meanwhile: the wait would end in a refusal
+            if held is not None and (held.until > end or self.router.breakers.hold(target, loop.time())):
+                # its breaker opened meanwhile: the wait would end in a refusal, or (a short open
+                # period) in a race of every waiter for the few half-open probe slots
+                break
         self.waited(target.name, now, d.source)
         lane.waited = True
         return True
