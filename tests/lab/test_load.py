@@ -46,14 +46,15 @@ def test_a_provider_down_opens_its_breaker_and_its_traffic_drops() -> None:
     assert 20 <= opened < 30  # within seconds of the outage: 10 failures in the window
     assert r.summary["breaker_opened"]["a"] >= 1
     assert next(e["to"] for e in r.breaker_events if e["target"] == "a") == "open"
-    # while open, A gets (almost) nothing and B carries the load; all served within deadline
+    # while down, A gets only its probes (one per open period of 2 to 5 s) and B carries the
+    # load; all served within deadline
     a_rate, b_rate = s["sent"]["a"], s["sent"]["b"]
-    assert sum(a_rate[opened + 1 : 50]) <= 2
-    assert sum(b_rate[opened + 1 : 50]) >= 0.8 * sum(s["offered"][opened + 1 : 50])
+    assert sum(a_rate[opened + 1 : 40]) <= 8
+    assert sum(b_rate[opened + 1 : 40]) >= 0.8 * sum(s["offered"][opened + 1 : 40])
     assert sum(a_rate[:20]) == sum(s["offered"][:20])  # healthy: every request reaches A, once
     assert r.summary["success_share"] == 1.0
-    # after the outage and the 30 s open period, A is probed, closes, and takes the traffic back
-    assert a_states[-1] == "closed" and sum(a_rate[-10:]) == sum(s["offered"][-10:])
+    # within 5 s of its recovery (at 40 s) A is probed, closes, and takes all the traffic back
+    assert a_rate[45:] == s["offered"][45:] and a_states[-1] == "closed"
 
 
 def test_series_add_up_to_the_summary() -> None:
@@ -102,7 +103,8 @@ def test_429s_open_the_key_model_breaker_which_the_series_show_beside_the_target
     assert all(st == "closed" for st in target)  # the target breaker never moved
     shut = [i for i in range(opened + 1, len(key)) if key[i] == "open"]
     probes = sum(1 for e in r.breaker_events if e["target"] == "a" and e["to"] == "half_open")
-    assert len(shut) >= 20 and sum(s["sent"]["a"][i] for i in shut) <= probes  # A gets only its probes
+    # A gets only its probes: at most half_open_probes (2) each time the breaker goes half-open
+    assert len(shut) >= 20 and sum(s["sent"]["a"][i] for i in shut) <= 2 * probes
     assert r.summary["key_breaker_opened"]["a"] >= 1 and r.summary["breaker_opened"]["a"] == 0
     first = next(e for e in r.breaker_events if e["target"] == "a")
     assert (first["layer"], first["from"], first["to"]) == ("key_model", "closed", "open")

@@ -4,6 +4,7 @@ import asyncio
 import logging
 import math
 from dataclasses import replace
+from functools import partial
 
 import pytest
 from hypothesis import given, settings
@@ -18,11 +19,16 @@ from failover.policy._breaker import (
     CircuitBreaker,
     Outcome,
     Permit,
+    breaker_params,
     classify,
     key_model_scope,
 )
 
 CLOSED, OPEN, HALF = BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN
+
+# The open periods these tests were written with (the defaults until they became 2 s x 1.5 up
+# to 5 s): the rules they check do not depend on the numbers.
+Cfg = partial(BreakerConfig, open_duration=30.0, open_duration_growth=2.0, max_open_duration=300.0)
 
 
 def fail(kind: FailureKind) -> Failure:
@@ -45,7 +51,7 @@ def target(name: str = "a", credential: str = "KEY_A", region: str | None = None
     )
 
 
-def call(b: CircuitBreaker, now: float, outcome: Outcome, duration: float = 0.1) -> None:
+def call(b: CircuitBreaker, now: float, outcome: Outcome, duration: float = 0.0) -> None:
     p = b.try_acquire(now)
     assert p is not None, f"rejected at {now}: {b.rejection(now)}"
     b.release(p, now, outcome=outcome, duration=duration)
@@ -67,9 +73,44 @@ def test_defaults() -> None:
     c = BreakerConfig()
     assert (c.window_kind, c.window_size, c.window_seconds, c.min_calls) == ("count", 20, 60, 10)
     assert (c.failure_rate, c.slow_call_rate, c.slow_call_duration) == (0.5, 1.0, 30.0)
-    assert (c.open_duration, c.open_duration_growth, c.max_open_duration) == (30.0, 2.0, 300.0)
+    assert (c.open_duration, c.open_duration_growth, c.max_open_duration, c.open_cap) == (2.0, 1.5, None, 5.0)
     assert (c.half_open_probes, c.successes_to_close, c.slow_rule) == (2, 2, False)
-    assert [c.open_period(n) for n in range(1, 7)] == [30, 60, 120, 240, 300, 300]
+    assert [c.open_period(n) for n in range(1, 7)] == [2.0, 3.0, 4.5, 5.0, 5.0, 5.0]
+
+
+def test_default_open_periods_are_short_and_capped_so_a_recovered_provider_is_probed_within_5s() -> None:
+    c = BreakerConfig()
+    assert [c.open_period(n) for n in range(1, 9)] == [2.0, 3.0, 4.5, 5.0, 5.0, 5.0, 5.0, 5.0]
+    # a failed probe's period counts from its start: one that hung 2 s reopens for 3 s, not 5
+    assert c.open_period(6, probe_duration=2.0) == 3.0
+    # but never for less than open_duration after it ended
+    assert c.open_period(6, probe_duration=60.0) == 2.0
+    assert c.open_period(1, probe_duration=0.5) == 2.0
+
+
+def test_the_cap_follows_a_longer_base_unless_set() -> None:
+    assert BreakerConfig(open_duration=30.0).open_cap == 30.0  # a longer base than 5 s: no growth
+    assert BreakerConfig(open_duration=1.0).open_cap == 5.0
+    assert BreakerConfig(open_duration=10.0, max_open_duration=60.0).open_period(3) == 22.5
+    assert breaker_params(BreakerConfig()).max_open_duration == 5.0
+
+
+def test_the_next_probe_is_due_at_most_max_open_duration_after_the_last_one_started() -> None:
+    """However the probes fail (fast, or hanging up to a 3 s attempt cap), the next is admitted
+    at most max_open_duration (5 s) after the previous one started (open_duration after it
+    ended, for a probe that took longer than max_open_duration - open_duration)."""
+    for took in (0.0, 0.5, 2.0, 3.0, 4.0):
+        b = opened(BreakerConfig(min_calls=2, window_size=2, half_open_probes=1))
+        gaps = []
+        for _ in range(8):
+            assert b.retry_at is not None
+            start = b.retry_at
+            p = b.try_acquire(start)
+            assert p is not None and p.probe
+            b.release(p, start + took, outcome="failure", duration=took)
+            assert b.retry_at is not None
+            gaps.append(b.retry_at - start)
+        assert max(gaps) == pytest.approx(max(5.0, took + 2.0)), (took, gaps)
 
 
 @pytest.mark.parametrize(
@@ -84,7 +125,7 @@ def test_defaults() -> None:
         ({"slow_call_rate": math.nan}, "slow_call_rate"),
         ({"open_duration": 0}, "open_duration"),
         ({"open_duration_growth": 0.5}, "open_duration_growth"),
-        ({"max_open_duration": 10}, "max_open_duration 10 < open_duration"),
+        ({"open_duration": 30, "max_open_duration": 10}, "max_open_duration 10 < open_duration"),
         ({"half_open_probes": 0}, "half_open_probes"),
         ({"probe_successes_to_close": 0}, "probe_successes_to_close"),
     ],
@@ -96,14 +137,14 @@ def test_config_rejects_nonsense(kw: dict[str, object], fragment: str) -> None:
 
 
 def test_time_window_may_need_more_calls_than_its_seconds() -> None:
-    assert BreakerConfig(window_kind="time", window_seconds=5, min_calls=50).min_calls == 50
+    assert Cfg(window_kind="time", window_seconds=5, min_calls=50).min_calls == 50
 
 
 # -- the state machine ----------------------------------------------------------------------
 
 
 def test_opens_at_the_threshold_only_after_min_calls() -> None:
-    b = CircuitBreaker(BreakerConfig(window_size=10, min_calls=6, failure_rate=0.5), "s")
+    b = CircuitBreaker(Cfg(window_size=10, min_calls=6, failure_rate=0.5), "s")
     for i in range(5):
         call(b, float(i), "failure")
     assert b.state(5.0) is CLOSED  # 5/5 failed, but fewer than min_calls
@@ -113,7 +154,7 @@ def test_opens_at_the_threshold_only_after_min_calls() -> None:
 
 
 def test_stays_closed_below_the_threshold() -> None:
-    b = CircuitBreaker(BreakerConfig(window_size=10, min_calls=10, failure_rate=0.5), "s")
+    b = CircuitBreaker(Cfg(window_size=10, min_calls=10, failure_rate=0.5), "s")
     for i in range(40):  # 4 failures in every 10: 40 %
         call(b, float(i), "failure" if i % 10 < 4 else "success")
     assert b.state(40.0) is CLOSED
@@ -121,7 +162,7 @@ def test_stays_closed_below_the_threshold() -> None:
 
 
 def test_count_window_forgets_the_oldest_call() -> None:
-    b = CircuitBreaker(BreakerConfig(window_size=4, min_calls=4, failure_rate=0.75), "s")
+    b = CircuitBreaker(Cfg(window_size=4, min_calls=4, failure_rate=0.75), "s")
     for outcome in ("failure", "failure", "success", "success", "failure", "success"):
         call(b, 0.0, outcome)
     s = b.snapshot(0.0)
@@ -129,8 +170,8 @@ def test_count_window_forgets_the_oldest_call() -> None:
 
 
 def test_slow_calls_open_only_when_the_slow_rule_is_on() -> None:
-    off = CircuitBreaker(BreakerConfig(min_calls=5, window_size=5, slow_call_duration=10.0), "s")
-    on = CircuitBreaker(BreakerConfig(min_calls=5, window_size=5, slow_call_duration=10.0, slow_call_rate=0.6), "s")
+    off = CircuitBreaker(Cfg(min_calls=5, window_size=5, slow_call_duration=10.0), "s")
+    on = CircuitBreaker(Cfg(min_calls=5, window_size=5, slow_call_duration=10.0, slow_call_rate=0.6), "s")
     for b in (off, on):
         for i in range(5):
             call(b, float(i), "success", duration=12.0 if i < 3 else 10.0)  # 10.0 is not slower than 10
@@ -141,7 +182,7 @@ def test_slow_calls_open_only_when_the_slow_rule_is_on() -> None:
 
 
 def test_open_rejects_until_the_open_period_has_passed() -> None:
-    b = opened(BreakerConfig(min_calls=2, window_size=2, open_duration=30.0), now=100.0)
+    b = opened(Cfg(min_calls=2, window_size=2, open_duration=30.0), now=100.0)
     assert b.retry_at == 130.0
     assert b.try_acquire(100.0) is None
     assert b.try_acquire(129.999) is None
@@ -154,7 +195,7 @@ def test_open_rejects_until_the_open_period_has_passed() -> None:
 
 
 def test_half_open_admits_exactly_n_concurrent_probes() -> None:
-    b = opened(BreakerConfig(min_calls=2, window_size=2, half_open_probes=3))
+    b = opened(Cfg(min_calls=2, window_size=2, half_open_probes=3))
     permits = [b.try_acquire(30.0) for _ in range(10)]
     granted = [p for p in permits if p is not None]
     assert len(granted) == 3
@@ -164,7 +205,7 @@ def test_half_open_admits_exactly_n_concurrent_probes() -> None:
 
 def test_n_probe_successes_close() -> None:
     events: list[BreakerEvent] = []
-    b = opened(BreakerConfig(min_calls=2, window_size=2, half_open_probes=2), events=events)
+    b = opened(Cfg(min_calls=2, window_size=2, half_open_probes=2), events=events)
     p1, p2 = b.try_acquire(30.0), b.try_acquire(30.0)
     assert p1 is not None and p2 is not None
     b.release(p1, 31.0, outcome="success", duration=1.0)
@@ -181,7 +222,7 @@ def test_n_probe_successes_close() -> None:
 
 
 def test_more_successes_than_probe_slots_can_be_required() -> None:
-    b = opened(BreakerConfig(min_calls=2, window_size=2, half_open_probes=1, probe_successes_to_close=3))
+    b = opened(Cfg(min_calls=2, window_size=2, half_open_probes=1, probe_successes_to_close=3))
     for t in (30.0, 31.0, 32.0):
         assert b.state(t) is HALF
         call(b, t, "success")
@@ -189,29 +230,27 @@ def test_more_successes_than_probe_slots_can_be_required() -> None:
 
 
 def test_a_failed_probe_reopens_with_a_grown_period_capped() -> None:
-    cfg = BreakerConfig(
-        min_calls=2, window_size=2, open_duration=10.0, open_duration_growth=3.0, max_open_duration=60.0
-    )
+    cfg = Cfg(min_calls=2, window_size=2, open_duration=10.0, open_duration_growth=3.0, max_open_duration=60.0)
     events: list[BreakerEvent] = []
     b = opened(cfg, events=events)
-    now, periods = 0.0, []
+    start, periods = 0.0, []  # from the opening, then from each failed probe's start
     for _ in range(4):
         assert b.retry_at is not None
-        periods.append(b.retry_at - now)
-        now = b.retry_at
-        p = b.try_acquire(now)
+        periods.append(b.retry_at - start)
+        start = b.retry_at
+        p = b.try_acquire(start)
         assert p is not None
-        b.release(p, now + 1.0, outcome="failure", duration=1.0)
-        now += 1.0
-        why = b.rejection(now)
-        assert b.state(now) is OPEN and why is not None and why.endswith("(probe failed)")
+        b.release(p, start + 1.0, outcome="failure", duration=1.0)
+        why = b.rejection(start + 1.0)
+        assert b.state(start + 1.0) is OPEN and why is not None and why.endswith("(probe failed)")
     assert periods == [10.0, 30.0, 60.0, 60.0]
-    assert [e.open_for for e in events if e.new is OPEN] == [10.0, 30.0, 60.0, 60.0, 60.0]
-    assert b.snapshot(now).open_count == 5
+    # each after a probe that took 1 s: the grown period less the second it took
+    assert [e.open_for for e in events if e.new is OPEN] == [10.0, 29.0, 59.0, 59.0, 59.0]
+    assert b.snapshot(start + 1.0).open_count == 5
 
 
 def test_a_close_resets_the_growth() -> None:
-    cfg = BreakerConfig(min_calls=2, window_size=2, half_open_probes=1, open_duration=10.0)
+    cfg = Cfg(min_calls=2, window_size=2, half_open_probes=1, open_duration=10.0)
     b = opened(cfg)
     call(b, 10.0, "failure")  # probe fails: open for 20
     assert b.retry_at == 30.0
@@ -224,15 +263,18 @@ def test_a_close_resets_the_growth() -> None:
 
 
 def test_a_slow_probe_reopens_when_the_slow_rule_is_on() -> None:
-    cfg = BreakerConfig(min_calls=2, window_size=2, slow_call_rate=0.9, slow_call_duration=5.0, half_open_probes=1)
+    cfg = Cfg(min_calls=2, window_size=2, slow_call_rate=0.9, slow_call_duration=5.0, half_open_probes=1)
     b = opened(cfg)
-    call(b, 30.0, "success", duration=6.0)
+    p = b.try_acquire(30.0)
+    assert p is not None
+    b.release(p, 36.0, outcome="success", duration=6.0)
     assert b.state(36.0) is OPEN
+    # the second period (60 s) counts from the probe's start (30.0)
     assert b.rejection(36.0) == "circuit open for 54.0s more (probe slower than 5s)"
 
 
 def test_time_window_expires_old_buckets() -> None:
-    cfg = BreakerConfig(window_kind="time", window_seconds=10, min_calls=4, failure_rate=0.5)
+    cfg = Cfg(window_kind="time", window_seconds=10, min_calls=4, failure_rate=0.5)
     b = CircuitBreaker(cfg, "s")
     for t in (0.2, 0.9, 1.5):
         call(b, t, "failure")
@@ -250,7 +292,7 @@ def test_time_window_expires_old_buckets() -> None:
 
 
 def test_ignored_outcomes_do_not_count() -> None:
-    b = CircuitBreaker(BreakerConfig(min_calls=2, window_size=2), "s")
+    b = CircuitBreaker(Cfg(min_calls=2, window_size=2), "s")
     for _ in range(50):
         call(b, 0.0, "ignored", duration=1000.0)
     s = b.snapshot(0.0)
@@ -258,7 +300,7 @@ def test_ignored_outcomes_do_not_count() -> None:
 
 
 def test_an_ignored_probe_frees_its_slot_without_counting() -> None:
-    b = opened(BreakerConfig(min_calls=2, window_size=2, half_open_probes=1, probe_successes_to_close=1))
+    b = opened(Cfg(min_calls=2, window_size=2, half_open_probes=1, probe_successes_to_close=1))
     p = b.try_acquire(30.0)
     assert p is not None and b.try_acquire(30.0) is None
     b.release(p, 31.0, outcome="ignored", duration=1.0)  # e.g. cancelled
@@ -268,7 +310,7 @@ def test_an_ignored_probe_frees_its_slot_without_counting() -> None:
 
 
 def test_double_release_raises() -> None:
-    b = CircuitBreaker(BreakerConfig(), "s")
+    b = CircuitBreaker(Cfg(), "s")
     p = b.try_acquire(0.0)
     assert p is not None
     b.release(p, 0.0, outcome="success", duration=0.0)
@@ -278,7 +320,7 @@ def test_double_release_raises() -> None:
 
 
 def test_misuse_raises() -> None:
-    a, other = CircuitBreaker(BreakerConfig(), "a"), CircuitBreaker(BreakerConfig(), "b")
+    a, other = CircuitBreaker(Cfg(), "a"), CircuitBreaker(Cfg(), "b")
     p = a.try_acquire(0.0)
     assert p is not None
     with pytest.raises(ValueError, match="released on breaker 'b'"):
@@ -291,7 +333,7 @@ def test_misuse_raises() -> None:
 
 
 def test_a_permit_from_an_earlier_state_is_dropped() -> None:
-    b = CircuitBreaker(BreakerConfig(min_calls=2, window_size=2, half_open_probes=1), "s")
+    b = CircuitBreaker(Cfg(min_calls=2, window_size=2, half_open_probes=1), "s")
     early = b.try_acquire(0.0)  # granted while closed
     assert early is not None
     call(b, 0.0, "failure")
@@ -307,7 +349,7 @@ def test_a_permit_from_an_earlier_state_is_dropped() -> None:
 
 def test_rates_in_events_describe_the_window_being_left() -> None:
     events: list[BreakerEvent] = []
-    b = CircuitBreaker(BreakerConfig(min_calls=4, window_size=4), "s", events.append)
+    b = CircuitBreaker(Cfg(min_calls=4, window_size=4), "s", events.append)
     for outcome in ("success", "failure", "success", "failure"):
         call(b, 1.0, outcome)
     (e,) = events
@@ -353,7 +395,7 @@ def attempt(board: BreakerBoard, t: Target, failure: Failure | None, now: float 
 
 def test_a_429_on_key_a_opens_only_key_a_key_model_breaker() -> None:
     # the target breaker is provider-wide here, so "not the whole provider" is visible
-    board = BreakerBoard(BreakerConfig(min_calls=5, window_size=5), scope=lambda t: t.base_url)
+    board = BreakerBoard(Cfg(min_calls=5, window_size=5), scope=lambda t: t.base_url)
     a, b = target("a", "KEY_A"), target("b", "KEY_B")
     for _ in range(5):
         assert attempt(board, a, E429) is None
@@ -370,7 +412,7 @@ def test_a_429_on_key_a_opens_only_key_a_key_model_breaker() -> None:
 
 
 def test_a_429_on_one_key_does_not_touch_another_region_of_the_same_key() -> None:
-    board = BreakerBoard(BreakerConfig(min_calls=2, window_size=2))
+    board = BreakerBoard(Cfg(min_calls=2, window_size=2))
     us, eu = target("us", region="us"), target("eu", region="eu")
     assert board.breaker(us) is not board.breaker(eu)
     assert board.key_breaker(us) is board.key_breaker(eu)  # same key + model: same quota
@@ -381,7 +423,7 @@ def test_a_429_on_one_key_does_not_touch_another_region_of_the_same_key() -> Non
 
 
 def test_the_responses_api_fails_apart_from_chat_completions_but_shares_its_quota() -> None:
-    board = BreakerBoard(BreakerConfig(min_calls=2, window_size=2))
+    board = BreakerBoard(Cfg(min_calls=2, window_size=2))
     chat = target("chat")
     responses = replace(chat, name="responses", dialect=Dialect.OPENAI_RESPONSES)
     assert board.breaker(chat) is not board.breaker(responses)
@@ -397,7 +439,7 @@ def test_the_responses_api_fails_apart_from_chat_completions_but_shares_its_quot
 
 
 def test_provider_failures_open_the_target_breaker_not_the_key_breaker() -> None:
-    board = BreakerBoard(BreakerConfig(min_calls=3, window_size=3))
+    board = BreakerBoard(Cfg(min_calls=3, window_size=3))
     a = target()
     for _ in range(3):
         attempt(board, a, E503)
@@ -410,7 +452,7 @@ def test_provider_failures_open_the_target_breaker_not_the_key_breaker() -> None
     "kind", [k for k in FailureKind if DISPOSITIONS[k].health is HealthEffect.NONE], ids=lambda k: str(k)
 )
 def test_caller_faults_never_open_anything(kind: FailureKind) -> None:
-    board = BreakerBoard(BreakerConfig(min_calls=1, window_size=1, failure_rate=0.01))
+    board = BreakerBoard(Cfg(min_calls=1, window_size=1, failure_rate=0.01))
     a = target()
     for i in range(100):
         assert attempt(board, a, fail(kind), float(i)) is None
@@ -418,7 +460,7 @@ def test_caller_faults_never_open_anything(kind: FailureKind) -> None:
 
 
 def test_admit_gives_back_the_first_permit_when_the_second_breaker_rejects() -> None:
-    board = BreakerBoard(BreakerConfig(min_calls=1, window_size=1, half_open_probes=1))
+    board = BreakerBoard(Cfg(min_calls=1, window_size=1, half_open_probes=1))
     a = target()
     attempt(board, a, E503, 0.0)  # target breaker open until 30
     attempt(board, a, None, 30.0)  # its probe succeeds: closed (closing needs 1 success)
@@ -433,7 +475,7 @@ def test_admit_gives_back_the_first_permit_when_the_second_breaker_rejects() -> 
 
 
 def test_discard_releases_without_a_verdict() -> None:
-    board = BreakerBoard(BreakerConfig(min_calls=1, window_size=1))
+    board = BreakerBoard(Cfg(min_calls=1, window_size=1))
     a = target()
     permits, _ = board.admit(a, 0.0)
     board.discard(permits, 0.0)
@@ -454,7 +496,7 @@ def test_record_refuses_permits_of_another_target() -> None:
 def test_hooks_get_events_in_order() -> None:
     seen: list[tuple[str, str, str]] = []
     board = BreakerBoard(
-        BreakerConfig(min_calls=2, window_size=2, half_open_probes=1, probe_successes_to_close=1),
+        Cfg(min_calls=2, window_size=2, half_open_probes=1, probe_successes_to_close=1),
         hooks=[lambda e: seen.append((e.layer, e.old.value, e.new.value))],
     )
     a = target()
@@ -477,7 +519,7 @@ def test_a_failing_hook_is_logged_and_breaks_nothing(caplog: pytest.LogCaptureFi
     def broken(e: BreakerEvent) -> None:
         raise RuntimeError("metrics backend down")
 
-    board = BreakerBoard(BreakerConfig(min_calls=1, window_size=1), hooks=[broken, lambda e: seen.append(e.new)])
+    board = BreakerBoard(Cfg(min_calls=1, window_size=1), hooks=[broken, lambda e: seen.append(e.new)])
     a = target()
     with caplog.at_level(logging.ERROR, logger="failover.breaker"):
         attempt(board, a, E503, 0.0)
@@ -489,7 +531,7 @@ def test_a_failing_hook_is_logged_and_breaks_nothing(caplog: pytest.LogCaptureFi
 
 
 def test_snapshots_for_metrics() -> None:
-    board = BreakerBoard(BreakerConfig(min_calls=4, window_size=4))
+    board = BreakerBoard(Cfg(min_calls=4, window_size=4))
     a = target()
     attempt(board, a, E503, 0.0)
     attempt(board, a, None, 0.0)
@@ -513,7 +555,7 @@ def test_snapshots_for_metrics() -> None:
 async def test_100_arrivals_at_the_end_of_the_open_period_let_exactly_n_probes_through() -> None:
     loop = asyncio.get_running_loop()
     n = 3
-    board = BreakerBoard(BreakerConfig(min_calls=4, window_size=4, open_duration=30.0, half_open_probes=n))
+    board = BreakerBoard(Cfg(min_calls=4, window_size=4, open_duration=30.0, half_open_probes=n))
     a = target()
     for _ in range(4):
         attempt(board, a, E503, loop.time())
@@ -576,7 +618,7 @@ def test_reported_rates_equal_the_window_contents(
     slow_call_rate: float,
     seq: list[tuple[Outcome, float, float]],
 ) -> None:
-    cfg = BreakerConfig(
+    cfg = Cfg(
         window_kind=kind,  # type: ignore[arg-type]
         window_size=size,
         window_seconds=size,

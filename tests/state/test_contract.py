@@ -18,7 +18,9 @@ from failover.state import BreakerOutcome, BreakerParams, MemoryStore, SQLiteSto
 
 from .conftest import StoreFactory
 
-P = BreakerParams(window_size=4, min_calls=4, open_duration=0.3, half_open_probes=2, successes_to_close=2)
+P = BreakerParams(
+    window_size=4, min_calls=4, open_duration=0.3, open_duration_growth=2.0, half_open_probes=2, successes_to_close=2
+)
 
 
 def pid() -> str:
@@ -73,7 +75,8 @@ async def test_probe_successes_close_and_a_failed_probe_reopens_longer(make_stor
         [BreakerOutcome(scope="s", params=P, epoch=adm[0].epochs[0], probe=True, outcome="failure")], ids[0], 0.01
     )
     assert r.views[0].state == "open" and r.views[0].why == "probe failed"
-    assert r.views[0].open_for == pytest.approx(0.6)  # the second opening: 0.3 x 2
+    # the second opening, 0.3 x 2, from the probe's start: less the 0.01 s the probe took
+    assert r.views[0].open_for == pytest.approx(0.59)
     # the other probe's result belongs to the half-open state that ended: ignored
     r = await store.breaker_record(
         [BreakerOutcome(scope="s", params=P, epoch=adm[1].epochs[0], probe=True, outcome="success")], ids[1], 0.01
@@ -89,6 +92,36 @@ async def test_probe_successes_close_and_a_failed_probe_reopens_longer(make_stor
         )
     assert r.views[0].state == "closed"
     assert r.transitions[-1].reason == "2/2 probes succeeded"
+
+
+async def test_the_open_period_grows_to_its_cap_counted_from_a_failed_probes_start(make_store: StoreFactory) -> None:
+    """The rule of BreakerConfig.open_period on every backend: grown by the factor, capped, and
+    after a failed probe less the time the probe took, but never under the base period."""
+    p = BreakerParams(
+        window_size=2,
+        min_calls=2,
+        open_duration=0.2,
+        open_duration_growth=3.0,
+        max_open_duration=1.0,
+        half_open_probes=1,
+        successes_to_close=1,
+    )
+    store = make_store()
+    await fail_n(store, "s", 2, p)
+    periods = []
+    for took in (0.5, 0.05, 0.3):
+        view = (await store.breaker_views([("s", p)]))[0]
+        assert view.retry_in is not None
+        await asyncio.sleep(view.retry_in + 0.02)
+        a = await store.breaker_admit([("s", p)], i := pid())
+        assert a.granted and a.probes == (True,)
+        r = await store.breaker_record(
+            [BreakerOutcome(scope="s", params=p, epoch=a.epochs[0], probe=True, outcome="failure")], i, took
+        )
+        assert r.views[0].state == "open" and r.views[0].why == "probe failed"
+        periods.append(r.views[0].open_for)
+    # 0.6 - 0.5 is under the base: 0.2; then the cap 1.0 (0.2 x 3^2 = 1.8) less 0.05; then 1.0 - 0.3
+    assert periods == pytest.approx([0.2, 0.95, 0.7])
 
 
 async def test_a_probe_whose_process_died_frees_its_slot_after_the_lease(make_store: StoreFactory) -> None:

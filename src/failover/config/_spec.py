@@ -179,9 +179,9 @@ class KeyBreakerSpec(_Strict):
     failure_rate: float = Field(0.5, gt=0, le=1)
     slow_call_rate: float = Field(1.0, gt=0, le=1)
     slow_call_duration: float = Field(30.0, gt=0)
-    open_duration: float = Field(30.0, gt=0)
-    open_duration_growth: float = Field(2.0, ge=1)
-    max_open_duration: float = Field(300.0, gt=0)
+    open_duration: float = Field(2.0, gt=0)
+    open_duration_growth: float = Field(1.5, ge=1)
+    max_open_duration: float | None = Field(None, gt=0)  # None: 5 s, or open_duration if longer
     half_open_probes: int = Field(2, ge=1)
     probe_successes_to_close: int | None = Field(None, ge=1)
 

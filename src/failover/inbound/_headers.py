@@ -166,10 +166,16 @@ def retry_headers(exc: Unavailable) -> dict[str, str]:
     whether asking again later can succeed. ``Retry-After`` is sent only when a retry later
     really can succeed: the provider's own hint, or the end of a hold (an open breaker, a
     cool-down) that turned the candidates away. Never on a spent deadline: the time was the
-    caller's, and coming back sooner or later changes nothing the router knows of."""
+    caller's, and coming back sooner or later changes nothing the router knows of.
+
+    ``Retry-After`` is whole seconds, rounded up (a provider's wait is not cut short), and 0
+    under a second: the router says an open breaker's next probe in whole seconds already
+    (rounded down), so neither header is ever later than that probe. ``retry-after-ms``,
+    which the official SDKs read first, has the exact wait."""
     headers = {"x-should-retry": "false", "x-failover-retryable": "true" if exc.retryable else "false"}
     if exc.retry_after_ms is not None and exc.retryable and exc.reason is not FailureKind.DEADLINE_EXHAUSTED:
-        headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_ms / 1000)))
+        ms = exc.retry_after_ms
+        headers["retry-after"] = str(math.ceil(ms / 1000) if ms >= 1000 else 0)
         headers["retry-after-ms"] = str(exc.retry_after_ms)
     return headers
 

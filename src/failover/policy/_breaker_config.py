@@ -15,6 +15,10 @@ from ..state import BreakerParams
 
 WindowKind = Literal["count", "time"]
 
+# The cap on a grown open period unless configured: the longest a recovered provider waits for
+# its next probe (docs/health.md, "Recovery after an outage").
+MAX_OPEN_DURATION = 5.0
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BreakerConfig:
@@ -32,9 +36,11 @@ class BreakerConfig:
     failure_rate: float = 0.5
     slow_call_rate: float = 1.0  # 1.0: off
     slow_call_duration: float = 30.0
-    open_duration: float = 30.0
-    open_duration_growth: float = 2.0  # factor per re-open without a close in between
-    max_open_duration: float = 300.0
+    # Short and capped, so that a provider is found again within seconds of its recovery (see
+    # "Recovery after an outage" in docs/health.md): 2, 3, 4.5, 5, 5 ... s while probes fail.
+    open_duration: float = 2.0
+    open_duration_growth: float = 1.5  # factor per re-open without a close in between
+    max_open_duration: float | None = None  # None: MAX_OPEN_DURATION, or open_duration if longer
     half_open_probes: int = 2  # concurrent probes while half-open
     probe_successes_to_close: int | None = None  # None: half_open_probes
 
@@ -67,14 +73,24 @@ class BreakerConfig:
                 problems.append(f"{name} must be in (0, 1], not {value!r}")
         for name in ("slow_call_duration", "open_duration", "max_open_duration"):
             value = getattr(self, name)
+            if value is None and name == "max_open_duration":
+                continue
             if not (value > 0.0 and math.isfinite(value)):
                 problems.append(f"{name} must be a finite number of seconds > 0, not {value!r}")
         if not (self.open_duration_growth >= 1.0 and math.isfinite(self.open_duration_growth)):
             problems.append(f"open_duration_growth must be >= 1, not {self.open_duration_growth!r}")
-        if self.max_open_duration < self.open_duration:
+        if self.max_open_duration is not None and self.max_open_duration < self.open_duration:
             problems.append(f"max_open_duration {self.max_open_duration} < open_duration {self.open_duration}")
         if problems:
             raise ValueError("BreakerConfig: " + "; ".join(problems))
+
+    @property
+    def open_cap(self) -> float:
+        """The longest open period: ``max_open_duration``, by default 5 s (or ``open_duration``
+        when that is longer)."""
+        if self.max_open_duration is not None:
+            return self.max_open_duration
+        return max(MAX_OPEN_DURATION, self.open_duration)
 
     @property
     def successes_to_close(self) -> int:
@@ -85,10 +101,18 @@ class BreakerConfig:
         """Is the slow-call rule on?"""
         return self.slow_call_rate < 1.0
 
-    def open_period(self, streak: int) -> float:
-        """The open period of the ``streak``-th opening since the last close (1 for the first)."""
-        grown = self.open_duration * self.open_duration_growth ** max(0, streak - 1)
-        return min(self.max_open_duration, grown)
+    def open_period(self, streak: int, probe_duration: float = 0.0) -> float:
+        """The open period of the ``streak``-th opening since the last close (1 for the first).
+
+        After a failed probe that took ``probe_duration`` seconds, the period counts from the
+        probe's start: a probe that hung for its whole timeout does not push the next one
+        further away by that much (never less than ``open_duration`` from its end, though).
+        So the next probe is due at most ``max_open_duration`` after the last one started (or
+        ``open_duration`` after it ended, if it took longer than the difference), however
+        the provider fails.
+        """
+        grown = min(self.open_cap, self.open_duration * self.open_duration_growth ** max(0, streak - 1))
+        return max(self.open_duration, grown - probe_duration) if probe_duration > 0 else grown
 
 
 def breaker_params(config: BreakerConfig, *, probe_lease: float = 120.0) -> BreakerParams:
@@ -103,7 +127,7 @@ def breaker_params(config: BreakerConfig, *, probe_lease: float = 120.0) -> Brea
         slow_call_duration=config.slow_call_duration,
         open_duration=config.open_duration,
         open_duration_growth=config.open_duration_growth,
-        max_open_duration=config.max_open_duration,
+        max_open_duration=config.open_cap,
         half_open_probes=config.half_open_probes,
         successes_to_close=config.successes_to_close,
         probe_lease=probe_lease,

@@ -9,7 +9,9 @@ Modelled on resilience4j's CircuitBreaker, adapted to LLM providers:
   opens the breaker.
 * **open**: every call is rejected until the open period has passed. The period grows by
   ``open_duration_growth`` each time the breaker re-opens without having closed in between,
-  up to ``max_open_duration``; a close resets it.
+  up to ``max_open_duration``; a close resets it. After a failed probe the period counts
+  from the probe's start (but lasts at least ``open_duration``), so a probe that hangs until
+  its timeout does not delay the next one by its hang.
 * **half-open**: the first call at or after the end of the open period moves the breaker to
   half-open (there is no timer: the move happens on whichever call observes it). At most
   ``half_open_probes`` calls are in flight at once; the rest are rejected as if open. One
@@ -178,7 +180,7 @@ class CircuitBreaker:
     >>> for t in (1.0, 2.0):
     ...     b.release(b.try_acquire(t), t, outcome="failure", duration=0.1)
     >>> b.state(3.0), b.retry_at, b.try_acquire(3.0)
-    (<BreakerState.OPEN: 'open'>, 32.0, None)
+    (<BreakerState.OPEN: 'open'>, 4.0, None)
     """
 
     def __init__(
@@ -304,9 +306,9 @@ class CircuitBreaker:
             slow = duration > cfg.slow_call_duration
             self._window.record(now, failed, slow)
             if failed:
-                self._open(now, "probe failed", kind)
+                self._open(now, "probe failed", kind, probe_duration=duration)
             elif slow and cfg.slow_rule:
-                self._open(now, f"probe slower than {cfg.slow_call_duration:g}s")
+                self._open(now, f"probe slower than {cfg.slow_call_duration:g}s", probe_duration=duration)
             else:
                 self._probe_successes += 1
                 if self._probe_successes >= cfg.successes_to_close:
@@ -336,12 +338,12 @@ class CircuitBreaker:
         if self._state is BreakerState.OPEN and now >= self._opened_at + self._open_for:
             self._move(BreakerState.HALF_OPEN, now, f"open period of {self._open_for:g}s elapsed")
 
-    def _open(self, now: float, why: str, kind: str = "") -> None:
+    def _open(self, now: float, why: str, kind: str = "", *, probe_duration: float = 0.0) -> None:
         self._open_kind = kind
         self._streak += 1
         self._open_count += 1
         self._opened_at = now
-        self._open_for = self.config.open_period(self._streak)
+        self._open_for = self.config.open_period(self._streak, probe_duration)
         self._open_why = why
         self._move(BreakerState.OPEN, now, why)
 

@@ -48,6 +48,18 @@ from ._telemetry import request_ended
 log = logging.getLogger("failover.router")
 
 
+def retry_ms(wait: float, *, probe: bool) -> int:
+    """The caller's wait in ms. A provider's or a cool-down's is rounded up (never cut short); a
+    breaker's next probe is rounded down, to whole seconds from one second on, so neither
+    ``retry_after_ms`` nor a Retry-After header in whole seconds is ever later than the probe
+    (1e-6 absorbs float noise)."""
+    if not probe:
+        return math.ceil(wait * 1000)
+    if wait >= 1.0 - 1e-6:
+        return 1000 * math.floor(wait + 1e-6)
+    return max(1, math.floor(wait * 1000 + 1e-6))
+
+
 class _Run(Attempts):
     """One request on its way through its candidates: the I/O that the engine's decisions ask for.
 
@@ -229,10 +241,15 @@ class _Run(Attempts):
             self.pay(lane, d.retry, now)
         loop = self.loop
         end = now + d.seconds
-        while (left := end - loop.time()) > 0 and await self.router.wait_unless_opened(left):
+        # An open breaker admits only its few probes when it ends, not a replay of every waiter:
+        # a wait on a target whose breaker is open now is not slept (the engine then leaves it).
+        opened = self.router.breakers.hold(target, now) is not None
+        while not opened and (left := end - loop.time()) > 0 and await self.router.wait_unless_opened(left):
             held = self.policies.hold(target, loop.time())
-            if held is not None and held.until > end:
-                break  # its breaker opened meanwhile: the wait would end in a refusal
+            if held is not None and (held.until > end or self.router.breakers.hold(target, loop.time())):
+                # its breaker opened meanwhile: the wait would end in a refusal, or (a short open
+                # period) in a race of every waiter for the few half-open probe slots
+                break
         self.waited(target.name, now, d.source)
         lane.waited = True
         return True
@@ -255,15 +272,23 @@ class _Run(Attempts):
     def unavailable(self, stop: Stop) -> Unavailable:
         now = self.loop.time()
         s = self.state
+        probes: set[str] = set()  # targets whose return is their breaker's next probe
         for t in self.route.targets:  # a breaker that opened since a target failed outlasts its hint
             if t.name in s.back or t.name in s.anytime:
                 held = self.policies.hold(t, now)
                 if held is not None:
                     s.held(held)
+                    # ...and no longer hint is told: the breaker lets a probe through at its end
+                    s.back[t.name] = held.until
+                    bh = self.router.breakers.hold(t, now)
+                    if bh is not None and abs(now + bh.wait - held.until) < 1e-9:
+                        probes.add(t.name)
         self.rec.retry_budget_exhausted = s.budget_spent
         record = self.rec.freeze(now, used=None, outcome=stop.kind.value, stopped=stop.stopped)
         until = s.retry_after(now)
-        retry_after_ms = None if until is None else math.ceil((until - now) * 1000)
+        retry_after_ms = None
+        if until is not None:
+            retry_after_ms = retry_ms(until - now, probe=min(s.back, key=s.back.__getitem__) in probes)
         log.info(
             "request %s on route %s unavailable: %s: %s", self.rec.request_id, self.route.name, stop.kind, stop.message
         )

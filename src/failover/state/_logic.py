@@ -100,12 +100,23 @@ def _move(b: State, p: BreakerParams, scope: str, new: str, now: float, reason: 
         b["fk"] = ""
 
 
-def _open(b: State, p: BreakerParams, scope: str, now: float, why: str, out: list[Transition], kind: str = "") -> None:
+def _open(
+    b: State,
+    p: BreakerParams,
+    scope: str,
+    now: float,
+    why: str,
+    out: list[Transition],
+    kind: str = "",
+    probe_duration: float = 0.0,
+) -> None:
     b["fk"] = kind  # the failure kind that tripped it: what a request it turns away is told
     b["sk"] += 1
     b["oc"] += 1
     b["oa"] = now
-    b["of"] = min(p.max_open_duration, p.open_duration * p.open_duration_growth ** max(0, b["sk"] - 1))
+    grown = min(p.max_open_duration, p.open_duration * p.open_duration_growth ** max(0, b["sk"] - 1))
+    # after a failed probe, the period counts from the probe's start (at least open_duration)
+    b["of"] = max(p.open_duration, grown - probe_duration) if probe_duration > 0 else grown
     b["why"] = why
     _move(b, p, scope, "open", now, why, out)
 
@@ -167,9 +178,9 @@ def breaker_record(
             return
         _record_window(b, p, now, failed, slow)
         if failed:
-            _open(b, p, scope, now, "probe failed", out, kind)
+            _open(b, p, scope, now, "probe failed", out, kind, duration)
         elif slow and slow_rule:
-            _open(b, p, scope, now, f"probe slower than {p.slow_call_duration:g}s", out)
+            _open(b, p, scope, now, f"probe slower than {p.slow_call_duration:g}s", out, "", duration)
         else:
             b["ps"] += 1
             if b["ps"] >= p.successes_to_close:

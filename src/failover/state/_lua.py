@@ -99,12 +99,14 @@ local function move(b, p, scope, new, reason)
   if new == 'closed' then b.sk = 0; b.fk = '' end
 end
 
-local function bopen(b, p, scope, why, kind)
+local function bopen(b, p, scope, why, kind, pdur)
   b.fk = kind or ''
   b.sk = b.sk + 1
   b.oc = b.oc + 1
   b.oa = now
-  b.of = math.min(p.maxo, p.odur * p.growth ^ math.max(0, b.sk - 1))
+  local grown = math.min(p.maxo, p.odur * p.growth ^ math.max(0, b.sk - 1))
+  -- after a failed probe, the period counts from the probe's start (at least odur)
+  if pdur and pdur > 0 then b.of = math.max(p.odur, grown - pdur) else b.of = grown end
   b.why = why
   move(b, p, scope, 'open', why)
 end
@@ -142,9 +144,9 @@ local function record(b, p, scope, ep, pid, outcome, dur, kind)
     if outcome == 'ignored' then return end
     rec_window(b, p, failed, slow)
     if failed then
-      bopen(b, p, scope, 'probe failed', kind)
+      bopen(b, p, scope, 'probe failed', kind, dur)
     elseif slow and slow_rule then
-      bopen(b, p, scope, 'probe slower than ' .. fmtg(p.sdur) .. 's')
+      bopen(b, p, scope, 'probe slower than ' .. fmtg(p.sdur) .. 's', '', dur)
     else
       b.ps = b.ps + 1
       if b.ps >= p.close then

@@ -49,9 +49,9 @@ class BreakerParams:
     failure_rate: float = 0.5
     slow_call_rate: float = 1.0
     slow_call_duration: float = 30.0
-    open_duration: float = 30.0
-    open_duration_growth: float = 2.0
-    max_open_duration: float = 300.0
+    open_duration: float = 2.0
+    open_duration_growth: float = 1.5
+    max_open_duration: float = 5.0
     half_open_probes: int = 2
     successes_to_close: int = 2
     probe_lease: float = 120.0
