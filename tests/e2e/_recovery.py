@@ -23,7 +23,7 @@ import uvicorn
 from failover import Capability, Envelope, Price, Request, Route, Router, RouteRecord, Target, Timeouts, Unavailable
 from failover.gateway import EnvelopeDefaults, GatewaySettings, create_app
 from failover.gateway._serve import http_protocol
-from failover.policy import Backoff, BreakerBoard, RetryBudget
+from failover.policy import Backoff, BreakerBoard, RetryBudget, StatsBoard
 from failover.testing import FakeProvider, FakeServer, Reply, Script
 from failover.testing._script import ScriptSpec
 from failover.transport import Http1Transport
@@ -56,6 +56,18 @@ RECOVERED_BY_A = {"json to a stream"}  # A answers: the fault is only an odd wir
 
 def dialect_of(fault: str) -> str:
     return "anthropic" if fault == "529" else "openai"
+
+
+class Records(StatsBoard):
+    """The router's stats board, keeping every request's RouteRecord."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[RouteRecord] = []
+
+    def observe(self, record: RouteRecord) -> None:
+        self.records.append(record)
+        super().observe(record)
 
 
 @dataclass

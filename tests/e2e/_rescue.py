@@ -45,12 +45,12 @@ from failover.model import (
     Unavailable,
     Workflow,
 )
-from failover.policy import Backoff, BreakerBoard, RetryBudget, StatsBoard
+from failover.policy import Backoff, BreakerBoard, RetryBudget
 from failover.router import Router
 from failover.testing import FakeProvider, FakeServer, Reply, Script
 from failover.transport import Http1Transport
 
-from ._recovery import gateway
+from ._recovery import Records, gateway
 
 ROUTE = "chat"  # the route's name: never a model's name, so "model names the route" shows
 DEADLINE = 30.0  # seconds: the gateway's deadline_ms / 1000 and the library's Envelope budget
@@ -219,18 +219,6 @@ class Seen:
     error: str | None = None  # the typed failure (FailureKind value), or what went wrong
     status: int | None = None  # the gateway's HTTP status of an error
     record: RouteRecord | None = None
-
-
-class Records(StatsBoard):
-    """The router's stats board, keeping every request's RouteRecord."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.records: list[RouteRecord] = []
-
-    def observe(self, record: RouteRecord) -> None:
-        self.records.append(record)
-        super().observe(record)
 
 
 @dataclass

@@ -30,11 +30,21 @@ from typing import Any
 import openai
 import pytest
 
-from failover import Envelope, Router, RouteRecord, Unavailable, Workflow
-from failover.policy import StatsBoard
+from failover import Envelope, Router, Unavailable, Workflow
 from failover.testing import Script
 
-from ._recovery import BUDGET, FAULTS, RECOVERED_BY_A, SHAPES, call, dialect_of, gateway, make_router, upstreams
+from ._recovery import (
+    BUDGET,
+    FAULTS,
+    RECOVERED_BY_A,
+    SHAPES,
+    Records,
+    call,
+    dialect_of,
+    gateway,
+    make_router,
+    upstreams,
+)
 
 pytestmark = [pytest.mark.looptime(noop_cycles=200), pytest.mark.e2e]
 
@@ -42,18 +52,6 @@ ENVELOPES = {"budget": Envelope(budget=BUDGET), "max_attempts=2": Envelope(budge
 FLOOR = 10  # RetryBudget()'s floor
 TIER = {"a": {Workflow.DIRECT, Workflow.RETRY_FAILOVER}, "a2": {Workflow.RETRY_FAILOVER}, "b": {Workflow.FALLBACK}}
 TIER["c"] = TIER["b"]
-
-
-class Records(StatsBoard):
-    """The router's stats board, keeping every request's RouteRecord for the checks."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.records: list[RouteRecord] = []
-
-    def observe(self, record: RouteRecord) -> None:
-        self.records.append(record)
-        super().observe(record)
 
 
 @dataclass
