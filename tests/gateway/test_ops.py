@@ -245,7 +245,8 @@ async def test_reload_swaps_the_router_and_old_streams_finish_on_the_old_one() -
     life = _Lifespan(app)
     await life.start()
     client = _StayingClient(chat_body(stream=True))
-    streaming = asyncio.create_task(app(chat_scope(), client.receive, client.send))
+    # hold_tokens=0: the stream's first byte goes out at once, so the reload finds it in flight
+    streaming = asyncio.create_task(app(chat_scope(hold_tokens=0), client.receive, client.send))
     await asyncio.wait_for(client.first.wait(), 5)
     os.kill(os.getpid(), signal.SIGHUP)
     for _ in range(100):
