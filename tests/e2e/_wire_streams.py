@@ -828,6 +828,32 @@ def known(name: str) -> Case:
             Event(None, "[DONE]"),
         ]
         return _fixed(story, events)
+    if name == "openai-index-1-first":
+        # As vLLM was measured sending parallel calls: index 1's head before index 0's, the
+        # fragments interleaved (two of them in one chunk). The SDK files them by index.
+        calls = (Call("get_weather", {"city": "Paris"}), Call("search_web", {"q": "x"}))
+        story = Story(OA, calls=calls, usage=(12, 30))
+        head_a = {"index": 0, "id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": ""}}
+        head_b = {"index": 1, "id": "call_b", "type": "function", "function": {"name": "search_web", "arguments": ""}}
+        events = [
+            _oa({"role": "assistant", "content": None}),
+            _oa({"tool_calls": [head_b]}),
+            _oa({"tool_calls": [{"index": 1, "function": {"arguments": '{"q": '}}]}),
+            _oa({"tool_calls": [head_a]}),
+            _oa(
+                {
+                    "tool_calls": [
+                        {"index": 1, "function": {"arguments": '"x"}'}},
+                        {"index": 0, "function": {"arguments": '{"city": '}},
+                    ]
+                }
+            ),
+            _oa({"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]}),
+            _oa({}, "tool_calls"),
+            _oa_usage(story),
+            Event(None, "[DONE]"),
+        ]
+        return _fixed(story, events)
     if name == "openai-reasoning":
         story = Story(OA, (Thought("Paris is in France; 天气 first. "),), "Sunny, 21 °C 😀", usage=(12, 30))
         events = [

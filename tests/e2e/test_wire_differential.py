@@ -278,3 +278,49 @@ def test_anthropic_streams_read_alike(env: Env, case: Case) -> None:
 @example(case=known("gemini-error-rate_limit"))
 def test_gemini_streams_read_alike(env: Env, case: Case) -> None:
     check(env, case)
+
+
+# -- parallel calls whose heads come out of index order --------------------------------------------
+
+
+def test_calls_opened_out_of_index_order_are_listed_by_index(env: Env) -> None:
+    """Index 1's head before index 0's (vLLM): every reader lists the calls by ``index``, as
+    the openai SDK's chunk objects filed by ``index`` do. The SDK's own ``.stream()``
+    accumulator cannot read these bytes (IndexError: it needs index 0's head first); through
+    failover it can, since failover sends the calls in index order. Routes with the default
+    hold (``hold_tokens``), a gateway of their own."""
+    case = known("openai-index-1-first")
+    e = env
+    e.raw.serve(sdk=case.wire.oracle, fo=case.wire.writes)
+
+    async def read_all() -> dict[str, Seen]:
+        seen: dict[str, Seen] = {"a": await openai_chunks(e.clients["a/openai"], "gpt-x")}
+        with pytest.raises(IndexError):
+            await openai_accumulated(e.clients["a/openai"], "gpt-x")
+        routes = [Route(name="oa", primary=(_target(OA, e.raw),))]
+
+        def router() -> Router:
+            return Router(routes, retry_budget=Unlimited(), breakers=NoBreakers(), backoff=Backoff(base=0.01, cap=0.05))
+
+        async with router() as r:
+            seen["b"] = await router_stream(r, "oa", "openai")
+        app = create_app(router(), GatewaySettings(envelope=EnvelopeDefaults(deadline_ms=30_000)))
+        with ServerThread(app) as gateway:
+            gw = gateway.base_url
+            async with openai.AsyncOpenAI(base_url=gw, api_key="sk-gateway") as oa:
+                seen["c/openai"] = await openai_accumulated(oa, "oa", tools=OPENAI_TOOLS)
+            async with anthropic.AsyncAnthropic(base_url=gw.removesuffix("/v1"), api_key="sk-gateway") as an:
+                seen["c/anthropic"] = await anthropic_stream(an, "oa", tools=ANTHROPIC_TOOLS)
+        async with router() as r:
+            async with openai.AsyncOpenAI(api_key="unused", http_client=failover.httpx_client(r, route="oa")) as oa:
+                seen["d/openai"] = await openai_accumulated(oa, "oa", tools=OPENAI_TOOLS)
+            async with anthropic.AsyncAnthropic(
+                api_key="unused", http_client=failover.httpx_client(r, route="oa")
+            ) as an:
+                seen["d/anthropic"] = await anthropic_stream(an, "oa", tools=ANTHROPIC_TOOLS)
+        return seen
+
+    seen = e.runner.run(read_all())
+    assert seen["a"].calls == (("get_weather", {"city": "Paris"}), ("search_web", {"q": "x"}))
+    problems = differences(case, seen)
+    assert not problems, "the readers disagree:\n" + "\n".join(problems)

@@ -562,3 +562,77 @@ def test_stream_parser_reads_request_id_and_rate_limits_from_headers() -> None:
     assert f.provider_request_id == "req_42"
     assert f.rate_limits is not None and f.rate_limits.remaining_requests == 59
     assert f.response is not None and f.response.provider_request_id == "req_42"
+
+
+# ----------------------------------------------------------------------- calls in index order
+
+
+def sdk_calls(*chunks: dict[str, object]) -> list[tuple[str, str, str]]:
+    """The oracle: the openai SDK's chunk objects, their ``delta.tool_calls`` filed by
+    ``index`` and listed by it (as its ``accumulate_delta`` files them when index 0 comes
+    first; its ``.stream()`` accumulator raises IndexError when it does not)."""
+    from openai.types.chat import ChatCompletionChunk
+
+    filed: dict[int, list[str]] = {}
+    for c in chunks:
+        for choice in ChatCompletionChunk.model_validate({"created": 0, **c}).choices:
+            for tc in choice.delta.tool_calls or ():
+                slot = filed.setdefault(tc.index, ["", "", ""])
+                slot[0] += tc.id or ""
+                if tc.function is not None:
+                    slot[1] += tc.function.name or ""
+                    slot[2] += tc.function.arguments or ""
+    return [(i, n, a) for i, n, a in (filed[k] for k in sorted(filed))]
+
+
+# vLLM's parallel calls as measured: index 1's head before index 0's, fragments interleaved.
+INDEX_1_FIRST = (
+    chunk({"role": "assistant", "content": None}),
+    chunk(call_delta(1, "", id="call_b", name="search")),
+    chunk(call_delta(1, '{"q": ')),
+    chunk(call_delta(0, "", id="call_a", name="get_weather")),
+    chunk(calls(frag(1, '"x"}'), frag(0, '{"city": '))),
+    chunk(call_delta(0, '"Paris"}')),
+    chunk(finish="tool_calls"),
+)
+
+
+def test_calls_are_listed_by_index_when_index_1_opens_first() -> None:
+    r = run(OA, sse(*INDEX_1_FIRST, "[DONE]"))
+    check_tool_invariants(r)
+    weather = ToolCall(id="call_a", name="get_weather", arguments='{"city": "Paris"}', parsed={"city": "Paris"})
+    search = ToolCall(id="call_b", name="search", arguments='{"q": "x"}', parsed={"q": "x"})
+    got = r.response().tool_calls
+    assert got == (weather, search)
+    assert [(c.id, c.name, c.arguments) for c in got] == sdk_calls(*INDEX_1_FIRST)
+    assert r.done == [ToolCallDone(index=0, call=weather), ToolCallDone(index=1, call=search)]
+    # index 1 waited for index 0's head: the client is never shown 1 before 0, nor a number
+    # it would have to take back
+    starts = r.of(ToolCallStart)
+    assert [(s.index, s.id) for s in starts] == [(0, "call_a"), (1, "call_b")]
+    first = r.events.index(starts[0])
+    assert r.events[first : first + 3] == [starts[0], starts[1], ToolCallDelta(index=1, arguments='{"q": ')]
+
+
+def test_a_gap_in_the_indexes_is_closed_and_the_later_call_waits_for_the_finish() -> None:
+    body = (
+        chunk(call_delta(2, "", id="call_c", name="g")),
+        chunk(call_delta(0, "{}", id="call_a", name="f")),
+        chunk(call_delta(2, "{}")),
+        chunk(finish="tool_calls"),
+    )
+    r = run(OA, sse(*body))
+    check_tool_invariants(r)
+    assert [(c.id, c.name, c.arguments) for c in r.response().tool_calls] == sdk_calls(*body)
+    assert [(d.index, d.call.id) for d in r.done] == [(0, "call_a"), (1, "call_c")]
+    starts = r.of(ToolCallStart)
+    assert r.events.index(starts[1]) > r.events.index(r.of(ToolCallDelta)[0])  # index 1 might still have come
+
+
+def test_a_stream_cut_before_index_0_opened_lists_the_calls_by_index() -> None:
+    # the partial answer a failure carries lists what had arrived in the SDK's order too
+    body = sse(chunk(call_delta(1, '{"b"', id="call_b", name="g")), chunk(call_delta(0, "{", id="call_a", name="f")))
+    r = run(OA, body)
+    partial = r.failure().response
+    assert partial is not None
+    assert [c.id for c in partial.tool_calls] == ["call_a", "call_b"]

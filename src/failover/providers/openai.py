@@ -392,12 +392,14 @@ def _usage(u: dict[str, Any]) -> Usage:
 
 
 class _Call:
-    """One streamed tool call: its position among the calls, and the fragments seen so far."""
+    """One streamed tool call: where the server put it, its position once announced, and the
+    fragments seen so far."""
 
-    __slots__ = ("done", "id", "index", "name", "parts", "started")
+    __slots__ = ("done", "id", "index", "name", "order", "parts", "started")
 
-    def __init__(self, index: int) -> None:
-        self.index = index  # the call's position in this response (see _ChunkStream)
+    def __init__(self, wire: int, seq: int) -> None:
+        self.order = (wire, seq)  # the order the SDK lists it in: the wire index, then arrival
+        self.index = -1  # the call's position in this response, once announced (see _ChunkStream)
         self.id = ""
         self.name = ""
         self.parts: list[str] = []
@@ -426,18 +428,23 @@ class _ChunkStream:
     (``ToolCallStart``) once its id or name is known, each argument fragment is passed on as
     it comes (``ToolCallDelta``), and every call is complete (``ToolCallDone``, arguments
     parsed once) only when the choice finishes: a later fragment may still belong to any call.
-    The events' ``index`` numbers the calls 0, 1, ... in the order the server opened them,
-    which is the wire ``index`` for every server that follows the protocol (the SDK uses it
-    as a list position too); calls are announced in that order, and the Response lists them
-    in it. Servers that break the numbering are read too: a call without an ``index`` is found
-    by its id (or is the last call), an ``index`` reused with a new id (Ollama, some proxies)
-    opens a new call, and indexes counted from 1 are counted from 0.
+    The calls are listed in the order of their wire ``index``, as the SDK lists them (a
+    chunk reader filing fragments by ``index``; its ``.stream()`` accumulator needs index 0's
+    head first and fails otherwise), not in the order they arrived: some OpenAI-compatible
+    servers (vLLM) open index 1 before index 0. The events' ``index`` numbers the calls 0, 1,
+    ... in that order, gaps closed (indexes 0, 2 are calls 0, 1). A number once sent cannot
+    change, so a call is announced only when the call before it in that order is (index 0
+    first, then 1, ...); a call whose lower index has not come yet (index 1 before 0, a gap,
+    indexes counted from 1) waits, its fragments kept, until that index comes or the choice
+    finishes, when every waiting call is announced in index order. Servers that break the
+    numbering are read too: a call without an ``index`` is found by its id (or is the last
+    call) and goes after every call seen, and an ``index`` reused with a new id (Ollama, some
+    proxies) opens a new call, after the calls of that index.
     The terminal marker is ``finish_reason``; ``[DONE]`` and the usage-only chunk after it
     are welcome but not required.
     """
 
     __slots__ = (
-        "_announced",
         "_blocks",
         "_calls",
         "_finish",
@@ -446,7 +453,9 @@ class _ChunkStream:
         "_last",
         "_meta",
         "_model",
+        "_next_wire",
         "_origin",
+        "_placed",
         "_refusal",
         "_target",
         "_text",
@@ -463,10 +472,11 @@ class _ChunkStream:
         self._model: str | None = None
         self._text: list[str] = []
         self._refusal: list[str] = []
-        self._calls: list[_Call] = []  # by position: the order the server opened them
+        self._calls: list[_Call] = []  # every call, in the order the server opened them
+        self._placed: list[_Call] = []  # the announced calls, by position (their events' index)
+        self._next_wire = 0  # a call of a wire index up to this one may be announced next
         self._wire: dict[int, _Call] = {}  # wire index -> the call its fragments go to now
         self._last: _Call | None = None  # the call the last fragment went to
-        self._announced = 0  # calls[:announced] have had their ToolCallStart
         self._finish: str | None = None
         self._usage = Usage()
         self._origin = target.key
@@ -528,9 +538,9 @@ class _ChunkStream:
                     self._finish = finish
                     if self._thinking is not None:
                         self._close_thinking(out)
-                    for call in self._calls:  # the choice is complete, and so is every call
-                        if not call.started:
-                            self._start(call, out)
+                    for call in self._waiting():  # no lower index can come any more
+                        self._start(call, out)
+                    for call in self._placed:  # the choice is complete, and so is every call
                         call.done = call.call()
                         out.append(ToolCallDone(index=call.index, call=call.done))
                     stop = _stop_reason(finish, bool(self._calls), bool(self._refusal))
@@ -559,11 +569,11 @@ class _ChunkStream:
             call = self._wire.get(wire)
             if call is None or (call_id and call.id and call_id != call.id):
                 # A new index, or an index reused for another call (a new id): a new call.
-                call = self._wire[wire] = self._open()
+                call = self._wire[wire] = self._open(max(wire, 0))
         elif call_id:  # no index (some compatible servers): the call with this id, else a new one
-            call = next((c for c in self._calls if c.id == call_id), None) or self._open()
+            call = next((c for c in self._calls if c.id == call_id), None) or self._open_last()
         else:  # neither: the fragment continues the last call
-            call = self._last or self._open()
+            call = self._last or self._open_last()
         self._last = call
         if call_id and not call.id:
             call.id = call_id
@@ -594,25 +604,35 @@ class _ChunkStream:
         raise StreamFailed(with_partial(failure, self._response()))
 
     def _announce(self, out: list[StreamEvent]) -> None:
-        """Start the calls that can be, in order: a call is announced once its id or name is
-        known and every call before it has been (so a client assembling the events by index,
-        as the SDK does with a list, never sees index 1 before index 0)."""
-        calls = self._calls
-        n = self._announced
-        while n < len(calls) and (calls[n].id or calls[n].name):
-            self._start(calls[n], out)
-            n += 1
-        self._announced = n
+        """Start the calls that can be, in wire-index order: the first call waiting is
+        announced once its id or name is known and its index is the next one (every lower
+        index has been announced), so a client filing the events by index, as the SDK does
+        with a list, never sees index 1 before index 0, and no number sent has to change."""
+        for call in self._waiting():
+            if not (call.id or call.name) or call.order[0] > self._next_wire:
+                return
+            self._start(call, out)
 
-    def _open(self) -> _Call:
-        call = _Call(len(self._calls))
+    def _waiting(self) -> list[_Call]:
+        """The calls not announced yet, in the order they are listed: wire index, then arrival."""
+        return sorted((c for c in self._calls if not c.started), key=lambda c: c.order)
+
+    def _open(self, wire: int) -> _Call:
+        call = _Call(wire, len(self._calls))
         self._calls.append(call)
         return call
 
+    def _open_last(self) -> _Call:
+        """A call without an index: after every call seen."""
+        return self._open(max((c.order[0] + 1 for c in self._calls), default=0))
+
     def _start(self, call: _Call, out: list[StreamEvent]) -> None:
         call.started = True
+        call.index = len(self._placed)
+        self._placed.append(call)
+        self._next_wire = max(self._next_wire, call.order[0] + 1)
         out.append(ToolCallStart(index=call.index, id=call.id, name=call.name))
-        if call.parts:  # fragments that came before the id and name
+        if call.parts:  # fragments that came before the id and name, or while it waited
             out.append(ToolCallDelta(index=call.index, arguments="".join(call.parts)))
 
     def _response(self) -> Response:
@@ -624,7 +644,7 @@ class _ChunkStream:
             text="".join(self._text),
             reasoning=reasoning,
             refusal=refusal,
-            calls=tuple(c.call() for c in self._calls),
+            calls=tuple(c.call() for c in (*self._placed, *self._waiting())),
             raw_finish=self._finish,
             usage=self._usage,
             model=self._model,
