@@ -397,11 +397,18 @@ def test_each_limit_names_itself(schema: dict[str, Any], limit: str) -> None:
 
 
 def test_many_heavy_patterns_are_bounded_in_memory() -> None:
-    # 200 distinct ".{1,1000}"-style patterns once compiled to over 200 MiB
-    heavy = {"properties": {f"p{i}": {"pattern": f"^.{{1,1000}}x{i}$"} for i in range(3)}}
-    with pytest.raises(InvalidSchema, match="256 KiB") as caught:
+    # 200 distinct ".{1,1000}"-style patterns once compiled to over 200 MiB; one is a real
+    # client's pattern (1 MB compiled), but together they stay within max_schema_pattern_bytes
+    check_schema({"properties": {f"p{i}": {"pattern": f"^.{{1,1000}}x{i}$"} for i in range(3)}})
+    heavy = {"properties": {f"p{i}": {"pattern": f"^.{{1,1000}}x{i}$"} for i in range(40)}}
+    with pytest.raises(InvalidSchema, match="max_schema_pattern_bytes") as caught:
         check_schema(heavy)
-    assert caught.value.field.endswith(".pattern")
+    assert caught.value.limit == "max_schema_pattern_bytes"
+    assert caught.value.field.endswith(".pattern") and "minLength/maxLength" in str(caught.value)
+    # nested counts multiply: 72 MB for one pattern, refused on its own
+    with pytest.raises(InvalidSchema, match="8 MiB") as caught:
+        check_schema({"properties": {"a": {"type": "string", "pattern": "^(a{1,1000}){1,1000}$"}}})
+    assert caught.value.field == ".properties.a.pattern"
     many = {"properties": {f"p{i}": {"pattern": f"^x{i}$"} for i in range(DEFAULT_LIMITS.max_patterns + 1)}}
     with pytest.raises(InvalidSchema) as caught:
         check_schema(many)

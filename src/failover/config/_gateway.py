@@ -114,6 +114,7 @@ class LimitsSpec(_Strict):
     max_schema_nodes: int = Field(DEFAULT_LIMITS.max_nodes, ge=10, le=10_000_000)
     max_schema_pattern_chars: int = Field(DEFAULT_LIMITS.max_pattern_chars, ge=1, le=100_000)
     max_schema_patterns: int = Field(DEFAULT_LIMITS.max_patterns, ge=0, le=100_000)
+    max_schema_pattern_bytes: int = Field(DEFAULT_LIMITS.max_pattern_bytes, ge=16 * 1024, le=1024 * 1024 * 1024)
 
 
 class CorsSpec(_Strict):

@@ -18,7 +18,7 @@ module turns it into the gateway's settings::
       limits: {max_body_bytes: 10485760, max_json_depth: 64, body_timeout_s: 30, header_timeout_s: 10,
                max_head_bytes: 65536, max_headers: 100, keep_alive_s: 30, write_timeout_s: 30}
       # client JSON Schemas also have limits: max_schema_bytes, max_schema_depth, max_schema_nodes,
-      # max_schema_pattern_chars, max_schema_patterns (see docs/contracts.md)
+      # max_schema_pattern_chars, max_schema_patterns, max_schema_pattern_bytes (see docs/gateway.md)
       cors: {allow_origins: ["https://app.example.com"]}
 
 Keys are never stored in clear: the file holds their SHA-256, and a key read from the
@@ -207,6 +207,7 @@ def settings_from_spec(spec: GatewaySpec | None, *, env: Mapping[str, str] | Non
             max_nodes=spec.limits.max_schema_nodes,
             max_pattern_chars=spec.limits.max_schema_pattern_chars,
             max_patterns=spec.limits.max_schema_patterns,
+            max_pattern_bytes=spec.limits.max_schema_pattern_bytes,
         ),
         cors_origins=tuple(spec.cors.allow_origins),
         cors_headers=tuple(spec.cors.allow_headers),

@@ -12,6 +12,11 @@ A schema usually comes from whoever sends the request, so it is treated as hosti
 - before anything is compiled, :func:`check_limits` walks it once (stopping at the first
   excess) against :class:`SchemaLimits`: size, depth, number of values, pattern length;
   every ``$ref`` must be local (``#...``, inside the same schema), ``$dynamicRef`` is refused;
+- each distinct pattern is compiled alone first, in doubling size steps (:data:`_TIERS`), to
+  learn how large it compiles: one that takes more than 8 MiB is refused, and all of a
+  schema's patterns together may take ``SchemaLimits.max_pattern_bytes``. A counted repetition
+  compiles to a copy per count (``^[\\s\\S]{0,300}$`` is ~300 KB in ``regex``), so a flat cap per
+  pattern either refuses real agents' tool schemas or lets 200 patterns take gigabytes;
 - nothing is ever fetched or read: ``jsonschema-rs`` runs ``offline``, ``jsonschema`` gets a
   ``referencing.Registry`` whose ``retrieve`` refuses;
 - the schema is meta-validated against 2020-12 by ``jsonschema-rs`` (milliseconds where
@@ -22,7 +27,8 @@ A schema usually comes from whoever sends the request, so it is treated as hosti
   RE2 (linear time, ``$`` only at the end as in ECMA 262), never with Python's backtracking
   ``re``; for the one keyword combination whose Python implementation would still use ``re``
   (``unevaluatedProperties`` next to ``patternProperties``), the messages come from
-  ``jsonschema-rs``;
+  ``jsonschema-rs``; so do the messages of a schema with a pattern RE2 cannot take (a count
+  over 1000, or more than 256 KiB), which ``regex`` can;
 - compiled validators are cached by the estimated memory they hold, not by entry count
   (:data:`CACHE_BYTES`);
 - ``format`` is an annotation, not an assertion, in both (the 2020-12 default).
@@ -76,7 +82,8 @@ class SchemaLimits:
     value); ``max_depth``: how deeply objects and arrays nest inside it; ``max_nodes``: how many
     values it holds in all (every key and every array item counts one); ``max_pattern_chars``:
     the longest ``pattern`` or ``patternProperties`` key; ``max_patterns``: how many of those
-    it holds (each may compile to up to 256 KiB).
+    it holds; ``max_pattern_bytes``: what its distinct patterns may compile to together (each
+    at most 8 MiB, measured in doubling steps; a compiled pattern holds ~1.1-1.5x that).
     """
 
     max_bytes: int = 1024 * 1024
@@ -84,6 +91,7 @@ class SchemaLimits:
     max_nodes: int = 50_000
     max_pattern_chars: int = 1000
     max_patterns: int = 200
+    max_pattern_bytes: int = 32 * 1024 * 1024
 
 
 DEFAULT_LIMITS = SchemaLimits()
@@ -91,8 +99,14 @@ DEFAULT_LIMITS = SchemaLimits()
 CACHE_BYTES = 64 * 1024 * 1024  # compiled validators kept, by estimated memory
 CACHE_ENTRIES = 256
 _FOOTPRINT = 24  # measured: a compiled schema (both validators and its dict) holds ~22x its JSON length
-_REGEX_BYTES = 256 * 1024  # compiled program size per pattern, in both engines
-_PATTERN_FOOTPRINT = 64 * 1024  # a cached pattern's share of the estimate (most are far smaller than the cap)
+# jsonschema-rs's `regex` NFA per pattern (its size_limit). Measured (docs/architecture.md): a
+# counted repetition takes a copy per count, ~1 KB for [\s\S] or ".", ~40 KB for \p{L}, so
+# ^[\s\S]{0,300}$ is 301 KB, {0,5000} 5.0 MB (30 ms to compile), (a{1,1000}){1,1000} 72 MB.
+_REGEX_BYTES = 8 * 1024 * 1024
+_TIERS = tuple(16 * 1024 << i for i in range(10))  # 16 KiB, 32 KiB, ... 8 MiB: a pattern is charged its step
+_DFA_BYTES = 256 * 1024  # each pattern's lazy DFA cache, filled while matching
+_HELD = 3 / 2  # measured: a compiled pattern holds 1.1-1.5x its NFA size once it has matched
+_RE2_BYTES = 256 * 1024  # RE2 (the messages): a pattern it cannot compile within this uses jsonschema-rs's
 
 
 class InvalidSchema(FailoverError, ValueError):
@@ -252,12 +266,27 @@ def _check_keyword(key: str, value: Any, chain: _Chain, limits: SchemaLimits, pa
 
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False
-_RE2_OPTIONS.max_mem = _REGEX_BYTES
+_RE2_OPTIONS.max_mem = _RE2_BYTES
 
 
-@lru_cache(maxsize=256)  # at most max_pattern_chars each, compiled to at most _REGEX_BYTES: 64 MiB at worst
+class _NotForRe2(Exception):
+    """A pattern RE2 cannot compile (a count over 1000, or over :data:`_RE2_BYTES`) but ``regex``
+    can: the messages for this schema come from jsonschema-rs."""
+
+
+@lru_cache(maxsize=256)  # compiled to at most _RE2_BYTES each: 64 MiB at worst
+def _re2(pattern: str) -> Any:
+    try:
+        return re2.compile(pattern, options=_RE2_OPTIONS)
+    except re2.error:
+        return None  # remembered: a refusal is not compiled again
+
+
 def _rx(pattern: str) -> Any:
-    return re2.compile(pattern, options=_RE2_OPTIONS)
+    rx = _re2(pattern)
+    if rx is None:
+        raise _NotForRe2(pattern)
+    return rx
 
 
 def _pattern(validator: Any, patrn: str, instance: Any, schema: Mapping[str, Any]) -> Iterator[ValidationError]:
@@ -365,6 +394,7 @@ class ByteCache(Generic[_V]):
 class _Compiled:
     fast: _rs.Validator
     slow: Validator | None  # None: messages come from jsonschema-rs (see _python_is_linear)
+    pattern_bytes: int = 0  # what its patterns compiled to, by their steps (_TIERS)
 
 
 _COMPILED: ByteCache[_Compiled] = ByteCache(CACHE_BYTES, CACHE_ENTRIES)
@@ -393,7 +423,70 @@ def _where(parts: Sequence[str | int]) -> str:
     return _path(list(parts))
 
 
-def _build(schema: Mapping[str, Any], key: str) -> _Compiled:
+def _patterns(doc: Any) -> Iterator[tuple[_Chain, str]]:
+    """Every ``pattern`` and ``patternProperties`` key of ``doc`` (not those inside data values
+    such as ``const`` or ``default``), with where it is."""
+    stack: list[tuple[Any, _Chain, bool]] = [(doc, None, False)]
+    while stack:
+        node, chain, data = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if not data and key == "pattern" and isinstance(value, str):
+                    yield (chain, key), value
+                elif not data and key == "patternProperties" and isinstance(value, dict):
+                    yield from (((chain, key), p) for p in value)
+                if isinstance(value, dict | list):
+                    stack.append((value, (chain, key), data or key in _DATA))
+        elif isinstance(node, list):
+            stack.extend((v, (chain, i), data) for i, v in enumerate(node) if isinstance(v, dict | list))
+
+
+@lru_cache(maxsize=4096)  # patterns of at most max_pattern_chars: a few MiB at worst
+def _pattern_size(pattern: str) -> int:
+    """The smallest step of :data:`_TIERS` ``pattern`` compiles within in jsonschema-rs's
+    ``regex``, or 0 (larger than 8 MiB, or not a pattern that engine takes). A step that is too
+    small stops compiling when it is full, so finding the step costs about twice compiling
+    the pattern once (~60 ms for 8 MiB)."""
+    for tier in _TIERS:
+        try:
+            _rs.Draft202012Validator(
+                {"pattern": pattern},
+                offline=True,
+                pattern_options=_rs.RegexOptions(size_limit=tier, dfa_size_limit=_DFA_BYTES),
+            )
+        except (_rs.ValidationError, ValueError):
+            continue
+        return tier
+    return 0
+
+
+def _sized_patterns(doc: Any, limits: SchemaLimits) -> tuple[int, int]:
+    """(all distinct patterns' steps together, the largest step), or :class:`InvalidSchema`
+    at the pattern that does not compile within 8 MiB or that takes the sum past
+    ``limits.max_pattern_bytes``."""
+    total = largest = 0
+    seen: set[str] = set()
+    for chain, pattern in _patterns(doc):
+        if pattern in seen:
+            continue
+        seen.add(pattern)
+        size = _pattern_size(pattern)
+        if not size:
+            raise _not_a_regex(_path(_unchain(chain)), f'{json.dumps(pattern)[:200]} is not a "regex"')
+        total += size
+        largest = max(largest, size)
+        if total > limits.max_pattern_bytes:
+            raise _too(
+                "what its patterns compile to",
+                "max_schema_pattern_bytes",
+                limits.max_pattern_bytes,
+                chain,
+                "use fewer or smaller patterns: bound lengths with minLength/maxLength rather than repetition counts",
+            )
+    return total, largest
+
+
+def _build(schema: Mapping[str, Any], key: str, limits: SchemaLimits) -> _Compiled:
     doc: dict[str, Any] = json.loads(key)  # plain JSON values (the Rust side takes nothing else)
     try:
         _rs.meta.validate(doc)
@@ -405,11 +498,12 @@ def _build(schema: Mapping[str, Any], key: str) -> _Compiled:
         raise InvalidSchema("", f"not a valid JSON Schema (draft 2020-12): {exc}") from None
     except UnicodeEncodeError:
         raise _not_unicode(doc) from None
+    pattern_bytes, largest = _sized_patterns(doc, limits)
     try:
         fast = _rs.Draft202012Validator(
             doc,
             offline=True,
-            pattern_options=_rs.RegexOptions(size_limit=_REGEX_BYTES, dfa_size_limit=_REGEX_BYTES),
+            pattern_options=_rs.RegexOptions(size_limit=max(largest, _TIERS[0]), dfa_size_limit=_DFA_BYTES),
         )
     except _rs.ValidationError as exc:
         raise _compile_error(exc) from None
@@ -418,7 +512,7 @@ def _build(schema: Mapping[str, Any], key: str) -> _Compiled:
             raise _not_unicode(doc) from None
         raise InvalidSchema("", f"the schema cannot be compiled: {str(exc).splitlines()[0]}") from None
     slow = _Linear(doc, registry=_OFFLINE) if _python_is_linear(doc) else None
-    return _Compiled(fast=fast, slow=slow)
+    return _Compiled(fast=fast, slow=slow, pattern_bytes=pattern_bytes)
 
 
 def _not_unicode(doc: Any) -> InvalidSchema:
@@ -433,12 +527,7 @@ def _compile_error(exc: _rs.ValidationError) -> InvalidSchema:
     first = exc.message.splitlines()[0] if exc.message else str(exc).splitlines()[0]
     where = _where(exc.instance_path)
     if 'is not a "regex"' in first:
-        return InvalidSchema(
-            where,
-            f"{first}: patterns run on a linear-time engine, which has no lookaround or backreferences"
-            " and compiles a pattern to at most 256 KiB; rewrite it without them, and bound lengths with"
-            " minLength/maxLength rather than large repetition counts",
-        )
+        return _not_a_regex(where, first)
     if "does not exist" in first or "retrieving it failed" in first or "Unresolvable" in first:
         return InvalidSchema(
             where,
@@ -446,6 +535,16 @@ def _compile_error(exc: _rs.ValidationError) -> InvalidSchema:
             " '#/$defs/<name>'",
         )
     return InvalidSchema(where, f"the schema cannot be compiled: {first}")
+
+
+def _not_a_regex(where: str, first: str) -> InvalidSchema:
+    return InvalidSchema(
+        where,
+        f"{first}: patterns run on a linear-time engine, which has no lookaround or backreferences"
+        " and compiles a pattern to at most 8 MiB (a counted repetition takes a copy per count:"
+        " [\\s\\S]{0,5000} is 5 MB, a nested one multiplies); rewrite it without them, and bound lengths"
+        " with minLength/maxLength rather than large or nested repetition counts",
+    )
 
 
 def _canonical(schema: Mapping[str, Any]) -> str:
@@ -473,8 +572,8 @@ def _compiled(schema: Mapping[str, Any], limits: SchemaLimits = DEFAULT_LIMITS) 
         if c is not None:
             _BY_ID.put(id(schema), (schema, key), len(key) * 8)
             return c
-    c = _build(schema, key)
-    _COMPILED.put(key, c, len(key) * _FOOTPRINT + key.count('"pattern') * _PATTERN_FOOTPRINT)
+    c = _build(schema, key, limits)
+    _COMPILED.put(key, c, len(key) * _FOOTPRINT + int(c.pattern_bytes * _HELD))
     _BY_ID.put(id(schema), (schema, key), len(key) * 8)
     return c
 
@@ -521,6 +620,8 @@ def is_valid(schema: Mapping[str, Any], instance: Any) -> bool:
         return bool(c.slow.is_valid(instance))
     except Unresolvable as exc:
         raise _unresolvable(exc) from exc
+    except _NotForRe2:  # as when there is no slow validator: what Rust cannot hold is not checked
+        return False
 
 
 def _unresolvable(exc: Unresolvable) -> InvalidSchema:
@@ -541,6 +642,8 @@ def schema_errors(schema: Mapping[str, Any], instance: Any, *, limit: int = MAX_
             found = sorted(c.slow.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
         except Unresolvable as exc:
             raise _unresolvable(exc) from exc
+        except _NotForRe2:  # a pattern only jsonschema-rs's regex takes: its messages, below
+            found = []
         for err in found:
             where = "/".join(str(p) for p in err.absolute_path) or "(root)"
             out.append(f"{where}: {err.message}")
