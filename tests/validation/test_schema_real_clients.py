@@ -117,7 +117,7 @@ def test_patterns_that_compile_too_large_are_refused_naming_the_field_and_the_fi
 
 
 def test_what_all_patterns_compile_to_together_is_bounded() -> None:
-    # each is a real client's pattern (1.0 MB compiled); 40 distinct ones pass the 32 MiB budget
+    # each is a real client's pattern (1.0 MB compiled); 40 distinct ones pass the 16 MiB budget
     many = {"properties": {f"p{i}": {"pattern": f"^[\\s\\S]{{0,1000}}{i}$"} for i in range(40)}}
     with pytest.raises(InvalidSchema) as caught:
         check_schema(many)

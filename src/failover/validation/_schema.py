@@ -91,7 +91,7 @@ class SchemaLimits:
     max_nodes: int = 50_000
     max_pattern_chars: int = 1000
     max_patterns: int = 200
-    max_pattern_bytes: int = 32 * 1024 * 1024
+    max_pattern_bytes: int = 16 * 1024 * 1024
 
 
 DEFAULT_LIMITS = SchemaLimits()
