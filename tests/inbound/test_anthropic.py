@@ -99,7 +99,8 @@ def test_a_full_conversation_maps_to_the_neutral_request() -> None:
     assert roles == ["system", "system", "user", "assistant", "tool", "tool", "user"]
     assert req.system_text == "Be brief.\n\nUse metric."
     user = req.messages[2]
-    assert user.content[0] == TextPart(text="What is here?")
+    # the prompt-caching marker stays on its block, for an Anthropic target (see Passthrough)
+    assert user.content[0] == TextPart(text="What is here?", cache_control={"type": "ephemeral"})
     assert user.content[1] == ImagePart(url="data:image/png;base64,iVBORw0KGgo=")
     assert user.content[2] == ImagePart(url="https://example.com/cat.jpg")
     assistant = req.messages[3]
@@ -114,6 +115,10 @@ def test_a_full_conversation_maps_to_the_neutral_request() -> None:
     assert req.tools[0].name == "get_weather" and req.tools[0].parameters == {"type": "object"}
     assert req.tool_choice is not None and (req.tool_choice.mode, req.tool_choice.name) == ("tool", "get_weather")
     assert (req.max_tokens, req.temperature, req.top_p, req.stop) == (100, 0.3, 0.9, ("END",))
+    passed = req.passthrough
+    assert passed is not None and passed.dialect == "anthropic"
+    assert dict(passed.fields) == {"metadata": {"user_id": "u-1"}, "service_tier": "auto"}
+    assert passed.hints == {"metadata", "service_tier", "cache_control"} and not passed.opaque
 
 
 @pytest.mark.parametrize(
@@ -163,7 +168,6 @@ def test_system_role_messages_are_system_messages() -> None:
         ({"container": "c-1"}, "container", "not supported"),
         ({"mcp_servers": [{"type": "url"}]}, "mcp_servers", "MCP"),
         ({"inference_geo": "us"}, "inference_geo", "data regions"),
-        ({"context_management": {}}, "context_management", "not supported"),
         ({"max_tokens": 0}, "max_tokens", "greater than or equal to 1"),
         ({"temperature": 1.5}, "temperature", "less than or equal to 1"),
         ({"messages": []}, "messages", "at least 1"),
@@ -536,3 +540,23 @@ def test_our_stream_parses_back_through_the_anthropic_dialect() -> None:
     assert [(c.id, c.name, c.parsed) for c in back.tool_calls] == [("c1", "get_weather", {"city": "Oslo"})]
     assert back.stop_reason is StopReason.TOOL_USE
     assert (back.usage.input_tokens, back.usage.output_tokens) == (5, 9)
+
+
+def test_context_management_and_unknown_fields_are_passed_through_and_classified() -> None:
+    clear = {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}
+    req = an.to_request(an.parse_body(body(context_management=clear)), headers={"anthropic-beta": "b1,b2"})
+    assert req.passthrough is not None
+    assert dict(req.passthrough.fields) == {"context_management": clear}
+    assert dict(req.passthrough.headers) == {"anthropic-beta": "b1,b2"}
+    assert req.passthrough.hints == {"context_management", "anthropic-beta"} and not req.passthrough.opaque
+    assert req.passthrough.ineligible("openai") is None
+    assert req.passthrough.dropped("openai") == ("anthropic-beta", "context_management")
+    assert req.passthrough.dropped("anthropic") == ()
+    # clearing tool results changes what the model sees: only an Anthropic target may serve it
+    tools = {"edits": [{"type": "clear_tool_uses_20250919"}]}
+    req = request(context_management=tools, future_field={"x": 1})
+    assert req.passthrough is not None and req.passthrough.opaque == {"context_management", "future_field"}
+    why = req.passthrough.ineligible("openai")
+    assert why is not None and "context_management, future_field" in why
+    assert req.passthrough.ineligible("anthropic") is None
+    assert request().passthrough is None  # nothing to carry: the hot path sees None

@@ -120,6 +120,11 @@ class Endpoint(Generic[_B, _Q, _A]):
         checks their limits and compiles them once it is."""
         raise NotImplementedError
 
+    def request_for(self, body: _B, headers: Mapping[str, str]) -> _Q:
+        """:meth:`to_request` for a dialect that also reads request headers (lower-case names)."""
+        del headers
+        return self.to_request(body)
+
     def schema_fields(self, body: _B) -> list[SchemaField]:
         """The client JSON Schemas in ``body``, each with its field path."""
         raise NotImplementedError
@@ -188,7 +193,7 @@ class Endpoint(Generic[_B, _Q, _A]):
             live = live_reasoning_from(headers)  # x-failover-live-reasoning: a stream's reasoning as it comes
             if envelope.client_retry:  # charged to the retry budget: counted apart from new requests
                 gw.metrics.client_retries.labels(route).inc()
-            req = self.to_request(body)
+            req = self.request_for(body, headers)
             quotas = gw.quotas  # last: a refused request takes nothing; shared quotas await the store
             max_cost = (
                 quotas.admit(tenant, envelope.max_cost)

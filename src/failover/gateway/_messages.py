@@ -123,10 +123,15 @@ class Messages(Endpoint[anthropic.MessagesBody]):
             raise from_wire(exc) from None
 
     def to_request(self, body: anthropic.MessagesBody) -> Request:
+        return self.request_for(body, {})
+
+    def request_for(self, body: anthropic.MessagesBody, headers: Mapping[str, str]) -> Request:
         try:
-            return anthropic.to_request(body, limits=self.gw.settings.schema_limits, schemas=False)
+            req = anthropic.to_request(body, limits=self.gw.settings.schema_limits, schemas=False, headers=headers)
         except WireError as exc:
             raise from_wire(exc) from None
+        _honourable(self.gw, body.model, req)
+        return req
 
     def schema_fields(self, body: anthropic.MessagesBody) -> list[SchemaField]:
         return anthropic.schema_fields(body)
@@ -150,6 +155,25 @@ class Messages(Endpoint[anthropic.MessagesBody]):
         return _status(err)
 
 
+def _honourable(gw: Gateway, route_name: str, req: Request) -> None:
+    """A 400 when the request carries a field only an Anthropic target can honour and the route
+    has none (the router leaves out each target of another dialect; see Passthrough)."""
+    passed = req.passthrough
+    if passed is None or not passed.opaque:
+        return
+    route = gw.router.routes.get(route_name)
+    if route is None or any(t.dialect == passed.dialect for t in route.targets):
+        return
+    names = sorted(passed.opaque)
+    raise ApiError(
+        400,
+        f"{', '.join(names)}: failover passes this field only to an Anthropic target, and route "
+        f"{route_name!r} has none; remove it, or use a route with an Anthropic model",
+        code="unsupported_parameter",
+        param=names[0],
+    )
+
+
 def count_tokens(gw: Gateway) -> Callable[[HttpRequest], Awaitable[Response]]:
     """``POST /v1/messages/count_tokens``: ``{"input_tokens": N}`` for a Messages body.
 
@@ -167,7 +191,9 @@ def count_tokens(gw: Gateway) -> Callable[[HttpRequest], Awaitable[Response]]:
                 data = {**data, "max_tokens": 1, "stream": False}  # not part of a count request
             try:
                 body = anthropic.parse_body(data)
-                req = anthropic.to_request(body, limits=gw.settings.schema_limits, schemas=False)
+                req = anthropic.to_request(
+                    body, limits=gw.settings.schema_limits, schemas=False, headers=request.headers
+                )
             except WireError as exc:
                 raise from_wire(exc) from None
             route = gw.router.routes.get(body.model)

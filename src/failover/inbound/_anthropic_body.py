@@ -15,9 +15,14 @@ class _Edge(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+# A block's prompt-caching marker, kept as sent: an Anthropic target gets it back verbatim.
+CacheControl = dict[str, Any] | None
+
+
 class TextBlock(_Edge):
     type: Literal["text"]
     text: str
+    cache_control: CacheControl = None
 
 
 class Base64Source(_Edge):
@@ -44,6 +49,7 @@ ImageSource = Annotated[Base64Source | UrlSource, Field(discriminator="type")]
 class ImageBlock(_Edge):
     type: Literal["image"]
     source: ImageSource
+    cache_control: CacheControl = None
 
 
 class ToolUseBlock(_Edge):
@@ -51,6 +57,7 @@ class ToolUseBlock(_Edge):
     id: str = Field(min_length=1)
     name: str = Field(min_length=1)
     input: dict[str, Any]
+    cache_control: CacheControl = None
 
 
 class ToolResultBlock(_Edge):
@@ -58,6 +65,7 @@ class ToolResultBlock(_Edge):
     tool_use_id: str = Field(min_length=1)
     content: str | list[TextBlock] = ""
     is_error: bool = False
+    cache_control: CacheControl = None
 
     @model_validator(mode="before")
     @classmethod
@@ -117,6 +125,7 @@ class ToolDef(_Edge):
     input_schema: dict[str, Any]
     strict: bool | None = None
     type: Literal["custom"] | None = None
+    cache_control: CacheControl = None
 
     @model_validator(mode="before")
     @classmethod
@@ -199,14 +208,16 @@ _REFUSED = {
     "remove it (temperature and top_p are carried)",
     "container": "container is not supported: server-side code execution is not offered by the gateway",
     "mcp_servers": "mcp_servers is not supported: the gateway does not call MCP servers; define custom tools",
-    "context_management": "context_management is not supported by the gateway; remove it",
     "inference_geo": "inference_geo is not supported: the route's contract decides data regions; remove it",
 }
 
 
 class MessagesBody(_Edge):
-    """The fields of a Messages request the gateway reads (others are ignored, or refused
-    when they would change the answer: see the module docstring)."""
+    """The fields of a Messages request the gateway reads (some refused when they would change
+    the answer: see the module docstring). Every other top-level field is kept in
+    ``model_extra``, to be passed through to an Anthropic target."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     model: str = Field(min_length=1)
     max_tokens: int = Field(ge=1)
@@ -225,10 +236,10 @@ class MessagesBody(_Edge):
     top_k: Any = None
     container: Any = None
     mcp_servers: Any = None
-    context_management: Any = None
+    context_management: dict[str, Any] | None = None  # passed through (see failover.inbound.anthropic)
     inference_geo: Any = None
 
-    @field_validator("top_k", "container", "mcp_servers", "context_management", "inference_geo")
+    @field_validator("top_k", "container", "mcp_servers", "inference_geo")
     @classmethod
     def _refused(cls, v: Any, info: Any) -> Any:
         if v is not None:

@@ -32,9 +32,17 @@ What is translated and what is refused (a refusal is a 400 naming the field):
   (low/medium/high; xhigh and max become high) wins over ``thinking``.
 * ``output_config.format`` (and the older ``output_format``) of type ``json_schema`` ->
   structured output, validated before it counts.
-* ``metadata``, ``cache_control``, ``service_tier``, ``speed``, ``diagnostics``,
-  ``user_profile_id``, ``workspace_id``: ignored (they do not change the answer);
-  ``container``, ``mcp_servers``, ``context_management``, ``inference_geo``: refused.
+* ``container``, ``mcp_servers``, ``inference_geo``: refused.
+
+Passed through (:class:`~failover.model.Passthrough`, docs/gateway.md "Fields passed through"):
+every other top-level field (``metadata``, ``service_tier``, ``context_management``, a top-level
+``cache_control``, fields failover does not know yet) and the ``anthropic-beta`` header go
+verbatim to an Anthropic target (direct or Claude on Vertex); ``cache_control`` stays on the
+system, text, image, tool_use, tool_result and tool blocks that carry it. A target of another
+dialect goes without the *hints* (``metadata``, ``service_tier``, ``cache_control``, ``speed``,
+``diagnostics``, ``user_profile_id``, ``workspace_id``, ``context_management`` whose edits only
+clear thinking, ``anthropic-beta``), which change cost or bookkeeping, not the answer: the
+attempt records the drop. Any other field makes targets of other dialects ineligible.
 
 Reasoning goes back as Anthropic sends it: ``thinking`` blocks (``thinking_delta`` events, then
 one ``signature_delta``) and ``redacted_thinking`` blocks, in their order, before the answer's
@@ -55,8 +63,22 @@ signature that does not decode is a 400 naming the field.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
 
-from ..model import ImagePart, Message, Part, Request, ResponseFormat, TextPart, Tool, ToolCall, ToolChoice
+from ..model import (
+    ImagePart,
+    Message,
+    Part,
+    Passthrough,
+    Request,
+    ResponseFormat,
+    TextPart,
+    Tool,
+    ToolCall,
+    ToolChoice,
+)
 from ..model._request import ReasoningEffort
 from ..validation import DEFAULT_LIMITS, SchemaLimits
 from ._anthropic_body import (
@@ -86,19 +108,23 @@ from ._wire import SchemaField, WireError, check_schemas
 # ------------------------------------------------------------------------------ body -> Request
 
 
-def _system_texts(content: str | list[TextBlock] | None) -> list[str]:
+def _system(content: str | list[TextBlock] | None) -> list[Message]:
     if content is None:
         return []
     if isinstance(content, str):
-        return [content] if content else []
-    return [b.text for b in content if b.text]
+        return [Message.system(content)] if content else []
+    return [Message(role="system", content=(_text(b),)) for b in content if b.text]
+
+
+def _text(block: TextBlock) -> TextPart:
+    return TextPart(text=block.text, cache_control=block.cache_control)
 
 
 def _image(block: ImageBlock) -> ImagePart:
     src = block.source
     if isinstance(src, Base64Source):
-        return ImagePart(url=f"data:{src.media_type};base64,{src.data}")
-    return ImagePart(url=src.url)
+        return ImagePart(url=f"data:{src.media_type};base64,{src.data}", cache_control=block.cache_control)
+    return ImagePart(url=src.url, cache_control=block.cache_control)
 
 
 def _tool_result_text(block: ToolResultBlock) -> str:
@@ -112,11 +138,19 @@ def _user(m: UserMessage) -> list[Message]:
     """Tool results first (one tool message each), then the user's own text and images."""
     if isinstance(m.content, str):
         return [Message.user(m.content)]
-    results = [Message.tool(b.tool_use_id, _tool_result_text(b)) for b in m.content if isinstance(b, ToolResultBlock)]
+    results = [
+        Message(
+            role="tool",
+            content=(TextPart(text=_tool_result_text(b), cache_control=b.cache_control),),
+            tool_call_id=b.tool_use_id,
+        )
+        for b in m.content
+        if isinstance(b, ToolResultBlock)
+    ]
     parts: list[Part] = []
     for b in m.content:
         if isinstance(b, TextBlock):
-            parts.append(TextPart(text=b.text))
+            parts.append(_text(b))
         elif isinstance(b, ImageBlock):
             parts.append(_image(b))
     user = [Message(role="user", content=tuple(parts))] if parts else []
@@ -127,9 +161,16 @@ def _assistant(m: AssistantMessage, at: str) -> Message | None:
     """One assistant turn; ``at`` is its field path (for a refused signature)."""
     if isinstance(m.content, str):
         return Message.assistant(m.content) if m.content else None
-    text = "".join(b.text for b in m.content if isinstance(b, TextBlock))
+    texts = [b for b in m.content if isinstance(b, TextBlock)]
+    text = "".join(b.text for b in texts)
     calls = tuple(
-        ToolCall(id=b.id, name=b.name, arguments=json.dumps(b.input, ensure_ascii=False), parsed=b.input)
+        ToolCall(
+            id=b.id,
+            name=b.name,
+            arguments=json.dumps(b.input, ensure_ascii=False),
+            parsed=b.input,
+            cache_control=b.cache_control,
+        )
         for b in m.content
         if isinstance(b, ToolUseBlock)
     )
@@ -140,14 +181,17 @@ def _assistant(m: AssistantMessage, at: str) -> Message | None:
         for i, b in enumerate(m.content)
         if isinstance(b, ThinkingBlock | RedactedThinkingBlock)
     )
+    if any(b.cache_control is not None for b in texts):  # one part per block, to keep each marker
+        parts = tuple(_text(b) for b in texts if b.text or b.cache_control is not None)
+        return Message(role="assistant", content=parts, tool_calls=calls, reasoning=reasoning)
     return Message.assistant(text, tool_calls=calls, reasoning=reasoning)
 
 
 def _messages(body: MessagesBody) -> tuple[Message, ...]:
-    out = [Message.system(t) for t in _system_texts(body.system)]
+    out = _system(body.system)
     for i, m in enumerate(body.messages):
         if isinstance(m, SystemMessage):
-            out.extend(Message.system(t) for t in _system_texts(m.content))
+            out.extend(_system(m.content))
         elif isinstance(m, UserMessage):
             out.extend(_user(m))
         else:
@@ -225,8 +269,71 @@ def schema_fields(body: MessagesBody) -> list[SchemaField]:
     return out
 
 
-def to_request(body: MessagesBody, *, limits: SchemaLimits = DEFAULT_LIMITS, schemas: bool = True) -> Request:
-    """The provider-neutral Request for a validated body.
+# Top-level fields that change cost or bookkeeping, never the answer: a target of another
+# dialect goes without them (the attempt records it). Any other passed-through field is opaque.
+HINTS = frozenset(
+    {"metadata", "service_tier", "cache_control", "speed", "diagnostics", "user_profile_id", "workspace_id"}
+)
+BETA_HEADER = "anthropic-beta"
+
+
+def _clears_thinking_only(value: Any) -> bool:
+    """A ``context_management`` whose every edit only clears old thinking blocks (what Claude
+    Code sends): other dialects never see Anthropic thinking anyway, so it is a hint there."""
+    edits = value.get("edits") if isinstance(value, Mapping) else None
+    if not isinstance(edits, list) or set(value) - {"edits"}:
+        return False
+    return all(isinstance(e, Mapping) and str(e.get("type", "")).startswith("clear_thinking_") for e in edits)
+
+
+def _marked(messages: tuple[Message, ...], tools: tuple[Tool, ...]) -> bool:
+    """Whether any block carries a cache_control marker."""
+    return any(t.cache_control is not None for t in tools) or any(
+        any(p.cache_control is not None for p in m.content) or any(c.cache_control is not None for c in m.tool_calls)
+        for m in messages
+    )
+
+
+def passthrough(
+    body: MessagesBody, messages: tuple[Message, ...], tools: tuple[Tool, ...], beta: str | None = None
+) -> Passthrough | None:
+    """What of ``body`` (and the ``anthropic-beta`` header, ``beta``) goes verbatim to an
+    Anthropic target; None when there is nothing."""
+    fields: dict[str, Any] = dict(body.model_extra or {})
+    if body.metadata is not None:
+        fields["metadata"] = body.metadata
+    if body.context_management is not None:
+        fields["context_management"] = body.context_management
+    headers = {BETA_HEADER: beta} if beta else {}
+    marked = _marked(messages, tools)
+    if not fields and not headers and not marked:
+        return None
+    hints = {k for k in fields if k in HINTS}
+    if "context_management" in fields and _clears_thinking_only(fields["context_management"]):
+        hints.add("context_management")
+    opaque = frozenset(fields) - hints
+    if marked:
+        hints.add("cache_control")
+    if headers:
+        hints.add(BETA_HEADER)
+    return Passthrough(
+        dialect="anthropic",
+        fields=MappingProxyType(fields),
+        headers=MappingProxyType(headers),
+        hints=frozenset(hints),
+        opaque=opaque,
+    )
+
+
+def to_request(
+    body: MessagesBody,
+    *,
+    limits: SchemaLimits = DEFAULT_LIMITS,
+    schemas: bool = True,
+    headers: Mapping[str, str] | None = None,
+) -> Request:
+    """The provider-neutral Request for a validated body (``headers``: the HTTP request's, with
+    lower-case names, for the ``anthropic-beta`` header it passes through).
 
     Its JSON Schemas are checked (``limits``, meta-validation, compilation; see
     :func:`~failover.inbound.check_schemas`) unless ``schemas=False``: a server that admits
@@ -235,11 +342,19 @@ def to_request(body: MessagesBody, *, limits: SchemaLimits = DEFAULT_LIMITS, sch
     if schemas:
         check_schemas(schema_fields(body), limits)
     tools = tuple(
-        Tool(name=t.name, description=t.description, parameters=t.input_schema, strict=bool(t.strict))
+        Tool(
+            name=t.name,
+            description=t.description,
+            parameters=t.input_schema,
+            strict=bool(t.strict),
+            cache_control=t.cache_control,
+        )
         for t in body.tools or ()
     )
+    messages = _messages(body)
+    beta = headers.get(BETA_HEADER) if headers is not None else None
     return Request(
-        messages=_messages(body),
+        messages=messages,
         tools=tools,
         tool_choice=_tool_choice(body, tools),
         response_format=_format(body),
@@ -248,6 +363,7 @@ def to_request(body: MessagesBody, *, limits: SchemaLimits = DEFAULT_LIMITS, sch
         top_p=body.top_p,
         stop=tuple(body.stop_sequences or ()),
         reasoning_effort=_effort(body),
+        passthrough=passthrough(body, messages, tools, beta),
     )
 
 
@@ -261,6 +377,7 @@ __all__ = [
     "error_type_for",
     "message_body",
     "parse_body",
+    "passthrough",
     "stop_reason",
     "to_request",
     "usage_body",

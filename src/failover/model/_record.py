@@ -160,6 +160,9 @@ class Attempt:
     # reasoning blocks of the history left out of this attempt: another provider's or another
     # model's, which this target cannot read (see failover.model.Reasoning)
     reasoning_stripped: int = 0
+    # the client's hints this target went without (a Request.passthrough for another dialect:
+    # "cache_control", "metadata", "anthropic-beta", ...): they change cost, not the answer
+    passthrough_dropped: tuple[str, ...] = ()
     task_ok: bool | None = None  # the route's quality gate passed (None: no gate or no result)
 
     @property

@@ -14,9 +14,16 @@ ReasoningEffort = Literal["minimal", "low", "medium", "high"]
 LOWER_EFFORT: dict[str, ReasoningEffort] = {"high": "medium", "medium": "low", "low": "minimal"}
 
 
+# A prompt-caching marker as the client sent it (Anthropic's ``{"type": "ephemeral", "ttl": ...}``),
+# kept on the block it marks and sent back verbatim to a target of the client's dialect. Other
+# dialects have no such marker and go without it (it changes cost, not the answer).
+CacheControl = Mapping[str, Any]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextPart:
     text: str
+    cache_control: CacheControl | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,6 +36,7 @@ class ImagePart:
 
     url: str
     detail: Literal["auto", "low", "high"] | None = None
+    cache_control: CacheControl | None = None
 
     @property
     def is_data(self) -> bool:
@@ -61,6 +69,7 @@ class ToolCall:
     name: str
     arguments: str
     parsed: Mapping[str, Any] | None = None
+    cache_control: CacheControl | None = None  # a history tool_use block's marker (see CacheControl)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,6 +121,7 @@ class Tool:
     description: str = ""
     parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
     strict: bool = False
+    cache_control: CacheControl | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,6 +145,40 @@ class ResponseFormat:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Passthrough:
+    """What a client sent that failover does not interpret, for the targets of its dialect.
+
+    An inbound endpoint builds one (the ``/v1/messages`` endpoint: ``dialect="anthropic"``); the
+    dialect of that name sends ``fields`` verbatim as top-level body fields and merges
+    ``headers`` into its own (a comma-separated header such as ``anthropic-beta`` is joined with
+    the target's). A target of another dialect goes without them: ``hints`` name those that
+    change cost or bookkeeping, never the answer (dropped, and the attempt records the drop);
+    ``opaque`` those whose meaning failover cannot judge, which make a target of another dialect
+    ineligible. Block-level markers (``cache_control``) live on the blocks themselves; their
+    name is in ``hints`` so a drop is recorded. Opaque data: read, never changed.
+    """
+
+    dialect: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    hints: frozenset[str] = frozenset()
+    opaque: frozenset[str] = frozenset()
+
+    def ineligible(self, dialect: str) -> str | None:
+        """Why a target of ``dialect`` cannot serve the request, or None."""
+        if dialect == self.dialect or not self.opaque:
+            return None
+        names = ", ".join(sorted(self.opaque))
+        return (
+            f"passthrough: the {self.dialect} field(s) {names} have no meaning failover can carry to a {dialect} target"
+        )
+
+    def dropped(self, dialect: str) -> tuple[str, ...]:
+        """The hints a target of ``dialect`` goes without (sorted; empty for the own dialect)."""
+        return () if dialect == self.dialect else tuple(sorted(self.hints))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     """A provider-neutral chat request. The model comes from the Target, not from here.
 
@@ -151,6 +195,8 @@ class Request:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     reasoning_effort: ReasoningEffort | None = None  # for reasoning models; None: the provider's default
+    # the client's fields failover does not interpret, for targets of the client's dialect
+    passthrough: Passthrough | None = None
 
     @classmethod
     def simple(cls, prompt: str, *, system: str | None = None, max_tokens: int | None = None) -> Request:

@@ -168,6 +168,8 @@ def plan(
                 reason = contract_violation(t, route, required, input_tokens(t), request.max_tokens, windows)
             else:
                 reason = violation(t)
+            if reason is None and request.passthrough is not None:  # a field only its own dialect can honour
+                reason = request.passthrough.ineligible(t.dialect)
             if reason is None and tier is Phase.FALLBACK and not envelope.allow_fallback:
                 reason = "cross-model fallback not allowed by the envelope"
             if reason is None and envelope.max_cost is not None:

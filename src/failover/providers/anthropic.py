@@ -47,7 +47,9 @@ ANTHROPIC_VERSION = "2023-06-01"  # the only Messages API version; features are 
 
 # What /v1/messages/count_tokens takes of a Messages body (MessageCountTokensParams). With
 # ``thinking`` the count treats the history's thinking blocks as the request will.
-_COUNT_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice", "output_config", "thinking"})
+_COUNT_FIELDS = frozenset(
+    {"model", "messages", "system", "tools", "tool_choice", "output_config", "thinking", "context_management"}
+)
 
 
 class AnthropicDialect:
@@ -91,10 +93,15 @@ class AnthropicDialect:
             body = {"model": target.model}
             url = with_query(target.base_url.rstrip("/") + "/messages", target.query)
         headers.update(target.headers)  # e.g. anthropic-beta
+        passed = request.passthrough
+        if passed is not None and passed.dialect != self.name:
+            passed = None  # another dialect's fields: nothing for this API
+        if passed is not None:
+            _merge_headers(headers, passed.headers)
 
         body["max_tokens"] = request.max_tokens if request.max_tokens is not None else target.max_output_tokens
         body["messages"] = _messages(request.messages)
-        system = request.system_text
+        system = _system(request.messages)
         if system:
             body["system"] = system
         if request.tools:
@@ -118,6 +125,9 @@ class AnthropicDialect:
             _strip_final_thinking(body["messages"])
         if stream:
             body["stream"] = True
+        if passed is not None:  # the client's own fields, verbatim; never over failover's
+            for k, v in passed.fields.items():
+                body.setdefault(k, v)
         return HttpRequest(method="POST", url=url, headers=headers, json=body)
 
     # ---------------------------------------------------------------- parse
@@ -176,13 +186,38 @@ class AnthropicDialect:
 # -------------------------------------------------------------------- build helpers
 
 
+def _merge_headers(headers: dict[str, str], extra: Mapping[str, str]) -> None:
+    """Add the client's headers: a comma-separated list (``anthropic-beta``) is joined with the
+    target's own, each value once, the target's first."""
+    for name, value in extra.items():
+        have = next((k for k in headers if k.lower() == name), None)
+        if have is None:
+            headers[name] = value
+            continue
+        items = [v.strip() for v in headers[have].split(",") if v.strip()]
+        items += [v for v in (v.strip() for v in value.split(",")) if v and v not in items]
+        headers[have] = ",".join(items)
+
+
+def _system(messages: tuple[Message, ...]) -> str | list[dict[str, Any]]:
+    """The top-level ``system``: one string, or text blocks when a block carries a
+    ``cache_control`` marker (each keeps its own)."""
+    parts = [p for m in messages if m.role == "system" for p in m.content if isinstance(p, TextPart)]
+    if any(p.cache_control is not None for p in parts):
+        return [_part(p) for p in parts]
+    return "\n\n".join(m.text for m in messages if m.role == "system")
+
+
 def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "system":
             continue  # hoisted to the top-level "system"
         if m.role == "tool":
-            block = {"type": "tool_result", "tool_use_id": m.tool_call_id or "", "content": m.text}
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id or "", "content": m.text}
+            mark = next((p.cache_control for p in m.content if p.cache_control is not None), None)
+            if mark is not None:
+                block["cache_control"] = mark
             # Results of parallel calls must share ONE user turn, right after the tool_use turn.
             last = out[-1] if out else None
             if last is not None and last["role"] == "user" and last.get("_tool_results"):
@@ -196,14 +231,14 @@ def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
             # Thinking first, as the model wrote it: with tools, the API requires the turn's
             # thinking blocks back, complete and in their order, before its tool_use blocks.
             blocks = [b for r in m.reasoning if (b := _thinking_block(r)) is not None]
-            if m.text:
+            if any(p.cache_control is not None for p in m.content):  # each text block with its marker
+                blocks.extend(_part(p) for p in m.content if isinstance(p, TextPart))
+            elif m.text:
                 blocks.append({"type": "text", "text": m.text})
-            blocks.extend(
-                {"type": "tool_use", "id": tc.id, "name": tc.name, "input": _tool_input(tc)} for tc in m.tool_calls
-            )
+            blocks.extend(_tool_use(tc) for tc in m.tool_calls)
             out.append({"role": "assistant", "content": blocks})
             continue
-        if len(m.content) == 1 and isinstance(m.content[0], TextPart):
+        if len(m.content) == 1 and isinstance(m.content[0], TextPart) and m.content[0].cache_control is None:
             out.append({"role": "user", "content": m.content[0].text})
         else:
             out.append({"role": "user", "content": [_part(p) for p in m.content]})
@@ -213,12 +248,24 @@ def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
 
 
 def _part(p: TextPart | ImagePart) -> dict[str, Any]:
+    out: dict[str, Any]
     if isinstance(p, TextPart):
-        return {"type": "text", "text": p.text}
-    if p.is_data:
+        out = {"type": "text", "text": p.text}
+    elif p.is_data:
         media_type, data = p.data()
-        return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
-    return {"type": "image", "source": {"type": "url", "url": p.url}}
+        out = {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+    else:
+        out = {"type": "image", "source": {"type": "url", "url": p.url}}
+    if p.cache_control is not None:
+        out["cache_control"] = p.cache_control
+    return out
+
+
+def _tool_use(tc: ToolCall) -> dict[str, Any]:
+    out = {"type": "tool_use", "id": tc.id, "name": tc.name, "input": _tool_input(tc)}
+    if tc.cache_control is not None:
+        out["cache_control"] = tc.cache_control
+    return out
 
 
 def _tool_input(tc: ToolCall) -> Mapping[str, Any]:
@@ -238,6 +285,8 @@ def _tool(t: Tool) -> dict[str, Any]:
         out["description"] = t.description
     if t.strict:
         out["strict"] = True  # strict tool use (structured outputs); older models reject the key
+    if t.cache_control is not None:
+        out["cache_control"] = t.cache_control
     return out
 
 

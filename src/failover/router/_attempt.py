@@ -229,6 +229,7 @@ class Attempts(Preflight):
             contract_ok=contract_ok,
             task_ok=task_ok,
             stripped=stripped,
+            dropped=request.passthrough.dropped(target.dialect) if request.passthrough is not None else (),
         )
         router.health.observe(target, failure, end - start, end)
         router.windows.learn(target, failure)  # a window the provider stated in an overflow error
