@@ -334,7 +334,7 @@ def test_a_token_that_claims_to_be_failovers_but_is_not_is_refused_naming_the_fi
         ({"input": "Hi", "background": True}, "background", "poll"),
         ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type", "send the item itself"),
         ({"input": [{"type": "computer_call_output", "call_id": "c"}]}, "input[0].type", "built-in"),
-        ({"input": "Hi", "tools": [{"type": "custom", "name": "x"}]}, "tools[0].type", "function tool"),
+        ({"input": "Hi", "tool_choice": {"type": "web_search"}}, "tool_choice.type", "hosted tool"),
         ({"input": "Hi", "tool_choice": {"type": "allowed_tools", "tools": []}}, "tool_choice.type", "allowed"),
         ({"input": "Hi", "include": ["message.output_text.logprobs"]}, "include", "logprobs"),
         ({"input": "Hi", "context_management": [{"type": "compaction"}]}, "context_management", "compact"),
