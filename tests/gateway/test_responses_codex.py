@@ -44,7 +44,7 @@ NAMESPACE: Any = {
 }
 SHELL: Any = {**SPAWN, "name": "shell", "description": "Run a command."}
 REASONING: Any = {"effort": "medium", "summary": "auto"}
-INCLUDE = ["reasoning.encrypted_content"]
+INCLUDE = ["reasoning.encrypted_content", "web_search_call.action.sources"]
 
 
 class Served:

@@ -16,7 +16,8 @@ What is translated:
   ``developer`` with text, ``assistant`` with ``output_text`` / ``refusal``), ``function_call``
   items (grouped with the assistant message and reasoning items before them into one turn),
   ``function_call_output`` items (text), ``reasoning`` items (the turn's reasoning: its summary
-  text and ``encrypted_content``; see :mod:`failover.inbound._responses_items` for the token).
+  text and ``encrypted_content``; see :mod:`failover.inbound._responses_items` for the token),
+  ``web_search_call`` items (taken and left out: they hold a query, not what was found).
 * ``tools``: function tools; ``namespace`` tools (a group of function tools, as Codex sends
   them), flattened into function tools named ``<namespace>__<name>`` for every target, and the
   model's calls of them given back as ``function_call`` items with the client's ``name`` and
@@ -175,8 +176,16 @@ class ReasoningItem(_Edge):
     encrypted_content: str | None = None
 
 
+class WebSearchCallItem(_Edge):
+    """A search the model made in an earlier turn (Codex sends them back): taken, and left out of
+    the conversation (it holds the query, not what was found; the answer after it says that)."""
+
+    type: Literal["web_search_call"]
+
+
 InputItem = Annotated[
-    MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem, Field(discriminator="type")
+    MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem | WebSearchCallItem,
+    Field(discriminator="type"),
 ]
 
 _NAME = r"^[A-Za-z0-9_-]{1,64}$"
@@ -311,6 +320,7 @@ _UNION_TAGS = frozenset(
         "function_call",
         "function_call_output",
         "reasoning",
+        "web_search_call",
         "input_text",
         "input_image",
         "output_text",
@@ -334,7 +344,7 @@ _BUILT_IN = (
     "names a hosted tool: tool_choice may force a function only here (the answer may come from a model that "
     "cannot run hosted tools); use 'auto' or 'required'"
 )
-_ITEMS = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+_ITEMS = frozenset({"message", "function_call", "function_call_output", "reasoning", "web_search_call"})
 
 
 def _refuse(at: str, message: str, code: str = "unsupported_parameter") -> WireError:
@@ -414,8 +424,8 @@ def _check_items(data: dict[str, Any]) -> None:
         if isinstance(kind, str) and kind not in _ITEMS:
             raise _refuse(
                 f"{at}.type",
-                f"{kind!r} is not supported: the gateway carries message, function_call, function_call_output and "
-                "reasoning items (it runs no built-in tools)",
+                f"{kind!r} is not supported: the gateway carries message, function_call, function_call_output, "
+                "reasoning and web_search_call items",
             )
         parts = item.get("output" if kind == "function_call_output" else "content")
         for j, part in enumerate(parts if isinstance(parts, list) else ()):
@@ -511,6 +521,8 @@ def _messages(body: ResponsesBody) -> tuple[Message, ...]:
     turn = _Turn()
     for i, item in enumerate(body.input):
         at = f"input[{i}]"
+        if isinstance(item, WebSearchCallItem):
+            continue
         if isinstance(item, ReasoningItem):
             turn.reasoning.append(_reasoning(item, at))
         elif isinstance(item, FunctionCallItem):
