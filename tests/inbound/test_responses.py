@@ -333,8 +333,8 @@ def test_a_token_that_claims_to_be_failovers_but_is_not_is_refused_naming_the_fi
         ({"input": "Hi", "prompt": {"id": "pmpt_1"}}, "prompt", "template"),
         ({"input": "Hi", "background": True}, "background", "poll"),
         ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type", "send the item itself"),
-        ({"input": [{"type": "computer_call_output", "call_id": "c"}]}, "input[0].type", "built-in"),
-        ({"input": "Hi", "tools": [{"type": "custom", "name": "x"}]}, "tools[0].type", "function tool"),
+        ({"input": [{"type": "computer_call_output", "call_id": "c"}]}, "input[0].type", "web_search_call items"),
+        ({"input": "Hi", "tool_choice": {"type": "web_search"}}, "tool_choice.type", "hosted tool"),
         ({"input": "Hi", "tool_choice": {"type": "allowed_tools", "tools": []}}, "tool_choice.type", "allowed"),
         ({"input": "Hi", "include": ["message.output_text.logprobs"]}, "include", "logprobs"),
         ({"input": "Hi", "context_management": [{"type": "compaction"}]}, "context_management", "compact"),
@@ -509,3 +509,79 @@ def test_what_the_sdk_assembles_equals_the_plain_answer(data: st.DataObject) -> 
     for kind in ("reasoning", "function_call"):
         assert [i for i in found if i["type"] == kind] == [i for i in expected if i["type"] == kind]
     assert got.status == "completed"
+
+
+# -- Codex's tools: namespaces, hosted tools, include and reasoning.summary --------------------------
+
+FN: Any = {"type": "function", "name": "spawn_agent", "parameters": {"type": "object", "properties": {}}}
+
+
+def test_a_namespace_is_flattened_and_its_calls_are_named_back() -> None:
+    ns = {"type": "namespace", "name": "multi_agent_v1", "description": "Agents.", "tools": [FN]}
+    body = rs.parse_body({"model": "chat", "input": "Hi", "tools": [ns], "tool_choice": "required"})
+    req = rs.to_request(body)
+    assert [(t.name, t.description) for t in req.tools] == [("multi_agent_v1__spawn_agent", "Agents.")]
+    assert rs.tool_names(body) == {"multi_agent_v1__spawn_agent": ("multi_agent_v1", "spawn_agent")}
+    call = ToolCall(id="c1", name="multi_agent_v1__spawn_agent", arguments="{}", parsed={})
+    (item,) = rs.output_items(Response(tool_calls=(call,)), names=rs.tool_names(body))
+    assert (item["name"], item["namespace"]) == ("spawn_agent", "multi_agent_v1")
+    forced = request(
+        input="Hi", tools=[ns], tool_choice={"type": "function", "name": "spawn_agent", "namespace": "multi_agent_v1"}
+    )
+    assert forced.tool_choice == ToolChoice(mode="tool", name="multi_agent_v1__spawn_agent")
+    assert rs.echo(body)["tools"] == [{**ns, "tools": [FN]}]
+
+
+@pytest.mark.parametrize(
+    ("tools", "param", "says"),
+    [
+        (
+            [{**FN, "name": "a__spawn_agent"}, {"type": "namespace", "name": "a", "tools": [FN]}],
+            "tools[1].tools[0].name",
+            "twice",
+        ),
+        ([{"type": "namespace", "name": "n" * 60, "tools": [FN]}], "tools[0].tools[0].name", "64 characters"),
+        ([{"type": "namespace", "name": "n", "tools": []}], "tools[0].tools", ""),
+        ([{"type": "namespace", "name": "n.x", "tools": [FN]}], "tools[0].name", ""),
+    ],
+)
+def test_a_namespace_that_cannot_be_flattened_safely_is_a_400(tools: list[Any], param: str, says: str) -> None:
+    err = refused({"input": "Hi", "tools": tools})
+    assert err.param == param and says in err.message
+
+
+def test_hosted_tools_include_and_summary_are_carried_verbatim() -> None:
+    search = {"type": "web_search", "search_context_size": "low", "filters": {"allowed_domains": ["a.org"]}}
+    req = request(
+        input="Hi",
+        tools=[FN, search, {"type": "custom", "name": "apply_patch"}],
+        include=["reasoning.encrypted_content", "web_search_call.action.sources"],
+        reasoning={"effort": "low", "summary": "detailed"},
+    )
+    assert [t.name for t in req.tools] == ["spawn_agent"]
+    assert req.hosted_tools == (search, {"type": "custom", "name": "apply_patch"})
+    assert req.include == ("reasoning.encrypted_content", "web_search_call.action.sources")
+    assert req.reasoning_summary == "detailed"
+    assert request(input="Hi", tools=[search], tool_choice="required").hosted_tools == (search,)
+
+
+def test_a_web_search_call_in_the_history_is_taken_and_left_out() -> None:
+    req = request(
+        input=[
+            {"role": "user", "content": "Weather?"},
+            {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search"}},
+            {"role": "assistant", "content": [{"type": "output_text", "text": "Sunny."}]},
+        ]
+    )
+    assert req.messages == (Message.user("Weather?"), Message.assistant("Sunny."))
+
+
+def test_a_plain_answer_gives_hosted_items_verbatim_before_the_message() -> None:
+    searched = {
+        "id": "ws_1",
+        "type": "web_search_call",
+        "status": "completed",
+        "action": {"type": "search", "query": "q"},
+    }
+    out = rs.output_items(Response(text="Sunny.", hosted_items=(searched,)))
+    assert [i["type"] for i in out] == ["web_search_call", "message"] and out[0] == searched

@@ -222,6 +222,35 @@ def test_a_reasoning_summary_is_asked_for_only_when_the_target_says_so() -> None
     assert "reasoning" not in build(Request.simple("hi"), extra=(("reasoning_summary", "verbose"),))
 
 
+def test_a_clients_hosted_tools_include_and_summary_go_verbatim() -> None:
+    search = {"type": "web_search", "filters": {"allowed_domains": ["a.org"]}}
+    asked = Request(
+        messages=(Message.user("hi"),),
+        tools=(WEATHER,),
+        tool_choice=ToolChoice(mode="required"),
+        hosted_tools=(search,),
+        include=("web_search_call.action.sources", "reasoning.encrypted_content"),
+        reasoning_summary="concise",
+        reasoning_effort="low",
+    )
+    body = build(asked, extra=(("reasoning_summary", "detailed"),))  # the client's summary wins
+    sdk_valid(body)
+    assert [t["type"] for t in body["tools"]] == ["function", "web_search"] and body["tools"][1] == search
+    assert body["tool_choice"] == "required"
+    assert body["include"] == ["reasoning.encrypted_content", "web_search_call.action.sources"]
+    assert body["reasoning"] == {"effort": "low", "summary": "concise"}
+    alone = build(Request(messages=(Message.user("hi"),), hosted_tools=(search,), include=("a.b",)))
+    assert (alone["tools"], alone["include"]) == ([search], ["a.b"])
+
+
+def test_hosted_tools_items_are_kept_verbatim() -> None:
+    searched = {"id": "ws_1", "type": "web_search_call", "status": "completed", "action": {"type": "search"}}
+    message = {"id": "m1", "type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hi"}]}
+    data = {"object": "response", "status": "completed", "output": [searched, message], "usage": {}}
+    got = D.parse(target(RS), response(200, json.dumps(data)))
+    assert isinstance(got, Response) and got.hosted_items == (searched,) and got.text == "Hi"
+
+
 def test_azure_sends_the_key_as_api_key_and_extras_win() -> None:
     t = target(
         RS,

@@ -28,7 +28,7 @@ from starlette.responses import Response
 from ..inbound import SchemaField, WireError, responses
 from ..inbound._headers import answered_by, record_headers
 from ..inbound._responses_stream import Event
-from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord
+from ..model import Completed, Dialect, Envelope, PartialOutput, Request, Route, RouteRecord
 from ..model import Response as Answer
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
@@ -87,16 +87,24 @@ class Responses(Endpoint[responses.ResponsesBody]):
 
     def to_request(self, body: responses.ResponsesBody) -> Request:
         try:
-            return responses.to_request(body, limits=self.gw.settings.schema_limits, schemas=False)
+            req = responses.to_request(body, limits=self.gw.settings.schema_limits, schemas=False)
         except WireError as exc:
             raise from_wire(exc) from None
+        if req.hosted_tools:
+            _check_hosted(self.gw.router.routes.get(body.model), body)
+        return req
 
     def schema_fields(self, body: responses.ResponsesBody) -> list[SchemaField]:
         return responses.schema_fields(body)
 
     def wire(self, body: responses.ResponsesBody, route: str, envelope: Envelope) -> SseWire:
         renderer = responses.EventRenderer(
-            new_id("resp_"), int(time.time()), route, responses.echo(body), request_id=envelope.request_id
+            new_id("resp_"),
+            int(time.time()),
+            route,
+            responses.echo(body),
+            request_id=envelope.request_id,
+            names=responses.tool_names(body),
         )
         return _ResponsesWire(self.gw, renderer)
 
@@ -112,6 +120,23 @@ class Responses(Endpoint[responses.ResponsesBody]):
         self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
     ) -> Response:
         return self.gw.error_response(err, request_id=request_id, record=record)
+
+
+def _check_hosted(route: Route | None, body: responses.ResponsesBody) -> None:
+    """A 400 naming the first hosted tool when no target of the route can take it (only an OpenAI
+    Responses target can): each request would fail anyway. A route with one is routed as usual:
+    the router leaves out every other target, the route record saying why."""
+    if route is None or any(t.dialect is Dialect.OPENAI_RESPONSES for t in (*route.primary, *route.fallbacks)):
+        return
+    i, kind = next((i, t.type) for i, t in enumerate(body.tools or ()) if isinstance(t, responses.HostedTool))
+    raise ApiError(
+        400,
+        f"tools[{i}].type: {kind!r} is a hosted tool, which only an OpenAI Responses target runs, and route "
+        f"{route.name!r} has none; define a function tool (type 'function') and run it yourself, or use a route "
+        "with an openai-responses target",
+        code="unsupported_parameter",
+        param=f"tools[{i}].type",
+    )
 
 
 _NOT_OFFERED = frozenset({"input_tokens", "compact"})

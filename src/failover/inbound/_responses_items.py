@@ -20,6 +20,7 @@ import base64
 import binascii
 import json
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Final
 
 from ..model import Reasoning, Response, StopReason, Usage
@@ -112,8 +113,16 @@ def message_item(item_id: str, content: list[dict[str, Any]], status: str = "com
     return {"id": item_id, "type": "message", "status": status, "content": content, "role": "assistant"}
 
 
-def call_item(item_id: str, call_id: str, name: str, arguments: str, status: str = "completed") -> dict[str, Any]:
-    return {
+Names = Mapping[str, tuple[str, str]]  # a flattened tool name -> (namespace, name) as the client defined it
+NO_NAMES: Final[Names] = MappingProxyType({})
+
+
+def call_item(
+    item_id: str, call_id: str, name: str, arguments: str, status: str = "completed", *, names: Names = NO_NAMES
+) -> dict[str, Any]:
+    """A ``function_call`` item; a call of a namespace's function gets the client's ``name`` and
+    its ``namespace`` back (``names``: :func:`failover.inbound.responses.tool_names`)."""
+    item = {
         "id": item_id,
         "type": "function_call",
         "status": status,
@@ -121,6 +130,9 @@ def call_item(item_id: str, call_id: str, name: str, arguments: str, status: str
         "call_id": call_id,
         "name": name,
     }
+    if name in names:
+        item["namespace"], item["name"] = names[name]
+    return item
 
 
 def answer_text(resp: Response) -> str:
@@ -184,6 +196,8 @@ def envelope(
 
 
 __all__ = [
+    "NO_NAMES",
+    "Names",
     "RESPONSES_SOURCE",
     "TOKEN_MARK",
     "answer_text",

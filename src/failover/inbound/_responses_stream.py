@@ -45,6 +45,8 @@ from ..model._ids import new_id
 from ._placing import OneOpenBlock
 from ._relay import Relay
 from ._responses_items import (
+    NO_NAMES,
+    Names,
     answer_text,
     call_item,
     envelope,
@@ -58,7 +60,7 @@ from ._responses_items import (
 from ._wire import record_summary
 
 Event = tuple[str, dict[str, Any]]
-Kind = Literal["message", "function_call", "reasoning"]
+Kind = Literal["message", "function_call", "reasoning", "hosted"]
 
 # A stream cut after output began by one of these ends as response.incomplete, as OpenAI's does.
 _INCOMPLETE = {FailureKind.TRUNCATED: "max_output_tokens", FailureKind.CONTENT_FILTERED: "content_filter"}
@@ -84,11 +86,11 @@ class _Item:
         self.text_done = False  # ... and finished
         self.final: dict[str, Any] | None = None
 
-    def snapshot(self, status: str = "incomplete") -> dict[str, Any]:
+    def snapshot(self, status: str = "incomplete", names: Names = NO_NAMES) -> dict[str, Any]:
         """The item as it stands when the stream ends before it finished."""
         so_far = "".join(self.parts)
         if self.kind == "function_call":
-            return call_item(self.id, self.call_id, self.name, so_far, status)
+            return call_item(self.id, self.call_id, self.name, so_far, status, names=names)
         if self.kind == "reasoning":
             summary = [{"type": "summary_text", "text": so_far}] if so_far else []
             return {"id": self.id, "type": "reasoning", "summary": summary, "status": status}
@@ -123,13 +125,21 @@ class EventRenderer(OneOpenBlock):
     TOOL = "function_call"
 
     def __init__(
-        self, response_id: str, created: int, model: str, echo: dict[str, Any], *, request_id: str | None = None
+        self,
+        response_id: str,
+        created: int,
+        model: str,
+        echo: dict[str, Any],
+        *,
+        request_id: str | None = None,
+        names: Names = NO_NAMES,
     ) -> None:
         self.response_id = response_id
         self.created = created
         self.model = model
         self.echo = echo  # the request's settings the response repeats (responses.echo)
         self.request_id = request_id  # shown in x_failover when the response has no record
+        self.names = names  # the client's (namespace, name) of each flattened tool name (responses.tool_names)
         self.relay = Relay()
         self._seq = 0
         self._items: list[_Item] = []
@@ -155,7 +165,7 @@ class EventRenderer(OneOpenBlock):
         )
 
     def _output(self) -> list[dict[str, Any]]:
-        return [item.final if item.final is not None else item.snapshot() for item in self._items]
+        return [item.final if item.final is not None else item.snapshot(names=self.names) for item in self._items]
 
     def start(self) -> list[Event]:
         snapshot = self._response("in_progress", output=[])
@@ -176,6 +186,7 @@ class EventRenderer(OneOpenBlock):
             out += self._refusal(resp.refusal)
         status, incomplete = status_of(resp.stop_reason)
         out += self._close(status)
+        out += self._hosted(resp)
         final = self._response(
             status,
             output=self._output(),
@@ -185,6 +196,17 @@ class EventRenderer(OneOpenBlock):
         )
         name = "response.completed" if status == "completed" else "response.incomplete"
         out.append(self._ev(name, response=final, x_failover=record_summary(resp, self.request_id)))
+        return out
+
+    def _hosted(self, resp: Response) -> list[Event]:
+        """The hosted tools' items of the answer (web_search_call...), each added and done whole."""
+        out: list[Event] = []
+        for raw in resp.hosted_items:
+            item = _Item(len(self._items), "hosted", str(raw.get("id") or new_id("ht_")))
+            item.final = {**raw, "id": item.id}
+            self._items.append(item)
+            out.append(self._ev("response.output_item.added", output_index=item.index, item=item.final))
+            out.append(self._ev("response.output_item.done", output_index=item.index, item=item.final))
         return out
 
     def failure(self, code: str, message: str) -> list[Event]:
@@ -243,7 +265,8 @@ class EventRenderer(OneOpenBlock):
             call = self._current()
             c = event.call
             done = self._item_ev("response.function_call_arguments.done", call, arguments=c.arguments)
-            return [done, *self._finish(call_item(call.id, c.id, c.name, c.arguments)), *self._released()]
+            final = call_item(call.id, c.id, c.name, c.arguments, names=self.names)
+            return [done, *self._finish(final), *self._released()]
         return []
 
     # -- items --------------------------------------------------------------------------------
@@ -284,7 +307,7 @@ class EventRenderer(OneOpenBlock):
         return out
 
     def _open_call(self, event: ToolCallStart) -> list[Event]:
-        shown = call_item("", event.id, event.name, "", "in_progress")
+        shown = call_item("", event.id, event.name, "", "in_progress", names=self.names)
         del shown["id"]
         item, added = self._add("function_call", "fc_", shown, event.index)
         item.call_id, item.name = event.id, event.name
@@ -357,7 +380,7 @@ class EventRenderer(OneOpenBlock):
             out = [self._item_ev("response.function_call_arguments.done", item, arguments="".join(item.parts))]
         else:
             out = self._summary_done()
-        return [*out, *self._finish(item.snapshot(status))]
+        return [*out, *self._finish(item.snapshot(status, self.names))]
 
     def _released(self) -> list[Event]:
         """The open call or reasoning item finished: the events that waited go out."""

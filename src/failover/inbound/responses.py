@@ -16,8 +16,20 @@ What is translated:
   ``developer`` with text, ``assistant`` with ``output_text`` / ``refusal``), ``function_call``
   items (grouped with the assistant message and reasoning items before them into one turn),
   ``function_call_output`` items (text), ``reasoning`` items (the turn's reasoning: its summary
-  text and ``encrypted_content``; see :mod:`failover.inbound._responses_items` for the token).
-* ``tools`` (function tools), ``tool_choice`` (``auto``, ``none``, ``required``, a function),
+  text and ``encrypted_content``; see :mod:`failover.inbound._responses_items` for the token),
+  ``web_search_call`` items (taken and left out: they hold a query, not what was found).
+* ``tools``: function tools; ``namespace`` tools (a group of function tools, as Codex sends
+  them), flattened into function tools named ``<namespace>__<name>`` for every target, and the
+  model's calls of them given back as ``function_call`` items with the client's ``name`` and
+  ``namespace`` (a ``function_call`` input item with a ``namespace`` is flattened the same way);
+  hosted tools (``web_search``, ``file_search``, any other type) sent verbatim to an OpenAI
+  Responses target only: a candidate of another dialect is left out (the route record says
+  why), and the request fails only when none is left. Their output items (``web_search_call``...)
+  reach the client verbatim, before the message (streamed: after the other items, before the terminal event).
+* ``include`` and ``reasoning.summary`` go verbatim to an OpenAI Responses target; other dialects
+  ignore them (a reasoning item always carries ``encrypted_content``, and its summary is the
+  readable reasoning the model gave, if any).
+* ``tool_choice`` (``auto``, ``none``, ``required``, a function),
   ``text.format`` (``text``, ``json_object``, ``json_schema``), ``max_output_tokens``,
   ``temperature``, ``top_p``, ``reasoning.effort`` (``none`` becomes ``minimal``, ``xhigh``
   and ``max`` become ``high``).
@@ -25,8 +37,7 @@ What is translated:
   (echoed back), ``store`` (failover stores nothing; the answer says ``store: false``),
   ``parallel_tool_calls`` (echoed; an answer may still hold several calls), ``user``,
   ``safety_identifier``, ``prompt_cache_key``, ``service_tier``, ``truncation``,
-  ``text.verbosity``, ``reasoning.summary``, ``include`` (reasoning items always carry
-  ``encrypted_content``), ``stream_options``, other unknown fields.
+  ``text.verbosity``, ``stream_options``, other unknown fields.
 
 What is refused, each a 400 naming the field and saying why:
 
@@ -34,8 +45,8 @@ What is refused, each a 400 naming the field and saying why:
   template), ``background: true``, and ``item_reference`` input items. A retried or
   failed-over request cannot continue another provider's server-side state: send the whole
   conversation in ``input``.
-* built-in tools (``tools[i].type`` other than ``function``), a ``tool_choice`` naming one
-  (or ``allowed_tools``), input items of built-in tools, ``input_file`` and ``input_audio``
+* a ``tool_choice`` naming a hosted tool (or ``allowed_tools``), input items of hosted tools,
+  a namespaced name longer than 64 characters or equal to another tool's, ``input_file`` and ``input_audio``
   parts, images by ``file_id``, images in a ``function_call_output``, logprobs
   (``top_logprobs`` > 0, ``include`` of ``message.output_text.logprobs``),
   ``context_management``.
@@ -51,7 +62,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
 
 from ..model import (
     ImagePart,
@@ -71,6 +82,8 @@ from ..model._request import ReasoningEffort
 from ..validation import DEFAULT_LIMITS, SchemaLimits
 from ._relay import RelayMismatch
 from ._responses_items import (
+    NO_NAMES,
+    Names,
     answer_text,
     call_item,
     envelope,
@@ -136,6 +149,7 @@ class FunctionCallItem(_Edge):
     call_id: str = Field(min_length=1)
     name: str = Field(min_length=1)
     arguments: str
+    namespace: str | None = None  # a call of a function of a namespace tool
 
 
 class FunctionCallOutputItem(_Edge):
@@ -162,8 +176,16 @@ class ReasoningItem(_Edge):
     encrypted_content: str | None = None
 
 
+class WebSearchCallItem(_Edge):
+    """A search the model made in an earlier turn (Codex sends them back): taken, and left out of
+    the conversation (it holds the query, not what was found; the answer after it says that)."""
+
+    type: Literal["web_search_call"]
+
+
 InputItem = Annotated[
-    MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem, Field(discriminator="type")
+    MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem | WebSearchCallItem,
+    Field(discriminator="type"),
 ]
 
 _NAME = r"^[A-Za-z0-9_-]{1,64}$"
@@ -177,9 +199,39 @@ class FunctionTool(_Edge):
     strict: bool | None = None
 
 
+class NamespaceTool(_Edge):
+    """A group of function tools (Codex's ``multi_agent_v1``...): flattened, see the module docstring."""
+
+    type: Literal["namespace"]
+    name: str = Field(pattern=_NAME)
+    description: str | None = None
+    tools: list[FunctionTool] = Field(min_length=1)
+
+
+class HostedTool(BaseModel):
+    """A tool the provider runs (``web_search``...), kept whole: only a Responses target gets it."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type: str = Field(min_length=1)
+
+
+def _tool_kind(v: Any) -> str:
+    kind = v.get("type") if isinstance(v, dict) else getattr(v, "type", None)
+    return kind if kind in ("function", "namespace") else "hosted"
+
+
+ToolSpec = Annotated[
+    Annotated[FunctionTool, Tag("function")]
+    | Annotated[NamespaceTool, Tag("namespace")]
+    | Annotated[HostedTool, Tag("hosted")],
+    Discriminator(_tool_kind),
+]
+
+
 class FunctionChoice(_Edge):
     type: Literal["function"]
     name: str = Field(min_length=1)
+    namespace: str | None = None
 
 
 class TextFormat(_Edge):
@@ -227,7 +279,8 @@ class ResponsesBody(_Edge):
     model: str = Field(min_length=1)
     input: str | Annotated[list[InputItem], Field(min_length=1)]
     instructions: str | None = None
-    tools: list[FunctionTool] | None = None
+    tools: list[ToolSpec] | None = None
+    include: list[str] | None = None
     tool_choice: Literal["auto", "none", "required"] | FunctionChoice | None = None
     text: TextConfig | None = None
     # strict numbers: the API refuses true or "300" here, so coercing them would change the request
@@ -260,10 +313,14 @@ _UNION_FIELDS = frozenset({"input", "content", "output", "tool_choice", "format"
 _UNION_TAGS = frozenset(
     {
         "str",
+        "function",
+        "namespace",
+        "hosted",
         "message",
         "function_call",
         "function_call_output",
         "reasoning",
+        "web_search_call",
         "input_text",
         "input_image",
         "output_text",
@@ -284,10 +341,10 @@ _STATEFUL = {
 }
 _SEND_INPUT = "send the whole conversation in input (and the system prompt in instructions) instead"
 _BUILT_IN = (
-    "is a built-in tool the gateway does not run: the answer may come from any approved model, and none of them "
-    "runs OpenAI's hosted tools; define a function tool (type 'function', name, parameters) and run it yourself"
+    "names a hosted tool: tool_choice may force a function only here (the answer may come from a model that "
+    "cannot run hosted tools); use 'auto' or 'required'"
 )
-_ITEMS = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+_ITEMS = frozenset({"message", "function_call", "function_call_output", "reasoning", "web_search_call"})
 
 
 def _refuse(at: str, message: str, code: str = "unsupported_parameter") -> WireError:
@@ -308,11 +365,6 @@ def _check_stateless(data: dict[str, Any]) -> None:
 
 
 def _check_tools(data: dict[str, Any]) -> None:
-    tools = data.get("tools")
-    for i, tool in enumerate(tools if isinstance(tools, list) else ()):
-        kind = tool.get("type") if isinstance(tool, dict) else None
-        if isinstance(kind, str) and kind != "function":
-            raise _refuse(f"tools[{i}].type", f"{kind!r} {_BUILT_IN}")
     choice = data.get("tool_choice")
     kind = choice.get("type") if isinstance(choice, dict) else None
     if kind == "allowed_tools":
@@ -372,8 +424,8 @@ def _check_items(data: dict[str, Any]) -> None:
         if isinstance(kind, str) and kind not in _ITEMS:
             raise _refuse(
                 f"{at}.type",
-                f"{kind!r} is not supported: the gateway carries message, function_call, function_call_output and "
-                "reasoning items (it runs no built-in tools)",
+                f"{kind!r} is not supported: the gateway carries message, function_call, function_call_output, "
+                "reasoning and web_search_call items",
             )
         parts = item.get("output" if kind == "function_call_output" else "content")
         for j, part in enumerate(parts if isinstance(parts, list) else ()):
@@ -400,9 +452,12 @@ def parse_body(data: Any) -> ResponsesBody:
 
 def schema_fields(body: ResponsesBody) -> list[SchemaField]:
     """Every client JSON Schema in ``body`` with its field path (tool parameters, text format)."""
-    out: list[SchemaField] = [
-        (f"tools[{i}].parameters", t.parameters) for i, t in enumerate(body.tools or ()) if t.parameters is not None
-    ]
+    out: list[SchemaField] = []
+    for i, t in enumerate(body.tools or ()):
+        if isinstance(t, FunctionTool) and t.parameters is not None:
+            out.append((f"tools[{i}].parameters", t.parameters))
+        elif isinstance(t, NamespaceTool):
+            out += [(f"tools[{i}].tools[{j}].parameters", f.parameters) for j, f in enumerate(t.tools) if f.parameters]
     fmt = body.text.format if body.text is not None else None
     if isinstance(fmt, JsonSchemaFormat):
         out.append(("text.format.schema", fmt.schema_))
@@ -466,11 +521,13 @@ def _messages(body: ResponsesBody) -> tuple[Message, ...]:
     turn = _Turn()
     for i, item in enumerate(body.input):
         at = f"input[{i}]"
+        if isinstance(item, WebSearchCallItem):
+            continue
         if isinstance(item, ReasoningItem):
             turn.reasoning.append(_reasoning(item, at))
         elif isinstance(item, FunctionCallItem):
-            args = item.arguments
-            turn.calls.append(ToolCall(id=item.call_id, name=item.name, arguments=args, parsed=_parsed_args(args)))
+            args, name = item.arguments, flat_name(item.namespace, item.name)
+            turn.calls.append(ToolCall(id=item.call_id, name=name, arguments=args, parsed=_parsed_args(args)))
         elif isinstance(item, MessageItem) and item.role == "assistant":
             if turn.calls:  # a message after calls begins another turn
                 out += turn.flush()
@@ -485,31 +542,68 @@ def _messages(body: ResponsesBody) -> tuple[Message, ...]:
     return (*out, *turn.flush())
 
 
-def _tools(defs: list[FunctionTool]) -> tuple[Tool, ...]:
-    """The tools, each name once (a provider refuses a repeated one)."""
+NAMESPACE_JOIN = "__"  # a namespace's function as a flat tool: "<namespace>__<name>" (Codex's own MCP style)
+
+
+def flat_name(namespace: str | None, name: str) -> str:
+    """The name every target is given for function ``name`` of ``namespace`` (itself without one)."""
+    return name if not namespace else f"{namespace}{NAMESPACE_JOIN}{name}"
+
+
+def tool_names(body: ResponsesBody) -> dict[str, tuple[str, str]]:
+    """Each flattened name of a namespace's function: ``(namespace, name)`` as the client knows it."""
+    return {
+        flat_name(t.name, f.name): (t.name, f.name)
+        for t in body.tools or ()
+        if isinstance(t, NamespaceTool)
+        for f in t.tools
+    }
+
+
+def _tools(defs: list[FunctionTool | NamespaceTool | HostedTool]) -> tuple[Tool, ...]:
+    """The function tools (a namespace's flattened), each name once (a provider refuses a repeated one)."""
     tools: dict[str, Tool] = {}
     for i, t in enumerate(defs):
-        if t.name in tools:
-            at = f"tools[{i}].name"
-            raise WireError(400, f"{at}: tool {t.name!r} is defined twice; give each tool once", param=at)
-        tools[t.name] = Tool(
-            name=t.name,
-            description=t.description or "",
-            parameters=t.parameters or {"type": "object", "properties": {}},
-            strict=bool(t.strict),
+        if isinstance(t, HostedTool):
+            continue
+        group = (
+            [(f"tools[{i}].tools[{j}].name", t.name, f) for j, f in enumerate(t.tools)]
+            if isinstance(t, NamespaceTool)
+            else [(f"tools[{i}].name", None, t)]
         )
+        for at, namespace, f in group:
+            name = flat_name(namespace, f.name)
+            if name in tools:
+                raise WireError(400, f"{at}: tool {name!r} is defined twice; give each tool once", param=at)
+            if len(name) > 64:
+                raise WireError(
+                    400,
+                    f"{at}: {namespace!r} and {f.name!r} make the function name {name!r}, over the 64 characters "
+                    "every provider takes; shorten the namespace or the name",
+                    param=at,
+                )
+            description = f.description or ""
+            if isinstance(t, NamespaceTool) and t.description:
+                description = f"{t.description}\n\n{description}" if description else t.description
+            tools[name] = Tool(
+                name=name,
+                description=description,
+                parameters=f.parameters or {"type": "object", "properties": {}},
+                strict=bool(f.strict),
+            )
     return tuple(tools.values())
 
 
 def _tool_choice(body: ResponsesBody, tools: tuple[Tool, ...]) -> ToolChoice | None:
     choice = body.tool_choice
     if isinstance(choice, FunctionChoice):
-        if choice.name not in {t.name for t in tools}:
+        name = flat_name(choice.namespace, choice.name)
+        if name not in {t.name for t in tools}:
             raise WireError(
                 400, f"tool_choice.name is {choice.name!r}, which is not in tools", param="tool_choice.name"
             )
-        return ToolChoice(mode="tool", name=choice.name)
-    if choice == "required" and not tools:
+        return ToolChoice(mode="tool", name=name)
+    if choice == "required" and not tools and not any(isinstance(t, HostedTool) for t in body.tools or ()):
         raise WireError(400, "tool_choice 'required' needs at least one tool in tools", param="tool_choice")
     return ToolChoice(mode=choice) if choice is not None else None
 
@@ -544,7 +638,8 @@ def to_request(body: ResponsesBody, *, limits: SchemaLimits = DEFAULT_LIMITS, sc
     if schemas:
         check_schemas(schema_fields(body), limits)
     tools = _tools(body.tools or [])
-    effort = body.reasoning.effort if body.reasoning is not None else None
+    reasoning = body.reasoning
+    effort = reasoning.effort if reasoning is not None else None
     return Request(
         messages=_messages(body),
         tools=tools,
@@ -554,6 +649,9 @@ def to_request(body: ResponsesBody, *, limits: SchemaLimits = DEFAULT_LIMITS, sc
         temperature=body.temperature,
         top_p=body.top_p,
         reasoning_effort=_EFFORTS[effort] if effort is not None else None,
+        hosted_tools=tuple(t.model_dump() for t in body.tools or () if isinstance(t, HostedTool)),
+        include=tuple(body.include or ()),
+        reasoning_summary=(reasoning.summary or reasoning.generate_summary) if reasoning is not None else None,
     )
 
 
@@ -563,13 +661,11 @@ def to_request(body: ResponsesBody, *, limits: SchemaLimits = DEFAULT_LIMITS, sc
 def echo(body: ResponsesBody) -> dict[str, Any]:
     """The request's settings a ``response`` object repeats, as OpenAI's does."""
     tools = [
-        {
-            "type": "function",
-            "name": t.name,
-            "description": t.description,
-            "parameters": t.parameters,
-            "strict": t.strict,
-        }
+        t.model_dump()
+        if isinstance(t, HostedTool)
+        else t.model_dump(exclude_none=True)
+        if isinstance(t, NamespaceTool)
+        else _function_echo(t)
         for t in body.tools or ()
     ]
     choice = body.tool_choice
@@ -598,18 +694,32 @@ def echo(body: ResponsesBody) -> dict[str, Any]:
     }
 
 
-def output_items(resp: Response, item_id: Callable[[str], str] = new_id) -> list[dict[str, Any]]:
-    """The ``output`` of an answer: its reasoning items, its message (text and refusal), then one
-    ``function_call`` item per call. ``item_id(prefix)`` makes each item's id."""
+def _function_echo(t: FunctionTool) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "name": t.name,
+        "description": t.description,
+        "parameters": t.parameters,
+        "strict": t.strict,
+    }
+
+
+def output_items(
+    resp: Response, item_id: Callable[[str], str] = new_id, names: Names = NO_NAMES
+) -> list[dict[str, Any]]:
+    """The ``output`` of an answer: its reasoning items, its hosted tools' items (verbatim), its
+    message (text and refusal), then one ``function_call`` item per call, named as the client
+    defined it (``names``: :func:`tool_names`). ``item_id(prefix)`` makes each item's id."""
     status, _ = status_of(resp.stop_reason)
     out = [reasoning_item(item_id("rs_"), block) for block in resp.reasoning]
+    out.extend(dict(item) for item in resp.hosted_items)
     if has_message(resp):
         text = answer_text(resp)
         content = [text_part(text)] if text or not resp.refusal else []
         if resp.refusal:
             content.append(refusal_part(resp.refusal))
         out.append(message_item(item_id("msg_"), content, status))
-    out.extend(call_item(item_id("fc_"), c.id, c.name, c.arguments) for c in resp.tool_calls)
+    out.extend(call_item(item_id("fc_"), c.id, c.name, c.arguments, names=names) for c in resp.tool_calls)
     return out
 
 
@@ -625,7 +735,7 @@ def response_body(
         created=created,
         model=model,
         status=status,
-        output=output_items(resp),
+        output=output_items(resp, names=tool_names(body)),
         usage=resp.usage,
         incomplete=incomplete,
         completed_at=now if status == "completed" else None,
@@ -634,6 +744,8 @@ def response_body(
 
 __all__ = [
     "EventRenderer",
+    "HostedTool",
+    "NamespaceTool",
     "RelayMismatch",
     "ResponsesBody",
     "echo",
@@ -641,6 +753,8 @@ __all__ = [
     "output_items",
     "parse_body",
     "response_body",
+    "flat_name",
     "schema_fields",
     "to_request",
+    "tool_names",
 ]

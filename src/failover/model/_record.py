@@ -43,6 +43,8 @@ class Response:
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     reasoning: tuple[Reasoning, ...] = ()  # what the model thought first, in order (see Reasoning)
+    # output items of hosted tools (web_search_call...), verbatim, from a Responses-dialect target
+    hosted_items: tuple[Mapping[str, Any], ...] = ()
     parsed: Any = None
     usage: Usage = Usage()  # noqa: RUF009 - a frozen dataclass, shared safely
     stop_reason: StopReason = StopReason.END_TURN

@@ -197,6 +197,12 @@ class Request:
     reasoning_effort: ReasoningEffort | None = None  # for reasoning models; None: the provider's default
     # the client's fields failover does not interpret, for targets of the client's dialect
     passthrough: Passthrough | None = None
+    # OpenAI Responses API settings only a Responses-dialect target reads, sent to it verbatim and
+    # ignored by every other dialect: its hosted tools (web_search...; the router gives a request
+    # with any only to a Responses-dialect target), ``include`` and ``reasoning.summary``.
+    hosted_tools: tuple[Mapping[str, Any], ...] = ()
+    include: tuple[str, ...] = ()
+    reasoning_summary: str | None = None
 
     @classmethod
     def simple(cls, prompt: str, *, system: str | None = None, max_tokens: int | None = None) -> Request:

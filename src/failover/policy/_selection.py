@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ..model import Capability, Envelope, Exclusion, FailureKind, Phase, Request, Route, Target
+from ..model import Capability, Dialect, Envelope, Exclusion, FailureKind, Phase, Request, Route, Target
 from ..model._money import usd
 from ._breaker import BreakerBoard, NoBreakers
 from ._health import HealthBoard
@@ -94,6 +94,15 @@ def contract_violation(
     return None
 
 
+def hosted_violation(target: Target, request: Request) -> str | None:
+    """Why ``target`` cannot take the request's hosted tools (web_search...), or None: only the
+    OpenAI Responses dialect passes them on; any other would answer without them."""
+    if not request.hosted_tools or target.dialect is Dialect.OPENAI_RESPONSES:
+        return None
+    kinds = ", ".join(sorted({str(t.get("type")) for t in request.hosted_tools}))
+    return f"hosted tools ({kinds}) need an {Dialect.OPENAI_RESPONSES.value} target, not {target.dialect.value}"
+
+
 def _learned(target: Target, window: int | None) -> str:
     """How the window in an exclusion is known, when it is not the declared one."""
     return (
@@ -166,6 +175,7 @@ def plan(
         for t in targets:
             if violation is None:
                 reason = contract_violation(t, route, required, input_tokens(t), request.max_tokens, windows)
+                reason = reason or hosted_violation(t, request)
             else:
                 reason = violation(t)
             if reason is None and request.passthrough is not None:  # a field only its own dialect can honour

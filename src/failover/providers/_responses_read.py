@@ -7,8 +7,10 @@ the same answer as one body end the same way. Wire reference: openai-python's
 Output items read here: ``message`` (``output_text`` parts are the text, a ``refusal`` part
 makes the answer a refusal), ``function_call`` (``call_id`` is the id a tool result answers),
 and ``reasoning`` (its summary, or for open models its ``reasoning_text`` content, as readable
-text; ``encrypted_content`` as the signature the model needs back). Built-in tool items
-(web search, file search...) are never asked for and are skipped.
+text; ``encrypted_content`` as the signature the model needs back). The items of hosted tools
+(``web_search_call``, ``file_search_call``...: any other type) are kept verbatim, in order, as
+the answer's ``hosted_items``: only a request that sent hosted tools gets them, and a Responses
+client is given them as they came.
 
 ``status`` says how it ended: ``completed``; ``incomplete`` with ``incomplete_details.reason``
 ``max_output_tokens`` (truncated) or ``content_filter`` (content_filtered; any other reason is
@@ -31,6 +33,7 @@ __all__ = [
     "SOURCE",
     "Answer",
     "block_text",
+    "is_hosted",
     "judge",
     "raw_stop",
     "read_output",
@@ -51,13 +54,14 @@ _INCOMPLETE: Final[Mapping[str, StopReason]] = {
 class Answer:
     """The content of an answer's output items, in output order."""
 
-    __slots__ = ("calls", "reasoning", "refusal", "text")
+    __slots__ = ("calls", "hosted", "reasoning", "refusal", "text")
 
     def __init__(self) -> None:
         self.text: list[str] = []
         self.refusal: list[str] = []
         self.calls: list[ToolCall] = []
         self.reasoning: list[Reasoning] = []
+        self.hosted: list[dict[str, Any]] = []
 
 
 def read_output(output: Any, origin: str) -> Answer:
@@ -80,7 +84,14 @@ def read_output(output: Any, origin: str) -> Answer:
             signature = as_str(item.get("encrypted_content")) or None
             if text or signature:  # an item with neither holds nothing anyone can read back
                 answer.reasoning.append(Reasoning(text=text, signature=signature, source=SOURCE, origin=origin))
+        elif is_hosted(kind):
+            answer.hosted.append(item)
     return answer
+
+
+def is_hosted(kind: Any) -> bool:
+    """Whether an output item's ``type`` is a hosted tool's (none failover reads itself)."""
+    return isinstance(kind, str) and bool(kind) and kind not in ("message", "function_call", "reasoning")
 
 
 def call(item: Mapping[str, Any]) -> ToolCall:
@@ -137,6 +148,7 @@ def result(
         text="".join(answer.text),
         tool_calls=calls,
         reasoning=tuple(answer.reasoning),
+        hosted_items=tuple(answer.hosted),
         usage=use,
         stop_reason=stop_reason(raw, bool(calls), refusal is not None),
         raw_stop_reason=raw,

@@ -60,6 +60,7 @@ from ._responses_read import (
     SUMMARY_JOIN,
     Answer,
     block_text,
+    is_hosted,
     judge,
     raw_stop,
     read_output,
@@ -122,6 +123,7 @@ class ResponsesStream:
         "_done",
         "_final",
         "_headers",
+        "_hosted",
         "_id",
         "_meta",
         "_model",
@@ -145,6 +147,7 @@ class ResponsesStream:
         self._text: list[str] = []  # every text delta sent, in order
         self._refusal: list[str] = []
         self._final: dict[str, Any] | None = None  # the terminal event's response
+        self._hosted: dict[str, dict[str, Any]] = {}  # hosted tools' finished items, by item id (in order)
         self._usage = Usage()
         self._id: str | None = None
         self._model: str | None = None
@@ -309,6 +312,8 @@ class ResponsesStream:
                 parts = [as_dict(p) for p in raw.get("content") or () if isinstance(p, dict)]
                 self._refusal = [as_str(p.get("refusal")) or "" for p in parts if p.get("type") == "refusal"]
             return
+        if is_hosted(kind):
+            self._hosted[as_str(raw.get("id")) or f"#{len(self._hosted)}"] = raw
         if kind not in ("function_call", "reasoning"):
             return
         if kind == "function_call":
@@ -379,6 +384,9 @@ class ResponsesStream:
             self._whole(read_output(output, self._origin), out)
         # items whose output_item.done never came: finished as the response lists them
         final = {as_str(i.get("id")): i for i in output if isinstance(i, dict)} if isinstance(output, list) else {}
+        for key, listed in final.items():  # as the response lists them: the last word on each
+            if is_hosted(listed.get("type")):
+                self._hosted[key or f"#{len(self._hosted)}"] = listed
         for item in list(self._calls):
             if not item.done:
                 listed = final.get(item.key) or {}
@@ -424,6 +432,7 @@ class ResponsesStream:
         answer.text = self._text
         answer.refusal = self._refusal
         answer.calls = [item.call or _pending(item) for item in self._calls]
+        answer.hosted = list(self._hosted.values())
         for item in self._blocks:
             if item.block is not None:
                 answer.reasoning.append(item.block)

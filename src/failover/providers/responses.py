@@ -23,6 +23,10 @@ target's ``extra`` holds ``("reasoning_summary", "auto" | "concise" | "detailed"
 refuses summaries to organizations that are not verified (400 on ``reasoning.summary``).
 The API has no ``stop`` sequences and no ``seed``; a Request's are not sent.
 
+What a Responses client asked for that only this API has goes verbatim: the Request's
+``hosted_tools`` after its function tools, its ``include`` (joined with the one above), and its
+``reasoning_summary`` as ``reasoning.summary`` (before the target's ``extra``).
+
 Errors come in OpenAI's envelope, read by the same table as Chat Completions
 (``_openai_errors``); so are the ``error`` stream event and a ``failed`` response's ``error``.
 Azure OpenAI serves this API at ``https://<resource>.openai.azure.com/openai/v1`` (the
@@ -156,8 +160,8 @@ def request_body(target: Target, request: Request, *, stream: bool = False) -> d
         out["instructions"] = instructions
     out["input"] = [item for m in request.messages if m.role != "system" for item in _items(m)]
     out["store"] = False
-    if request.tools:
-        out["tools"] = [_tool(t) for t in request.tools]
+    if request.tools or request.hosted_tools:
+        out["tools"] = [*(_tool(t) for t in request.tools), *(dict(t) for t in request.hosted_tools)]
         if request.tool_choice is not None:
             out["tool_choice"] = _tool_choice(request.tool_choice)
     fmt = request.response_format
@@ -176,14 +180,17 @@ def request_body(target: Target, request: Request, *, stream: bool = False) -> d
     reasoning: dict[str, Any] = {}
     if request.reasoning_effort is not None:
         reasoning["effort"] = request.reasoning_effort
-    summary = _extra(target, "reasoning_summary")
-    if summary in _SUMMARIES:
+    summary = request.reasoning_summary or _extra(target, "reasoning_summary")
+    if request.reasoning_summary is not None or summary in _SUMMARIES:
         reasoning["summary"] = summary
     if reasoning:
         out["reasoning"] = reasoning
+    include = list(dict.fromkeys(request.include))
     if reasoning or any(item.get("type") == "reasoning" for item in out["input"]):
         # a reasoning model: its reasoning comes back encrypted, to be sent back in a tool loop
-        out["include"] = ["reasoning.encrypted_content"]
+        include = list(dict.fromkeys(["reasoning.encrypted_content", *include]))
+    if include:
+        out["include"] = include
     if stream:
         out["stream"] = True
     return out

@@ -16,7 +16,9 @@ Reading the request: tools are flat (``{"type": "function", "name", "parameters"
 tool is ``tool_choice`` ``{"type": "function", "name"}`` or ``"required"``, structured output is
 ``text.format``, the output budget is ``max_output_tokens`` (at least 16, as the real API
 checks). Reasoning items carry ``encrypted_content`` only when ``include`` asks for
-``reasoning.encrypted_content``, as the real API does.
+``reasoning.encrypted_content``, as the real API does. A request with a ``web_search`` tool
+(any ``web_search*`` type) is answered with a ``web_search_call`` item first, as if the model
+had searched for the last user text.
 
 Pure: no I/O, no clock but the wall-clock ``created_at`` stamp; knows no other dialect than
 Chat Completions.
@@ -226,8 +228,19 @@ def _call(c: Call, i: int, response_id: str) -> dict[str, Any]:
     }
 
 
+def _searched(request: Mapping[str, Any], response_id: str) -> list[dict[str, Any]]:
+    """A ``web_search_call`` item when the request offers web search (its query: the request's input)."""
+    tools = request.get("tools")
+    kinds = [t.get("type") for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+    if not any(isinstance(k, str) and k.startswith("web_search") for k in kinds):
+        return []
+    query = request.get("input")
+    action = {"type": "search", "query": query if isinstance(query, str) else "the question"}
+    return [{"id": f"ws_{_ids(response_id)}", "type": "web_search_call", "status": "completed", "action": action}]
+
+
 def _output(a: Answer, request: Mapping[str, Any], response_id: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = _searched(request, response_id)
     if a.reasoning is not None:
         out.append(_reasoning_item(a, request, response_id))
     if a.text is not None or a.refusal is not None:
@@ -297,7 +310,11 @@ def _item_events(item: dict[str, Any], at: int) -> list[dict[str, Any]]:
             done_key = "refusal" if refusal else "text"
             events.append({"type": f"response.{name}.done", **where, done_key: text, **extra})
             events.append({"type": "response.content_part.done", **where, "part": part})
-    else:  # function_call
+    elif kind != "function_call":  # a hosted tool's item: added in progress, then done
+        events.append(
+            {"type": "response.output_item.added", "output_index": at, "item": {**item, "status": "in_progress"}}
+        )
+    else:
         added = {**item, "status": "in_progress", "arguments": ""}
         events.append({"type": "response.output_item.added", "output_index": at, "item": added})
         for d in split_args(item["arguments"]):
