@@ -200,7 +200,7 @@ class Attempts(Preflight):
         cost, estimated = 0.0, False
         if usage is not None:
             cost = target.price.cost(usage.input_tokens, usage.output_tokens)
-            if asked is self.request and usage.input_tokens > 0:  # not a repaired request
+            if asked is self.request_for(target) and usage.input_tokens > 0:  # not a repaired request
                 observe_usage(target, self.local_tokens(target), usage.input_tokens)
         elif failure is not None and maybe_billed(failure):
             cost, estimated = target.price.cost(self.input_tokens(target), 0), True
@@ -229,6 +229,7 @@ class Attempts(Preflight):
             contract_ok=contract_ok,
             task_ok=task_ok,
             stripped=stripped,
+            capped_to=self.capped_to(asked.max_tokens),
         )
         router.health.observe(target, failure, end - start, end)
         router.windows.learn(target, failure)  # a window the provider stated in an overflow error

@@ -92,6 +92,7 @@ class Recorder:
         contract_ok: bool | None = None,
         task_ok: bool | None = None,
         stripped: int = 0,
+        capped_to: int | None = None,
     ) -> Attempt:
         """Add the attempt on ``target`` that ran from ``start`` to ``end`` (loop times, as are
         ``connected`` and ``first_event``); ``outcome`` is the failure's label, or "ok"."""
@@ -116,6 +117,7 @@ class Recorder:
             contract_ok=contract_ok,
             task_ok=task_ok,
             reasoning_stripped=stripped,
+            max_tokens_capped_to=capped_to,
             status=status,
             usage=usage,
             cost=cost,
