@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from failover import Capability, Envelope, FailureKind, Message, Request, Route, Router, Target, Unavailable
+from failover import Capability, Envelope, FailureKind, Message, Price, Request, Route, Router, Target, Unavailable
 from failover.model import Completed, MaxTokensPolicy, Phase
 from failover.policy import Backoff, NoBreakers, Unlimited
 from failover.testing import FakeNetwork, FakeProvider, Reply, Script
@@ -206,3 +206,14 @@ async def test_a_stream_is_sent_the_capped_max_tokens_and_says_so() -> None:
     done = events[-1]
     assert isinstance(done, Completed) and done.response.record is not None
     assert done.response.record.attempts[0].max_tokens_capped_to == 4_096
+
+
+async def test_max_cost_is_estimated_on_the_capped_amount() -> None:
+    # 32,000 output tokens at $10/Mtok would be $0.32, over the bound; the 4,096 sent cost $0.04
+    small = FakeProvider("small", "openai", Script.always(Reply.ok("within budget")))
+    priced = replace(sized(small, 4_096), price=Price(input_per_mtok=0.0, output_per_mtok=10.0))
+    resp = await make((priced,), small).complete("r", ASK, Envelope(budget=10, max_cost=0.1))
+    assert resp.text == "within budget" and sent(small) == [4_096]
+    with pytest.raises(Unavailable) as ei:  # refused, it is over the bound at the full amount
+        await make((replace(priced, max_output_tokens=64_000),), small).complete("r", ASK, Envelope(max_cost=0.1))
+    assert "exceeds max_cost" in ei.value.message

@@ -121,7 +121,7 @@ class Attempts(Preflight):
             outcome = await self._exchange(target, phase, request, start, until, lane.hedge, quiet)
         except asyncio.CancelledError:
             router.breakers.discard(permits, loop.time())  # cancelled: says nothing about health
-            self.record_cancelled(target, phase, start, until, lane.hedge)
+            self.record_cancelled(target, phase, start, until, lane.hedge, self.capped_to(request.max_tokens))
             self.attempt_ended(target, None)
             if reservation is not None:
                 reservation.settle(self.input_tokens(target), 0)  # sent: count the input as spent
@@ -288,7 +288,9 @@ class Attempts(Preflight):
             a = self.rec.attempts[-1]
             self.router.hooks(attempt_ended(self.rec.request_id, self.route.name, target, a, self.t0, outcome))
 
-    def record_cancelled(self, target: Target, phase: Phase, start: float, until: float, hedge: bool) -> None:
+    def record_cancelled(
+        self, target: Target, phase: Phase, start: float, until: float, hedge: bool, capped_to: int | None = None
+    ) -> None:
         """A cancelled attempt (a lost hedge, a caller gone) was sent and may be billed."""
         cost = target.price.cost(self.input_tokens(target), 0)
         self.state.spent += cost
@@ -304,6 +306,7 @@ class Attempts(Preflight):
             outcome="cancelled",
             cost=cost,
             estimated=True,
+            capped_to=capped_to,
         )
 
 
