@@ -11,8 +11,8 @@ Request headers: ``x-failover-deadline-ms``, ``x-failover-max-attempts``, ``x-fa
 ``x-failover-task-id``, ``x-failover-hold-tokens`` and ``x-failover-hold-ms`` (this stream's
 commit point: output held until that many tokens or milliseconds; 0 tokens shows output as it
 comes); ``x-failover-max-tokens-policy`` (``cap`` or ``refuse``: a max_tokens above a target's
-max output, see ``Route.max_tokens_policy``); ``x-failover-live-reasoning`` (a stream's reasoning as it comes, see
-:func:`live_reasoning`). A request that says it is a client's retry (the official SDKs'
+max output, see ``Route.max_tokens_policy``); ``x-failover-live-reasoning`` (a stream's
+reasoning as it comes, see :func:`live_reasoning`). A request that says it is a client's retry (the official SDKs'
 ``x-stainless-retry-count`` above 0, or an ``Idempotency-Key`` seen before) is marked
 ``Envelope.client_retry``: its attempts are charged to the retry budget, not counted as new
 traffic.
