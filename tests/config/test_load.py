@@ -163,3 +163,15 @@ def test_capacity_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Mo
         main(["capacity", "--qps", "1", "--input", "1", "--output", "1", "--config", str(EXAMPLE), "--route", "x"]) == 2
     )
     assert "--route: no route 'x'" in capsys.readouterr().err
+
+
+def test_max_tokens_policy_is_cap_by_default_and_refuse_when_set() -> None:
+    assert config_from_dict(minimal(), env={}).routes["r"].max_tokens_policy == "cap"
+    data = minimal()
+    data["routes"]["r"]["max_tokens_policy"] = "refuse"
+    assert config_from_dict(data, env={}).routes["r"].max_tokens_policy == "refuse"
+    data["routes"]["r"]["max_tokens_policy"] = "clamp"
+    with pytest.raises(ConfigError) as ei:
+        config_from_dict(data, env={})
+    assert ei.value.field == "routes.r.max_tokens_policy"
+    assert "cap" in str(ei.value) and "refuse" in str(ei.value)

@@ -112,6 +112,57 @@ async def test_tools_and_a_tool_result_round_trip(kit: Kit, client: anthropic.As
     assert sent["tool_choice"] == "auto"
 
 
+async def test_claude_codes_max_tokens_above_the_targets_max_is_served_capped(
+    kit: Kit, client: anthropic.AsyncAnthropic
+) -> None:
+    # Claude Code asks 32,000 and cannot choose another; the route's targets allow 4,096
+    kit.providers["a"].load([Reply.ok("capped but served")])
+    raw = await client.messages.with_raw_response.create(model="chat", max_tokens=32_000, messages=HELLO)
+    msg = await raw.parse()
+    assert raw.status_code == 200
+    assert msg.content[0].text == "capped but served"  # type: ignore[union-attr]
+    assert raw.headers["x-failover-max-tokens"] == "4096"
+    assert raw.headers["x-failover-target"] == "a"
+    sent = kit.providers["a"].calls[-1].json
+    assert sent is not None and sent["max_tokens"] == 4_096
+
+
+async def test_a_request_within_the_targets_max_has_no_max_tokens_header(
+    kit: Kit, client: anthropic.AsyncAnthropic
+) -> None:
+    raw = await client.messages.with_raw_response.create(model="chat", max_tokens=64, messages=HELLO)
+    assert raw.status_code == 200 and "x-failover-max-tokens" not in raw.headers
+
+
+async def test_max_tokens_policy_refuse_keeps_the_422(kit: Kit, client: anthropic.AsyncAnthropic) -> None:
+    before = len(kit.providers["a"].calls)
+    with pytest.raises(anthropic.UnprocessableEntityError) as exc:
+        await client.messages.create(
+            model="chat",
+            max_tokens=32_000,
+            messages=HELLO,
+            extra_headers={"x-failover-max-tokens-policy": "refuse"},
+        )
+    assert exc.value.status_code == 422 and exc.value.error_code == "contract_failure"
+    assert "max_tokens 32000 exceeds max output 4096" in exc.value.message
+    assert len(kit.providers["a"].calls) == before  # nothing was sent upstream
+    with pytest.raises(anthropic.BadRequestError) as bad:
+        await client.messages.create(
+            model="chat", max_tokens=8, messages=HELLO, extra_headers={"x-failover-max-tokens-policy": "clamp"}
+        )
+    assert "x-failover-max-tokens-policy" in bad.value.message
+
+
+async def test_a_capped_stream_says_its_max_tokens_in_the_head(kit: Kit, client: anthropic.AsyncAnthropic) -> None:
+    kit.providers["a"].load([Reply.ok("streamed, capped")])
+    async with client.messages.stream(model="chat", max_tokens=32_000, messages=HELLO) as s:
+        final = await s.get_final_message()
+        assert s.response.headers["x-failover-max-tokens"] == "4096"
+    assert final.content[0].text == "streamed, capped"  # type: ignore[union-attr]
+    sent = kit.providers["a"].calls[-1].json
+    assert sent is not None and sent["max_tokens"] == 4_096
+
+
 # -------------------------------------------------------------------- streams
 
 

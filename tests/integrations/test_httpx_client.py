@@ -190,6 +190,21 @@ async def test_anthropic_messages_create_and_stream(kit: Kit) -> None:
     assert final.stop_reason == "end_turn"
 
 
+async def test_anthropic_max_tokens_above_the_targets_max_is_served_capped_and_said(kit: Kit) -> None:
+    kit.providers["b"].load([Reply.ok("plain, capped"), Reply.ok("streamed, capped")])
+    http = failover.httpx_client(kit.router(), route="claude")
+    async with anthropic.AsyncAnthropic(api_key="unused", http_client=http, max_retries=0, timeout=20) as client:
+        raw = await client.messages.with_raw_response.create(model="claude", max_tokens=32_000, messages=HELLO)
+        msg = await raw.parse()
+        async with client.messages.stream(model="claude", max_tokens=32_000, messages=HELLO) as s:
+            final = await s.get_final_message()
+            streamed = s.response.headers.get("x-failover-max-tokens")
+    assert msg.content[0].type == "text" and msg.content[0].text == "plain, capped"
+    assert final.content[0].type == "text" and final.content[0].text == "streamed, capped"
+    assert raw.headers["x-failover-max-tokens"] == streamed == "4096"
+    assert [c.json["max_tokens"] for c in kit.providers["b"].calls if c.json is not None] == [4_096, 4_096]
+
+
 async def test_anthropic_tools(kit: Kit) -> None:
     kit.providers["b"].load([Reply.ok(tool_calls=[("get_weather", {"city": "Oslo"})])] * 2)
     async with claude(kit.router()) as client:

@@ -134,3 +134,24 @@ def test_max_cost_excludes_expensive_candidates() -> None:
     p = run(route, Request.simple("x"), Envelope(max_cost=0.01), tokens=1000)
     assert names(p) == [("b", "fallback")]
     assert "exceeds max_cost" in p.excluded[0].reason
+
+
+def test_max_tokens_above_a_targets_max_is_capped_and_the_full_target_ranks_first_in_its_tier_only() -> None:
+    small = t("small", C.CHAT, equivalence_key="m", max_output_tokens=4_096, price=Price(output_per_mtok=1.0))
+    big = t("big", C.CHAT, equivalence_key="m", max_output_tokens=64_000, price=Price(output_per_mtok=2.0))
+    fb_small = t("fb_small", C.CHAT, max_output_tokens=8_192)
+    fb_big = t("fb_big", C.CHAT, max_output_tokens=64_000)
+    route = Route(name="r", primary=(small, big), fallbacks=(fb_small, fb_big), ranking="cost")
+    req = Request(messages=(Message.user("x"),), max_tokens=32_000)
+    p = run(route, req)
+    # cost alone would put small first (4,096 tokens at $1 < 32,000 at $2); the full one leads its
+    # tier, and the fallbacks stay behind the primary tier however much they could give
+    # (big's first attempt is the primary one: the configured primary was not left out, only passed)
+    assert names(p) == [("big", "primary"), ("small", "failover"), ("fb_big", "fallback"), ("fb_small", "fallback")]
+    assert p.excluded == ()
+    refused = run(route, req, Envelope(max_tokens_policy="refuse"))
+    assert names(refused) == [("big", "failover"), ("fb_big", "fallback")]
+    assert {e.target: e.reason for e in refused.excluded} == {
+        "small": "max_tokens 32000 exceeds max output 4096",
+        "fb_small": "max_tokens 32000 exceeds max output 8192",
+    }

@@ -440,6 +440,7 @@ class _Check:
             replay_timeouts=r.replay_timeouts,
             hold_tokens=r.hold_tokens,
             hold_seconds=r.hold_seconds,
+            max_tokens_policy=r.max_tokens_policy,
         )
 
     # --- shared policies -----------------------------------------------------------------

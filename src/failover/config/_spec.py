@@ -154,6 +154,8 @@ class RouteSpec(_Strict):
     # a stream's commit point: output held until this many tokens or seconds (0 tokens: no hold)
     hold_tokens: int = Field(DEFAULT_HOLD_TOKENS, ge=0)
     hold_seconds: float = Field(DEFAULT_HOLD_SECONDS, ge=0, le=600)
+    # max_tokens above a target's max_output_tokens: sent its max (cap) or the target left out (refuse)
+    max_tokens_policy: Literal["cap", "refuse"] = "cap"
 
 
 class BudgetSpec(_Strict):

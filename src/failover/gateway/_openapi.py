@@ -79,6 +79,11 @@ _HEADER_DOCS = {
         "a stream's commit point: output is held until this many tokens have arrived (0: shown as it comes); "
         "a failure before it is recovered invisibly",
     ),
+    "x-failover-max-tokens-policy": (
+        "string",
+        "cap or refuse: a max_tokens above a target's max output is capped to it (the default) or "
+        "leaves the target out",
+    ),
     "x-failover-hold-ms": ("integer", "a stream's commit point in time: output is held at most this long"),
     "x-failover-live-reasoning": (
         "string",

@@ -13,7 +13,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..inbound import RelayMismatch
-from ..inbound._headers import record_headers, streamed_by
+from ..inbound._headers import capped_to, record_headers, streamed_by
 from ..inbound._relay import mismatch_message
 from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord, Unavailable
 from ..router import Router, RouteStream
@@ -144,9 +144,9 @@ class StreamReply:
                 response = self.wire.error_response(shutting_down(), request_id=self.envelope.request_id)
                 await response(scope, receive, send)
 
-    async def _start(self, send: Send, target: str | None) -> None:
+    async def _start(self, send: Send, target: str | None, capped: int | None = None) -> None:
         """The response head, sent with the first event: past the commit point, so the target
-        whose answer follows is known."""
+        whose answer follows is known (and the max_tokens it was sent, when ``capped``)."""
         headers = {
             "content-type": "text/event-stream; charset=utf-8",
             "cache-control": "no-cache",
@@ -154,6 +154,7 @@ class StreamReply:
             **record_headers(self.envelope.request_id, None),
             "x-failover-route": self.route,
             **({"x-failover-target": target} if target else {}),
+            **({"x-failover-max-tokens": str(capped)} if capped is not None else {}),
             **self.wire.headers,
         }
         raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
@@ -198,10 +199,12 @@ class StreamReply:
             )
             await self.wire.error_response(err, request_id=self.envelope.request_id)(scope, receive, send)
             return
-        shown = rs.target
+        shown, capped = rs.target, rs.max_tokens_capped_to
         if isinstance(first, Completed):  # the first event ends it: its record names who answered
-            shown = first.response.record.target_used if first.response.record is not None else None
-        await self._start(send, shown)
+            done = first.response.record
+            shown = done.target_used if done is not None else None
+            capped = capped_to(done) if done is not None else None
+        await self._start(send, shown, capped)
         wire = self.wire
         body = wire.start(streamed_by(first, rs.model, self.route))
         status_note = ""

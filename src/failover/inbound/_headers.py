@@ -10,11 +10,16 @@ Request headers: ``x-failover-deadline-ms``, ``x-failover-max-attempts``, ``x-fa
 ``x-failover-allow-fallback``, ``x-failover-side-effects``, ``x-failover-request-id``,
 ``x-failover-task-id``, ``x-failover-hold-tokens`` and ``x-failover-hold-ms`` (this stream's
 commit point: output held until that many tokens or milliseconds; 0 tokens shows output as it
-comes); ``x-failover-live-reasoning`` (a stream's reasoning as it comes, see
-:func:`live_reasoning`). A request that says it is a client's retry (the official SDKs'
+comes); ``x-failover-max-tokens-policy`` (``cap`` or ``refuse``: a max_tokens above a target's
+max output, see ``Route.max_tokens_policy``); ``x-failover-live-reasoning`` (a stream's
+reasoning as it comes, see :func:`live_reasoning`). A request that says it is a client's retry (the official SDKs'
 ``x-stainless-retry-count`` above 0, or an ``Idempotency-Key`` seen before) is marked
 ``Envelope.client_retry``: its attempts are charged to the retry budget, not counted as new
 traffic.
+
+Response headers (:func:`record_headers`): the RouteRecord's summary, and
+``x-failover-max-tokens`` when the answer's attempt was sent less max_tokens than the request
+asked for (capped to its target's max output).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ MAX_HOLD_TOKENS = 100_000
 MAX_HOLD_MS = 600_000
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
+_MAX_TOKENS_POLICIES = {"cap", "refuse"}
 
 
 def _bad(header: str, problem: str, fix: str) -> WireError:
@@ -124,6 +130,16 @@ def envelope_with_headers(
             raise _bad(
                 "x-failover-side-effects", f"{raw[:40]!r} is not a side-effect mode", f"send one of {choices}"
             ) from None
+    raw = headers.get("x-failover-max-tokens-policy")
+    if raw is not None:
+        v = raw.strip().lower()
+        if v not in _MAX_TOKENS_POLICIES:
+            raise _bad(
+                "x-failover-max-tokens-policy",
+                f"{raw[:40]!r} is not a max_tokens policy",
+                "send cap (a target with a smaller max output is sent its max) or refuse (it is left out)",
+            )
+        changes["max_tokens_policy"] = v
     hold_tokens = _int(headers, "x-failover-hold-tokens", 0, MAX_HOLD_TOKENS, "tokens (0: show output as it comes)")
     if hold_tokens is not None:
         changes["hold_tokens"] = hold_tokens
@@ -212,7 +228,17 @@ def record_headers(request_id: str, record: RouteRecord | None) -> dict[str, str
         h["x-failover-degraded"] = "true" if record.degraded else "false"
         h["x-failover-added-latency-ms"] = str(round(record.added_latency_ms))
         h["x-failover-workflow"] = record.workflow.value
+        capped = capped_to(record)
+        if capped is not None:
+            h["x-failover-max-tokens"] = str(capped)
     return h
+
+
+def capped_to(record: RouteRecord) -> int | None:
+    """The max_tokens the answering attempt was sent when it was capped below the request's
+    (``Attempt.max_tokens_capped_to``); None when it was sent the request's, or nothing answered."""
+    used = next((a for a in reversed(record.attempts) if a.ok), None)
+    return used.max_tokens_capped_to if used is not None else None
 
 
 __all__ = [

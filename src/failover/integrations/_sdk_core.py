@@ -18,6 +18,7 @@ from typing import Any, cast
 from ..inbound import RelayMismatch, WireError
 from ..inbound._headers import (
     answered_by,
+    capped_to,
     envelope_with_headers,
     live_reasoning,
     record_headers,
@@ -352,6 +353,10 @@ class Core:
             **record_headers(env.request_id, None),
             "x-failover-route": route,
         }
+        done = first.response.record if isinstance(first, Completed) else None
+        capped = capped_to(done) if done is not None else rs.max_tokens_capped_to
+        if capped is not None:  # the attempt shown was sent less max_tokens than asked
+            headers["x-failover-max-tokens"] = str(capped)
         model = streamed_by(first, rs.model, call.model)
         return Streamed(headers, self._render(wire, call, model, first, events, env), rs)
 

@@ -37,7 +37,7 @@ from ..model import (
     Target,
     Unavailable,
 )
-from ..policy import NoBreakers, Unlimited, contract_violation, required_capabilities
+from ..policy import NoBreakers, Unlimited, caps_max_tokens, contract_violation, required_capabilities
 from ..policy._canary import answered
 from ..router import Router
 from ..tokens import counter_for
@@ -185,7 +185,8 @@ async def _run_one(
     base = RequestResult(line=rec.line, id=rec.id, target=target.name)
     envelope = Envelope(request_id=f"replay-{target.name}-{rec.line}", budget=budget)
     need = required_capabilities(route, request, envelope)
-    why = contract_violation(target, route, need, counter_for(target).count(request), request.max_tokens)
+    tokens = counter_for(target).count(request)
+    why = contract_violation(target, route, need, tokens, request.max_tokens, cap=caps_max_tokens(route, envelope))
     if why is not None:
         return replace(base, excluded=why, outcome="excluded")
     response: Response | None = None

@@ -26,7 +26,16 @@ from ._request import (
     ToolCall,
     ToolChoice,
 )
-from ._route import DEFAULT_HOLD_SECONDS, DEFAULT_HOLD_TOKENS, Contract, Envelope, Ranking, Route, SideEffectMode
+from ._route import (
+    DEFAULT_HOLD_SECONDS,
+    DEFAULT_HOLD_TOKENS,
+    Contract,
+    Envelope,
+    MaxTokensPolicy,
+    Ranking,
+    Route,
+    SideEffectMode,
+)
 from ._stream import (
     Completed,
     PartialOutput,
@@ -72,6 +81,7 @@ __all__ = [
     "HealthEffect",
     "ImagePart",
     "Limits",
+    "MaxTokensPolicy",
     "Message",
     "Part",
     "PartialOutput",

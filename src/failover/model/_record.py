@@ -166,6 +166,9 @@ class Attempt:
     # "cache_control", "metadata", "anthropic-beta", ...): they change cost, not the answer
     passthrough_dropped: tuple[str, ...] = ()
     task_ok: bool | None = None  # the route's quality gate passed (None: no gate or no result)
+    # The max_tokens this attempt sent when it was less than the request's: the target's
+    # max_output_tokens under the route's max_tokens_policy "cap" (None: sent as asked)
+    max_tokens_capped_to: int | None = None
 
     @property
     def ok(self) -> bool:

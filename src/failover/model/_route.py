@@ -42,6 +42,10 @@ class Contract:
 
 
 Ranking = Literal["order", "health", "latency", "cost"]
+# A request's max_tokens above a target's max_output_tokens: ``cap`` keeps the target eligible
+# and sends it its max_output_tokens (a target giving the full amount is preferred within its
+# tier); ``refuse`` leaves it out (a contract_failure when no target gives the full amount).
+MaxTokensPolicy = Literal["cap", "refuse"]
 
 # The default commit point of a stream: a short answer (about 100 tokens, or what arrives within
 # 2 s of its first token) is held whole, so a stream that breaks early is recovered invisibly.
@@ -80,6 +84,8 @@ class Route:
     # 0 tokens: the first content event commits (no hold).
     hold_tokens: int = DEFAULT_HOLD_TOKENS
     hold_seconds: float = DEFAULT_HOLD_SECONDS
+    # max_tokens above a target's max_output_tokens (see MaxTokensPolicy); Envelope overrides
+    max_tokens_policy: MaxTokensPolicy = "cap"
 
     @property
     def targets(self) -> tuple[Target, ...]:
@@ -121,3 +127,5 @@ class Envelope:
     # hold_seconds); hold_tokens=0 shows every event as it comes.
     hold_tokens: int | None = None
     hold_seconds: float | None = None
+    # This request's max_tokens_policy, in place of the route's (None: the route's).
+    max_tokens_policy: MaxTokensPolicy | None = None

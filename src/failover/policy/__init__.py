@@ -19,7 +19,16 @@ from ._capacity import render as render_capacity
 from ._deadline import Deadline
 from ._health import HealthBoard, TargetHealth
 from ._ratelimit import LimiterBoard, LimitWaitTooLong, Reservation, TargetLimiter
-from ._selection import Candidate, Plan, contract_violation, embedding_violation, plan, required_capabilities
+from ._selection import (
+    Candidate,
+    Plan,
+    caps_max_tokens,
+    contract_violation,
+    embedding_violation,
+    max_tokens_for,
+    plan,
+    required_capabilities,
+)
 from ._windows import WindowBoard, window_of
 
 __all__ = [
@@ -51,8 +60,10 @@ __all__ = [
     "Unlimited",
     "WindowBoard",
     "canary_problems",
+    "caps_max_tokens",
     "contract_violation",
     "embedding_violation",
+    "max_tokens_for",
     "plan",
     "plan_capacity",
     "render_capacity",

@@ -58,6 +58,20 @@ def required_capabilities(route: Route, request: Request, envelope: Envelope) ->
     return need
 
 
+def caps_max_tokens(route: Route, envelope: Envelope) -> bool:
+    """Whether a max_tokens above a target's max output is capped for this request (the
+    envelope's ``max_tokens_policy``, else the route's), rather than the target refused."""
+    return (envelope.max_tokens_policy or route.max_tokens_policy) == "cap"
+
+
+def max_tokens_for(target: Target, max_tokens: int | None, cap: bool) -> int | None:
+    """The max_tokens ``target`` is sent: the request's, or with ``cap`` at most its
+    ``max_output_tokens``."""
+    if cap and max_tokens is not None and max_tokens > target.max_output_tokens:
+        return target.max_output_tokens
+    return max_tokens
+
+
 def contract_violation(
     target: Target,
     route: Route,
@@ -65,11 +79,16 @@ def contract_violation(
     input_tokens: int,
     max_tokens: int | None,
     windows: WindowBoard | None = None,
+    *,
+    cap: bool = False,
 ) -> str | None:
     """Why ``target`` cannot serve this request under the route's contract, or None.
 
     Its window is the declared one, else the one its provider stated (``windows``); an unknown
-    window turns nothing away (the provider's own answer will say)."""
+    window turns nothing away (the provider's own answer will say). With ``cap``, a max_tokens
+    above the target's max output is no reason (it is sent its max output, and the window
+    must hold that); without, it is."""
+    max_tokens = max_tokens_for(target, max_tokens, cap)
     if not required <= target.capabilities:
         return "missing capability: " + ", ".join(sorted(c.value for c in required - target.capabilities))
     c = route.contract
@@ -166,6 +185,7 @@ def plan(
     stated for targets that declare none (a target whose window is known and too small for the
     request is left out; one whose window is unknown is kept)."""
     required = required_capabilities(route, request, envelope)
+    cap = caps_max_tokens(route, envelope)
     excluded: list[Exclusion] = []
     holds: list[Hold] = []
     candidates: list[Candidate] = []
@@ -174,7 +194,7 @@ def plan(
         kept: list[Target] = []
         for t in targets:
             if violation is None:
-                reason = contract_violation(t, route, required, input_tokens(t), request.max_tokens, windows)
+                reason = contract_violation(t, route, required, input_tokens(t), request.max_tokens, windows, cap=cap)
                 reason = reason or hosted_violation(t, request)
             else:
                 reason = violation(t)
@@ -183,7 +203,7 @@ def plan(
             if reason is None and tier is Phase.FALLBACK and not envelope.allow_fallback:
                 reason = "cross-model fallback not allowed by the envelope"
             if reason is None and envelope.max_cost is not None:
-                est = t.price.cost(input_tokens(t), request.max_tokens or 0)
+                est = t.price.cost(input_tokens(t), max_tokens_for(t, request.max_tokens, cap) or 0)
                 if est > envelope.max_cost:
                     reason = f"estimated cost {usd(est)} exceeds max_cost {usd(envelope.max_cost)}"
             held = None
@@ -196,7 +216,12 @@ def plan(
                 excluded.append(Exclusion(target=t.name, phase=tier, reason=reason, temporary=held is not None))
             else:
                 kept.append(t)
-        ranked = _rank(kept, route, health, input_tokens, request.max_tokens or 0)
+        ranked = _rank(kept, route, health, input_tokens, lambda t: max_tokens_for(t, request.max_tokens, cap) or 0)
+        if cap and request.max_tokens is not None:
+            # a target that gives the full max_tokens before one that would be capped, within
+            # the tier (a stable sort: the ranking holds among each)
+            want = request.max_tokens
+            ranked = sorted(ranked, key=lambda t: t.max_output_tokens < want)
         if tier is Phase.FALLBACK:
             candidates.extend(Candidate(target=t, phase=tier) for t in ranked)
             return
@@ -242,12 +267,16 @@ def hold_of(target: Target, now: float, health: HealthBoard, breakers: BreakerBo
 
 
 def _rank(
-    targets: list[Target], route: Route, health: HealthBoard, tokens: Callable[[Target], int], max_tokens: int
+    targets: list[Target],
+    route: Route,
+    health: HealthBoard,
+    tokens: Callable[[Target], int],
+    max_tokens: Callable[[Target], int],
 ) -> list[Target]:
     if route.ranking == "order" or len(targets) < 2:
         return targets
     if route.ranking == "cost":
-        return sorted(targets, key=lambda t: t.price.cost(tokens(t), max_tokens))
+        return sorted(targets, key=lambda t: t.price.cost(tokens(t), max_tokens(t)))
     if route.ranking == "latency":
         return sorted(targets, key=lambda t: (health.of(t).latency is None, health.of(t).latency or 0.0))
     return sorted(targets, key=lambda t: -health.of(t).success)

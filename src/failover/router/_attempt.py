@@ -121,7 +121,7 @@ class Attempts(Preflight):
             outcome = await self._exchange(target, phase, request, start, until, lane.hedge, quiet)
         except asyncio.CancelledError:
             router.breakers.discard(permits, loop.time())  # cancelled: says nothing about health
-            self.record_cancelled(target, phase, start, until, lane.hedge)
+            self.record_cancelled(target, phase, start, until, lane.hedge, self.capped_to(request.max_tokens))
             self.attempt_ended(target, None)
             if reservation is not None:
                 reservation.settle(self.input_tokens(target), 0)  # sent: count the input as spent
@@ -200,7 +200,7 @@ class Attempts(Preflight):
         cost, estimated = 0.0, False
         if usage is not None:
             cost = target.price.cost(usage.input_tokens, usage.output_tokens)
-            if asked is self.request and usage.input_tokens > 0:  # not a repaired request
+            if asked is self.request_for(target) and usage.input_tokens > 0:  # not a repaired request
                 observe_usage(target, self.local_tokens(target), usage.input_tokens)
         elif failure is not None and maybe_billed(failure):
             cost, estimated = target.price.cost(self.input_tokens(target), 0), True
@@ -230,6 +230,7 @@ class Attempts(Preflight):
             task_ok=task_ok,
             stripped=stripped,
             dropped=request.passthrough.dropped(target.dialect) if request.passthrough is not None else (),
+            capped_to=self.capped_to(asked.max_tokens),
         )
         router.health.observe(target, failure, end - start, end)
         router.windows.learn(target, failure)  # a window the provider stated in an overflow error
@@ -288,7 +289,9 @@ class Attempts(Preflight):
             a = self.rec.attempts[-1]
             self.router.hooks(attempt_ended(self.rec.request_id, self.route.name, target, a, self.t0, outcome))
 
-    def record_cancelled(self, target: Target, phase: Phase, start: float, until: float, hedge: bool) -> None:
+    def record_cancelled(
+        self, target: Target, phase: Phase, start: float, until: float, hedge: bool, capped_to: int | None = None
+    ) -> None:
         """A cancelled attempt (a lost hedge, a caller gone) was sent and may be billed."""
         cost = target.price.cost(self.input_tokens(target), 0)
         self.state.spent += cost
@@ -304,6 +307,7 @@ class Attempts(Preflight):
             outcome="cancelled",
             cost=cost,
             estimated=True,
+            capped_to=capped_to,
         )
 
 

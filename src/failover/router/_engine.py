@@ -415,7 +415,10 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
             how = "declared" if t.context_window is not None else "stated by its provider"
             return Next(f"context window {known} ({how}) cannot hold the {s.min_window} tokens {s.window_why}")
     if env.max_cost is not None:
-        est = t.price.cost(s.input_tokens(t), s.max_tokens or 0)
+        out = s.max_tokens or 0
+        if lane.request.max_tokens is not None and lane.request.max_tokens < out:
+            out = lane.request.max_tokens  # capped to the target's max output
+        est = t.price.cost(s.input_tokens(t), out)
         if s.spent + est > env.max_cost:
             return Next(
                 f"{prefix}estimated cost {usd(est)} on top of {usd(s.spent)} spent exceeds max_cost {usd(env.max_cost)}"

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..model import Attempt, Capability, Envelope, Request, Route, StreamEvent, Target
-from ..policy import Deadline, Plan, plan
+from ..policy import Deadline, Plan, caps_max_tokens, max_tokens_for, plan
 from ..policy._canary import CanaryGate
 from ..tokens import count_exactly, counter_for, counts_remotely, near_window, reserved_output
 from ._engine import RunState
@@ -72,6 +72,8 @@ class Preflight:
             route.hold_seconds if envelope.hold_seconds is None else envelope.hold_seconds,
             self.loop.time,
         )
+        self.cap = caps_max_tokens(route, envelope)  # max_tokens above a target's max output: capped
+        self._sent: dict[str, tuple[Request, Request]] = {}  # target name -> (request, as capped for it)
         self.canary = CanaryGate(route, router.canary_rng)  # draws only when a fallback is needed
         self.restart_ok = restart_on_partial and envelope.allow_after_partial
 
@@ -80,6 +82,24 @@ class Preflight:
         return self.output.sink
 
     # -- preflight -------------------------------------------------------------------------
+
+    def request_for(self, target: Target) -> Request:
+        """The request as ``target`` is sent it: with the route's (or the envelope's)
+        ``max_tokens_policy`` ``cap``, a max_tokens above its max output becomes that max."""
+        want = max_tokens_for(target, self.request.max_tokens, self.cap)
+        if want == self.request.max_tokens:
+            return self.request
+        base, sent = self._sent.get(target.name, (None, self.request))
+        if base is not self.request:  # none yet, or one from before a compaction
+            sent = replace(self.request, max_tokens=want)
+            self._sent[target.name] = (self.request, sent)
+        return sent
+
+    def capped_to(self, sent: int | None) -> int | None:
+        """``sent``, the max_tokens of an attempt's request, when it is less than the caller
+        asked for (a capped request, or its repair); None when it is what the caller asked."""
+        asked = self.request.max_tokens
+        return sent if asked is not None and sent is not None and sent < asked else None
 
     def input_tokens(self, target: Target) -> int:
         exact = self._exact.get(target.name)
@@ -101,7 +121,8 @@ class Preflight:
             if t.name in self._exact or not counts_remotely(t, dialect):
                 continue
             window = self.router.windows.known(t)  # an unknown window: nothing to be near
-            if window is not None and near_window(self.local_tokens(t), reserved_output(t, self.request), window):
+            out = reserved_output(t, self.request_for(t))
+            if window is not None and near_window(self.local_tokens(t), out, window):
                 groups.setdefault((t.dialect, t.model, t.base_url), []).append(t)
         if not groups or timeout <= 0:
             return
@@ -131,7 +152,7 @@ class Preflight:
             window = self.router.windows.known(t)
             if window is None:  # an unknown window keeps nothing out
                 continue
-            over = self.input_tokens(t) + reserved_output(t, self.request) - window
+            over = self.input_tokens(t) + reserved_output(t, self.request_for(t)) - window
             if over > 0:
                 out.append((t, over))
         return out

@@ -93,6 +93,7 @@ class Recorder:
         task_ok: bool | None = None,
         stripped: int = 0,
         dropped: tuple[str, ...] = (),
+        capped_to: int | None = None,
     ) -> Attempt:
         """Add the attempt on ``target`` that ran from ``start`` to ``end`` (loop times, as are
         ``connected`` and ``first_event``); ``outcome`` is the failure's label, or "ok"."""
@@ -118,6 +119,7 @@ class Recorder:
             task_ok=task_ok,
             reasoning_stripped=stripped,
             passthrough_dropped=dropped,
+            max_tokens_capped_to=capped_to,
             status=status,
             usage=usage,
             cost=cost,

@@ -185,7 +185,8 @@ class _Run(Attempts):
                 return None
         s, loop = self.state, self.loop
         pool = self.router.retry_budget.pool_of(target)
-        lane = Lane(target=target, phase=phase, request=self.request, after=after, pool=pool, hedge=hedge, fresh=fresh)
+        request = self.request_for(target)  # its max_tokens capped to the target's max output
+        lane = Lane(target=target, phase=phase, request=request, after=after, pool=pool, hedge=hedge, fresh=fresh)
         try:
             while True:
                 now = loop.time()

@@ -85,6 +85,7 @@ class Output:
         "hold_seconds",
         "hold_tokens",
         "keep_text",
+        "max_tokens",
         "model",
         "origin",
         "pause",
@@ -121,6 +122,7 @@ class Output:
         self.origin: str | None = None  # and the equivalence key of its target
         self.model: str | None = None  # the model of the attempt whose output the caller is shown
         self.target: str | None = None  # and its target's name
+        self.max_tokens: int | None = None  # and the max_tokens its request sent
         self.response_id = new_id("resp_")
 
     def hold(self, tokens: int, seconds: float, clock: Callable[[], float]) -> None:
@@ -294,6 +296,7 @@ async def stream_exchange(
     st: StreamingTransport = transport  # type: ignore[assignment]
     dialect = router.dialect(target)
     out.source, out.origin, out.model, out.target = dialect.reasoning_source, target.key, target.model, target.name
+    out.max_tokens = request.max_tokens
     first_at: float | None = None
     status: int | None = None
     outcome: Response | Failure
@@ -434,6 +437,8 @@ class StreamedRun(Protocol):
 
     def ended(self, record: RouteRecord | None) -> None: ...
 
+    def capped_to(self, sent: int | None) -> int | None: ...
+
 
 class RouteStream:
     """The stream a caller iterates; see :meth:`Router.stream`.
@@ -496,6 +501,14 @@ class RouteStream:
         """The model whose answer the caller is being shown (the target's ``model``), once the
         first event was yielded; None before any attempt streamed."""
         return self._run.output.model
+
+    @property
+    def max_tokens_capped_to(self) -> int | None:
+        """The max_tokens the attempt the caller is being shown was sent, when that is less
+        than the request's (capped to its target's max output, see ``Route.max_tokens_policy``);
+        None when it was sent the request's own, or before the first event was yielded."""
+        run = self._run
+        return run.capped_to(run.output.max_tokens) if run.output.target is not None else None
 
     async def _produce(self) -> None:
         run = self._run
