@@ -62,7 +62,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..model import (
     ImagePart,
@@ -96,6 +96,15 @@ from ._responses_items import (
     text_part,
 )
 from ._responses_stream import EventRenderer
+from ._responses_tools import (
+    NAME,
+    FunctionTool,
+    HostedTool,
+    NamespaceTool,
+    ToolSpec,
+    flat_name,
+    function_tools,
+)
 from ._wire import SchemaField, WireError, check_schemas, image_url, validation_error
 from .openai import error_body
 
@@ -188,45 +197,6 @@ InputItem = Annotated[
     Field(discriminator="type"),
 ]
 
-_NAME = r"^[A-Za-z0-9_-]{1,64}$"
-
-
-class FunctionTool(_Edge):
-    type: Literal["function"]
-    name: str = Field(pattern=_NAME)
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
-    strict: bool | None = None
-
-
-class NamespaceTool(_Edge):
-    """A group of function tools (Codex's ``multi_agent_v1``...): flattened, see the module docstring."""
-
-    type: Literal["namespace"]
-    name: str = Field(pattern=_NAME)
-    description: str | None = None
-    tools: list[FunctionTool] = Field(min_length=1)
-
-
-class HostedTool(BaseModel):
-    """A tool the provider runs (``web_search``...), kept whole: only a Responses target gets it."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-    type: str = Field(min_length=1)
-
-
-def _tool_kind(v: Any) -> str:
-    kind = v.get("type") if isinstance(v, dict) else getattr(v, "type", None)
-    return kind if kind in ("function", "namespace") else "hosted"
-
-
-ToolSpec = Annotated[
-    Annotated[FunctionTool, Tag("function")]
-    | Annotated[NamespaceTool, Tag("namespace")]
-    | Annotated[HostedTool, Tag("hosted")],
-    Discriminator(_tool_kind),
-]
-
 
 class FunctionChoice(_Edge):
     type: Literal["function"]
@@ -244,7 +214,7 @@ class JsonObjectFormat(_Edge):
 
 class JsonSchemaFormat(_Edge):
     type: Literal["json_schema"]
-    name: str = Field(pattern=_NAME)
+    name: str = Field(pattern=NAME)
     schema_: dict[str, Any] = Field(alias="schema")
     description: str | None = None
     strict: bool | None = None
@@ -542,14 +512,6 @@ def _messages(body: ResponsesBody) -> tuple[Message, ...]:
     return (*out, *turn.flush())
 
 
-NAMESPACE_JOIN = "__"  # a namespace's function as a flat tool: "<namespace>__<name>" (Codex's own MCP style)
-
-
-def flat_name(namespace: str | None, name: str) -> str:
-    """The name every target is given for function ``name`` of ``namespace`` (itself without one)."""
-    return name if not namespace else f"{namespace}{NAMESPACE_JOIN}{name}"
-
-
 def tool_names(body: ResponsesBody) -> dict[str, tuple[str, str]]:
     """Each flattened name of a namespace's function: ``(namespace, name)`` as the client knows it."""
     return {
@@ -558,40 +520,6 @@ def tool_names(body: ResponsesBody) -> dict[str, tuple[str, str]]:
         if isinstance(t, NamespaceTool)
         for f in t.tools
     }
-
-
-def _tools(defs: list[FunctionTool | NamespaceTool | HostedTool]) -> tuple[Tool, ...]:
-    """The function tools (a namespace's flattened), each name once (a provider refuses a repeated one)."""
-    tools: dict[str, Tool] = {}
-    for i, t in enumerate(defs):
-        if isinstance(t, HostedTool):
-            continue
-        group = (
-            [(f"tools[{i}].tools[{j}].name", t.name, f) for j, f in enumerate(t.tools)]
-            if isinstance(t, NamespaceTool)
-            else [(f"tools[{i}].name", None, t)]
-        )
-        for at, namespace, f in group:
-            name = flat_name(namespace, f.name)
-            if name in tools:
-                raise WireError(400, f"{at}: tool {name!r} is defined twice; give each tool once", param=at)
-            if len(name) > 64:
-                raise WireError(
-                    400,
-                    f"{at}: {namespace!r} and {f.name!r} make the function name {name!r}, over the 64 characters "
-                    "every provider takes; shorten the namespace or the name",
-                    param=at,
-                )
-            description = f.description or ""
-            if isinstance(t, NamespaceTool) and t.description:
-                description = f"{t.description}\n\n{description}" if description else t.description
-            tools[name] = Tool(
-                name=name,
-                description=description,
-                parameters=f.parameters or {"type": "object", "properties": {}},
-                strict=bool(f.strict),
-            )
-    return tuple(tools.values())
 
 
 def _tool_choice(body: ResponsesBody, tools: tuple[Tool, ...]) -> ToolChoice | None:
@@ -637,7 +565,7 @@ def to_request(body: ResponsesBody, *, limits: SchemaLimits = DEFAULT_LIMITS, sc
     before any upstream call."""
     if schemas:
         check_schemas(schema_fields(body), limits)
-    tools = _tools(body.tools or [])
+    tools = function_tools(body.tools or [])
     reasoning = body.reasoning
     effort = reasoning.effort if reasoning is not None else None
     return Request(
