@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from failover.model import (
+    Dialect,
     Failure,
     FailureKind,
     Message,
@@ -11,6 +12,7 @@ from failover.model import (
     ReasoningDone,
     Request,
     StreamEvent,
+    Target,
     TextDelta,
     Usage,
     UsageUpdate,
@@ -64,7 +66,9 @@ def test_a_history_without_reasoning_is_passed_as_is() -> None:
 def _output(live: bool = False) -> tuple[Output, list[StreamEvent]]:
     seen: list[StreamEvent] = []
     out = Output(seen.append)
-    out.source, out.origin = "anthropic", CLAUDE
+    out.source = "anthropic"
+    out.upstream = Target(name="c", dialect=Dialect.ANTHROPIC, model="claude-x", base_url="http://c.test/v1")
+    assert out.upstream.key == CLAUDE
     if live:
         out.live_reasoning()
     return out, seen

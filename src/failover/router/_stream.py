@@ -86,8 +86,6 @@ class Output:
         "hold_tokens",
         "keep_text",
         "max_tokens",
-        "model",
-        "origin",
         "pause",
         "pending",
         "reasoning",
@@ -95,9 +93,9 @@ class Output:
         "sink",
         "source",
         "started",
-        "target",
         "text",
         "thinking",
+        "upstream",
     )
 
     def __init__(self, sink: Callable[[StreamEvent], None] | None) -> None:
@@ -119,10 +117,10 @@ class Output:
         self.reasoning: list[Reasoning] = []  # blocks completed and delivered
         self.thinking: dict[int, list[str]] = {}  # block index -> text delivered, while a block is open
         self.source = ""  # the reasoning format of the attempt being streamed (its dialect's)
-        self.origin: str | None = None  # and the equivalence key of its target
-        self.model: str | None = None  # the model of the attempt whose output the caller is shown
-        self.target: str | None = None  # and its target's name
-        self.max_tokens: int | None = None  # and the max_tokens its request sent
+        # the target of the attempt being streamed (whose output the caller is shown, once
+        # committed), and the max_tokens its request sent
+        self.upstream: Target | None = None
+        self.max_tokens: int | None = None
         self.response_id = new_id("resp_")
 
     def hold(self, tokens: int, seconds: float, clock: Callable[[], float]) -> None:
@@ -181,7 +179,7 @@ class Output:
     def partial_reasoning(self) -> tuple[Reasoning, ...]:
         """The reasoning the caller was shown: whole blocks, then any block cut while open."""
         cut = [
-            Reasoning(text="".join(parts), source=self.source, origin=self.origin)
+            Reasoning(text="".join(parts), source=self.source, origin=self.upstream.key if self.upstream else None)
             for _, parts in sorted(self.thinking.items())
             if parts
         ]
@@ -295,7 +293,7 @@ async def stream_exchange(
         raise TypeError(f"{type(transport).__name__} cannot stream: it has no stream() method")
     st: StreamingTransport = transport  # type: ignore[assignment]
     dialect = router.dialect(target)
-    out.source, out.origin, out.model, out.target = dialect.reasoning_source, target.key, target.model, target.name
+    out.source, out.upstream = dialect.reasoning_source, target
     out.max_tokens = request.max_tokens
     first_at: float | None = None
     status: int | None = None
@@ -494,13 +492,15 @@ class RouteStream:
     def target(self) -> str | None:
         """The name of the target whose answer the caller is being shown, once the first event
         was yielded (see :attr:`model`)."""
-        return self._run.output.target
+        shown = self._run.output.upstream
+        return shown.name if shown is not None else None
 
     @property
     def model(self) -> str | None:
         """The model whose answer the caller is being shown (the target's ``model``), once the
         first event was yielded; None before any attempt streamed."""
-        return self._run.output.model
+        shown = self._run.output.upstream
+        return shown.model if shown is not None else None
 
     @property
     def max_tokens_capped_to(self) -> int | None:
@@ -508,7 +508,7 @@ class RouteStream:
         than the request's (capped to its target's max output, see ``Route.max_tokens_policy``);
         None when it was sent the request's own, or before the first event was yielded."""
         run = self._run
-        return run.capped_to(run.output.max_tokens) if run.output.target is not None else None
+        return run.capped_to(run.output.max_tokens) if run.output.upstream is not None else None
 
     async def _produce(self) -> None:
         run = self._run
