@@ -405,9 +405,7 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
                     f"no replay: it would leave {nxt.name} less than the {keep:.3f}s kept back for it "
                     f"({max(0.0, left):.3f}s left)"
                 )
-        if left - keep >= need:  # a first attempt with less time than that gets what is left
-            until = s.deadline_at - keep
-            quiet = _quiet(s, until - at)
+        until, quiet = _time_for(s, keep, at, need)
 
     if not again and s.min_window:
         known = p.window(t)
@@ -510,10 +508,17 @@ def _first_share(s: RunState, lane: Lane, p: Policies, now: float) -> tuple[floa
     nxt = next_eligible(s, lane, p, now, now)
     if nxt is None:
         return s.deadline_at, math.inf
-    until = s.deadline_at - reserve_for(s, nxt, p)
-    if until - now < lane.target.timeouts.min_useful:
+    return _time_for(s, reserve_for(s, nxt, p), now, lane.target.timeouts.min_useful)
+
+
+def _time_for(s: RunState, keep: float, at: float, need: float) -> tuple[float, float]:
+    """``(until, quiet)`` of an uncommitted attempt starting at ``at`` that keeps ``keep`` seconds
+    for the next tier; the whole deadline (a first attempt) when that would leave it less than
+    the ``need`` it has to be worth starting."""
+    until = s.deadline_at - keep
+    if until - at < need:
         return s.deadline_at, math.inf
-    return until, _quiet(s, until - now)
+    return until, _quiet(s, until - at)
 
 
 def _quiet(s: RunState, has: float) -> float:
