@@ -370,7 +370,7 @@ async def test_stateful_fields_are_a_400_naming_the_field_and_why(
     ("params", "param"),
     [
         ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type"),
-        ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
+        ({"tools": [{"type": "web_search"}], "tool_choice": "required"}, "tools[0].type"),
         ({"tools": [WEATHER], "tool_choice": {"type": "file_search"}}, "tool_choice.type"),
         (
             {"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},

@@ -200,12 +200,25 @@ async def test_web_search_include_and_summary_reach_a_responses_upstream_verbati
     assert [t.type for t in final.tools] == ["function", "namespace", "web_search"]  # echoed as sent
 
 
-async def test_a_hosted_tool_no_target_of_the_route_can_run_is_a_400_naming_it(
+async def test_a_route_with_no_responses_target_answers_without_the_hosted_tools(
     served: Served, client: openai.AsyncOpenAI
 ) -> None:
+    """Codex offers web_search on every turn: a route that cannot run it answers with the
+    client's own tools rather than refusing every request."""
+    before = len(sent(served, "o"))
+    resp = await client.responses.create(model="chat", input="Hi", tools=[SHELL, {"type": "web_search"}])
+    assert resp.status == "completed"
+    (body,) = sent(served, "o")[before:]
+    assert [t["function"]["name"] for t in body["tools"]] == [SHELL["name"]]  # web_search left out
+
+
+async def test_a_hosted_tool_that_is_all_the_model_may_call_is_a_400_naming_it(
+    served: Served, client: openai.AsyncOpenAI
+) -> None:
+    before = len(sent(served, "o"))
     with pytest.raises(openai.BadRequestError) as info:
-        await client.responses.create(model="chat", input="Hi", tools=[SHELL, {"type": "web_search"}])
+        await client.responses.create(model="chat", input="Hi", tools=[{"type": "web_search"}], tool_choice="required")
     assert info.value.status_code == 400
-    assert info.value.body is not None and info.value.body["param"] == "tools[1].type"  # type: ignore[index]
+    assert info.value.body is not None and info.value.body["param"] == "tools[0].type"  # type: ignore[index]
     assert "web_search" in info.value.message
-    assert sent(served, "o") == []
+    assert sent(served, "o")[before:] == []

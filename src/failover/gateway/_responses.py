@@ -19,6 +19,8 @@ output limit or a filter cut it), never a splice.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
@@ -36,6 +38,8 @@ from ._endpoint import Endpoint
 from ._errors import ApiError, from_wire
 from ._gateway import Gateway
 from ._stream_reply import SseWire
+
+log = logging.getLogger("failover.gateway")
 
 
 def _sse(events: list[Event]) -> bytes:
@@ -91,7 +95,7 @@ class Responses(Endpoint[responses.ResponsesBody]):
         except WireError as exc:
             raise from_wire(exc) from None
         if req.hosted_tools:
-            _check_hosted(self.gw.router.routes.get(body.model), body)
+            req = _hosted_for(self.gw.router.routes.get(body.model), body, req)
         return req
 
     def schema_fields(self, body: responses.ResponsesBody) -> list[SchemaField]:
@@ -122,18 +126,25 @@ class Responses(Endpoint[responses.ResponsesBody]):
         return self.gw.error_response(err, request_id=request_id, record=record)
 
 
-def _check_hosted(route: Route | None, body: responses.ResponsesBody) -> None:
-    """A 400 naming the first hosted tool when no target of the route can take it (only an OpenAI
-    Responses target can): each request would fail anyway. A route with one is routed as usual:
-    the router leaves out every other target, the route record saying why."""
+def _hosted_for(route: Route | None, body: responses.ResponsesBody, req: Request) -> Request:
+    """The request as the route can take its hosted tools (web_search...), which only an OpenAI
+    Responses target runs. A route with one is routed as usual: the router leaves out every
+    other target, the route record saying why. A route with none answers without them: they
+    are offered to the model, not asked of it (Codex offers web_search on every turn), so the
+    model answers with the client's own tools; only a request that leaves the model nothing
+    but them to call (``tool_choice: required``) is a 400 naming the first."""
     if route is None or any(t.dialect is Dialect.OPENAI_RESPONSES for t in (*route.primary, *route.fallbacks)):
-        return
+        return req
+    if body.tool_choice != "required" or req.tools:
+        kinds = ", ".join(sorted({str(t.get("type")) for t in req.hosted_tools}))
+        log.info("request to route %s: hosted tools (%s) left out: no target of the route runs them", route.name, kinds)
+        return dataclasses.replace(req, hosted_tools=())
     i, kind = next((i, t.type) for i, t in enumerate(body.tools or ()) if isinstance(t, responses.HostedTool))
     raise ApiError(
         400,
         f"tools[{i}].type: {kind!r} is a hosted tool, which only an OpenAI Responses target runs, and route "
-        f"{route.name!r} has none; define a function tool (type 'function') and run it yourself, or use a route "
-        "with an openai-responses target",
+        f"{route.name!r} has none, while tool_choice 'required' leaves the model nothing else to call; define a "
+        "function tool (type 'function') and run it yourself, or use a route with an openai-responses target",
         code="unsupported_parameter",
         param=f"tools[{i}].type",
     )
