@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes sure the servers the test suite talks to are installed: redis-server (the ledger's
+# Makes sure the servers and tools the test suite uses are installed: redis-server (the ledger's
 # RedisStore tests), PostgreSQL (its PostgresStore tests) and Chromium (the lab page's
 # browser test, tests/lab/test_web.py, which drives the system /usr/bin/chromium through
 # Playwright's Python driver; `playwright install` is never used). The tests start their own
@@ -11,6 +11,8 @@
 # tests/telemetry/test_alerts.py): only the binary, taken out of Debian's prometheus package.
 # Installing the package itself would add a system user, pull in its web assets and start a
 # Prometheus server; the tests need none of that.
+#
+# And node with npm, which scripts/runtimes.sh installs the agent runtimes with.
 #
 # Point the tests at servers you already run instead with
 #   FAILOVER_TEST_REDIS_URL=redis://127.0.0.1:6379/15
@@ -34,13 +36,18 @@ if [ -z "${FAILOVER_TEST_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
   missing+=(chromium)
 fi
 
+# node and npm: scripts/runtimes.sh installs the agent runtimes (Claude Code, Codex) from npm
+if ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
+
 need_promtool=0
 if [ -z "${FAILOVER_TEST_PROMTOOL:-}" ] && ! command -v promtool >/dev/null 2>&1; then
   need_promtool=1
 fi
 
 if [ ${#missing[@]} -eq 0 ] && [ "$need_promtool" = 0 ]; then
-  echo "== services: redis-server, postgresql, chromium and promtool are installed"
+  echo "== services: redis-server, postgresql, chromium, promtool and npm are installed"
   exit 0
 fi
 

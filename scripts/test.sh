@@ -17,13 +17,19 @@ if [ -z "${TIKTOKEN_CACHE_DIR:-}" ] && [ -d ../shared/tiktoken ]; then
   export TIKTOKEN_CACHE_DIR="$(cd ../shared/tiktoken && pwd)"
 fi
 
+echo "== services"
+./scripts/services.sh
+# The agent runtimes the client end-to-end tests drive (tests/runtimes), pinned and cached
+# outside the clone: installed in the background while the checks below run; the tests wait
+# for it (scripts/runtimes.sh takes a lock) and fail with its log if it failed.
+mkdir -p .cache
+./scripts/runtimes.sh >.cache/runtimes.log 2>&1 &
+
 echo "== ruff"
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
 echo "== mypy --strict"
 .venv/bin/mypy
-echo "== services"
-./scripts/services.sh
 echo "== pytest: two workers (a test file stays on one), then the serial tests alone"
 # The serial tests time a served event loop, run and kill fleets of processes, or fuzz with
 # schemathesis (the `serial` marker, tests/conftest.py); beside another worker they could fail.

@@ -182,3 +182,47 @@ def started_redis(*, persistent: bool = False, prefix: str = "failover-redis-") 
         yield server
     finally:
         server.close()
+
+
+@contextlib.contextmanager
+def serving(*args: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``failover serve`` as a real process on a free loopback port (``args``: ``--config F``...),
+    yielded once its /healthz answers, as ``(base_url, process)``; stopped with SIGINT (a
+    graceful drain), killed if it does not stop in 20 s. The process's output is on
+    ``process.stdout`` (stderr merged)."""
+    import sys
+
+    import httpx
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "failover.cli", "serve", "--port", str(port), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        until = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                out = proc.stdout.read() if proc.stdout else ""
+                raise AssertionError(f"serve exited with {proc.returncode}:\n{out}")
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > until:
+                raise AssertionError("serve did not come up in 30s")
+            time.sleep(0.05)
+        yield base, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

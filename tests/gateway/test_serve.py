@@ -3,57 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
 from failover.cli import main
-from tests.hostile._harness import free_port
+from tests._services import serving as _serving
 
 pytestmark = pytest.mark.e2e
-
-
-@contextmanager
-def _serving(*args: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "failover.cli", "serve", "--port", str(port), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        until = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                out = proc.stdout.read() if proc.stdout else ""
-                raise AssertionError(f"serve exited with {proc.returncode}:\n{out}")
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > until:
-                raise AssertionError("serve did not come up in 30s")
-            time.sleep(0.1)
-        yield base, proc
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def test_serve_without_config_runs_the_embedded_default() -> None:

@@ -10,13 +10,10 @@ replay one in the simulator with the same fault pattern.
 from __future__ import annotations
 
 import hashlib
-import os
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +22,7 @@ import openai
 import pytest
 
 from failover.testing import FakeProvider, FakeServer, Reply, Script
-from tests.hostile._harness import free_port
+from tests._services import serving
 from tests.lab._browser import ARTIFACTS, lab_page, publish
 
 pytestmark = pytest.mark.e2e
@@ -79,35 +76,8 @@ gateway:
 """
 
 
-@contextmanager
-def _serving(config: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "failover.cli", "serve", "--port", str(port), "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "LIVE_PROVIDER_KEY": PROVIDER_KEY},
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        until = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                out = proc.stdout.read() if proc.stdout else ""
-                raise AssertionError(f"serve exited with {proc.returncode}:\n{out}")
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < until, "serve did not come up in 30s"
-            time.sleep(0.05)
-        yield base, proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+def _serving(config: Path) -> AbstractContextManager[tuple[str, subprocess.Popen[str]]]:
+    return serving("--config", str(config), env={"LIVE_PROVIDER_KEY": PROVIDER_KEY})
 
 
 def _traffic(client: openai.OpenAI, route: str, *, stream: bool = False) -> None:
