@@ -305,7 +305,11 @@ async def test_overload_is_529(kit: Kit, client: anthropic.AsyncAnthropic) -> No
     with pytest.raises(anthropic.OverloadedError) as exc:
         await client.messages.create(model="solo", max_tokens=8, messages=HELLO)
     assert exc.value.status_code == 529
-    assert exc.value.type == "overloaded_error"
+    # the gateway already retried and knows no moment to come back: not "overloaded_error",
+    # which Claude Code retries whatever x-should-retry says
+    assert exc.value.type == "api_error"
+    assert exc.value.response.headers["x-should-retry"] == "false"
+    assert "retry-after" not in exc.value.response.headers
     assert exc.value.error_code == "provider_overloaded"
     with pytest.raises(anthropic.OverloadedError):  # a stream that fails before its first byte: the same answer
         async with client.messages.stream(model="solo", max_tokens=8, messages=HELLO) as s:

@@ -24,7 +24,7 @@ from ..model import Response as Answer
 from ..router import Router
 from ._body import ClientGone, heavy_json
 from ._disconnect import Interrupted, interruptible
-from ._envelope import envelope_from, live_reasoning_from
+from ._envelope import envelope_from, live_reasoning_from, unmarked
 from ._errors import ApiError, from_wire, shutting_down, unavailable_error
 from ._gateway import Gateway
 from ._http import header_map, send_json
@@ -184,11 +184,15 @@ class Endpoint(Generic[_B, _Q, _A]):
                 body = self.parse(raw)
             route = body.model
             _check_route(router, route, tenant)
+            tenant_name = tenant.name if tenant is not None else None
+            # a client with no retry marker of its own: a repeat of a body that failed is its retry
+            digest = gw.recent.digest(tenant_name, self.path, raw)
             envelope = envelope_from(
                 headers,
                 gw.settings.envelope,
-                tenant=tenant.name if tenant is not None else None,
-                recent=gw.recent_keys,
+                tenant=tenant_name,
+                recent=gw.recent,
+                repeat=unmarked(headers) and gw.recent.failed_before(digest),
             )
             live = live_reasoning_from(headers)  # x-failover-live-reasoning: a stream's reasoning as it comes
             if envelope.client_retry:  # charged to the retry budget: counted apart from new requests
@@ -228,6 +232,7 @@ class Endpoint(Generic[_B, _Q, _A]):
             await self.error_response(err)(scope, receive, send)
             return
         stop = gw.enter(router)
+        gw.recent.started(envelope.request_id, digest, envelope.budget)  # gw.finish says how it ended
         try:
             if body.stream:
                 wire = self.wire(body, route, envelope)

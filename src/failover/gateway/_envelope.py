@@ -8,6 +8,7 @@ header and the fix; nothing is silently clamped. The headers are read by
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from collections import OrderedDict
@@ -19,38 +20,99 @@ from ..model import Envelope
 from ._errors import ApiError
 from ._settings import EnvelopeDefaults
 
+# An answer with one of these statuses may be followed by the client's own retry of the same
+# body: a failure the client may retry (5xx, 429, 408), or a client that gave up waiting (499).
+_RETRIED_AFTER = frozenset({408, 429, 499})
 
-class RecentKeys:
-    """The ``Idempotency-Key`` values each tenant sent in the last ``ttl`` seconds.
 
-    A key seen again is a client's retry of the same request: the gateway charges it to the
-    retry budget instead of counting it as new traffic. Bounded: at most ``max_keys`` entries
-    (the oldest leave first), each a 16-byte digest of tenant and key, so a flood of long or
-    unique keys costs a fixed amount of memory. Per process: with several workers, a retry that
-    lands on another worker is not recognised (the SDKs' own ``x-stainless-retry-count`` is).
+def unmarked(headers: Mapping[str, str]) -> bool:
+    """Does the request say nothing of whether it is a retry? The official SDKs send
+    ``x-stainless-retry-count`` (0 on a first attempt); a client with its own ``Idempotency-Key``
+    says which requests are the same. Only a request with neither is judged by its body."""
+    return "x-stainless-retry-count" not in headers and "idempotency-key" not in headers
+
+
+class RecentRequests:
+    """What each tenant asked for lately, so that a client's own retry is known for one.
+
+    Two marks: an ``Idempotency-Key`` seen in the last ``key_ttl`` seconds, and, for a request
+    with no retry marker at all (:func:`unmarked`), a body that the same tenant sent to the same
+    endpoint, byte for byte, and that failed (a 5xx, 429 or 408
+    answer, or a client that left before the answer) less than that request's deadline ago.
+    The agent runtimes retry without any marker (no ``x-stainless-retry-count``, no
+    ``Idempotency-Key``): a byte-identical body after a failure is their retry, and is charged to
+    the retry budget like a marked one. Identical bodies sent side by side, or after a success,
+    are new requests (an evaluation that asks the same prompt many times is not throttled).
+
+    Bounded: at most ``max_entries`` of each (the oldest leave first), each a 16-byte digest of
+    tenant, endpoint and key or body, so a flood of long or unique requests costs a fixed amount
+    of memory. Per process: with several workers, a retry that lands on another worker is not
+    recognised (the SDKs' own ``x-stainless-retry-count`` is).
     """
 
-    def __init__(self, ttl: float = 600.0, max_keys: int = 100_000) -> None:
-        self.ttl = ttl
-        self.max_keys = max_keys
-        self._seen: OrderedDict[bytes, float] = OrderedDict()
+    def __init__(
+        self, key_ttl: float = 600.0, max_entries: int = 100_000, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.key_ttl = key_ttl
+        self.max_entries = max_entries
+        self.clock = clock
+        self._until: OrderedDict[bytes, float] = OrderedDict()  # digest -> when it is forgotten
+        self._running: OrderedDict[str, tuple[bytes, float]] = OrderedDict()  # request id -> (digest, deadline)
+
+    def _forget_old(self, now: float) -> None:
+        until = self._until
+        while until and (len(until) >= self.max_entries or next(iter(until.values())) <= now):
+            until.popitem(last=False)
+
+    def _remember(self, digest: bytes, seconds: float, now: float) -> None:
+        self._forget_old(now)
+        until = self._until
+        until[digest] = max(until.get(digest, 0.0), now + seconds)
+        until.move_to_end(digest)
+
+    def _known(self, digest: bytes, now: float) -> bool:
+        return self._until.get(digest, 0.0) > now
 
     def replayed(self, tenant: str | None, key: str) -> bool:
-        now = time.monotonic()
-        seen = self._seen
-        while seen and (len(seen) >= self.max_keys or next(iter(seen.values())) <= now - self.ttl):
-            seen.popitem(last=False)
-        digest = hashlib.blake2b(f"{tenant or '-'}\0{key}".encode(errors="replace"), digest_size=16).digest()
-        again = digest in seen
-        seen[digest] = now
-        seen.move_to_end(digest)
+        """Was ``key`` (an ``Idempotency-Key``) sent by ``tenant`` in the last ``key_ttl`` seconds?"""
+        now = self.clock()
+        digest = b"k" + hashlib.blake2b(f"{tenant or '-'}\0{key}".encode(errors="replace"), digest_size=16).digest()
+        again = self._known(digest, now)
+        self._remember(digest, self.key_ttl, now)
         return again
+
+    @staticmethod
+    def digest(tenant: str | None, path: str, body: bytes) -> bytes:
+        h = hashlib.blake2b(f"{tenant or '-'}\0{path}\0".encode(errors="replace"), digest_size=16)
+        h.update(body)
+        return b"b" + h.digest()
+
+    def failed_before(self, digest: bytes) -> bool:
+        """Did the same body fail for the same tenant less than its deadline ago?"""
+        return self._known(digest, self.clock())
+
+    def started(self, request_id: str, digest: bytes, deadline: float) -> None:
+        """A request with this body is routed; :meth:`ended` says how it ended."""
+        running = self._running
+        while len(running) >= self.max_entries:
+            running.popitem(last=False)
+        running[request_id] = (digest, deadline)
+
+    def ended(self, request_id: str | None, status: int, *, cut: bool = False) -> None:
+        """The request ended with ``status`` (``cut``: a stream that ended in an error event after
+        its 200): a failure the client may retry is remembered for its deadline, so that the
+        retry is known for one."""
+        if request_id is None:
+            return
+        got = self._running.pop(request_id, None)
+        if got is not None and (cut or status >= 500 or status in _RETRIED_AFTER):
+            self._remember(got[0], got[1], self.clock())
 
     def checker(self, tenant: str | None) -> Callable[[str], bool]:
         return lambda key: self.replayed(tenant, key)
 
     def __len__(self) -> int:
-        return len(self._seen)
+        return len(self._until)
 
 
 def envelope_from(
@@ -58,9 +120,13 @@ def envelope_from(
     defaults: EnvelopeDefaults,
     *,
     tenant: str | None,
-    recent: RecentKeys | None = None,
+    recent: RecentRequests | None = None,
+    repeat: bool = False,
 ) -> Envelope:
-    """Build the Envelope; ``headers`` must be case-insensitive (Starlette's are)."""
+    """Build the Envelope; ``headers`` must be case-insensitive (Starlette's are). A request
+    is a client's retry when it says so (``x-stainless-retry-count``), when ``recent`` has seen
+    its ``Idempotency-Key``, or when it is a ``repeat`` of a body that failed (see
+    :class:`RecentRequests`)."""
     d = defaults
     added = d.max_added_latency_ms
     base = Envelope(
@@ -74,7 +140,7 @@ def envelope_from(
         tenant=tenant,
     )
     try:
-        return envelope_with_headers(
+        env = envelope_with_headers(
             base,
             headers,
             max_deadline_ms=d.max_deadline_ms,
@@ -83,6 +149,9 @@ def envelope_from(
         )
     except WireError as err:
         raise ApiError(err.status, err.message, type=err.type, code=err.code, param=err.param) from None
+    if repeat and not env.client_retry:
+        env = dataclasses.replace(env, client_retry=True)
+    return env
 
 
 def live_reasoning_from(headers: Mapping[str, str]) -> bool:

@@ -23,7 +23,7 @@ from ..model import RouteRecord
 from ..router import Router
 from ._auth import authenticate, authenticate_admin
 from ._body import ClientGone, decode_json, heavy_json, read_body
-from ._envelope import RecentKeys
+from ._envelope import RecentRequests
 from ._errors import ApiError, Scrubber, from_wire
 from ._http import json_response
 from ._logs import ACCESS_LOGGER
@@ -70,7 +70,7 @@ class Gateway:
         self._reload_task: asyncio.Task[None] | None = None
         self._retiring_done: dict[int, asyncio.Event] = {}
         self.metrics = GatewayMetrics(lambda: self.router, lambda: len(self.in_flight), lambda: self.draining)
-        self.recent_keys = RecentKeys()  # Idempotency-Keys seen: a repeat is a client's retry
+        self.recent = RecentRequests()  # Idempotency-Keys and bodies seen: a repeat is a client's retry
         self.records: RecordSink | None = None  # the lab's live view, when gateway.lab_live is on
 
     # -- in flight and drain ----------------------------------------------------------------------
@@ -220,6 +220,7 @@ class Gateway:
     ) -> None:
         """The end of one chat request: charge the tenant, count it, log one access line."""
         tenant_name = tenant.name if tenant is not None else None
+        self.recent.ended(request_id, status, cut=status < 400 and bool(note))  # a stream's note is its failure
         if status >= 499:  # a client that left, an upstream that failed: their exceptions hold cycles
             self.reclaim_soon()
         try:

@@ -47,6 +47,18 @@ def _status(err: ApiError) -> int:
     return 529 if err.status == 503 and err.code == "provider_overloaded" else err.status
 
 
+def _type(err: ApiError, status: int) -> str | None:
+    """``overloaded_error`` only for an unavailability the client may come back from at a known
+    moment (a ``Retry-After``: an open breaker's next probe, a cool-down's end, a drain). Claude
+    Code retries every ``overloaded_error`` whatever ``x-should-retry`` says, sleeping the
+    ``Retry-After``; any other 5xx it leaves alone when told ``x-should-retry: false``. So a
+    failure the gateway already retried, with nothing known about when to come back, is an
+    ``api_error``: the client does not run the whole routing again at once."""
+    if status in (503, 529):
+        return "overloaded_error" if "retry-after" in err.headers else "api_error"
+    return None
+
+
 def error_response(err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None) -> Response:
     """An ApiError in Anthropic's error format, with the ``x-failover-*`` headers when the
     request got as far as an id (and ``request-id``, which the anthropic SDK reads)."""
@@ -55,7 +67,7 @@ def error_response(err: ApiError, *, request_id: str | None = None, record: Rout
     if request_id is not None:
         headers.update(record_headers(request_id, record))
         headers["request-id"] = request_id
-    body = anthropic.error_body(status, err.message, code=err.code, request_id=request_id)
+    body = anthropic.error_body(status, err.message, type=_type(err, status), code=err.code, request_id=request_id)
     return Response(_dumps(body), status_code=status, headers=headers, media_type="application/json")
 
 

@@ -173,6 +173,12 @@ def live_reasoning(headers: Mapping[str, str]) -> bool:
     return v in _TRUE
 
 
+# The longest wait a client is ever told (seconds): an open breaker's next probe is at most 5 s
+# away; a provider's own Retry-After (a quota's hour) is passed on up to this, and a client that
+# comes back sooner is answered at once while the hold lasts, without an upstream request.
+MAX_RETRY_AFTER = 30
+
+
 def retry_headers(exc: Unavailable) -> dict[str, str]:
     """What a server tells the client of a failure about retrying it.
 
@@ -186,13 +192,14 @@ def retry_headers(exc: Unavailable) -> dict[str, str]:
 
     ``Retry-After`` is whole seconds, rounded up (a provider's wait is not cut short), and 0
     under a second: the router says an open breaker's next probe in whole seconds already
-    (rounded down), so neither header is ever later than that probe. ``retry-after-ms``,
-    which the official SDKs read first, has the exact wait."""
+    (rounded down), so neither header is ever later than that probe. Both are capped at
+    :data:`MAX_RETRY_AFTER` seconds. ``retry-after-ms``, which the official SDKs read first,
+    has the exact wait."""
     headers = {"x-should-retry": "false", "x-failover-retryable": "true" if exc.retryable else "false"}
     if exc.retry_after_ms is not None and exc.retryable and exc.reason is not FailureKind.DEADLINE_EXHAUSTED:
-        ms = exc.retry_after_ms
+        ms = min(exc.retry_after_ms, MAX_RETRY_AFTER * 1000)
         headers["retry-after"] = str(math.ceil(ms / 1000) if ms >= 1000 else 0)
-        headers["retry-after-ms"] = str(exc.retry_after_ms)
+        headers["retry-after-ms"] = str(ms)
     return headers
 
 

@@ -25,7 +25,8 @@ every further attempt on the same pool (a replay, a failover to another key of i
 withdraws. A failover to another region or a cross-model fallback is another pool's first
 attempt, so an outage of one upstream throttles its own replays and never a fallback
 elsewhere. A request that is a client's own retry (``Envelope.client_retry``) deposits
-nowhere: each of its attempts withdraws.
+nowhere: each of its attempts withdraws, and no target is replayed (the client is the one
+replaying): each candidate gets one attempt, failover and fallback go on as usual.
 
 **Time for the next tier.** While an eligible next candidate exists, every attempt (a first one
 too) keeps back what that candidate needs: the route's ``fallback_reserve``, or by default its
@@ -347,6 +348,8 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
         else:  # Action.REPLAY
             if f.should_retry is False:
                 return Next(f"no replay: the provider said x-should-retry: false after {f.label}")
+            if env.client_retry:
+                return Next(f"no replay after {f.label}: the client is retrying this request itself")
             if lane.tries >= t.max_attempts:
                 return Next()
             if f.kind is FailureKind.TIMEOUT and not _replays_timeouts(s):

@@ -1,0 +1,180 @@
+"""A client's own retry, marked or not, costs the upstreams what a retry may cost, no more.
+
+The agent runtimes (Claude Code, Codex) retry a failed request by sending the same body again,
+with no ``x-stainless-retry-count`` and no ``Idempotency-Key``. The gateway knows such a repeat
+for a retry when the same tenant sent the same body to the same endpoint and it failed less
+than its deadline ago: the retry is charged to the retry budget and replays no target (the
+client is the one replaying), and it is counted in ``failover_gateway_client_retries_total``.
+A repeat of a body that was answered, identical bodies side by side, and a request that
+carries a marker of its own are new requests. When every candidate is held (open breakers,
+cool-downs) the answer comes at once, with no upstream request and a ``Retry-After`` no later
+than the next probe, and never more than 30 s.
+
+Real loopback HTTP, the fault kit's upstreams, the served gateway, virtual loop time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import anthropic
+import httpx
+import pytest
+
+from failover.gateway._envelope import RecentRequests
+from failover.inbound._headers import MAX_RETRY_AFTER
+from failover.policy import BreakerBoard, BreakerConfig
+from failover.testing import Reply, Script
+
+from ._recovery import gateway, make_router, metric, upstreams
+
+pytestmark = [pytest.mark.looptime(noop_cycles=200), pytest.mark.e2e]
+
+BODY = {"model": "r", "messages": [{"role": "user", "content": "the same words, byte for byte"}]}
+
+
+def now() -> float:
+    return asyncio.get_running_loop().time()
+
+
+async def _retries(http: httpx.AsyncClient, port: int) -> float:
+    page = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+    return metric(page, "failover_gateway_client_retries_total", route="r")
+
+
+async def test_an_unmarked_repeat_of_a_failed_body_is_a_retry_that_replays_nothing() -> None:
+    async with upstreams(Script.always(Reply.overloaded()), attempts_a=2) as up:
+        router = make_router(up.route("solo"))
+        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url) as http:
+            first = await http.post("/chat/completions", json=BODY)
+            assert first.status_code == 503
+            assert up.request_calls("a") == 2  # the gateway's own replay
+            assert await _retries(http, gw.port) == 0
+            t0 = now()
+            again = await http.post("/chat/completions", json=BODY)  # what Claude Code and Codex send
+            assert again.status_code == 503
+            assert up.request_calls("a") == 3  # one attempt: the client is replaying, not the gateway
+            assert now() - t0 < 0.5  # and no backoff slept for a replay that was never made
+            assert await _retries(http, gw.port) == 1
+            rec = again.headers["x-failover-attempts"]
+            assert rec == "1", again.headers
+        await router.aclose()
+
+
+async def test_a_repeat_after_an_answer_or_side_by_side_is_a_new_request() -> None:
+    async with upstreams(Script.always(Reply.ok())) as up:
+        router = make_router(up.route("solo"))
+        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url) as http:
+            # an evaluation asking the same prompt many times at once, then again
+            answers = await asyncio.gather(*(http.post("/chat/completions", json=BODY) for _ in range(12)))
+            answers.append(await http.post("/chat/completions", json=BODY))
+            assert [r.status_code for r in answers] == [200] * 13
+            assert await _retries(http, gw.port) == 0
+        assert up.request_calls("a") == 13
+        await router.aclose()
+
+
+async def test_a_request_with_a_marker_of_its_own_is_judged_by_the_marker() -> None:
+    async with upstreams(Script.always(Reply.overloaded()), attempts_a=2) as up:
+        router = make_router(up.route("solo"))
+        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url) as http:
+            assert (await http.post("/chat/completions", json=BODY)).status_code == 503
+            # the official SDKs' first attempt says so (retry count 0): a new request, replayed as usual
+            r = await http.post("/chat/completions", json=BODY, headers={"x-stainless-retry-count": "0"})
+            assert r.status_code == 503 and r.headers["x-failover-attempts"] == "2"
+            # a fresh Idempotency-Key says: a new request
+            r = await http.post("/chat/completions", json=BODY, headers={"idempotency-key": "new"})
+            assert r.status_code == 503 and r.headers["x-failover-attempts"] == "2"
+            assert await _retries(http, gw.port) == 0
+            # another body, unmarked: new too
+            other = {**BODY, "messages": [{"role": "user", "content": "other words"}]}
+            r = await http.post("/chat/completions", json=other)
+            assert r.headers["x-failover-attempts"] == "2"
+            assert await _retries(http, gw.port) == 0
+        await router.aclose()
+
+
+async def test_a_stream_cut_after_its_first_byte_makes_its_repeat_a_retry() -> None:
+    words = " ".join(f"w{i:03d}" for i in range(200))
+    cut = Reply.drop_after(150, text=words)  # 150 words: well past the commit point
+    async with upstreams(Script.of(cut, default=Reply.ok(words)), attempts_a=2) as up:
+        router = make_router(up.route("solo"))
+        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url) as http:
+            body = {**BODY, "stream": True}
+            first = await http.post("/chat/completions", json=body)
+            assert first.status_code == 200 and "partial_output" in first.text  # cut past the commit point
+            again = await http.post("/chat/completions", json=body)
+            assert again.status_code == 200 and "partial_output" not in again.text
+            assert await _retries(http, gw.port) == 1
+        await router.aclose()
+
+
+async def test_every_candidate_held_is_answered_at_once_with_the_next_probe() -> None:
+    breaker = BreakerConfig(min_calls=2, window_size=2)
+    async with upstreams(Script.always(Reply.overloaded()), attempts_a=2, dialect="anthropic") as up:
+        router = make_router(up.route("solo"), breakers=BreakerBoard(breaker))
+        async with gateway(router) as gw:
+            client = anthropic.AsyncAnthropic(base_url=gw.base_url.removesuffix("/v1"), api_key="k")
+            with pytest.raises(anthropic.APIStatusError) as first:
+                await client.messages.create(model="r", max_tokens=8, messages=[{"role": "user", "content": "x"}])
+            assert up.request_calls("a") == 2  # the breaker opened on these two
+            # a moment to come back is known (the breaker's probe): "overloaded_error", with it
+            assert first.value.type == "overloaded_error" and "retry-after" in first.value.response.headers
+            t0 = now()
+            with pytest.raises(anthropic.APIStatusError) as held:
+                await client.messages.create(model="r", max_tokens=8, messages=[{"role": "user", "content": "x"}])
+            assert now() - t0 < 0.1 and up.request_calls("a") == 2  # at once, and no upstream request
+            headers = held.value.response.headers
+            assert held.value.status_code == 529 and held.value.type == "overloaded_error"
+            assert headers["x-should-retry"] == "false" and headers["x-failover-retryable"] == "true"
+            wait = int(headers["retry-after-ms"]) / 1000
+            assert 0 < wait <= 2.0  # the breaker's first open period: the next probe
+            await asyncio.sleep(wait)  # coming back then: the probe is sent
+            with pytest.raises(anthropic.APIStatusError):
+                await client.messages.create(model="r", max_tokens=8, messages=[{"role": "user", "content": "x"}])
+            assert up.request_calls("a") == 3
+            await client.close()
+        await router.aclose()
+
+
+async def test_a_providers_long_retry_after_is_told_capped() -> None:
+    async with upstreams(Script.always(Reply.rate_limit(retry_after=3600)), attempts_a=1) as up:
+        router = make_router(up.route("solo"))
+        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url) as http:
+            r = await http.post("/chat/completions", json=BODY)
+            assert r.status_code == 503 and r.headers["x-failover-retryable"] == "true"
+            assert r.headers["retry-after"] == str(MAX_RETRY_AFTER)
+            assert r.headers["retry-after-ms"] == str(MAX_RETRY_AFTER * 1000)
+            # coming back then: the cool-down still holds, so it is answered at once, upstream untouched
+            r = await http.post("/chat/completions", json=BODY)
+            assert r.status_code == 503 and r.headers["x-failover-attempts"] == "0"
+            assert int(r.headers["retry-after"]) <= MAX_RETRY_AFTER
+        assert up.request_calls("a") == 1
+        await router.aclose()
+
+
+def test_recent_requests_forget_a_failure_after_its_deadline_and_keep_tenants_apart() -> None:
+    clock = [0.0]
+    recent = RecentRequests(clock=lambda: clock[0], max_entries=3)
+    body = b'{"model": "r"}'
+    d = recent.digest("acme", "/v1/messages", body)
+    assert d != recent.digest("other", "/v1/messages", body)  # another tenant's identical body
+    assert d != recent.digest("acme", "/v1/chat/completions", body)  # another endpoint
+    recent.started("req-1", d, 30.0)
+    assert not recent.failed_before(d)  # running, not failed: a body sent side by side is new
+    recent.ended("req-1", 529)
+    assert recent.failed_before(d)
+    clock[0] = 29.9
+    assert recent.failed_before(d)
+    clock[0] = 30.1
+    assert not recent.failed_before(d)  # its deadline is over
+    recent.started("req-2", d, 30.0)
+    recent.ended("req-2", 200)
+    assert not recent.failed_before(d)  # an answer is not a failure
+    recent.started("req-3", d, 30.0)
+    recent.ended("req-3", 200, cut=True)  # a stream that ended in an error event
+    assert recent.failed_before(d)
+    for i in range(5):  # bounded: the oldest leave first
+        recent.started(f"x{i}", bytes([i]), 30.0)
+        recent.ended(f"x{i}", 503)
+    assert len(recent) <= 3 and not recent.failed_before(d)
