@@ -257,10 +257,11 @@ def _as_event(message: object) -> dict[str, Any]:
         return {"type": names.get(kind, kind), **data}
 
     if isinstance(message, AssistantMessage):
-        return {"type": "assistant", "message": {"content": [block(b) for b in message.content]}, "raw": message}
+        blocks = [block(b) for b in message.content]
+        return {"type": "assistant", "message": {"content": blocks, "model": message.model}, "error": message.error}
     if isinstance(message, UserMessage):
-        content = message.content if isinstance(message.content, str) else [block(b) for b in message.content]
-        return {"type": "user", "message": {"content": content}, "raw": message}
+        said = message.content if isinstance(message.content, str) else [block(b) for b in message.content]
+        return {"type": "user", "message": {"content": said}}
     if isinstance(message, ResultMessage):
         return {"type": "result", **vars(message)}
     if isinstance(message, SystemMessage):
