@@ -71,7 +71,9 @@ def _sha(key: str) -> str:
 # -- the upstreams and the gateway -------------------------------------------------------------
 
 
-def _config(fake: FakeServer, model: str, primary: FakeProvider, backup: FakeProvider, *, fallback: bool) -> str:
+def _config(
+    fake: FakeServer, model: str, primary: FakeProvider, backup: FakeProvider, *, fallback: bool, served: str | None
+) -> str:
     def target(p: FakeProvider, served: str) -> str:
         return (
             f"  {p.name}: {{dialect: {p.dialect.value}, base_url: '{fake.api_url_for(p)}', model: {served},"
@@ -82,7 +84,7 @@ def _config(fake: FakeServer, model: str, primary: FakeProvider, backup: FakePro
     fallbacks = ", fallbacks: [backup]" if fallback else ""
     return f"""
 targets:
-{target(primary, model)}
+{target(primary, served or model)}
 {target(backup, BACKUP_MODEL)}
 routes:
   {model}: {{primary: [primary]{fallbacks}}}
@@ -137,17 +139,19 @@ def gateway(
     *,
     fallback: bool = True,
     primary_dialect: str = "anthropic",
+    served: str | None = None,
 ) -> Iterator[Gateway]:
     """The fakes and ``failover serve`` in front of them, with ONE route named ``model`` (the
     model the runtime asks for): its primary target serves that model (as a deployment that
     names a route after a Claude model does), its fallback :data:`BACKUP_MODEL`.
     ``fallback=False`` leaves the fallback off the route. ``primary_dialect="openai"``: the
-    primary speaks Chat Completions (its overload is a 503, where Anthropic's is a 529)."""
+    primary speaks Chat Completions (its overload is a 503, where Anthropic's is a 529).
+    ``served``: the primary serves this model instead (a route named otherwise than its model)."""
     first = FakeProvider("primary", primary_dialect, Script.parse(primary))
     second = FakeProvider("backup", "anthropic", Script.parse(backup))
     with FakeServer(first, second).run_in_thread() as fake:
         config = tmp_path / "failover.yaml"
-        config.write_text(_config(fake, model, first, second, fallback=fallback))
+        config.write_text(_config(fake, model, first, second, fallback=fallback, served=served))
         with serving("--config", str(config), env={"RT_PROVIDER_KEY": PROVIDER_KEY}) as (base, _proc):
             yield Gateway(base, model, first, second)
 

@@ -241,3 +241,31 @@ def test_a_thinking_block_goes_back_with_its_signature_byte_for_byte(
     assert thinking == {"type": "thinking", "thinking": thought, "signature": signature}
     assert (tool_use["type"], tool_use["name"]) == ("tool_use", "Read")
     assert [r["workflow"] for r in records] == ["direct", "direct"]
+
+
+def test_on_a_route_named_otherwise_than_its_model_the_tool_loop_goes_on_without_thinking(
+    runtimes: Path, runtime_env: dict[str, str], work: Path, tmp_path: Path
+) -> None:
+    """The route is still ``claude-opus-4-8`` but its primary serves ``claude-primary`` (as a
+    route named ``coder`` would), so the gateway's answer names ``claude-primary``. Claude Code
+    keeps the signed thinking block it was shown, but sends thinking back only on a message
+    from the model it asked for: turn two carries the ``tool_use`` without the block. The
+    gateway then sends that turn without ``thinking`` (a thinking request whose last
+    assistant turn calls tools without its thinking is refused by Anthropic), so the loop
+    completes, without the model's thinking. Name the route after the model its primary serves
+    to keep it (the test above)."""
+    notes = str(work / "notes.txt")
+    first = ok(None, reasoning="I should read notes.txt first.", tool_calls=[("Read", {"file_path": notes})])
+    script = Script.of(first, ok("THINK-CANARY done"))
+    with gateway(tmp_path, CLI_MODEL, script, served="claude-primary") as gw:
+        run = claude(runtimes, runtime_env, gw, work, "What do my notes say?")
+    succeeded(run)
+    assert run.answer == "THINK-CANARY done"
+    one, two = gw.calls(gw.primary)
+    assert [b["signature"] for b in run.assistant_blocks("thinking")] == [fake_signature("primary", one.index + 1)]
+    assert next(e for e in run.events if e["type"] == "assistant")["message"]["model"] == "claude-primary"
+    assert one.json is not None and two.json is not None
+    assert one.json["thinking"]["type"] == "enabled"
+    [assistant] = [m for m in two.json["messages"] if m["role"] == "assistant"]
+    assert [b["type"] for b in assistant["content"]] == ["tool_use"]
+    assert "thinking" not in two.json
