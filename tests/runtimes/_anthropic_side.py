@@ -26,12 +26,14 @@ import base64
 import contextlib
 import hashlib
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import httpx
 
@@ -174,7 +176,6 @@ class Run:
     stderr: str
     seconds: float
     error: str | None = None  # the SDK: the exception its query() raised
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def result(self) -> dict[str, Any]:
@@ -230,12 +231,16 @@ def run_claude_code(runtimes: Path, env: Mapping[str, str], gw: Gateway, prompt:
 
 def run_agent_sdk(env: Mapping[str, str], gw: Gateway, prompt: str, cwd: Path) -> Run:
     """``claude_agent_sdk.query(prompt, options)`` with default options but ``env`` (the gateway,
-    the tenant key, a clean HOME) and ``cwd``; every message it yields, as a dict."""
+    the tenant key) and ``cwd``; every message it yields, as a dict, and what it raised.
+
+    The SDK starts its CLI with this process's environment under ``options.env``; the test
+    process's own environment is swapped for ``env`` (``runtime_env``: own HOME, telemetry
+    off) meanwhile, so nothing of the machine's (an ``ANTHROPIC_MODEL``, a retry setting)
+    reaches the CLI, as for Claude Code's own process."""
     from claude_agent_sdk import ClaudeAgentOptions, query
 
     options = ClaudeAgentOptions(env=runtime_vars(env, gw), cwd=str(cwd))
     events: list[dict[str, Any]] = []
-    stderr: list[str] = []
 
     async def go() -> None:
         async for message in query(prompt=prompt, options=options):
@@ -243,11 +248,12 @@ def run_agent_sdk(env: Mapping[str, str], gw: Gateway, prompt: str, cwd: Path) -
 
     start = time.monotonic()
     error = None
-    try:
-        asyncio.run(asyncio.wait_for(go(), timeout=90))
-    except Exception as exc:  # the test judges it: a runtime that fails must say how
-        error = f"{type(exc).__name__}: {exc}"
-    return Run(events, None, "".join(stderr), time.monotonic() - start, error=error)
+    with mock.patch.dict(os.environ, env, clear=True):
+        try:
+            asyncio.run(asyncio.wait_for(go(), timeout=90))
+        except Exception as exc:  # the test judges it: a run that fails must say how
+            error = f"{type(exc).__name__}: {exc}"
+    return Run(events, None, "", time.monotonic() - start, error=error)
 
 
 def _as_event(message: object) -> dict[str, Any]:
