@@ -7,8 +7,9 @@
 # for one another (flock). The Python runtimes (claude-agent-sdk, openai-agents) are pinned in
 # pyproject's test extra instead. Prints the install's directory as its last line.
 #
-# Bump a version here and the tests use a fresh install; re-capture the runtimes' requests
-# (tests/runtimes/capture.py) in the same change.
+# Bump a version here and the tests use a fresh install; re-capture the runtimes' requests in
+# the same change (python -m tests.runtimes.capture: it rewrites tests/inbound/captured/, which
+# the parser and gateway tests of tests/inbound/test_captured_requests.py read).
 set -euo pipefail
 
 CLAUDE_CODE=2.1.197

@@ -9,6 +9,7 @@ cannot judge. The official anthropic SDK at default settings, against one real s
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -283,3 +284,25 @@ def test_hints_alone_go_to_an_openai_only_route(
     providers["gpt"].load([Reply.ok("ok")])
     msg = client.messages.create(**claude_code(model="gpt", extra_body={"service_tier": "auto"}))
     assert msg.content[0].text == "ok"  # type: ignore[union-attr]
+
+
+def test_an_unknown_field_and_an_unknown_beta_reach_the_anthropic_target_byte_for_byte(
+    served: tuple[Router, dict[str, FakeProvider], ServerThread], client: anthropic.Anthropic
+) -> None:
+    """Values failover has never seen, with key order, unicode and number forms that a
+    re-encoding could change: what reaches the upstream encodes to the same bytes."""
+    _, providers, _ = served
+    providers["claude"].load([Reply.ok("ok")])
+    future = {"z": 1.5, "a": ["\u00e9\u4e2d", {"nested": None, "n": -0.0, "big": 12345678901234567890}], "t": True}
+    unknown_beta = "a-beta-failover-has-never-heard-of-2099-01-01"
+    client.messages.create(
+        model="claude",
+        max_tokens=32,
+        messages=[{"role": "user", "content": "x"}],
+        extra_body={"a_future_field": future},
+        extra_headers={"anthropic-beta": unknown_beta},
+    )
+    call = providers["claude"].calls[-1]
+    assert call.json is not None
+    assert json.dumps(call.json["a_future_field"], ensure_ascii=False) == json.dumps(future, ensure_ascii=False)
+    assert call.headers["anthropic-beta"] == f"output-128k-2025-02-19,{unknown_beta}"

@@ -222,3 +222,64 @@ async def test_a_hosted_tool_that_is_all_the_model_may_call_is_a_400_naming_it(
     assert info.value.body is not None and info.value.body["param"] == "tools[0].type"  # type: ignore[index]
     assert "web_search" in info.value.message
     assert sent(served, "o")[before:] == []
+
+
+# Codex's freeform apply_patch (a custom tool with a Lark grammar; shapes: openai-python's
+# types/responses custom_tool_param, response_custom_tool_call(_output)_param)
+APPLY_PATCH: Any = {
+    "type": "custom",
+    "name": "apply_patch",
+    "description": "Edit files. This is a FREEFORM tool, so do not wrap the patch in JSON.",
+    "format": {"type": "grammar", "syntax": "lark", "definition": 'start: "*** Begin Patch" LF hunk+ "*** End Patch"'},
+}
+PATCH = '*** Begin Patch\n*** Add File: a.txt\n+caf\u00e9 "quoted" \\ back\n*** End Patch\n'
+HISTORY: Any = [
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Create a.txt"}]},
+    {
+        "type": "custom_tool_call",
+        "id": "ctc_1",
+        "status": "completed",
+        "call_id": "call_p",
+        "name": "apply_patch",
+        "input": PATCH,
+    },
+    {"type": "custom_tool_call_output", "id": "ctco_1", "call_id": "call_p", "output": "Success. Updated a.txt"},
+]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_freeform_call_and_its_output_reach_a_responses_upstream_as_they_were_and_leave_out_chat(
+    served: Served, client: openai.AsyncOpenAI, stream: bool
+) -> None:
+    served.providers["r"].load([Reply.ok(tool_calls=[{"name": "apply_patch", "arguments": {"input": PATCH}}])])
+    params: dict[str, Any] = {"model": "codex", "input": HISTORY, "tools": [SHELL, APPLY_PATCH]}
+    if stream:
+        events = [e async for e in await client.responses.create(stream=True, **params)]
+        final = events[-1].response
+    else:
+        final = await client.responses.create(**params)
+        (record,) = served.records
+        (excluded,) = record.excluded
+        assert (
+            excluded.target == "o" and "custom_tool_call" in excluded.reason and "openai-responses" in excluded.reason
+        )
+    assert sent(served, "o") == []
+    (body,) = sent(served, "r")
+    assert body["tools"][-1] == APPLY_PATCH  # verbatim, grammar included
+    assert body["input"][1:] == [
+        {"type": "custom_tool_call", "call_id": "call_p", "name": "apply_patch", "input": PATCH},
+        {"type": "custom_tool_call_output", "call_id": "call_p", "output": "Success. Updated a.txt"},
+    ]
+    # the model's next freeform call reaches the client as the upstream's item
+    (call,) = [i for i in final.output if i.type == "custom_tool_call"]
+    assert (call.name, call.input) == ("apply_patch", PATCH) and call.call_id
+
+
+async def test_a_freeform_call_in_the_history_on_a_route_with_no_responses_target_is_a_400_naming_it(
+    served: Served, client: openai.AsyncOpenAI
+) -> None:
+    with pytest.raises(openai.BadRequestError) as info:
+        await client.responses.create(model="chat", input=HISTORY, tools=[SHELL, APPLY_PATCH])
+    assert info.value.body is not None and info.value.body["param"] == "input[1].type"  # type: ignore[index]
+    assert "custom_tool_call" in info.value.message and "openai-responses" in info.value.message
+    assert sent(served, "o") == []

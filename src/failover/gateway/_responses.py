@@ -94,7 +94,7 @@ class Responses(Endpoint[responses.ResponsesBody]):
             req = responses.to_request(body, limits=self.gw.settings.schema_limits, schemas=False)
         except WireError as exc:
             raise from_wire(exc) from None
-        if req.hosted_tools:
+        if req.hosted_tools or req.freeform_calls:
             req = _hosted_for(self.gw.router.routes.get(body.model), body, req)
         return req
 
@@ -132,9 +132,20 @@ def _hosted_for(route: Route | None, body: responses.ResponsesBody, req: Request
     other target, the route record saying why. A route with none answers without them: they
     are offered to the model, not asked of it (Codex offers web_search on every turn), so the
     model answers with the client's own tools; only a request that leaves the model nothing
-    but them to call (``tool_choice: required``) is a 400 naming the first."""
+    but them to call (``tool_choice: required``) is a 400 naming the first, as is one whose
+    history holds a freeform tool's call (``custom_tool_call``), which no other dialect can take."""
     if route is None or any(t.dialect is Dialect.OPENAI_RESPONSES for t in (*route.primary, *route.fallbacks)):
         return req
+    if req.freeform_calls:
+        i = next(i for i, item in enumerate(body.input) if isinstance(item, responses.CustomToolCallItem))
+        raise ApiError(
+            400,
+            f"input[{i}].type: 'custom_tool_call' is the call of a freeform tool, which only an OpenAI Responses "
+            f"target can be given back, and route {route.name!r} has none (its free-form input has no function-call "
+            "form that round-trips exactly); use a route with an openai-responses target, or function tools",
+            code="unsupported_parameter",
+            param=f"input[{i}].type",
+        )
     if body.tool_choice != "required" or req.tools:
         kinds = ", ".join(sorted({str(t.get("type")) for t in req.hosted_tools}))
         log.info("request to route %s: hosted tools (%s) left out: no target of the route runs them", route.name, kinds)

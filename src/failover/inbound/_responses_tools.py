@@ -3,17 +3,22 @@
 
 A namespace is flattened for every target: each of its functions becomes the function tool
 ``<namespace>__<name>`` (:func:`flat_name`), and the model's calls are named back as the client
-knows them (``responses.tool_names``). A hosted tool is kept whole (:class:`HostedTool`): only a
-target of the Responses API is given it.
+knows them (:func:`tool_names`). A hosted tool is kept whole (:class:`HostedTool`): only a
+target of the Responses API is given it. So is a freeform tool (``type: custom``, Codex's
+``apply_patch``: its input is free text, often constrained by a grammar no function schema can
+state): its calls in the history (``custom_tool_call`` and ``custom_tool_call_output`` items)
+go back to a Responses target as they were (:func:`freeform_call`), and a candidate of another
+dialect is left out.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from ..model import Tool
+from ..model import Tool, ToolCall
 from ._wire import WireError
 
 
@@ -61,6 +66,43 @@ ToolSpec = Annotated[
 ]
 
 
+class CustomToolCallItem(_Edge):
+    """A call of a freeform tool in the history: ``input`` is its free text."""
+
+    type: Literal["custom_tool_call"]
+    call_id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    input: str
+
+
+class _OutputText(_Edge):
+    type: Literal["input_text"]
+    text: str
+
+
+class CustomToolCallOutputItem(_Edge):
+    """What the client's freeform tool gave back (text; images are refused before parsing)."""
+
+    type: Literal["custom_tool_call_output"]
+    call_id: str = Field(min_length=1)
+    output: str | list[_OutputText]
+
+    @property
+    def text(self) -> str:
+        return self.output if isinstance(self.output, str) else "".join(p.text for p in self.output)
+
+
+def freeform_call(item: CustomToolCallItem) -> ToolCall:
+    """A freeform call as a ToolCall: its text as ``{"input": ...}``, marked ``freeform``."""
+    return ToolCall(
+        id=item.call_id,
+        name=item.name,
+        arguments=json.dumps({"input": item.input}, ensure_ascii=False),
+        parsed={"input": item.input},
+        freeform=True,
+    )
+
+
 NAMESPACE_JOIN = "__"  # a namespace's function as a flat tool: "<namespace>__<name>" (Codex's own MCP style)
 
 
@@ -101,3 +143,13 @@ def function_tools(defs: list[FunctionTool | NamespaceTool | HostedTool]) -> tup
                 strict=bool(f.strict),
             )
     return tuple(tools.values())
+
+
+def tool_names(tools: list[FunctionTool | NamespaceTool | HostedTool] | None) -> dict[str, tuple[str, str]]:
+    """Each flattened name of a namespace's function: ``(namespace, name)`` as the client knows it."""
+    return {
+        flat_name(t.name, f.name): (t.name, f.name)
+        for t in tools or ()
+        if isinstance(t, NamespaceTool)
+        for f in t.tools
+    }

@@ -15,17 +15,18 @@ What is translated:
   as items: ``message`` items (``user`` with ``input_text`` / ``input_image``, ``system`` and
   ``developer`` with text, ``assistant`` with ``output_text`` / ``refusal``), ``function_call``
   items (grouped with the assistant message and reasoning items before them into one turn),
-  ``function_call_output`` items (text), ``reasoning`` items (the turn's reasoning: its summary
-  text and ``encrypted_content``; see :mod:`failover.inbound._responses_items` for the token),
+  ``function_call_output`` items (text), ``custom_tool_call`` / ``custom_tool_call_output``
+  items (a freeform tool's call and result: for a Responses target only, see
+  :mod:`~failover.inbound._responses_tools`), ``reasoning`` items (the turn's reasoning: its
+  summary text and ``encrypted_content``; the token: :mod:`failover.inbound._responses_items`),
   ``web_search_call`` items (taken and left out: they hold a query, not what was found).
 * ``tools``: function tools; ``namespace`` tools (a group of function tools, as Codex sends
   them), flattened into function tools named ``<namespace>__<name>`` for every target, and the
   model's calls of them given back as ``function_call`` items with the client's ``name`` and
   ``namespace`` (a ``function_call`` input item with a ``namespace`` is flattened the same way);
-  hosted tools (``web_search``, ``file_search``, any other type) sent verbatim to an OpenAI
-  Responses target only: a candidate of another dialect is left out (the route record says
-  why), and the request fails only when none is left. Their output items (``web_search_call``...)
-  reach the client verbatim, before the message (streamed: after the other items, before the terminal event).
+  hosted and freeform tools (``web_search``, ``custom``, any other type) sent verbatim to a
+  Responses target only: another dialect's candidate is left out (the record says why). Their
+  output items (``web_search_call``, ``custom_tool_call``...) reach the client verbatim.
 * ``include`` and ``reasoning.summary`` go verbatim to an OpenAI Responses target; other dialects
   ignore them (a reasoning item always carries ``encrypted_content``, and its summary is the
   readable reasoning the model gave, if any).
@@ -45,9 +46,9 @@ What is refused, each a 400 naming the field and saying why:
   template), ``background: true``, and ``item_reference`` input items. A retried or
   failed-over request cannot continue another provider's server-side state: send the whole
   conversation in ``input``.
-* a ``tool_choice`` naming a hosted tool (or ``allowed_tools``), input items of hosted tools,
-  a namespaced name longer than 64 characters or equal to another tool's, ``input_file`` and ``input_audio``
-  parts, images by ``file_id``, images in a ``function_call_output``, logprobs
+* a ``tool_choice`` naming a hosted tool (or ``allowed_tools``), input items of hosted tools
+  but ``web_search_call``, a namespaced name over 64 characters or equal to another tool's,
+  ``input_file`` and ``input_audio`` parts, images by ``file_id`` or in a tool's output, logprobs
   (``top_logprobs`` > 0, ``include`` of ``message.output_text.logprobs``),
   ``context_management``.
 
@@ -98,13 +99,17 @@ from ._responses_items import (
 from ._responses_stream import EventRenderer
 from ._responses_tools import (
     NAME,
+    CustomToolCallItem,
+    CustomToolCallOutputItem,
     FunctionTool,
     HostedTool,
     NamespaceTool,
     ToolSpec,
     flat_name,
+    freeform_call,
     function_tools,
 )
+from ._responses_tools import tool_names as _tool_names
 from ._wire import SchemaField, WireError, check_schemas, image_url, validation_error
 from .openai import error_body
 
@@ -193,7 +198,13 @@ class WebSearchCallItem(_Edge):
 
 
 InputItem = Annotated[
-    MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem | WebSearchCallItem,
+    MessageItem
+    | FunctionCallItem
+    | FunctionCallOutputItem
+    | CustomToolCallItem
+    | CustomToolCallOutputItem
+    | ReasoningItem
+    | WebSearchCallItem,
     Field(discriminator="type"),
 ]
 
@@ -280,26 +291,12 @@ class ResponsesBody(_Edge):
 
 
 _UNION_FIELDS = frozenset({"input", "content", "output", "tool_choice", "format"})
+_CALLS = ("function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output")
+_ITEMS = frozenset({"message", *_CALLS, "reasoning", "web_search_call"})
+_OUTPUTS = ("function_call_output", "custom_tool_call_output")
 _UNION_TAGS = frozenset(
-    {
-        "str",
-        "function",
-        "namespace",
-        "hosted",
-        "message",
-        "function_call",
-        "function_call_output",
-        "reasoning",
-        "web_search_call",
-        "input_text",
-        "input_image",
-        "output_text",
-        "refusal",
-        "text",
-        "json_object",
-        "json_schema",
-        "FunctionChoice",
-    }
+    {"str", "function", "namespace", "hosted", *_ITEMS, "input_text", "input_image", "output_text", "refusal"}
+    | {"text", "json_object", "json_schema", "FunctionChoice"}
 )
 
 # ------------------------------------------------------------------------------ what is refused, and why
@@ -314,7 +311,6 @@ _BUILT_IN = (
     "names a hosted tool: tool_choice may force a function only here (the answer may come from a model that "
     "cannot run hosted tools); use 'auto' or 'required'"
 )
-_ITEMS = frozenset({"message", "function_call", "function_call_output", "reasoning", "web_search_call"})
 
 
 def _refuse(at: str, message: str, code: str = "unsupported_parameter") -> WireError:
@@ -394,13 +390,13 @@ def _check_items(data: dict[str, Any]) -> None:
         if isinstance(kind, str) and kind not in _ITEMS:
             raise _refuse(
                 f"{at}.type",
-                f"{kind!r} is not supported: the gateway carries message, function_call, function_call_output, "
+                f"{kind!r} is not supported: the gateway carries message, {', '.join(_CALLS)}, "
                 "reasoning and web_search_call items",
             )
-        parts = item.get("output" if kind == "function_call_output" else "content")
+        name = "output" if kind in _OUTPUTS else "content"
+        parts = item.get(name)
         for j, part in enumerate(parts if isinstance(parts, list) else ()):
-            name = "output" if kind == "function_call_output" else "content"
-            _check_part(part, f"{at}.{name}[{j}]", in_output=kind == "function_call_output")
+            _check_part(part, f"{at}.{name}[{j}]", in_output=kind in _OUTPUTS)
 
 
 def parse_body(data: Any) -> ResponsesBody:
@@ -498,13 +494,17 @@ def _messages(body: ResponsesBody) -> tuple[Message, ...]:
         elif isinstance(item, FunctionCallItem):
             args, name = item.arguments, flat_name(item.namespace, item.name)
             turn.calls.append(ToolCall(id=item.call_id, name=name, arguments=args, parsed=_parsed_args(args)))
+        elif isinstance(item, CustomToolCallItem):
+            turn.calls.append(freeform_call(item))
         elif isinstance(item, MessageItem) and item.role == "assistant":
             if turn.calls:  # a message after calls begins another turn
                 out += turn.flush()
             turn.text.append("".join(p.text for p in _parts(item, at) if isinstance(p, TextPart)))
         else:
             out += turn.flush()
-            if isinstance(item, FunctionCallOutputItem):
+            if isinstance(item, CustomToolCallOutputItem):
+                out.append(Message.tool(item.call_id, item.text))
+            elif isinstance(item, FunctionCallOutputItem):
                 text = item.output if isinstance(item.output, str) else "".join(p.text for p in item.output)
                 out.append(Message.tool(item.call_id, text))
             else:
@@ -514,12 +514,7 @@ def _messages(body: ResponsesBody) -> tuple[Message, ...]:
 
 def tool_names(body: ResponsesBody) -> dict[str, tuple[str, str]]:
     """Each flattened name of a namespace's function: ``(namespace, name)`` as the client knows it."""
-    return {
-        flat_name(t.name, f.name): (t.name, f.name)
-        for t in body.tools or ()
-        if isinstance(t, NamespaceTool)
-        for f in t.tools
-    }
+    return _tool_names(body.tools)
 
 
 def _tool_choice(body: ResponsesBody, tools: tuple[Tool, ...]) -> ToolChoice | None:
@@ -671,6 +666,7 @@ def response_body(
 
 
 __all__ = [
+    "CustomToolCallItem",
     "EventRenderer",
     "HostedTool",
     "NamespaceTool",

@@ -278,7 +278,7 @@ class Core:
         except (ValueError, RecursionError) as exc:
             return self._error(wire, 400, f"request body is not valid JSON: {exc}", code="invalid_json")
         try:
-            call = wire.parse(data)
+            call = wire.parse(data, headers)
             route = self.options.route if self.options.route is not None else call.model
             self.router.route(route)
             env = dataclasses.replace(self.options.envelope, request_id=new_id("req_"))

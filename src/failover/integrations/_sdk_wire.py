@@ -60,7 +60,7 @@ class _Renderer(Protocol):
 class Wire(Protocol):
     name: WireDialect
 
-    def parse(self, data: Any) -> Call: ...
+    def parse(self, data: Any, headers: Mapping[str, str] | None = None) -> Call: ...
     def body(self, resp: Response, model: str) -> dict[str, Any]: ...
     def error(self, status: int, message: str, *, code: str | None, param: str | None = None) -> dict[str, Any]: ...
     def renderer(self, call: Call, request_id: str, model: str) -> _Renderer: ...
@@ -80,7 +80,7 @@ def _openai_type(status: int) -> str:
 class _OpenAIWire:
     name: WireDialect = "openai"
 
-    def parse(self, data: Any) -> Call:
+    def parse(self, data: Any, headers: Mapping[str, str] | None = None) -> Call:
         body = oai.parse_body(data)
         usage = body.stream_options is not None and body.stream_options.include_usage
         return Call(oai.to_request(body), body.model, bool(body.stream), usage)
@@ -125,9 +125,13 @@ class _OpenAIChunks:
 class _AnthropicWire:
     name: WireDialect = "anthropic"
 
-    def parse(self, data: Any) -> Call:
+    def parse(self, data: Any, headers: Mapping[str, str] | None = None) -> Call:
+        """``headers``: the SDK's request headers; its ``anthropic-beta`` goes on to an Anthropic
+        target as the gateway passes it (``extra_headers``, ``beta.messages.create(betas=...)``)."""
         body = ant.parse_body(data)
-        return Call(ant.to_request(body), body.model, bool(body.stream))
+        beta = headers.get(ant.BETA_HEADER) if headers is not None else None
+        request = ant.to_request(body, headers={ant.BETA_HEADER: beta} if beta else None)
+        return Call(request, body.model, bool(body.stream))
 
     def body(self, resp: Response, model: str) -> dict[str, Any]:
         return ant.message_body(resp, message_id=new_id("msg_"), model=model)

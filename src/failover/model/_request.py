@@ -63,6 +63,9 @@ class ToolCall:
 
     ``arguments`` is the raw JSON text as the provider sent it; ``parsed`` is the decoded
     object, or None when the text was not a JSON object (a ``tool_call_malformed`` failure).
+    ``freeform``: a call of an OpenAI Responses freeform tool (``type: custom``, a
+    ``custom_tool_call`` item) in the history, whose free-form text input is ``parsed["input"]``;
+    only the Responses dialect can send it back as what it was.
     """
 
     id: str
@@ -70,6 +73,7 @@ class ToolCall:
     arguments: str
     parsed: Mapping[str, Any] | None = None
     cache_control: CacheControl | None = None  # a history tool_use block's marker (see CacheControl)
+    freeform: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -216,6 +220,11 @@ class Request:
     @property
     def has_images(self) -> bool:
         return any(m.has_image for m in self.messages)
+
+    @property
+    def freeform_calls(self) -> bool:
+        """Whether the history holds a call of a freeform tool (see ToolCall.freeform)."""
+        return any(c.freeform for m in self.messages for c in m.tool_calls)
 
     @property
     def wants_json_schema(self) -> bool:

@@ -114,9 +114,17 @@ def contract_violation(
 
 
 def hosted_violation(target: Target, request: Request) -> str | None:
-    """Why ``target`` cannot take the request's hosted tools (web_search...), or None: only the
-    OpenAI Responses dialect passes them on; any other would answer without them."""
-    if not request.hosted_tools or target.dialect is Dialect.OPENAI_RESPONSES:
+    """Why ``target`` cannot take the request's hosted tools (web_search...) or the calls of
+    freeform tools in its history, or None: only the OpenAI Responses dialect passes them on; any
+    other would answer without them (or read a freeform call as something it is not)."""
+    if target.dialect is Dialect.OPENAI_RESPONSES:
+        return None
+    if request.freeform_calls:
+        return (
+            f"custom_tool_call items (calls of freeform tools) need an {Dialect.OPENAI_RESPONSES.value} target, not "
+            f"{target.dialect.value}: their free-form input has no function-call form that round-trips exactly"
+        )
+    if not request.hosted_tools:
         return None
     kinds = ", ".join(sorted({str(t.get("type")) for t in request.hosted_tools}))
     return f"hosted tools ({kinds}) need an {Dialect.OPENAI_RESPONSES.value} target, not {target.dialect.value}"

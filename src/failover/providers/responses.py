@@ -8,11 +8,13 @@ The request is built from the normalized Request alone, never from server-side s
 response, nor depend on one), and ``previous_response_id`` is never sent. System messages
 become ``instructions``; the rest of the history becomes ``input`` items: user messages
 (``input_text`` / ``input_image`` parts), an assistant turn's text (an assistant message), its
-tool calls (``function_call`` items, without item ids: nothing is stored to refer to), tool
-results (``function_call_output``), and the reasoning items this dialect read earlier, sent
-back by their ``encrypted_content`` (an item without it can only be found by id in a store,
-so it is left out). Tools are flat function tools (``name``, ``description``, ``parameters``,
-``strict``), structured output is ``text.format``, ``max_tokens`` is ``max_output_tokens``
+tool calls (``function_call`` items, without item ids: nothing is stored to refer to; a
+freeform tool's call a ``custom_tool_call`` with its ``input`` text), tool results
+(``function_call_output``, or ``custom_tool_call_output`` for a freeform call), and the
+reasoning items this dialect read earlier, sent back by their ``encrypted_content`` (an item
+without it can only be found by id in a store, so it is left out). Tools are flat function
+tools (``name``, ``description``, ``parameters``, ``strict``), structured output is
+``text.format``, ``max_tokens`` is ``max_output_tokens``
 (at least 16: the API refuses less).
 
 A reasoning effort asks for ``reasoning.effort`` and ``include: ["reasoning.encrypted_content"]``
@@ -158,7 +160,8 @@ def request_body(target: Target, request: Request, *, stream: bool = False) -> d
     instructions = request.system_text
     if instructions:
         out["instructions"] = instructions
-    out["input"] = [item for m in request.messages if m.role != "system" for item in _items(m)]
+    freeform = frozenset(c.id for m in request.messages for c in m.tool_calls if c.freeform)
+    out["input"] = [item for m in request.messages if m.role != "system" for item in _items(m, freeform)]
     out["store"] = False
     if request.tools or request.hosted_tools:
         out["tools"] = [*(_tool(t) for t in request.tools), *(dict(t) for t in request.hosted_tools)]
@@ -203,9 +206,12 @@ def _extra(target: Target, name: str) -> str | None:
     return None
 
 
-def _items(m: Message) -> list[dict[str, Any]]:
+def _items(m: Message, freeform: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """A message as input items; ``freeform``: the ids of the freeform tools' calls, whose
+    calls and results go back as the ``custom_tool_call`` / ``custom_tool_call_output`` they were."""
     if m.role == "tool":
-        return [{"type": "function_call_output", "call_id": m.tool_call_id or "", "output": m.text}]
+        kind = "custom_tool_call_output" if m.tool_call_id in freeform else "function_call_output"
+        return [{"type": kind, "call_id": m.tool_call_id or "", "output": m.text}]
     if m.role != "assistant":
         return [{"type": "message", "role": m.role, "content": [_part(p) for p in m.content]}]
     items: list[dict[str, Any]] = []
@@ -218,11 +224,15 @@ def _items(m: Message) -> list[dict[str, Any]]:
             items.append({"type": "reasoning", "summary": summary, "encrypted_content": block.signature})
     if m.text:
         items.append({"type": "message", "role": "assistant", "content": m.text})
-    items.extend(
-        {"type": "function_call", "call_id": tc.id, "name": tc.name, "arguments": _arguments_text(tc)}
-        for tc in m.tool_calls
-    )
+    items.extend(_call(tc) for tc in m.tool_calls)
     return items
+
+
+def _call(tc: ToolCall) -> dict[str, Any]:
+    if tc.freeform:
+        text = tc.parsed.get("input") if tc.parsed is not None else None
+        return {"type": "custom_tool_call", "call_id": tc.id, "name": tc.name, "input": text or ""}
+    return {"type": "function_call", "call_id": tc.id, "name": tc.name, "arguments": _arguments_text(tc)}
 
 
 def _part(p: TextPart | ImagePart) -> dict[str, Any]:

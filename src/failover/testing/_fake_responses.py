@@ -18,7 +18,10 @@ tool is ``tool_choice`` ``{"type": "function", "name"}`` or ``"required"``, stru
 checks). Reasoning items carry ``encrypted_content`` only when ``include`` asks for
 ``reasoning.encrypted_content``, as the real API does. A request with a ``web_search`` tool
 (any ``web_search*`` type) is answered with a ``web_search_call`` item first, as if the model
-had searched for the last user text.
+had searched for the last user text. A scripted call of a tool the request declares as
+``{"type": "custom"}`` (a freeform tool, as Codex's ``apply_patch``) is answered as a
+``custom_tool_call`` item whose ``input`` is the call's ``input`` argument (streamed as
+``response.custom_tool_call_input.delta`` / ``.done``), as the real API sends one.
 
 Pure: no I/O, no clock but the wall-clock ``created_at`` stamp; knows no other dialect than
 Chat Completions.
@@ -26,6 +29,7 @@ Chat Completions.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
@@ -46,6 +50,7 @@ CALL_PREFIX: Final = "call_"
 RESPONSE_ID: Final = "resp_{name}_{serial}"  # str.format: the fake's name, the answer's serial
 MIN_OUTPUT_TOKENS: Final = 16  # "Invalid 'max_output_tokens': integer below minimum value"
 _ENCRYPTED: Final = "reasoning.encrypted_content"
+_CALLS: Final = ("function_call", "custom_tool_call")
 
 
 class Stamp(NamedTuple):
@@ -217,7 +222,32 @@ def _message(a: Answer, response_id: str) -> dict[str, Any]:
     }
 
 
-def _call(c: Call, i: int, response_id: str) -> dict[str, Any]:
+def _custom(request: Mapping[str, Any]) -> frozenset[str]:
+    """The names of the freeform (``type: custom``) tools the request declares."""
+    declared = request.get("tools")
+    listed = declared if isinstance(declared, list) else ()
+    return frozenset(
+        t["name"]
+        for t in listed
+        if isinstance(t, Mapping) and t.get("type") == "custom" and isinstance(t.get("name"), str)
+    )
+
+
+def _call(c: Call, i: int, response_id: str, custom: frozenset[str] = frozenset()) -> dict[str, Any]:
+    if c.name in custom:  # a freeform tool: its input is text, the scripted call's "input" argument
+        try:
+            args = json.loads(c.text)
+        except ValueError:
+            args = None
+        text = args.get("input") if isinstance(args, dict) else None
+        return {
+            "id": f"ctc_{_ids(response_id)}_{i}",
+            "type": "custom_tool_call",
+            "status": "completed",
+            "call_id": c.id,
+            "name": c.name,
+            "input": text if isinstance(text, str) else c.text,
+        }
     return {
         "id": f"fc_{_ids(response_id)}_{i}",
         "type": "function_call",
@@ -245,7 +275,8 @@ def _output(a: Answer, request: Mapping[str, Any], response_id: str) -> list[dic
         out.append(_reasoning_item(a, request, response_id))
     if a.text is not None or a.refusal is not None:
         out.append(_message(a, response_id))
-    out.extend(_call(c, i, response_id) for i, c in enumerate(a.calls))
+    custom = _custom(request)
+    out.extend(_call(c, i, response_id, custom) for i, c in enumerate(a.calls))
     return out
 
 
@@ -263,7 +294,7 @@ def stream_events(a: Answer, request: Mapping[str, Any], stamp: Stamp) -> list[b
         {"type": "response.in_progress", "response": head},
     ]
     items = final["output"]
-    plain = [item for item in items if item["type"] != "function_call"]
+    plain = [item for item in items if item["type"] not in _CALLS]
     for at, item in enumerate(plain):
         events.extend(_item_events(item, at))
     calls = [_item_events(item, len(plain) + i) for i, item in enumerate(i for i in items if i not in plain)]
@@ -310,6 +341,11 @@ def _item_events(item: dict[str, Any], at: int) -> list[dict[str, Any]]:
             done_key = "refusal" if refusal else "text"
             events.append({"type": f"response.{name}.done", **where, done_key: text, **extra})
             events.append({"type": "response.content_part.done", **where, "part": part})
+    elif kind == "custom_tool_call":
+        events.append({"type": "response.output_item.added", "output_index": at, "item": {**item, "input": ""}})
+        for d in split_args(item["input"]):
+            events.append({"type": "response.custom_tool_call_input.delta", **ref, "delta": d})
+        events.append({"type": "response.custom_tool_call_input.done", **ref, "input": item["input"]})
     elif kind != "function_call":  # a hosted tool's item: added in progress, then done
         events.append(
             {"type": "response.output_item.added", "output_index": at, "item": {**item, "status": "in_progress"}}
