@@ -1,12 +1,12 @@
 """A client's own retry, marked or not, costs the upstreams what a retry may cost, no more.
 
 The agent runtimes (Claude Code, Codex) retry a failed request by sending the same body again,
-with no ``x-stainless-retry-count`` and no ``Idempotency-Key``. The gateway knows such a repeat
-for a retry when the same tenant sent the same body to the same endpoint and it failed less
-than its deadline ago: the retry is charged to the retry budget and replays no target (the
+with no ``Idempotency-Key`` and no retry count above 0 (Claude Code says 0 on every retry).
+The gateway knows such a repeat for a retry when the same tenant sent the same body to the same
+endpoint and it failed less than its deadline ago: the retry is charged to the retry budget and replays no target (the
 client is the one replaying), and it is counted in ``failover_gateway_client_retries_total``.
-A repeat of a body that was answered, identical bodies side by side, and a request that
-carries a marker of its own are new requests. When every candidate is held (open breakers,
+A repeat of a body that was answered, identical bodies side by side, and a request with an
+``Idempotency-Key`` of its own are new requests. When every candidate is held (open breakers,
 cool-downs) the answer comes at once, with no upstream request and a ``Retry-After`` no later
 than the next probe, and never more than 30 s.
 
@@ -74,23 +74,24 @@ async def test_a_repeat_after_an_answer_or_side_by_side_is_a_new_request() -> No
         await router.aclose()
 
 
-async def test_a_request_with_a_marker_of_its_own_is_judged_by_the_marker() -> None:
+async def test_an_idempotency_key_of_its_own_says_which_requests_are_the_same() -> None:
     async with upstreams(Script.always(Reply.overloaded()), attempts_a=2) as up:
         router = make_router(up.route("solo"))
         async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url) as http:
             assert (await http.post("/chat/completions", json=BODY)).status_code == 503
-            # the official SDKs' first attempt says so (retry count 0): a new request, replayed as usual
-            r = await http.post("/chat/completions", json=BODY, headers={"x-stainless-retry-count": "0"})
-            assert r.status_code == 503 and r.headers["x-failover-attempts"] == "2"
-            # a fresh Idempotency-Key says: a new request
+            # a fresh Idempotency-Key says: a new request, replayed as usual
             r = await http.post("/chat/completions", json=BODY, headers={"idempotency-key": "new"})
             assert r.status_code == 503 and r.headers["x-failover-attempts"] == "2"
             assert await _retries(http, gw.port) == 0
-            # another body, unmarked: new too
+            # another body: new too
             other = {**BODY, "messages": [{"role": "user", "content": "other words"}]}
             r = await http.post("/chat/completions", json=other)
             assert r.headers["x-failover-attempts"] == "2"
             assert await _retries(http, gw.port) == 0
+            # a retry count of 0 proves nothing: Claude Code says 0 on every retry of its own loop
+            r = await http.post("/chat/completions", json=BODY, headers={"x-stainless-retry-count": "0"})
+            assert r.status_code == 503 and r.headers["x-failover-attempts"] == "1"
+            assert await _retries(http, gw.port) == 1
         await router.aclose()
 
 

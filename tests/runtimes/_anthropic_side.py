@@ -142,19 +142,22 @@ def gateway(
     fallback: bool = True,
     primary_dialect: str = "anthropic",
     served: str | None = None,
+    serve_env: Mapping[str, str] | None = None,
 ) -> Iterator[Gateway]:
     """The fakes and ``failover serve`` in front of them, with ONE route named ``model`` (the
     model the runtime asks for): its primary target serves that model (as a deployment that
     names a route after a Claude model does), its fallback :data:`BACKUP_MODEL`.
     ``fallback=False`` leaves the fallback off the route. ``primary_dialect="openai"``: the
     primary speaks Chat Completions (its overload is a 503, where Anthropic's is a 529).
-    ``served``: the primary serves this model instead (a route named otherwise than its model)."""
+    ``served``: the primary serves this model instead (a route named otherwise than its model).
+    ``serve_env``: more environment for ``failover serve`` (a ``PYTHONPATH`` of another version)."""
     first = FakeProvider("primary", primary_dialect, Script.parse(primary))
     second = FakeProvider("backup", "anthropic", Script.parse(backup))
     with FakeServer(first, second).run_in_thread() as fake:
         config = tmp_path / "failover.yaml"
         config.write_text(_config(fake, model, first, second, fallback=fallback, served=served))
-        with serving("--config", str(config), env={"RT_PROVIDER_KEY": PROVIDER_KEY}) as (base, _proc):
+        env = {"RT_PROVIDER_KEY": PROVIDER_KEY, **(serve_env or {})}
+        with serving("--config", str(config), env=env) as (base, _proc):
             yield Gateway(base, model, first, second)
 
 

@@ -185,7 +185,7 @@ class Endpoint(Generic[_B, _Q, _A]):
             route = body.model
             _check_route(router, route, tenant)
             tenant_name = tenant.name if tenant is not None else None
-            # a client with no retry marker of its own: a repeat of a body that failed is its retry
+            # a client with no Idempotency-Key of its own: a repeat of a body that failed is its retry
             digest = gw.recent.digest(tenant_name, self.path, raw)
             envelope = envelope_from(
                 headers,

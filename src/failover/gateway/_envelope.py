@@ -26,21 +26,23 @@ _RETRIED_AFTER = frozenset({408, 429, 499})
 
 
 def unmarked(headers: Mapping[str, str]) -> bool:
-    """Does the request say nothing of whether it is a retry? The official SDKs send
-    ``x-stainless-retry-count`` (0 on a first attempt); a client with its own ``Idempotency-Key``
-    says which requests are the same. Only a request with neither is judged by its body."""
-    return "x-stainless-retry-count" not in headers and "idempotency-key" not in headers
+    """Is the request judged by its body? Unless it brings its own ``Idempotency-Key`` (the
+    client then says which requests are the same). ``x-stainless-retry-count: 0`` proves no
+    first attempt: Claude Code retries in a loop of its own around an SDK client that never
+    retries, and every one of its retries says 0."""
+    return "idempotency-key" not in headers
 
 
 class RecentRequests:
     """What each tenant asked for lately, so that a client's own retry is known for one.
 
     Two marks: an ``Idempotency-Key`` seen in the last ``key_ttl`` seconds, and, for a request
-    with no retry marker at all (:func:`unmarked`), a body that the same tenant sent to the same
+    with no key of its own (:func:`unmarked`), a body that the same tenant sent to the same
     endpoint, byte for byte, and that failed (a 5xx, 429 or 408
     answer, or a client that left before the answer) less than that request's deadline ago.
-    The agent runtimes retry without any marker (no ``x-stainless-retry-count``, no
-    ``Idempotency-Key``): a byte-identical body after a failure is their retry, and is charged to
+    The agent runtimes retry without a marker (no ``Idempotency-Key``; Codex sends no
+    ``x-stainless-retry-count``, Claude Code sends 0 on every retry): a byte-identical body
+    after a failure is their retry, and is charged to
     the retry budget like a marked one. Identical bodies sent side by side, or after a success,
     are new requests (an evaluation that asks the same prompt many times is not throttled).
 
