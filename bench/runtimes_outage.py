@@ -1,0 +1,91 @@
+"""Agent runtimes in a full outage: upstream requests per client request, before and after.
+
+    .venv/bin/python bench/runtimes_outage.py                  # before = 8f7963b, after = this tree
+    .venv/bin/python bench/runtimes_outage.py --before <ref> --runtimes claude-code
+
+Each runtime at its DEFAULT settings asks one prompt through ``failover serve`` while every
+target of its route fails (Anthropic's 529) for 60 s. The set-up is the test's
+(tests/runtimes/_outage.py): fault-kit upstreams over loopback HTTP, a recording proxy in front
+of the gateway that keeps what each answer told the runtime. The same run is made twice in one
+invocation: against the gateway of ``--before`` (a git ref, checked out into a temporary
+worktree and served from there) and against this tree's. Per runtime and version it prints the
+requests the runtime sent, the calls that reached the upstreams, their ratio, the longest wait
+the gateway told, the error types it named, and how long the runtime took to give up.
+
+Needs the runtimes (scripts/runtimes.sh) and network to nothing but loopback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.runtimes import _anthropic_side as anth  # noqa: E402
+from tests.runtimes._outage import OutageRun, anthropic_outage, claude_code  # noqa: E402
+from tests.runtimes.conftest import QUIET  # noqa: E402
+
+RUNTIMES = ("claude-code", "claude-agent-sdk")
+
+
+def _env(home: Path) -> dict[str, str]:
+    keep = ("PATH", "LANG", "LC_ALL", "TERM", "TMPDIR", "SSL_CERT_FILE")
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env.update(QUIET)
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"))
+    home.mkdir(parents=True, exist_ok=True)
+    return env
+
+
+def _one(runtime: str, installed: Path, src: Path, tmp: Path) -> OutageRun:
+    serve_env = {"PYTHONPATH": str(src)}
+    env = _env(tmp / "home")
+    if runtime == "claude-code":
+        return anthropic_outage(runtime, claude_code(installed), anth.CLI_MODEL, env, tmp, serve_env=serve_env)
+    return anthropic_outage(runtime, anth.run_agent_sdk, anth.SDK_MODEL, env, tmp, serve_env=serve_env)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--before", default="8f7963b", help="the git ref to compare with (default: %(default)s)")
+    ap.add_argument("--runtimes", default=",".join(RUNTIMES), help="comma-separated, of " + ", ".join(RUNTIMES))
+    args = ap.parse_args()
+    chosen = [r.strip() for r in args.runtimes.split(",") if r.strip()]
+    installed = Path(
+        subprocess.run([str(ROOT / "scripts/runtimes.sh")], capture_output=True, text=True, check=True)
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    with tempfile.TemporaryDirectory(prefix="failover-before-") as old:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", old, args.before], check=True)
+        try:
+            rows: list[tuple[str, OutageRun]] = []
+            for runtime in chosen:
+                for version, src in ((args.before, Path(old) / "src"), ("this tree", ROOT / "src")):
+                    with tempfile.TemporaryDirectory(prefix="outage-") as tmp:
+                        rows.append((version, _one(runtime, installed, src, Path(tmp))))
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", old], check=False)
+    print(f"full outage of every target (529), runtimes at their defaults; before = {args.before}\n")
+    print(
+        "| runtime | gateway | client requests | upstream requests | per client request "
+        "| longest wait told | error types | gave up after |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | --- | ---: |")
+    for version, r in rows:
+        types = ", ".join(sorted(set(r.error_types))) or "-"
+        print(
+            f"| {r.runtime} | {version} | {r.client_requests} | {r.upstream_requests} | {r.per_request:.1f} "
+            f"| {r.longest_wait:.0f} s | {types} | {r.seconds:.1f} s |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
