@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import openai
-from agents import OpenAIProvider, RunConfig
+from agents import Agent, OpenAIProvider, RunConfig, Runner
+from openai.types.responses import ResponseErrorEvent, ResponseTextDeltaEvent
 
 from failover.testing import FakeProvider, FakeServer
 from failover.testing._script import ScriptSpec
@@ -237,3 +238,37 @@ async def agents_run_config(gw: Gateway) -> AsyncIterator[RunConfig]:
     ``AsyncOpenAI`` client at its default settings; tracing off."""
     async with openai.AsyncOpenAI(base_url=gw.v1, api_key=TENANT_KEY) as client:
         yield RunConfig(model_provider=OpenAIProvider(openai_client=client), tracing_disabled=True)
+
+
+@dataclass
+class Streamed:
+    """What ``Runner.run_streamed`` gave its caller: the text deltas as they came, the error
+    events among the raw events, the exception the stream ended with (if any), the final output."""
+
+    deltas: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    raised: Exception | None = None
+    final_output: Any = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.deltas)
+
+
+async def stream_agent(agent: Agent[Any], prompt: str, run_config: RunConfig) -> Streamed:
+    """Run ``agent`` streamed, the way an application shows a stream: every text delta as it
+    comes. An exception ends the run and is kept, not raised."""
+    seen = Streamed()
+    result = Runner.run_streamed(agent, prompt, run_config=run_config)
+    try:
+        async for event in result.stream_events():
+            if event.type != "raw_response_event":
+                continue
+            if isinstance(event.data, ResponseTextDeltaEvent):
+                seen.deltas.append(event.data.delta)
+            elif isinstance(event.data, ResponseErrorEvent):
+                seen.errors.append(f"{event.data.code}: {event.data.message}")
+    except Exception as exc:  # what the SDK raises is what the application gets
+        seen.raised = exc
+    seen.final_output = result.final_output
+    return seen
