@@ -102,9 +102,6 @@ class Gateway:
     def count(self, provider: FakeProvider) -> int:
         return len(self.sent(provider))
 
-    def log(self) -> str:
-        return "".join(self.lines)
-
 
 def _sha(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
@@ -182,11 +179,6 @@ class CodexRun:
             elif e.get("type") == "turn.failed":
                 out.append(str(e.get("error", {}).get("message")))
         return out
-
-    @property
-    def retries(self) -> list[str]:
-        """Its notices of a retry ("Reconnecting... n/5") among the ``error`` events it printed."""
-        return [m for m in self.failures if "Reconnecting" in m or "retry" in m.lower()]
 
     def __str__(self) -> str:
         head = f"codex exit {self.returncode} after {self.seconds:.1f}s"
