@@ -16,6 +16,7 @@ from starlette.applications import Starlette
 from starlette.types import Message
 
 from failover.gateway import EnvelopeDefaults, GatewaySettings, Tenant, create_app, hash_key
+from failover.gateway._envelope import RecentRequests
 from failover.gateway._serve import http_protocol
 from failover.policy import HealthBoard
 from failover.testing import FakeNetwork, FakeProvider
@@ -68,10 +69,12 @@ class Kit:
 
     def reset(self) -> Kit:
         """Ready for the next test on a module-scoped server: every provider answers "ok"
-        again and the router forgets the cool-downs (a 429, say) an earlier test left."""
+        again, the router forgets the cool-downs (a 429, say) an earlier test left, and the
+        gateway the bodies that failed (the same body again would be a client's retry)."""
         for p in self.providers.values():
             p.load("ok")
         self.router.health = HealthBoard()
+        self.app.state.gateway.recent = RecentRequests()
         return self
 
     def client(self, key: str | None = ACME_KEY) -> httpx.AsyncClient:

@@ -227,7 +227,10 @@ async def test_retry_after_is_never_later_than_the_next_probe(reply: Reply) -> N
     assert any(ms % 1000 == 0 and ms >= 1000 for ms in told)  # whole seconds: a header cannot round up past it
 
 
-async def test_the_gateways_retry_after_headers_are_never_later_than_the_next_probe() -> None:
+async def test_the_gateways_retry_after_is_the_next_probe_and_never_0() -> None:
+    """From one second on, Retry-After is never later than the breaker's next probe; under a
+    second it is 1, not 0 (a client reading whole seconds would retry a 0 at once, in a burst),
+    and retry-after-ms still has the exact wait."""
     router, _, board = solo(Reply.server_error())
     app = create_app(router, GatewaySettings(envelope=EnvelopeDefaults(deadline_ms=5_000)))
     loop = asyncio.get_running_loop()
@@ -243,6 +246,7 @@ async def test_the_gateways_retry_after_headers_are_never_later_than_the_next_pr
             r = await c.post("/v1/chat/completions", json=chat)
             assert r.status_code == 503 and "circuit open" in r.json()["error"]["message"]
             wait = probe_at - loop.time()
-            assert int(r.headers["retry-after"]) <= wait and int(r.headers["retry-after-ms"]) / 1000 <= wait + 1e-9
+            assert int(r.headers["retry-after"]) <= max(1, wait)
+            assert int(r.headers["retry-after-ms"]) / 1000 <= wait + 1e-9
             seen.append(r.headers["retry-after"])
-    assert seen == ["1", "1", "0", "0"]
+    assert seen == ["1", "1", "1", "1"]

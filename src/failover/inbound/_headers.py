@@ -190,15 +190,16 @@ def retry_headers(exc: Unavailable) -> dict[str, str]:
     cool-down) that turned the candidates away. Never on a spent deadline: the time was the
     caller's, and coming back sooner or later changes nothing the router knows of.
 
-    ``Retry-After`` is whole seconds, rounded up (a provider's wait is not cut short), and 0
-    under a second: the router says an open breaker's next probe in whole seconds already
-    (rounded down), so neither header is ever later than that probe. Both are capped at
-    :data:`MAX_RETRY_AFTER` seconds. ``retry-after-ms``, which the official SDKs read first,
-    has the exact wait."""
+    ``Retry-After`` is whole seconds, rounded up (a provider's wait is not cut short): the
+    router says an open breaker's next probe in whole seconds already from one second on
+    (rounded down), so the header is never later than that probe then. Under a second it is 1,
+    never 0: Codex reads whole seconds only and retries a 0 at once, in a burst that the open
+    breaker turns away dozens of times. Both are capped at :data:`MAX_RETRY_AFTER` seconds.
+    ``retry-after-ms``, which the official SDKs read first, has the exact wait."""
     headers = {"x-should-retry": "false", "x-failover-retryable": "true" if exc.retryable else "false"}
     if exc.retry_after_ms is not None and exc.retryable and exc.reason is not FailureKind.DEADLINE_EXHAUSTED:
         ms = min(exc.retry_after_ms, MAX_RETRY_AFTER * 1000)
-        headers["retry-after"] = str(math.ceil(ms / 1000) if ms >= 1000 else 0)
+        headers["retry-after"] = str(max(1, math.ceil(ms / 1000)))
         headers["retry-after-ms"] = str(ms)
     return headers
 
