@@ -306,3 +306,58 @@ def test_an_unknown_field_and_an_unknown_beta_reach_the_anthropic_target_byte_fo
     assert call.json is not None
     assert json.dumps(call.json["a_future_field"], ensure_ascii=False) == json.dumps(future, ensure_ascii=False)
     assert call.headers["anthropic-beta"] == f"output-128k-2025-02-19,{unknown_beta}"
+
+
+# Claude Code's and the Agent SDK's form: a system message inside the conversation, with a
+# cache_control marker, a per-turn field failover does not read, unicode and key orders a
+# re-encoding could change.
+PLACED: dict[str, Any] = {
+    "content": [
+        {"text": "# Environment\nPrimary working directory: /proj \u00e9\u4e2d", "type": "text"},
+        {"type": "text", "text": "Today is 2026-01-01.", "cache_control": {"ttl": "1h", "type": "ephemeral"}},
+    ],
+    "role": "system",
+    "output_config": {"effort": "medium"},
+}
+MID_BETA = "mid-conversation-system-2026-04-07"
+
+
+def _with_placed() -> list[Any]:
+    return [MESSAGES[0], PLACED, *MESSAGES[1:]]
+
+
+def test_a_mid_conversation_system_message_reaches_the_anthropic_target_in_place_byte_for_byte(
+    served: tuple[Router, dict[str, FakeProvider], ServerThread], client: anthropic.Anthropic
+) -> None:
+    _, providers, _ = served
+    providers["claude"].load([Reply.ok("ok"), Reply.ok("ok")])
+    kwargs = claude_code(model="claude", messages=_with_placed(), extra_headers={"anthropic-beta": MID_BETA})
+    client.messages.create(**kwargs)
+    with client.messages.stream(**kwargs) as s:
+        s.get_final_message()
+    for call in providers["claude"].calls[-2:]:
+        assert call.json is not None
+        sent = call.json["messages"]
+        # (failover sends the tool results as their own user turn, as above)
+        assert [m["role"] for m in sent] == ["user", "system", "assistant", "user", "user"]
+        assert json.dumps(sent[1], ensure_ascii=False) == json.dumps(PLACED, ensure_ascii=False)
+        assert call.json["system"] == SYSTEM  # the top-level system as sent, nothing added to it
+        assert call.headers["anthropic-beta"] == f"output-128k-2025-02-19,{MID_BETA}"
+
+
+def test_a_mid_conversation_system_message_falls_back_to_openai_as_a_system_message_in_place(
+    served: tuple[Router, dict[str, FakeProvider], ServerThread], client: anthropic.Anthropic
+) -> None:
+    _, providers, _ = served
+    providers["claude"].load("overloaded")
+    providers["gpt"].load([Reply.ok("from gpt")])
+    raw = client.with_options(max_retries=0).messages.with_raw_response.create(**claude_code(messages=_with_placed()))
+    assert raw.headers["x-failover-target"] == "gpt"
+    sent = providers["gpt"].calls[-1].json
+    assert sent is not None
+    assert [m["role"] for m in sent["messages"]] == ["system", "system", "user", "system", "assistant", "tool", "user"]
+    assert sent["messages"][3] == {
+        "role": "system",
+        "content": "# Environment\nPrimary working directory: /proj \u00e9\u4e2dToday is 2026-01-01.",
+    }
+    assert "cache_control" not in repr(sent) and "output_config" not in repr(sent)

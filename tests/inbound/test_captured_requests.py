@@ -208,16 +208,15 @@ async def test_the_gateway_serves_every_captured_request_from_an_upstream_of_its
     if data["dialect"] == "anthropic":
         for name in ("context_management", "metadata"):  # verbatim, byte for byte
             assert json.dumps(sent[name]) == json.dumps(body[name])
-        # the client's system blocks first, verbatim; its mid-conversation ``role: system``
-        # messages (Claude Code's) come after them, as failover hoists them into ``system``
-        assert json.dumps(sent["system"][: len(body["system"])]) == json.dumps(body["system"])
-        hoisted = [
-            {"type": "text", "text": m["content"]} if isinstance(m["content"], str) else block
-            for m in body["messages"]
-            if m["role"] == "system"
-            for block in ([None] if isinstance(m["content"], str) else m["content"])
-        ]
-        assert sent["system"][len(body["system"]) :] == hoisted  # markers included
+        # the client's system blocks, verbatim, and its mid-conversation ``role: system``
+        # messages (Claude Code's, the Agent SDK's) where it put them, blocks and markers as sent
+        assert json.dumps(sent["system"]) == json.dumps(body["system"])
+        # (with fields failover does not read: the Agent SDK's per-turn ``output_config``)
+        placed = [i for i, m in enumerate(body["messages"]) if m["role"] == "system"]
+        assert placed and [i for i, m in enumerate(sent["messages"]) if m["role"] == "system"] == placed
+        for i in placed:
+            assert json.dumps(sent["messages"][i]) == json.dumps(body["messages"][i])
+        assert [m["role"] for m in sent["messages"]] == [m["role"] for m in body["messages"]]
         assert _markers(sent) == _markers(body)
         betas = call.headers["anthropic-beta"].split(",")
         assert betas == data["headers"]["anthropic-beta"].split(",")

@@ -6,7 +6,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ._wire import WireError, validation_error
 
@@ -110,8 +119,24 @@ class AssistantMessage(_Edge):
 
 
 class SystemMessage(_Edge):
+    """A mid-conversation system message; ``raw`` is its JSON object as the client sent it (with
+    fields failover does not read, e.g. a per-turn ``output_config``), for an Anthropic target."""
+
     role: Literal["system"]
     content: str | list[TextBlock]
+    _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_raw(cls, data: Any, handler: ModelWrapValidatorHandler[SystemMessage]) -> SystemMessage:
+        message = handler(data)
+        if isinstance(data, dict):
+            message._raw = data
+        return message
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        return self._raw
 
 
 InputMessage = Annotated[UserMessage | AssistantMessage | SystemMessage, Field(discriminator="role")]

@@ -11,7 +11,13 @@ A body is validated with pydantic and turned into a provider-neutral
 
 What is translated and what is refused (a refusal is a 400 naming the field):
 
-* ``system`` (string or text blocks; also ``role: "system"`` messages) -> system messages.
+* ``system`` (string or text blocks) -> system messages at the start. A ``role: "system"``
+  message inside ``messages`` (Anthropic's mid-conversation system message) -> one system
+  message in its place, with the client's JSON object (``Message.inline``): an Anthropic
+  target (direct) gets that object back where it was, verbatim (blocks, ``cache_control``,
+  a per-turn ``output_config``); Claude on Vertex AI, Gemini,
+  Bedrock and Responses targets take it into their system prompt; a Chat Completions target
+  gets a ``role: "system"`` message in the same place.
 * user content: text, image (``base64`` and ``url`` sources), tool_result (string or text
   blocks; ``is_error: true`` is carried as the text prefix ``"Error: "`` because no other
   dialect has the flag). Images inside a tool_result and other block types (document,
@@ -116,6 +122,13 @@ def _system(content: str | list[TextBlock] | None) -> list[Message]:
     return [Message(role="system", content=(_text(b),)) for b in content if b.text]
 
 
+def _inline_system(m: SystemMessage) -> Message:
+    """A ``role: "system"`` message of ``messages``: one system message where the client put it,
+    every block (and its ``cache_control``) kept, with the client's JSON object (``inline``)."""
+    content = (TextPart(text=m.content),) if isinstance(m.content, str) else tuple(_text(b) for b in m.content)
+    return Message(role="system", content=content, inline=MappingProxyType(m.raw))
+
+
 def _text(block: TextBlock) -> TextPart:
     return TextPart(text=block.text, cache_control=block.cache_control)
 
@@ -191,7 +204,7 @@ def _messages(body: MessagesBody) -> tuple[Message, ...]:
     out = _system(body.system)
     for i, m in enumerate(body.messages):
         if isinstance(m, SystemMessage):
-            out.extend(_system(m.content))
+            out.append(_inline_system(m))
         elif isinstance(m, UserMessage):
             out.extend(_user(m))
         else:

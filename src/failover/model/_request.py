@@ -86,6 +86,12 @@ class Message:
     # role == "assistant": the reasoning that came with this turn, in order. Sent back only to
     # a target that can read it (see failover.model.Reasoning); providers need it in tool loops.
     reasoning: tuple[Reasoning, ...] = ()
+    # role == "system": a system message the client put inside the conversation (Anthropic's
+    # mid-conversation system message): its JSON object as the client sent it, every field and
+    # block in its order. A target of that dialect that takes such messages sends it back there,
+    # verbatim; any other target reads ``content`` and treats it as every system message. None:
+    # a system message of the prompt's start. Opaque data: read, never changed.
+    inline: Mapping[str, Any] | None = None
 
     @classmethod
     def system(cls, text: str) -> Message:

@@ -100,8 +100,11 @@ class AnthropicDialect:
             _merge_headers(headers, passed.headers)
 
         body["max_tokens"] = request.max_tokens if request.max_tokens is not None else target.max_output_tokens
-        body["messages"] = _messages(request.messages)
-        system = _system(request.messages)
+        # A client's mid-conversation system message stays in place on the Claude API; Vertex AI
+        # does not take one (the feature is the Claude API's): it joins the top-level system.
+        inline = not vertex
+        body["messages"] = _messages(request.messages, inline)
+        system = _system(request.messages, inline)
         if system:
             body["system"] = system
         if request.tools:
@@ -199,20 +202,29 @@ def _merge_headers(headers: dict[str, str], extra: Mapping[str, str]) -> None:
         headers[have] = ",".join(items)
 
 
-def _system(messages: tuple[Message, ...]) -> str | list[dict[str, Any]]:
+def _hoisted(m: Message, inline: bool) -> bool:
+    """Whether ``m`` goes into the top-level ``system``: every system message, but a client's
+    mid-conversation one (``Message.inline``) where it can stay in place (``inline``)."""
+    return m.role == "system" and not (inline and m.inline is not None)
+
+
+def _system(messages: tuple[Message, ...], inline: bool = False) -> str | list[dict[str, Any]]:
     """The top-level ``system``: one string, or text blocks when a block carries a
     ``cache_control`` marker (each keeps its own)."""
-    parts = [p for m in messages if m.role == "system" for p in m.content if isinstance(p, TextPart)]
+    hoisted = [m for m in messages if _hoisted(m, inline)]
+    parts = [p for m in hoisted for p in m.content if isinstance(p, TextPart)]
     if any(p.cache_control is not None for p in parts):
         return [_part(p) for p in parts]
-    return "\n\n".join(m.text for m in messages if m.role == "system")
+    return "\n\n".join(m.text for m in hoisted)
 
 
-def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+def _messages(messages: tuple[Message, ...], inline: bool = False) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "system":
-            continue  # hoisted to the top-level "system"
+            if not _hoisted(m, inline):  # a client's mid-conversation system message, as it came
+                out.append(dict(m.inline or {}))
+            continue  # else hoisted to the top-level "system"
         if m.role == "tool":
             block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id or "", "content": m.text}
             mark = next((p.cache_control for p in m.content if p.cache_control is not None), None)
