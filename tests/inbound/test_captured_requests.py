@@ -228,3 +228,24 @@ async def test_the_gateway_serves_every_captured_request_from_an_upstream_of_its
             keys = ("type", "call_id", "name", "input", "output")
             mine = [{k: i[k] for k in keys if k in i} for i in body["input"] if i.get("type") == kind]
             assert [i for i in sent["input"] if i["type"] == kind] == mine
+        for name in ("client_metadata", "prompt_cache_key", "parallel_tool_calls"):  # Codex's, verbatim
+            if name in body:
+                assert json.dumps(sent[name]) == json.dumps(body[name])
+
+
+CODEX = [p for p in FIXTURES if p.parent.name.startswith("codex-") and "custom-tool-result" not in p.stem]
+
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+@pytest.mark.parametrize("path", CODEX, ids=_id)
+async def test_codex_is_served_by_a_route_without_a_responses_target(path: Path, dialect: str) -> None:
+    """Codex's bookkeeping fields (``client_metadata``, ``prompt_cache_key``, ``store``...) are
+    hints another dialect goes without: a chat or Anthropic target still answers. (A history
+    holding a freeform tool's call needs a Responses target: a 400 of its own, tested apart.)"""
+    data = _load(path)
+    app, upstream = _serve({**data, "dialect": dialect})
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway") as client:
+        resp = await client.post(data["path"], content=json.dumps(data["body"]).encode(), headers=data["headers"])
+    assert resp.status_code == 200, resp.text
+    (call,) = upstream.calls
+    assert call.json is not None and not {"client_metadata", "prompt_cache_key"} & set(call.json)

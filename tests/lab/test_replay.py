@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from dataclasses import dataclass
@@ -402,13 +403,17 @@ def test_what_replay_lets_through() -> None:
     (rec,) = parse_requests([json.dumps(body)])
     assert rec.request.reasoning_effort == "low"
     assert rec.request.messages[1].name == "bot"  # kept: the OpenAI dialect sends it on
+    # nothing passed through: every candidate, of any dialect, answers the same request
+    assert rec.request.passthrough is None
 
 
 def test_replay_converts_exactly_as_the_gateway_does() -> None:
-    """One converter: every example line becomes the Request the gateway would build from it."""
+    """One converter: every example line becomes the Request the gateway would build from it,
+    but for the fields the gateway passes through to a Chat Completions target."""
     for rec in read_requests(EXAMPLE):
         body = json.loads(EXAMPLE.read_text().splitlines()[rec.line - 1])
-        assert rec.request == inbound_openai.to_request(inbound_openai.parse_body(body))
+        served = inbound_openai.to_request(inbound_openai.parse_body(body))
+        assert rec.request == dataclasses.replace(served, passthrough=None)
         assert chat_request(body) == rec.request
 
 

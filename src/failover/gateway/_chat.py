@@ -18,7 +18,7 @@ from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord
 from ..model import Response as Answer
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
-from ._endpoint import Endpoint
+from ._endpoint import Endpoint, honourable
 from ._errors import ApiError
 from ._gateway import Gateway
 from ._openai import ChatCompletionBody, completion_body, to_request
@@ -38,7 +38,9 @@ class ChatCompletions(Endpoint[ChatCompletionBody]):
         return self.gw.chat_body(raw)
 
     def to_request(self, body: ChatCompletionBody) -> Request:
-        return to_request(body, limits=self.gw.settings.schema_limits)
+        req = to_request(body, limits=self.gw.settings.schema_limits)
+        honourable(self.gw.router, body.model, req)
+        return req
 
     def schema_fields(self, body: ChatCompletionBody) -> list[SchemaField]:
         return openai_schema_fields(body)

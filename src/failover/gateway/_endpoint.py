@@ -75,6 +75,34 @@ def _check_route(router: Router, route: str, tenant: Tenant | None) -> None:
         )
 
 
+_DIALECT_NAMES = {
+    "anthropic": "an Anthropic",
+    "openai": "an OpenAI Chat Completions",
+    "openai-responses": "an OpenAI Responses",
+}
+
+
+def honourable(router: Router, route_name: str, req: Request) -> None:
+    """A 400 naming the field when the request carries one only a target of its own dialect can
+    honour (``Passthrough.opaque``) and the route has none (the router leaves out each target of
+    another dialect, saying why; see :class:`~failover.model.Passthrough`)."""
+    passed = req.passthrough
+    if passed is None or not passed.opaque:
+        return
+    route = router.routes.get(route_name)
+    if route is None or any(t.dialect == passed.dialect for t in route.targets):
+        return
+    names = sorted(passed.opaque)
+    which = _DIALECT_NAMES.get(passed.dialect, f"a {passed.dialect}")
+    raise ApiError(
+        400,
+        f"{', '.join(names)}: failover passes this field only to {which} target, and route "
+        f"{route_name!r} has none; remove it, or use a route with {which} model",
+        code="unsupported_parameter",
+        param=names[0],
+    )
+
+
 class Endpoint(Generic[_B, _Q, _A]):
     """One dialect's ``POST`` endpoint as an ASGI app: the request lifecycle every dialect
     shares (drain check, auth, body, route, envelope, quotas, in-flight registration, the

@@ -32,7 +32,7 @@ from ..model import Response as Answer
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
 from ..tokens import counter_for
-from ._endpoint import Endpoint
+from ._endpoint import Endpoint, honourable
 from ._errors import ApiError, from_wire
 from ._gateway import Gateway
 from ._stream_reply import SseWire
@@ -142,7 +142,7 @@ class Messages(Endpoint[anthropic.MessagesBody]):
             req = anthropic.to_request(body, limits=self.gw.settings.schema_limits, schemas=False, headers=headers)
         except WireError as exc:
             raise from_wire(exc) from None
-        _honourable(self.gw, body.model, req)
+        honourable(self.gw.router, body.model, req)
         return req
 
     def schema_fields(self, body: anthropic.MessagesBody) -> list[SchemaField]:
@@ -165,25 +165,6 @@ class Messages(Endpoint[anthropic.MessagesBody]):
 
     def status(self, err: ApiError) -> int:
         return _status(err)
-
-
-def _honourable(gw: Gateway, route_name: str, req: Request) -> None:
-    """A 400 when the request carries a field only an Anthropic target can honour and the route
-    has none (the router leaves out each target of another dialect; see Passthrough)."""
-    passed = req.passthrough
-    if passed is None or not passed.opaque:
-        return
-    route = gw.router.routes.get(route_name)
-    if route is None or any(t.dialect == passed.dialect for t in route.targets):
-        return
-    names = sorted(passed.opaque)
-    raise ApiError(
-        400,
-        f"{', '.join(names)}: failover passes this field only to an Anthropic target, and route "
-        f"{route_name!r} has none; remove it, or use a route with an Anthropic model",
-        code="unsupported_parameter",
-        param=names[0],
-    )
 
 
 def count_tokens(gw: Gateway) -> Callable[[HttpRequest], Awaitable[Response]]:

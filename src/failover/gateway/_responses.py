@@ -34,7 +34,7 @@ from ..model import Completed, Dialect, Envelope, PartialOutput, Request, Route,
 from ..model import Response as Answer
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
-from ._endpoint import Endpoint
+from ._endpoint import Endpoint, honourable
 from ._errors import ApiError, from_wire
 from ._gateway import Gateway
 from ._stream_reply import SseWire
@@ -96,6 +96,7 @@ class Responses(Endpoint[responses.ResponsesBody]):
             raise from_wire(exc) from None
         if req.hosted_tools or req.freeform_calls:
             req = _hosted_for(self.gw.router.routes.get(body.model), body, req)
+        honourable(self.gw.router, body.model, req)
         return req
 
     def schema_fields(self, body: responses.ResponsesBody) -> list[SchemaField]:

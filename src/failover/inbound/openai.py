@@ -1,9 +1,11 @@
 """The OpenAI Chat Completions wire format as a server speaks it.
 
-Bodies are validated with pydantic (unknown fields that change nothing for the answer, such
-as ``user`` or ``metadata``, are ignored; ones the gateway cannot honour, such as ``n > 1``
-or ``logprobs``, are refused with a 400 naming the field), then turned into a
-:class:`~failover.model.Request`. A :class:`~failover.model.Response` goes back as a
+Bodies are validated with pydantic (fields the gateway cannot honour, such as ``n > 1`` or
+``logprobs``, are refused with a 400 naming the field), then turned into a
+:class:`~failover.model.Request`. A top-level field it does not read, such as ``user`` or
+``metadata``, is passed through (:mod:`~failover.inbound._passthrough`): verbatim to a Chat
+Completions target; a target of another dialect drops it when it is a hint, or is left out.
+A :class:`~failover.model.Response` goes back as a
 ``chat.completion`` body, and stream events as ``chat.completion.chunk`` bodies
 (:class:`ChunkRenderer`).
 
@@ -34,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..model import (
     Completed,
+    Dialect,
     ImagePart,
     Message,
     Part,
@@ -55,6 +58,7 @@ from ..model import (
 )
 from ..model._reasoning import OPENAI as _OPENAI_SOURCE
 from ..validation import DEFAULT_LIMITS, SchemaLimits
+from ._passthrough import passthrough
 from ._relay import Relay, RelayMismatch
 from ._wire import SchemaField, WireError, check_schemas, image_url, record_summary, validation_error
 
@@ -180,7 +184,10 @@ class StreamOptions(_Edge):
 
 
 class ChatCompletionBody(_Edge):
-    """The fields of a Chat Completions request the gateway reads."""
+    """The fields of a Chat Completions request the gateway reads; the others are kept in
+    ``model_extra``, to be passed through to a Chat Completions target."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     model: str = Field(min_length=1)
     messages: list[ChatMessage] = Field(min_length=1)
@@ -390,6 +397,7 @@ def to_request(body: ChatCompletionBody, *, limits: SchemaLimits = DEFAULT_LIMIT
         stop=stop,
         seed=body.seed,
         reasoning_effort=body.reasoning_effort,
+        passthrough=passthrough(Dialect.OPENAI, body.model_extra or {}),
     )
 
 

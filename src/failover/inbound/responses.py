@@ -34,11 +34,10 @@ What is translated:
   ``text.format`` (``text``, ``json_object``, ``json_schema``), ``max_output_tokens``,
   ``temperature``, ``top_p``, ``reasoning.effort`` (``none`` becomes ``minimal``, ``xhigh``
   and ``max`` become ``high``).
-* Accepted and not sent upstream (they change nothing failover can carry): ``metadata``
-  (echoed back), ``store`` (failover stores nothing; the answer says ``store: false``),
-  ``parallel_tool_calls`` (echoed; an answer may still hold several calls), ``user``,
-  ``safety_identifier``, ``prompt_cache_key``, ``service_tier``, ``truncation``,
-  ``text.verbosity``, ``stream_options``, other unknown fields.
+* Passed through (:mod:`~failover.inbound._passthrough`): ``metadata`` (also echoed back),
+  ``store`` (never over failover's own ``false``), ``parallel_tool_calls`` (echoed), ``user``
+  and every top-level field not named here go verbatim to a Responses target; a target of
+  another dialect drops the hints among them or is left out. ``text.verbosity``: not sent.
 
 What is refused, each a 400 naming the field and saying why:
 
@@ -66,6 +65,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..model import (
+    Dialect,
     ImagePart,
     Message,
     Part,
@@ -81,6 +81,7 @@ from ..model import (
 from ..model._ids import new_id
 from ..model._request import ReasoningEffort
 from ..validation import DEFAULT_LIMITS, SchemaLimits
+from ._passthrough import passthrough
 from ._relay import RelayMismatch
 from ._responses_items import (
     NO_NAMES,
@@ -254,8 +255,11 @@ _STATELESS = (
 
 
 class ResponsesBody(_Edge):
-    """The fields of a Responses request the gateway reads (others are ignored, or refused when
-    they would need server-side state or change the answer: see the module docstring)."""
+    """The fields of a Responses request the gateway reads (others are kept in ``model_extra``
+    and passed through, or refused when they would need server-side state or change the answer:
+    see the module docstring)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     model: str = Field(min_length=1)
     input: str | Annotated[list[InputItem], Field(min_length=1)]
@@ -575,7 +579,14 @@ def to_request(body: ResponsesBody, *, limits: SchemaLimits = DEFAULT_LIMITS, sc
         hosted_tools=tuple(t.model_dump() for t in body.tools or () if isinstance(t, HostedTool)),
         include=tuple(body.include or ()),
         reasoning_summary=(reasoning.summary or reasoning.generate_summary) if reasoning is not None else None,
+        passthrough=passthrough(Dialect.OPENAI_RESPONSES, _unread(body)),
     )
+
+
+def _unread(body: ResponsesBody) -> dict[str, Any]:
+    """The top-level fields failover takes but does not translate, as the client sent them."""
+    kept = {k: getattr(body, k) for k in ("metadata", "store", "parallel_tool_calls", "user")}
+    return {**{k: v for k, v in kept.items() if v is not None}, **(body.model_extra or {})}
 
 
 # ------------------------------------------------------------------------------ Response -> body

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +139,9 @@ def chat_request(body: Any) -> Request:
     try:
         parsed = inbound_openai.parse_body(body)
         _refuse_unreplayable(body)
-        return inbound_openai.to_request(parsed)
+        # a replay sends every candidate the same Request: none of the recorded fields the
+        # gateway passes through verbatim (they would leave the other dialects out)
+        return replace(inbound_openai.to_request(parsed), passthrough=None)
     except WireError as exc:
         raise _Bad(exc.param or "(body)", _problem(exc)) from None
 

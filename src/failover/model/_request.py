@@ -158,8 +158,9 @@ class ResponseFormat:
 class Passthrough:
     """What a client sent that failover does not interpret, for the targets of its dialect.
 
-    An inbound endpoint builds one (the ``/v1/messages`` endpoint: ``dialect="anthropic"``); the
-    dialect of that name sends ``fields`` verbatim as top-level body fields and merges
+    An inbound endpoint builds one (``/v1/messages``: ``dialect="anthropic"``; ``/v1/responses``:
+    ``"openai-responses"``; ``/v1/chat/completions``: ``"openai"``); the dialect of that name
+    sends ``fields`` verbatim as top-level body fields (never over its own) and merges
     ``headers`` into its own (a comma-separated header such as ``anthropic-beta`` is joined with
     the target's). A target of another dialect goes without them: ``hints`` name those that
     change cost or bookkeeping, never the answer (dropped, and the attempt records the drop);

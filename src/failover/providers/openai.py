@@ -140,6 +140,10 @@ class OpenAIDialect:
             # include_usage: the last chunk carries usage, so a streamed call is costed too.
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
+        passed = request.passthrough
+        if passed is not None and passed.dialect == self.name:  # the client's own fields, verbatim
+            for k, v in passed.fields.items():
+                body.setdefault(k, v)  # never over failover's
         return HttpRequest(method="POST", url=with_query(url, target.query), headers=headers, json=body)
 
     # ---------------------------------------------------------------- parse

@@ -27,7 +27,9 @@ The API has no ``stop`` sequences and no ``seed``; a Request's are not sent.
 
 What a Responses client asked for that only this API has goes verbatim: the Request's
 ``hosted_tools`` after its function tools, its ``include`` (joined with the one above), and its
-``reasoning_summary`` as ``reasoning.summary`` (before the target's ``extra``).
+``reasoning_summary`` as ``reasoning.summary`` (before the target's ``extra``), and the
+top-level fields of its ``passthrough`` (a Request from a Responses client), each where no
+field failover writes itself has the name (``stream_options`` only on a streamed request).
 
 Errors come in OpenAI's envelope, read by the same table as Chat Completions
 (``_openai_errors``); so are the ``error`` stream event and a ``failed`` response's ``error``.
@@ -196,6 +198,11 @@ def request_body(target: Target, request: Request, *, stream: bool = False) -> d
         out["include"] = include
     if stream:
         out["stream"] = True
+    passed = request.passthrough
+    if passed is not None and passed.dialect == PROVIDER:  # the client's own fields, verbatim
+        for k, v in passed.fields.items():
+            if k != "stream_options" or stream:  # the API refuses stream_options without stream
+                out.setdefault(k, v)  # never over failover's (store stays false)
     return out
 
 
