@@ -4,7 +4,7 @@
     .venv/bin/python bench/runtimes_outage.py --before <ref> --runtimes claude-code
 
 Each runtime at its DEFAULT settings asks one prompt through ``failover serve`` while every
-target of its route fails (Anthropic's 529) for 60 s. The set-up is the test's
+target of its route fails (Anthropic's 529, OpenAI's 503) for 60 s. The set-up is the test's
 (tests/runtimes/_outage.py): fault-kit upstreams over loopback HTTP, a recording proxy in front
 of the gateway that keeps what each answer told the runtime. The same run is made twice in one
 invocation: against the gateway of ``--before`` (a git ref, checked out into a temporary
@@ -28,10 +28,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.runtimes import _anthropic_side as anth  # noqa: E402
-from tests.runtimes._outage import OutageRun, anthropic_outage, claude_code  # noqa: E402
+from tests.runtimes._outage import (  # noqa: E402
+    OUTAGE,
+    OutageRun,
+    agents_outage,
+    anthropic_outage,
+    claude_code,
+    codex_outage,
+)
 from tests.runtimes.conftest import QUIET  # noqa: E402
 
-RUNTIMES = ("claude-code", "claude-agent-sdk")
+RUNTIMES = ("claude-code", "claude-agent-sdk", "codex", "openai-agents")
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -43,17 +50,24 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
-def _one(runtime: str, installed: Path, src: Path, tmp: Path) -> OutageRun:
-    serve_env = {"PYTHONPATH": str(src)}
+def _one(runtime: str, installed: Path, src: Path, tmp: Path, outage: float) -> OutageRun:
+    served = {"PYTHONPATH": str(src)}
     env = _env(tmp / "home")
     if runtime == "claude-code":
-        return anthropic_outage(runtime, claude_code(installed), anth.CLI_MODEL, env, tmp, serve_env=serve_env)
-    return anthropic_outage(runtime, anth.run_agent_sdk, anth.SDK_MODEL, env, tmp, serve_env=serve_env)
+        cc = claude_code(installed)
+        return anthropic_outage(runtime, cc, anth.CLI_MODEL, env, tmp, serve_env=served, outage=outage)
+    if runtime == "claude-agent-sdk":
+        sdk = anth.run_agent_sdk
+        return anthropic_outage(runtime, sdk, anth.SDK_MODEL, env, tmp, serve_env=served, outage=outage)
+    if runtime == "codex":
+        return codex_outage(installed, env, tmp, serve_env=served, outage=outage)
+    return agents_outage(env, tmp, serve_env=served, outage=outage)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", default="8f7963b", help="the git ref to compare with (default: %(default)s)")
+    ap.add_argument("--outage", type=float, default=OUTAGE, help="seconds every target fails (default: %(default)s)")
     ap.add_argument("--runtimes", default=",".join(RUNTIMES), help="comma-separated, of " + ", ".join(RUNTIMES))
     args = ap.parse_args()
     chosen = [r.strip() for r in args.runtimes.split(",") if r.strip()]
@@ -69,20 +83,22 @@ def main() -> int:
             for runtime in chosen:
                 for version, src in ((args.before, Path(old) / "src"), ("this tree", ROOT / "src")):
                     with tempfile.TemporaryDirectory(prefix="outage-") as tmp:
-                        rows.append((version, _one(runtime, installed, src, Path(tmp))))
+                        rows.append((version, _one(runtime, installed, src, Path(tmp), args.outage)))
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", old], check=False)
-    print(f"full outage of every target (529), runtimes at their defaults; before = {args.before}\n")
+    print(
+        f"every target down for {args.outage:.0f} s (529 / 503), runtimes at their defaults; before = {args.before}\n"
+    )
     print(
         "| runtime | gateway | client requests | upstream requests | per client request "
-        "| longest wait told | error types | gave up after |"
+        "| longest wait told | error types | answered | ran for |"
     )
-    print("| --- | --- | ---: | ---: | ---: | ---: | --- | ---: |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | --- | --- | ---: |")
     for version, r in rows:
         types = ", ".join(sorted(set(r.error_types))) or "-"
         print(
             f"| {r.runtime} | {version} | {r.client_requests} | {r.upstream_requests} | {r.per_request:.1f} "
-            f"| {r.longest_wait:.0f} s | {types} | {r.seconds:.1f} s |"
+            f"| {r.longest_wait:.0f} s | {types} | {'yes' if r.answered else 'no'} | {r.seconds:.1f} s |"
         )
     return 0
 

@@ -25,7 +25,7 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,16 +128,23 @@ gateway:
 
 @contextlib.contextmanager
 def gateway(
-    tmp_path: Path, primary: ScriptSpec, fallback: ScriptSpec = "ok", *, with_fallback: bool = True
+    tmp_path: Path,
+    primary: ScriptSpec,
+    fallback: ScriptSpec = "ok",
+    *,
+    with_fallback: bool = True,
+    serve_env: Mapping[str, str] | None = None,
 ) -> Iterator[Gateway]:
     """The fakes (``a`` answering ``primary``, ``b`` answering ``fallback``) and a real
-    ``failover serve`` over them. ``with_fallback=False`` leaves ``b`` off the route."""
+    ``failover serve`` over them. ``with_fallback=False`` leaves ``b`` off the route.
+    ``serve_env``: more environment for ``failover serve`` (a ``PYTHONPATH`` of another version)."""
     a = FakeProvider("a", "openai-responses", primary, model=MODELS["a"], api_key=PROVIDER_KEY)
     b = FakeProvider("b", "openai-responses", fallback, model=MODELS["b"], api_key=PROVIDER_KEY)
     with FakeServer(a, b).run_in_thread() as fake:
         config = tmp_path / "failover.yaml"
         config.write_text(_config(fake, a, b, fallback=with_fallback))
-        with serving("--config", str(config), env={"RT_OPENAI_PROVIDER_KEY": PROVIDER_KEY}) as (base, proc):
+        env = {"RT_OPENAI_PROVIDER_KEY": PROVIDER_KEY, **(serve_env or {})}
+        with serving("--config", str(config), env=env) as (base, proc):
             gw = Gateway(base, a, b)
             assert proc.stdout is not None
             stdout = proc.stdout

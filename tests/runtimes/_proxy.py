@@ -11,7 +11,9 @@ loopback port in a thread of its own.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -31,6 +33,7 @@ class Told:
     retry_after: str | None
     retry_after_ms: str | None
     error: bytes  # the head of an error answer's body (empty for a 2xx)
+    at: float  # when the request arrived (time.monotonic)
 
     @property
     def wait(self) -> float | None:
@@ -54,6 +57,7 @@ class Recorder:
                 await send({"type": "lifespan.startup.complete"})
             await send({"type": "lifespan.shutdown.complete"})
             return
+        arrived = time.monotonic()
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=httpx.Timeout(600.0))
         body = b""
@@ -85,8 +89,14 @@ class Recorder:
                     response.headers.get("retry-after"),
                     response.headers.get("retry-after-ms"),
                     head,
+                    arrived,
                 )
             )
+
+    def shortest_gap(self, path: str) -> float:
+        """The shortest time between two requests to ``path`` (inf for fewer than two)."""
+        times = sorted(t.at for t in self.told if t.path.startswith(path))
+        return min((b - a for a, b in itertools.pairwise(times)), default=float("inf"))
 
     def longest_wait(self) -> float:
         """The longest wait any answer told (0 when none did)."""
