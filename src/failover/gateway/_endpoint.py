@@ -114,6 +114,7 @@ class Endpoint(Generic[_B, _Q, _A]):
     sent straight to the server (:func:`~failover.gateway._http.send_json`), not through a Starlette ``Response``."""
 
     path: str  # for the 405 message
+    raw_reasoning: str | None = None  # the reasoning format handed to this dialect's client raw (see inbound._origins)
 
     def __init__(self, gateway: Gateway) -> None:
         self.gw = gateway
@@ -225,7 +226,7 @@ class Endpoint(Generic[_B, _Q, _A]):
             live = live_reasoning_from(headers)  # x-failover-live-reasoning: a stream's reasoning as it comes
             if envelope.client_retry:  # charged to the retry budget: counted apart from new requests
                 gw.metrics.client_retries.labels(route).inc()
-            req = self.request_for(body, headers)
+            req = gw.origins.known(self.request_for(body, headers))  # raw reasoning we handed out: its origin
             quotas = gw.quotas  # last: a refused request takes nothing; shared quotas await the store
             max_cost = (
                 quotas.admit(tenant, envelope.max_cost)
@@ -266,6 +267,7 @@ class Endpoint(Generic[_B, _Q, _A]):
                 wire = self.wire(body, route, envelope)
                 chat = cast(Request, req)  # only chat dialects stream
                 reply = StreamReply(gw, router, route, chat, envelope, tenant, started, stop, wire, live)
+                reply.raw_reasoning = self.raw_reasoning
                 await reply(scope, receive, send)
             else:
                 await self._complete(scope, receive, send, router, route, req, envelope, tenant, started, stop, body)
@@ -341,6 +343,7 @@ class Endpoint(Generic[_B, _Q, _A]):
                 record = outcome.record
                 request_id = record.request_id if record is not None else envelope.request_id
                 out, out_headers = self.answer(outcome, route, request_id, record, body)
+                gw.origins.remember(outcome, self.raw_reasoning)
                 try:
                     await send_json(send, 200, out, out_headers)
                 finally:  # the access line, metrics and the tenant's charge after the answer left, not before

@@ -19,6 +19,7 @@ from starlette.types import Receive, Scope
 
 from ..inbound import SchemaField, WireError, check_schemas
 from ..inbound._headers import record_headers
+from ..inbound._origins import Origins
 from ..model import RouteRecord
 from ..router import Router
 from ._auth import authenticate, authenticate_admin
@@ -72,6 +73,7 @@ class Gateway:
         self.metrics = GatewayMetrics(lambda: self.router, lambda: len(self.in_flight), lambda: self.draining)
         self.recent = RecentRequests()  # Idempotency-Keys and bodies seen: a repeat is a client's retry
         self.records: RecordSink | None = None  # the lab's live view, when gateway.lab_live is on
+        self.origins = Origins()  # who wrote the reasoning handed out raw: kept from another model
 
     # -- in flight and drain ----------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord
 from ..model import Response as Answer
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
+from ..model._reasoning import ANTHROPIC
 from ..tokens import counter_for
 from ._endpoint import Endpoint, honourable
 from ._errors import ApiError, from_wire
@@ -123,6 +124,7 @@ class Messages(Endpoint[anthropic.MessagesBody]):
     """``POST /v1/messages``: the Anthropic dialect of :class:`~failover.gateway._endpoint.Endpoint`."""
 
     path = "/v1/messages"
+    raw_reasoning = ANTHROPIC  # thinking blocks keep their own signature
 
     def credentials(self, headers: dict[str, str]) -> Mapping[str, str]:
         return _credentials(self.gw.settings.open, headers)

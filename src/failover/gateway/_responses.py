@@ -34,6 +34,7 @@ from ..model import Completed, Dialect, Envelope, PartialOutput, Request, Route,
 from ..model import Response as Answer
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
+from ..model._reasoning import OPENAI_RESPONSES
 from ._endpoint import Endpoint, honourable
 from ._errors import ApiError, from_wire
 from ._gateway import Gateway
@@ -81,6 +82,7 @@ class Responses(Endpoint[responses.ResponsesBody]):
     """``POST /v1/responses``: the OpenAI Responses dialect of :class:`~failover.gateway._endpoint.Endpoint`."""
 
     path = "/v1/responses"
+    raw_reasoning = OPENAI_RESPONSES  # reasoning items keep their own encrypted_content
 
     def parse(self, raw: bytes) -> responses.ResponsesBody:
         data = self.gw.decode_json(raw)

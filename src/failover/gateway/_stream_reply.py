@@ -82,6 +82,7 @@ class StreamReply:
         self.sent_headers = False
         self.wire = wire
         self.gone: asyncio.Future[None] | None = None  # resolves when the client is gone
+        self.raw_reasoning: str | None = None  # the reasoning format the client is handed raw (see inbound._origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # the client has every delta already: the router need not keep the text for PartialOutput
@@ -214,10 +215,12 @@ class StreamReply:
             while event is not None:
                 if isinstance(event, Completed):
                     record = event.response.record
+                    gw.origins.remember(event, self.raw_reasoning)
                     body += wire.end(event)
                     break
                 if isinstance(event, PartialOutput):
                     record = event.record
+                    gw.origins.remember(event, self.raw_reasoning)
                     status_note = f"partial_output after output began: {event.failure.label}"
                     body += wire.partial(
                         event,

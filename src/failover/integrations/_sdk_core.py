@@ -25,6 +25,7 @@ from ..inbound._headers import (
     retry_headers,
     streamed_by,
 )
+from ..inbound._origins import Origins
 from ..inbound._relay import mismatch_message
 from ..model import (
     Completed,
@@ -215,6 +216,7 @@ class Core:
         self.options = options
         self.scrub = _Scrub(router)
         self._warned_retries = False
+        self.origins = Origins()  # who wrote the reasoning handed out raw: kept from another model
 
     def _error(
         self,
@@ -279,6 +281,7 @@ class Core:
             return self._error(wire, 400, f"request body is not valid JSON: {exc}", code="invalid_json")
         try:
             call = wire.parse(data, headers)
+            call = dataclasses.replace(call, request=self.origins.known(call.request))
             route = self.options.route if self.options.route is not None else call.model
             self.router.route(route)
             env = dataclasses.replace(self.options.envelope, request_id=new_id("req_"))
@@ -329,6 +332,7 @@ class Core:
             return self._unavailable(wire, exc)
         record = resp.record
         self._done(record)
+        self.origins.remember(resp, wire.raw_reasoning)
         request_id = record.request_id if record is not None else env.request_id
         headers = {"content-type": "application/json", **record_headers(request_id, record)}
         return Plain(200, headers, _dumps(wire.body(resp, answered_by(record, call.model))))
@@ -371,10 +375,12 @@ class Core:
             while event is not None:
                 if isinstance(event, Completed):
                     self._done(event.response.record)
+                    self.origins.remember(event, wire.raw_reasoning)
                     yield out.end(event)
                     return
                 if isinstance(event, PartialOutput):
                     self._done(event.record)
+                    self.origins.remember(event, wire.raw_reasoning)
                     yield out.error(
                         "partial_output",
                         f"partial_output: the stream was cut after output began ({event.failure.label}); "

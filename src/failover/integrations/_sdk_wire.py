@@ -14,6 +14,7 @@ from ..inbound import openai as oai
 from ..model import Completed, Request, Response, StreamEvent
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
+from ..model._reasoning import ANTHROPIC
 
 WireDialect = Literal["openai", "anthropic"]
 
@@ -59,6 +60,7 @@ class _Renderer(Protocol):
 
 class Wire(Protocol):
     name: WireDialect
+    raw_reasoning: str | None  # the reasoning format handed to the SDK raw (see failover.inbound._origins)
 
     def parse(self, data: Any, headers: Mapping[str, str] | None = None) -> Call: ...
     def body(self, resp: Response, model: str) -> dict[str, Any]: ...
@@ -79,6 +81,7 @@ def _openai_type(status: int) -> str:
 
 class _OpenAIWire:
     name: WireDialect = "openai"
+    raw_reasoning: str | None = None  # reasoning_content text only
 
     def parse(self, data: Any, headers: Mapping[str, str] | None = None) -> Call:
         body = oai.parse_body(data)
@@ -124,6 +127,7 @@ class _OpenAIChunks:
 
 class _AnthropicWire:
     name: WireDialect = "anthropic"
+    raw_reasoning: str | None = ANTHROPIC  # thinking blocks keep their own signature
 
     def parse(self, data: Any, headers: Mapping[str, str] | None = None) -> Call:
         """``headers``: the SDK's request headers; its ``anthropic-beta`` goes on to an Anthropic

@@ -18,7 +18,8 @@ attempt:
 - a block whose ``origin`` is the target's own equivalence key is kept (the same model,
   on this or another cloud: Anthropic signatures are valid on Bedrock and Vertex too);
 - a block with no known origin (history a client sent) is kept when its ``source`` is the
-  format the target's dialect reads;
+  format the target's dialect reads (the gateway gives a block it handed out raw its origin
+  back first: see :mod:`failover.inbound._origins`);
 - everything else is left out of that attempt, and the attempt's record counts it
   (``Attempt.reasoning_stripped``).
 """
