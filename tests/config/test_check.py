@@ -427,3 +427,19 @@ def test_the_check_config_example_in_the_docs_is_real(
     assert main(["check-config", name]) == 2
     captured = capsys.readouterr()
     assert (captured.out + captured.err).splitlines() == shown.splitlines()
+
+
+@pytest.mark.parametrize("value", ["'no'", "0", "[false]", "null"])
+def test_a_target_passthrough_that_is_not_a_boolean_is_an_error_naming_it(tmp_path: Path, value: str) -> None:
+    path = _whole(tmp_path, **{"    limits: {rpm: 600}": f"    limits: {{rpm: 600}}\n    passthrough: {value}"})
+    report = check_config(path, env=ENV)
+    (error,) = report.errors
+    assert error.field == "targets.a.passthrough" and (error.line, error.column) == _line_of(path, "passthrough")
+    assert "boolean" in error.problem, error
+
+
+def test_a_target_takes_pass_through_fields_unless_it_says_passthrough_false(tmp_path: Path) -> None:
+    assert load_config(_whole(tmp_path), env=ENV).targets["a"].passthrough is True
+    strict = _whole(tmp_path, **{"    limits: {rpm: 600}": "    limits: {rpm: 600}\n    passthrough: false"})
+    report = check_config(strict, env=ENV)
+    assert not report.errors and report.loaded().targets["a"].passthrough is False

@@ -357,6 +357,7 @@ class _Check:
             auth=auth,
             vertex=vertex,
             dimensions=spec.dimensions,
+            passthrough=spec.passthrough,
         )
 
     # --- routes --------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from ..model import DEFAULT_HOLD_SECONDS, DEFAULT_HOLD_TOKENS, AuthKind, Capability, Dialect
 from ..state import StateSpec
@@ -107,6 +107,7 @@ class TargetSpec(_Strict):
     auth: AuthSpec | None = None
     vertex: VertexSpec | None = None
     dimensions: int | None = Field(None, gt=0)  # embedding targets: the vector size when a request names none
+    passthrough: StrictBool = True  # false: the client's pass-through fields and headers never reach it
 
     @field_validator("base_url")
     @classmethod

@@ -84,20 +84,23 @@ _DIALECT_NAMES = {
 
 def honourable(router: Router, route_name: str, req: Request) -> None:
     """A 400 naming the field when the request carries one only a target of its own dialect can
-    honour (``Passthrough.opaque``) and the route has none (the router leaves out each target of
-    another dialect, saying why; see :class:`~failover.model.Passthrough`)."""
+    honour (``Passthrough.opaque``) and the route has none that takes it (the router leaves out
+    each target of another dialect or with ``passthrough: false``, saying why; see
+    :class:`~failover.model.Passthrough`)."""
     passed = req.passthrough
     if passed is None or not passed.opaque:
         return
     route = router.routes.get(route_name)
-    if route is None or any(t.dialect == passed.dialect for t in route.targets):
+    if route is None or any(passed.receives(t.dialect, takes=t.passthrough) for t in route.targets):
         return
     names = sorted(passed.opaque)
     which = _DIALECT_NAMES.get(passed.dialect, f"a {passed.dialect}")
+    # its targets of that dialect, if any, declare they take no pass-through fields
+    none = "none that takes pass-through fields" if any(t.dialect == passed.dialect for t in route.targets) else "none"
     raise ApiError(
         400,
         f"{', '.join(names)}: failover passes this field only to {which} target, and route "
-        f"{route_name!r} has none; remove it, or use a route with {which} model",
+        f"{route_name!r} has {none}; remove it, or use a route with {which} model",
         code="unsupported_parameter",
         param=names[0],
     )

@@ -165,8 +165,11 @@ class Passthrough:
     the target's). A target of another dialect goes without them: ``hints`` name those that
     change cost or bookkeeping, never the answer (dropped, and the attempt records the drop);
     ``opaque`` those whose meaning failover cannot judge, which make a target of another dialect
-    ineligible. Block-level markers (``cache_control``) live on the blocks themselves; their
-    name is in ``hints`` so a drop is recorded. Opaque data: read, never changed.
+    ineligible. A target of the own dialect that declares it takes no pass-through fields
+    (``Target.passthrough`` false) is treated as one of another dialect here. Block-level
+    markers (``cache_control``) live on the blocks themselves, written by the target's dialect
+    whatever ``Target.passthrough`` says; their name is in ``hints`` so a drop by another
+    dialect is recorded. Opaque data: read, never changed.
     """
 
     dialect: str
@@ -175,18 +178,35 @@ class Passthrough:
     hints: frozenset[str] = frozenset()
     opaque: frozenset[str] = frozenset()
 
-    def ineligible(self, dialect: str) -> str | None:
-        """Why a target of ``dialect`` cannot serve the request, or None."""
-        if dialect == self.dialect or not self.opaque:
+    def receives(self, dialect: str, *, takes: bool = True) -> bool:
+        """Whether a target of ``dialect`` gets ``fields`` and ``headers`` (``takes``: whether the
+        target takes pass-through fields at all; ``Target.passthrough``)."""
+        return takes and dialect == self.dialect
+
+    def ineligible(self, dialect: str, *, takes: bool = True) -> str | None:
+        """Why a target of ``dialect`` cannot serve the request, or None (``takes``: as in
+        :meth:`receives`; a target that takes none is as one of another dialect)."""
+        if self.receives(dialect, takes=takes) or not self.opaque:
             return None
         names = ", ".join(sorted(self.opaque))
+        if dialect == self.dialect:
+            return (
+                f"passthrough: the {self.dialect} field(s) {names} need a target that takes pass-through fields,"
+                " and this target declares it takes none (passthrough: false)"
+            )
         return (
             f"passthrough: the {self.dialect} field(s) {names} have no meaning failover can carry to a {dialect} target"
         )
 
-    def dropped(self, dialect: str) -> tuple[str, ...]:
-        """The hints a target of ``dialect`` goes without (sorted; empty for the own dialect)."""
-        return () if dialect == self.dialect else tuple(sorted(self.hints))
+    def dropped(self, dialect: str, *, takes: bool = True) -> tuple[str, ...]:
+        """The hints a target of ``dialect`` goes without (sorted; empty for one that receives
+        them). A target of the own dialect that takes no pass-through fields still gets the
+        block-level markers (``cache_control`` on blocks): only the fields and headers are dropped."""
+        if self.receives(dialect, takes=takes):
+            return ()
+        if dialect == self.dialect:
+            return tuple(sorted(h for h in self.hints if h in self.fields or h in self.headers))
+        return tuple(sorted(self.hints))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

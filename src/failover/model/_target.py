@@ -175,6 +175,10 @@ class Target:
     # Embedding targets: the vector size asked for when a request names none (None: the model's
     # own). Part of what makes two targets' vectors comparable, beside the equivalence key.
     dimensions: int | None = None
+    # Whether the target takes a client's pass-through fields and headers (failover.model.Passthrough)
+    # when it speaks the client's dialect. False: a server that refuses fields it does not know;
+    # it is treated as a target of another dialect for them (hints dropped, opaque ones exclude it).
+    passthrough: bool = True
     extra: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property

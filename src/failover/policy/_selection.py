@@ -207,7 +207,7 @@ def plan(
             else:
                 reason = violation(t)
             if reason is None and request.passthrough is not None:  # a field only its own dialect can honour
-                reason = request.passthrough.ineligible(t.dialect)
+                reason = request.passthrough.ineligible(t.dialect, takes=t.passthrough)
             if reason is None and tier is Phase.FALLBACK and not envelope.allow_fallback:
                 reason = "cross-model fallback not allowed by the envelope"
             if reason is None and envelope.max_cost is not None:

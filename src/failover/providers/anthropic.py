@@ -94,8 +94,8 @@ class AnthropicDialect:
             url = with_query(target.base_url.rstrip("/") + "/messages", target.query)
         headers.update(target.headers)  # e.g. anthropic-beta
         passed = request.passthrough
-        if passed is not None and passed.dialect != self.name:
-            passed = None  # another dialect's fields: nothing for this API
+        if passed is not None and not passed.receives(self.name, takes=target.passthrough):
+            passed = None  # another dialect's fields, or a target that takes none: nothing for it
         if passed is not None:
             _merge_headers(headers, passed.headers)
 

@@ -141,7 +141,7 @@ class OpenAIDialect:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         passed = request.passthrough
-        if passed is not None and passed.dialect == self.name:  # the client's own fields, verbatim
+        if passed is not None and passed.receives(self.name, takes=target.passthrough):  # the client's own fields
             for k, v in passed.fields.items():
                 body.setdefault(k, v)  # never over failover's
         return HttpRequest(method="POST", url=with_query(url, target.query), headers=headers, json=body)

@@ -199,7 +199,7 @@ def request_body(target: Target, request: Request, *, stream: bool = False) -> d
     if stream:
         out["stream"] = True
     passed = request.passthrough
-    if passed is not None and passed.dialect == PROVIDER:  # the client's own fields, verbatim
+    if passed is not None and passed.receives(PROVIDER, takes=target.passthrough):  # the client's own fields
         for k, v in passed.fields.items():
             if k != "stream_options" or stream:  # the API refuses stream_options without stream
                 out.setdefault(k, v)  # never over failover's (store stays false)

@@ -229,7 +229,11 @@ class Attempts(Preflight):
             contract_ok=contract_ok,
             task_ok=task_ok,
             stripped=stripped,
-            dropped=request.passthrough.dropped(target.dialect) if request.passthrough is not None else (),
+            dropped=(
+                request.passthrough.dropped(target.dialect, takes=target.passthrough)
+                if request.passthrough is not None
+                else ()
+            ),
             capped_to=self.capped_to(asked.max_tokens),
         )
         router.health.observe(target, failure, end - start, end)
