@@ -37,7 +37,22 @@ echo "== pytest: two workers (a test file stays on one), then the serial tests a
 # run collects only these when no paths are given.
 SERIAL=(tests/hostile tests/fleet tests/ledger/test_crash.py tests/state/test_redis.py tests/gateway/test_openapi.py)
 status=0
+# The agent-runtime tests (tests/runtimes) spend their time waiting on the runtimes' own
+# processes and on real-time sleeps (a 60 s outage): with no paths given they run as a third
+# process beside the two workers, and are done before the serial tests start.
+runtimes=""
+if [ "$#" -eq 0 ]; then
+  .venv/bin/pytest -q -p no:cacheprovider tests/runtimes >.cache/runtimes-tests.log 2>&1 &
+  runtimes=$!
+  set -- --ignore=tests/runtimes
+fi
 .venv/bin/pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not serial" "$@" || status=$?
+if [ -n "$runtimes" ]; then
+  echo "== pytest: the agent runtimes (run beside the workers)"
+  wait "$runtimes" || status=$?
+  cat .cache/runtimes-tests.log
+  set --
+fi
 if [ "$#" -eq 0 ]; then set -- "${SERIAL[@]}"; fi
 .venv/bin/pytest -q -p no:cacheprovider -m serial "$@" || { s=$?; [ "$s" -eq 5 ] || status=$s; }  # 5: none selected
 exit "$status"
