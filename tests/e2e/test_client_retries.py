@@ -10,7 +10,9 @@ A repeat of a body that was answered, identical bodies side by side, and a reque
 cool-downs) the answer comes at once, with no upstream request and a ``Retry-After`` no later
 than the next probe, and never more than 30 s.
 
-Real loopback HTTP, the fault kit's upstreams, the served gateway, virtual loop time.
+Real loopback HTTP, the fault kit's upstreams, the served gateway, virtual loop time. The
+test's own httpx clients have no timeout: on the loop clock, a busy machine's slow socket would
+otherwise look like a 5 s wait (the gateway's deadline bounds every request anyway).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ async def _retries(http: httpx.AsyncClient, port: int) -> float:
 async def test_an_unmarked_repeat_of_a_failed_body_is_a_retry_that_replays_nothing() -> None:
     async with upstreams(Script.always(Reply.overloaded()), attempts_a=2) as up:
         router = make_router(up.route("solo"))
-        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url) as http:
+        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url, timeout=None) as http:
             first = await http.post("/chat/completions", json=BODY)
             assert first.status_code == 503
             assert up.request_calls("a") == 2  # the gateway's own replay
@@ -64,7 +66,7 @@ async def test_an_unmarked_repeat_of_a_failed_body_is_a_retry_that_replays_nothi
 async def test_a_repeat_after_an_answer_or_side_by_side_is_a_new_request() -> None:
     async with upstreams(Script.always(Reply.ok())) as up:
         router = make_router(up.route("solo"))
-        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url) as http:
+        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url, timeout=None) as http:
             # an evaluation asking the same prompt many times at once, then again
             answers = await asyncio.gather(*(http.post("/chat/completions", json=BODY) for _ in range(12)))
             answers.append(await http.post("/chat/completions", json=BODY))
@@ -77,7 +79,7 @@ async def test_a_repeat_after_an_answer_or_side_by_side_is_a_new_request() -> No
 async def test_an_idempotency_key_of_its_own_says_which_requests_are_the_same() -> None:
     async with upstreams(Script.always(Reply.overloaded()), attempts_a=2) as up:
         router = make_router(up.route("solo"))
-        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url) as http:
+        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url, timeout=None) as http:
             assert (await http.post("/chat/completions", json=BODY)).status_code == 503
             # a fresh Idempotency-Key says: a new request, replayed as usual
             r = await http.post("/chat/completions", json=BODY, headers={"idempotency-key": "new"})
@@ -100,7 +102,7 @@ async def test_a_stream_cut_after_its_first_byte_makes_its_repeat_a_retry() -> N
     cut = Reply.drop_after(150, text=words)  # 150 words: well past the commit point
     async with upstreams(Script.of(cut, default=Reply.ok(words)), attempts_a=2) as up:
         router = make_router(up.route("solo"))
-        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url) as http:
+        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url, timeout=None) as http:
             body = {**BODY, "stream": True}
             first = await http.post("/chat/completions", json=body)
             assert first.status_code == 200 and "partial_output" in first.text  # cut past the commit point
@@ -141,7 +143,7 @@ async def test_every_candidate_held_is_answered_at_once_with_the_next_probe() ->
 async def test_a_providers_long_retry_after_is_told_capped() -> None:
     async with upstreams(Script.always(Reply.rate_limit(retry_after=3600)), attempts_a=1) as up:
         router = make_router(up.route("solo"))
-        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url) as http:
+        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url, timeout=None) as http:
             r = await http.post("/chat/completions", json=BODY)
             assert r.status_code == 503 and r.headers["x-failover-retryable"] == "true"
             assert r.headers["retry-after"] == str(MAX_RETRY_AFTER)
