@@ -181,3 +181,22 @@ def test_recent_requests_forget_a_failure_after_its_deadline_and_keep_tenants_ap
         recent.started(f"x{i}", bytes([i]), 30.0)
         recent.ended(f"x{i}", 503)
     assert len(recent) <= 3 and not recent.failed_before(d)
+
+
+async def test_a_body_answered_without_an_upstream_attempt_is_new_when_it_comes_back() -> None:
+    # a hold's answer cost nothing upstream: the client that comes back when told pays nothing
+    async with upstreams(Script.always(Reply.rate_limit(retry_after=30)), attempts_a=1) as up:
+        router = make_router(up.route("solo"))
+        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url, timeout=None) as http:
+            first = await http.post("/chat/completions", json=BODY)  # attempted: a 429, a 30 s cool-down
+            assert first.headers["x-failover-attempts"] == "1"
+            other = {**BODY, "messages": [{"role": "user", "content": "another question"}]}
+            for _ in range(2):  # held both times: no attempt, so the second is not a retry
+                held = await http.post("/chat/completions", json=other)
+                assert held.status_code == 503 and held.headers["x-failover-attempts"] == "0"
+            assert await _retries(http, gw.port) == 0
+            again = await http.post("/chat/completions", json=BODY)  # the attempted one's repeat: a retry
+            assert again.headers["x-failover-attempts"] == "0"
+            assert await _retries(http, gw.port) == 1
+        assert up.request_calls("a") == 1
+        await router.aclose()

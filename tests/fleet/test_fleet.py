@@ -9,6 +9,7 @@ times the half-open probes. The last test kills Redis under load.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import subprocess
@@ -34,10 +35,15 @@ ROOT = Path(__file__).resolve().parents[2]  # the agents run as ``-m tests.fleet
 ARGS = {"sku": "A-1", "qty": 1}  # tests/fleet/_agent.py asks for the same
 
 
+_SEQ = itertools.count()
+
+
 async def chat(client: httpx.AsyncClient, gateway: str, route: str, **headers: str) -> httpx.Response:
+    """One new request: a body of its own (the same body again after a failure would be a
+    client's retry, charged to the upstream's retry budget)."""
     return await client.post(
         f"{gateway}/v1/chat/completions",
-        json={"model": route, "messages": [{"role": "user", "content": "hi"}]},
+        json={"model": route, "messages": [{"role": "user", "content": f"hi {next(_SEQ)}"}]},
         headers=headers,
         timeout=10,
     )

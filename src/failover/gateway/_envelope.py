@@ -38,13 +38,13 @@ class RecentRequests:
 
     Two marks: an ``Idempotency-Key`` seen in the last ``key_ttl`` seconds, and, for a request
     with no key of its own (:func:`unmarked`), a body that the same tenant sent to the same
-    endpoint, byte for byte, and that failed (a 5xx, 429 or 408
+    endpoint, byte for byte, and that failed after an upstream attempt (a 5xx, 429 or 408
     answer, or a client that left before the answer) less than that request's deadline ago.
     The agent runtimes retry without a marker (no ``Idempotency-Key``; Codex sends no
     ``x-stainless-retry-count``, Claude Code sends 0 on every retry): a byte-identical body
-    after a failure is their retry, and is charged to
-    the retry budget like a marked one. Identical bodies sent side by side, or after a success,
-    are new requests (an evaluation that asks the same prompt many times is not throttled).
+    after a failure is their retry, and is charged to the retry budget like a marked one.
+    Identical bodies sent side by side, after a success, or after an answer that made no
+    upstream attempt (a hold: the client came back when told) are new requests.
 
     Bounded: at most ``max_entries`` of each (the oldest leave first), each a 16-byte digest of
     tenant, endpoint and key or body, so a flood of long or unique requests costs a fixed amount
@@ -100,14 +100,16 @@ class RecentRequests:
             running.popitem(last=False)
         running[request_id] = (digest, deadline)
 
-    def ended(self, request_id: str | None, status: int, *, cut: bool = False) -> None:
+    def ended(self, request_id: str | None, status: int, *, cut: bool = False, tried: bool = True) -> None:
         """The request ended with ``status`` (``cut``: a stream that ended in an error event after
         its 200): a failure the client may retry is remembered for its deadline, so that the
-        retry is known for one."""
+        retry is known for one. Not one answered without an upstream attempt (``tried`` false:
+        a hold, a limiter's or the budget's refusal): a client that comes back when told to
+        should not pay for it."""
         if request_id is None:
             return
         got = self._running.pop(request_id, None)
-        if got is not None and (cut or status >= 500 or status in _RETRIED_AFTER):
+        if got is not None and tried and (cut or status >= 500 or status in _RETRIED_AFTER):
             self._remember(got[0], got[1], self.clock())
 
     def checker(self, tenant: str | None) -> Callable[[str], bool]:

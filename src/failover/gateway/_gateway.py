@@ -222,7 +222,10 @@ class Gateway:
     ) -> None:
         """The end of one chat request: charge the tenant, count it, log one access line."""
         tenant_name = tenant.name if tenant is not None else None
-        self.recent.ended(request_id, status, cut=status < 400 and bool(note))  # a stream's note is its failure
+        # a stream's note is its failure; an answer given without any upstream attempt (a hold,
+        # a limiter or budget refusal) cost nothing upstream: the client coming back is new
+        tried = record is None or bool(record.attempts)
+        self.recent.ended(request_id, status, cut=status < 400 and bool(note), tried=tried)
         if status >= 499:  # a client that left, an upstream that failed: their exceptions hold cycles
             self.reclaim_soon()
         try:
