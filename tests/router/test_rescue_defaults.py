@@ -96,3 +96,29 @@ async def test_each_fix_turned_off_loses_the_rescue() -> None:
     with pytest.raises(Exception) as exc:
         await stream_once(router)
     assert "deadline" in str(exc.value) and len(b.calls) == 0
+
+
+async def test_a_committed_replay_streams_to_its_end_past_the_fallbacks_reserve() -> None:
+    # A fast 503, then the replay streams 400 words over ~9.6 s of a 10 s deadline. Before its
+    # commit point it would end at the deadline less the fallback's reserve (~8.9 s); once its
+    # output reached the caller the fallback can no longer be used, so it keeps the whole
+    # deadline and ends whole, not as a partial output.
+    words = " ".join(f"w{i:03d}" for i in range(400))
+    a = FakeProvider("a", "openai", Script.of(Reply.server_error(), Reply.ok(words, chunk_interval=0.024)))
+    b = FakeProvider("b", "openai", Script.always(Reply.ok("from b")))
+    router = route_over(a, b)
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    events: list[object] = []
+    async with router.stream("r", Request.simple("tell me"), Envelope(budget=10.0)) as s:
+        async for ev in s:
+            events.append(ev)
+    took = loop.time() - t0
+    end = events[-1]
+    assert isinstance(end, Completed), end
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == words
+    assert 9.0 < took <= 10.0, took  # it ran past the reserve's cut, inside the deadline
+    assert (len(a.calls), len(b.calls)) == (2, 0)
+    rec = end.response.record
+    assert rec is not None and rec.target_used == "a"
+    assert rec.attempts[0].committed is None and rec.attempts[1].committed is not None  # the replay committed
