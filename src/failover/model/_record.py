@@ -88,6 +88,10 @@ class Failure:
     asked for (``max_tokens``), as in "you requested 5000 tokens (4000 in the messages, 1000 in
     the completion)", or is the input alone ("prompt is too long: 210000 tokens"). None when
     the message does not say (a wording failover does not know gives None, never a guess).
+
+    ``quality_gate`` marks the route's quality gate refusing an answer that met the contract, or
+    failing to judge it (a judge that timed out or raised): another model may do better, so the
+    router moves on to the next candidate instead of stopping.
     """
 
     kind: FailureKind
@@ -105,6 +109,7 @@ class Failure:
     window_limit: int | None = None
     window_used: int | None = None
     window_includes_output: bool = False
+    quality_gate: bool = False
 
     @property
     def disposition(self) -> Disposition:
@@ -289,6 +294,8 @@ def _plain(value: Any) -> Any:
             out["window_limit"] = value.window_limit
             out["window_used"] = value.window_used
             out["window_includes_output"] = value.window_includes_output
+        if value.quality_gate:  # refused (or left unjudged) by the route's quality gate
+            out["quality_gate"] = True
         return out
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}

@@ -191,7 +191,7 @@ class Attempts(Preflight):
                 status, outcome = await plain_exchange(router, target, request, total, connect)
         except (TimeoutError, TransportError, AuthError) as exc:
             outcome = exchange_failure(exc, total, left, target)
-        outcome, contract_ok, task_ok = await self.check(request, outcome)
+        outcome, contract_ok, task_ok = await self.check(request, outcome, until)
         if timers is not None and isinstance(outcome, Failure) and not self.output.started:
             self.output.discard_attempt()  # held whole and refused by the contract or the gate: never shown
         end = self.loop.time()
@@ -248,10 +248,12 @@ class Attempts(Preflight):
         return outcome
 
     async def check(
-        self, request: Request, outcome: Response | Failure
+        self, request: Request, outcome: Response | Failure, until: float = math.inf
     ) -> tuple[Response | Failure, bool | None, bool | None]:
         """The route's contract and quality gate on what came back: ``(outcome, contract_ok,
-        task_ok)``, None where nothing was judged."""
+        task_ok)``, None where nothing was judged. A gate that gives no verdict by ``until`` (the
+        deadline once the output is committed), or raises, fails: a typed contract failure of
+        the gate, as a verdict that fails would be."""
         contract_ok: bool | None = None
         task_ok: bool | None = None
         if isinstance(outcome, Response):
@@ -261,19 +263,35 @@ class Attempts(Preflight):
             contract_ok = False
         gate = self.router.gates.get(self.route.name)
         if isinstance(outcome, Response) and gate is not None:
-            # the gate (a judge model, say) has its own budget but must not outlive ours
-            async with asyncio.timeout(max(self.deadline.remaining(self.loop.time()), 0.0)):
-                verdict = await gate(request, outcome)
-            task_ok = bool(verdict.passed)
-            if not task_ok:
+            # The gate (a judge model, say) has its own budget, but its time is the attempt's: until
+            # the output is committed it ends by ``until``, so the next candidate keeps its share.
+            outcome_at = self.loop.time()
+            end = self.deadline.at if self.output.started else min(until, self.deadline.at)
+            why: str | None = None
+            try:
+                async with asyncio.timeout(max(end - self.loop.time(), 0.0)) as cut:
+                    verdict = await gate(request, outcome)
+            except Exception as exc:  # a judge that cannot judge fails the gate (fail closed), typed
+                if isinstance(exc, TimeoutError) and cut.expired():
+                    why = f"the judge gave no verdict within the {max(0.0, end - outcome_at):.3f}s this attempt had"
+                else:
+                    why = f"the judge raised {type(exc).__name__}: {exc}"
+                why = f"quality gate could not judge the answer: {why}"
+                log.warning("request %s: %s", self.rec.request_id, why)
+            else:
+                if not verdict.passed:
+                    why = f"quality gate failed: {verdict.reason or 'no reason given'}"
+            task_ok = why is None
+            if why is not None:
                 outcome = Failure(
                     kind=FailureKind.CONTRACT_FAILURE,
-                    message=f"quality gate failed: {verdict.reason or 'no reason given'}",
+                    message=why,
                     status=200,
                     usage=outcome.usage,
                     response=outcome,
                     provider_request_id=outcome.provider_request_id,
                     provider_code="quality_gate",
+                    quality_gate=True,
                 )
         return outcome, contract_ok, task_ok
 

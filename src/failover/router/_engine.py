@@ -189,7 +189,7 @@ class RunState:
     replay_timeouts: bool | None = None  # the route's; None: only with an explicit reserve
     launched: int = 0  # attempts started or paid for (a slept wait holds one), hedges included
     spent: float = 0.0  # USD, failed attempts included
-    repaired: bool = False  # the one repair of this request is used
+    repaired: bool = False  # the one repair of this request was sent (built and refused: not used)
     min_window: int = 0  # after a context overflow: the tokens a known window must hold
     window_why: str = ""  # where min_window comes from (the provider's count, or a window)
     pools: set[str] = field(default_factory=set)  # pools this request has deposited into
@@ -210,6 +210,8 @@ class RunState:
         """The lane takes an attempt slot (and, for a pool's first attempt, joins the pool)."""
         self.launched += 1
         lane.paid, lane.paid_retry, lane.fresh = True, retry, False
+        if lane.repairing:  # the repair attempt is made: the request's one repair is used
+            self.repaired = True
         if not retry:
             self.pools.add(pool)
 
@@ -217,6 +219,8 @@ class RunState:
         """The paid attempt was never made (a refusal after the wait)."""
         self.launched -= 1
         lane.paid = False
+        if lane.repairing:  # the repair was not sent: it is still the request's to use
+            self.repaired = False
 
     def attempted(self, lane: Lane, failure: Failure | None, at: float) -> None:
         """The lane's paid attempt ended at ``at``, with ``failure`` (None: an answer)."""
@@ -231,7 +235,7 @@ class RunState:
         if request is None:
             lane.no_repair = True
         else:
-            self.repaired, lane.repairing, lane.request, lane.phase = True, True, request, Phase.REPAIR
+            lane.repairing, lane.request, lane.phase = True, request, Phase.REPAIR
 
     def leave(self, lane: Lane, d: Next) -> None:
         """The engine left the lane's candidate: keep what that says about the request."""
@@ -302,7 +306,7 @@ class Lane:
 
 def action_of(failure: Failure) -> Action:
     """The failure's disposition, except that a failed quality gate moves on to another model."""
-    if failure.provider_code == "quality_gate":
+    if failure.quality_gate:
         return Action.NEXT
     return failure.disposition.action
 

@@ -52,7 +52,8 @@ def rule_gate(fn: Rule, *, name: str | None = None) -> QualityGate:
 
     It may return ``True`` / ``None`` (passed), ``False`` (failed: the reason names the
     rule), a string (failed, for that reason) or a :class:`GateVerdict`; it may be async.
-    An exception in the rule propagates: a broken rule is a bug, not a verdict.
+    An exception in the rule propagates: a broken rule is a bug, not a verdict (the router
+    fails the gate for that answer, with the exception in the record, and tries the next model).
     """
     label = name or getattr(fn, "__name__", None) or "rule"
 
