@@ -58,21 +58,28 @@ async def test_tpm_refuses_once_the_minute_is_spent() -> None:
 
 
 async def test_budget_is_charged_and_then_exhausted() -> None:
+    # max_tokens 3, what the fake writes: a request is estimated at its input by the local count
+    # (with the chat format's overhead) and 3 tokens of output, under twice what it costs
+    body = chat_body(max_tokens=3)
     c, gw = _app(Kit(), budget_usd=1.0)
     async with c:
-        assert (await c.post("/v1/chat/completions", json=chat_body())).status_code == 200
+        assert (await c.post("/v1/chat/completions", json=body)).status_code == 200
     one = gw.quotas.spent("acme")  # type: ignore[attr-defined]
     assert one > 0
-    c, gw = _app(Kit(), budget_usd=one * 1.5, budget_period="day")
+    c, gw = _app(Kit(), budget_usd=one * 2.5, budget_period="day")
     async with c:
-        r = await c.post("/v1/chat/completions", json=chat_body())
-        assert r.status_code == 200
-        # what is left (half a request) is passed on as Envelope.max_cost: the router refuses
-        # before any attempt rather than overspend
+        # with no max_tokens a request may write the target's whole max output (4,096 tokens),
+        # more than the budget holds: refused before any attempt
         r = await c.post("/v1/chat/completions", json=chat_body())
         assert r.status_code == 422 and r.headers["x-failover-attempts"] == "0"
+        r = await c.post("/v1/chat/completions", json=body)
+        assert r.status_code == 200, r.text
+        # what is left (1.5 times what it cost, less than its estimate) is passed on as
+        # Envelope.max_cost: the router refuses before any attempt rather than overspend
+        r = await c.post("/v1/chat/completions", json=body)
+        assert r.status_code == 422 and r.headers["x-failover-attempts"] == "0"
         assert "max_cost" in r.json()["error"]["message"]
-        gw.quotas._states["acme"].spent = one * 1.5  # type: ignore[attr-defined]
+        gw.quotas._states["acme"].spent = one * 2.5  # type: ignore[attr-defined]
         r = await c.post("/v1/chat/completions", json=chat_body())
         assert r.status_code == 429
         err = r.json()["error"]
@@ -81,7 +88,7 @@ async def test_budget_is_charged_and_then_exhausted() -> None:
         assert 1 <= int(r.headers["retry-after"]) <= 86_400
         # the next period starts afresh
         gw.quotas.wall = lambda: datetime(2099, 1, 1, tzinfo=UTC).timestamp()  # type: ignore[attr-defined]
-        assert (await c.post("/v1/chat/completions", json=chat_body())).status_code == 200
+        assert (await c.post("/v1/chat/completions", json=body)).status_code == 200
 
 
 async def test_failed_attempts_are_charged() -> None:

@@ -40,7 +40,7 @@ from ..telemetry import Backoff as Waited
 from ..tokens import observe_usage
 from ..transport import TransportError
 from ..validation import checks_anything, validate
-from ._engine import Lane
+from ._engine import Lane, attempt_cost
 from ._history import readable_history
 from ._parts import RouterParts
 from ._preflight import Preflight
@@ -121,7 +121,10 @@ class Attempts(Preflight):
             outcome = await self._exchange(target, phase, request, start, until, lane.hedge, quiet)
         except asyncio.CancelledError:
             router.breakers.discard(permits, loop.time())  # cancelled: says nothing about health
-            self.record_cancelled(target, phase, start, until, lane.hedge, self.capped_to(request.max_tokens))
+            # its output so far is unknown, and a provider may finish (and bill) an answer
+            # after the connection closed: booked at the most the engine admitted it at
+            cost = attempt_cost(s, lane)
+            self.record_cancelled(target, phase, start, until, lane.hedge, cost, self.capped_to(request.max_tokens))
             self.attempt_ended(target, None)
             if reservation is not None:
                 reservation.settle(self.input_tokens(target), 0)  # sent: count the input as spent
@@ -312,10 +315,16 @@ class Attempts(Preflight):
             self.router.hooks(attempt_ended(self.rec.request_id, self.route.name, target, a, self.t0, outcome))
 
     def record_cancelled(
-        self, target: Target, phase: Phase, start: float, until: float, hedge: bool, capped_to: int | None = None
+        self,
+        target: Target,
+        phase: Phase,
+        start: float,
+        until: float,
+        hedge: bool,
+        cost: float,
+        capped_to: int | None = None,
     ) -> None:
-        """A cancelled attempt (a lost hedge, a caller gone) was sent and may be billed."""
-        cost = target.price.cost(self.input_tokens(target), 0)
+        """A cancelled attempt (a lost hedge, a caller gone) was sent and may be billed ``cost``."""
         self.state.spent += cost
         total = min(target.attempt_cap(), max(0.0, until - start))
         self.rec.attempted(

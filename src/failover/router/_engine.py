@@ -203,6 +203,7 @@ class RunState:
     limited: bool = False  # a candidate was turned away by the client-side limiter
     budget_spent: bool = False
     last_failure: FailureKind | None = None  # of the request's latest failed attempt
+    flying: list[Lane] = field(default_factory=list)  # lanes whose attempt is under way (not yet booked)
 
     # -- what the loop changes (state only; the I/O that goes with it is the loop's) ----------
 
@@ -420,13 +421,14 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
             how = "declared" if t.context_window is not None else "stated by its provider"
             return Next(f"context window {known} ({how}) cannot hold the {s.min_window} tokens {s.window_why}")
     if env.max_cost is not None:
-        out = s.max_tokens or 0
-        if lane.request.max_tokens is not None and lane.request.max_tokens < out:
-            out = lane.request.max_tokens  # capped to the target's max output
-        est = t.price.cost(s.input_tokens(t), out)
-        if s.spent + est > env.max_cost:
+        est = attempt_cost(s, lane)
+        # lanes still in flight (a hedge's lead, a lead's hedge) may cost their estimate too
+        flying = sum(attempt_cost(s, other) for other in s.flying if other is not lane)
+        if s.spent + flying + est > env.max_cost:
+            also = f" and {usd(flying)} in flight" if flying else ""
             return Next(
-                f"{prefix}estimated cost {usd(est)} on top of {usd(s.spent)} spent exceeds max_cost {usd(env.max_cost)}"
+                f"{prefix}estimated cost {usd(est)} on top of {usd(s.spent)} spent{also} "
+                f"exceeds max_cost {usd(env.max_cost)}"
             )
 
     # Health: a breaker or cool-down that still holds the target when the wait ends.
@@ -456,6 +458,21 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
     if wait > 0:
         return Sleep(wait, source, retry, pool)
     return Go(until, retry, pool, quiet)
+
+
+def attempt_cost(s: RunState, lane: Lane) -> float:
+    """The most ``lane``'s next attempt may cost: its input at the target's price, and as
+    output the max_tokens that attempt sends (a repair's raised one, a max_tokens capped to
+    the target's max output); with none, the most the target may write: its max output, within
+    its window's room when the window is declared."""
+    t = lane.target
+    inp = s.input_tokens(t)
+    out = lane.request.max_tokens
+    if out is None:
+        out = t.max_output_tokens
+        if t.context_window is not None:
+            out = max(0, min(out, t.context_window - inp))
+    return t.price.cost(inp, out)
 
 
 def next_eligible(s: RunState, lane: Lane, p: Policies, now: float, at: float) -> Target | None:
@@ -612,6 +629,7 @@ __all__ = [
     "Sleep",
     "Stop",
     "action_of",
+    "attempt_cost",
     "conclude",
     "decide",
     "next_eligible",

@@ -195,11 +195,15 @@ class _Run(Attempts):
                     if await self.carry_out(lane, d, now):
                         continue  # slept, or built the repair: ask again
                     return None  # left (Next, or no hedge)
-                if s.launched:  # workflow 3: an attempt after the first needs the ledger's leave
-                    await self.side_effects_allow(f"{lane.phase.value} attempt on {target.name}")
-                if not lane.paid:
-                    self.pay(lane, d.retry, now)
-                outcome = await self.attempt(lane, d.until, d.quiet)
+                s.flying.append(lane)  # the engine counts its estimate until the attempt is booked
+                try:
+                    if s.launched:  # workflow 3: an attempt after the first needs the ledger's leave
+                        await self.side_effects_allow(f"{lane.phase.value} attempt on {target.name}")
+                    if not lane.paid:
+                        self.pay(lane, d.retry, now)
+                    outcome = await self.attempt(lane, d.until, d.quiet)
+                finally:
+                    s.flying.remove(lane)
                 if isinstance(outcome, str):  # turned away by its limiter or breaker
                     self.refund(lane)
                     why = outcome if not lane.tries else f"no replay: {outcome}"
