@@ -52,6 +52,7 @@ from typing import Protocol
 from ..model import Action, Attempt, Envelope, Exclusion, Failure, FailureKind, Phase, Request, Target
 from ..model._money import usd
 from ..policy import BackoffDecision, Candidate
+from ..policy._breaker import key_model_scope
 from ..policy._selection import Hold
 
 # A candidate the health board has not yet seen answer is assumed to need this long (seconds);
@@ -69,6 +70,11 @@ QUIET_SHARE = 0.5
 _EPS = 1e-3
 
 _CONTRACT_KINDS = frozenset({FailureKind.SCHEMA_INVALID, FailureKind.TOOL_CALL_MALFORMED, FailureKind.CONTRACT_FAILURE})
+# Faults of one key, not of its upstream: a failover to another key of the same pool after one
+# of them is that key's first attempt (see charged).
+KEY_FAULTS = frozenset(
+    {FailureKind.RATE_LIMITED, FailureKind.QUOTA_EXHAUSTED, FailureKind.AUTHENTICATION_OR_PERMISSION}
+)
 
 
 # -- what the engine may answer ------------------------------------------------------------------
@@ -192,7 +198,13 @@ class RunState:
     repaired: bool = False  # the one repair of this request is used
     min_window: int = 0  # after a context overflow: the tokens a known window must hold
     window_why: str = ""  # where min_window comes from (the provider's count, or a window)
-    pools: set[str] = field(default_factory=set)  # pools this request has deposited into
+    pools: set[str] = field(default_factory=set)  # pools this request has attempted
+    keys: set[str] = field(default_factory=set)  # keys (key + model scopes) this request has attempted
+    # per pool, this request's attempts on it that did not end in a key's own fault (in flight
+    # ones included): while there is one, an attempt on another key of the pool is an extra one
+    unexcused: dict[str, int] = field(default_factory=dict)
+    # fallbacks that will refuse this request whatever happens (a canary draw), with why
+    refused: dict[str, str] = field(default_factory=dict)
     # Why the request may come back later: the holds that kept candidates away (until, kind), and
     # per target the earliest moment it may answer again (its own Retry-After, its hold's end);
     # ``anytime``: targets whose retryable failure gave no hint (they may answer at any moment).
@@ -207,16 +219,19 @@ class RunState:
     # -- what the loop changes (state only; the I/O that goes with it is the loop's) ----------
 
     def pay(self, lane: Lane, pool: str, retry: bool) -> None:
-        """The lane takes an attempt slot (and, for a pool's first attempt, joins the pool)."""
+        """The lane takes an attempt slot on ``pool`` (its key joins the request's keys)."""
         self.launched += 1
         lane.paid, lane.paid_retry, lane.fresh = True, retry, False
-        if not retry:
-            self.pools.add(pool)
+        lane.pool = pool
+        self.pools.add(pool)
+        self.keys.add(key_model_scope(lane.target))
+        self.unexcused[pool] = self.unexcused.get(pool, 0) + 1
 
     def refund(self, lane: Lane) -> None:
         """The paid attempt was never made (a refusal after the wait)."""
         self.launched -= 1
         lane.paid = False
+        self.unexcused[lane.pool] -= 1
 
     def attempted(self, lane: Lane, failure: Failure | None, at: float) -> None:
         """The lane's paid attempt ended at ``at``, with ``failure`` (None: an answer)."""
@@ -225,6 +240,23 @@ class RunState:
         if failure is not None:
             lane.failure, lane.failed_at = failure, at
             self.last_failure = failure.kind
+            if failure.kind in KEY_FAULTS:  # the key's own fault: another key of the pool is new
+                self.unexcused[lane.pool] -= 1
+
+    def charged(self, target: Target, pool: str) -> bool:
+        """Whether an attempt on ``target`` now is an extra one on ``pool`` (it withdraws from the
+        pool's retry budget) rather than a first one (it deposits).
+
+        Every attempt of a client's own retry is extra. Otherwise an attempt is extra once this
+        request tried the same key of the pool (a replay, the repair), or another key of it
+        whose attempt did not end in that key's own fault (a 5xx, a timeout, a hedge still
+        running): a 429, a quota or a refused key says nothing about the upstream, so the
+        failover to another key after it is that key's first attempt."""
+        if self.envelope.client_retry:
+            return True
+        if pool not in self.pools:
+            return False
+        return key_model_scope(target) in self.keys or self.unexcused.get(pool, 0) > 0
 
     def repair(self, lane: Lane, request: Request | None) -> None:
         """The repair request the loop built (None: none could be built for this failure)."""
@@ -442,7 +474,7 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
 
     # The upstream's retry budget.
     pool = lane.pool or p.pool(t)
-    retry = s.envelope.client_retry or pool in s.pools
+    retry = s.charged(t, pool)
     if retry and not (lane.paid and lane.paid_retry) and p.budget_left(pool, now) <= 0:
         return Next(
             f"{prefix}the retry budget of {t.name}'s upstream ({pool}) is spent: it is failing for many requests",
@@ -466,7 +498,7 @@ def next_eligible(s: RunState, lane: Lane, p: Policies, now: float, at: float) -
         if h is not None and h.until > at + _EPS:
             continue
         pool = p.pool(t)
-        if (s.envelope.client_retry or pool in s.pools) and p.budget_left(pool, at) <= 0:
+        if s.charged(t, pool) and p.budget_left(pool, at) <= 0:
             continue
         return t
     return None
