@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
 
-from failover import Envelope, Request, Route, Router, Target, Unavailable
+from failover import Envelope, Price, Request, Route, Router, Target, Timeouts, Unavailable
 from failover.model import Secret
 from failover.testing import FakeNetwork, FakeProvider, Reply, Script
+from failover.tokens._choose import counter_for
 from failover.transport import HttpRequest, HttpResponse
 
 pytestmark = pytest.mark.looptime
@@ -92,3 +94,68 @@ async def test_an_upstream_fault_still_draws_the_failover_to_another_key_from_th
     assert len(served) == 15 and len(k2.calls) == 15
     refused = [o for o in out if isinstance(o, Unavailable)]
     assert all(o.record is not None and o.record.retry_budget_exhausted for o in refused)
+
+
+# -- the last attempt is kept for the next candidate only while that candidate can go --------
+
+
+def over(a: FakeProvider, b: FakeProvider, **route: Any) -> Router:
+    ta = a.target(tokenizer="estimate")
+    tb = b.target(tokenizer="estimate", price=Price(input_per_mtok=100_000.0, output_per_mtok=100_000.0))
+    return Router(
+        [Route(name="r", primary=(ta,), fallbacks=(tb,), **route)],
+        transport=FakeNetwork(a, b),
+        canary_rng=random.Random(1),  # its first draw is 0.134...: outside a 1% share
+    )
+
+
+async def test_the_last_attempt_is_not_kept_for_a_fallback_its_canary_draw_refuses() -> None:
+    a = FakeProvider("a", "openai", Script.of(Reply.server_error(), "ok"))
+    b = FakeProvider("b", "openai", Script.always(Reply.ok("from b")))
+    router = over(a, b, canary=(("b", 0.01),))
+
+    resp = await router.complete("r", Request.simple("hi"), Envelope(budget=30, max_attempts=2))
+
+    # before: "no replay: the last of max_attempts 2 is kept for b", then b refused: one attempt, failed
+    assert len(a.calls) == 2 and len(b.calls) == 0
+    rec = resp.record
+    assert rec is not None and rec.target_used == "a" and rec.recovered
+    assert [at.outcome for at in rec.attempts] == ["provider_server_error", "ok"]
+    assert rec.excluded == ()  # b was never reached: the request did not need it
+
+
+async def test_the_last_attempt_is_not_kept_for_a_fallback_that_max_cost_refuses() -> None:
+    """b alone fits max_cost, but not on top of what a's cut-off attempt may have been billed."""
+    a = FakeProvider("a", "openai", Script.of(Reply.hang(), "ok"))
+    b = FakeProvider("b", "openai", Script.always(Reply.ok("from b")))
+    cheap, dear = Price(input_per_mtok=1_000.0), Price(input_per_mtok=10_000.0)
+    ta = a.target(tokenizer="estimate", price=cheap, timeouts=Timeouts(connect=2.0, total=2.0, min_useful=0.05))
+    tb = b.target(tokenizer="estimate", price=dear)
+    req = Request.simple("hi")
+    n = counter_for(ta).count(req)
+    route = Route(name="r", primary=(ta,), fallbacks=(tb,), replay_timeouts=True)
+    router = Router([route], transport=FakeNetwork(a, b))
+    max_cost = dear.cost(n, 0) + cheap.cost(n, 0) / 2  # b's estimate + half of a's billed input
+
+    resp = await router.complete("r", req, Envelope(budget=30, max_attempts=2, max_cost=max_cost))
+
+    assert len(a.calls) == 2 and len(b.calls) == 0
+    rec = resp.record
+    assert rec is not None and rec.target_used == "a" and rec.recovered
+    assert [at.outcome for at in rec.attempts] == ["timeout:total", "ok"]
+    assert not any("kept for" in e.reason for e in rec.excluded), rec.excluded
+
+
+async def test_the_last_attempt_is_still_kept_for_a_fallback_that_can_go() -> None:
+    a = FakeProvider("a", "openai", Script.of(Reply.server_error(), "ok"))
+    b = FakeProvider("b", "openai", Script.always(Reply.ok("from b")))
+    router = over(a, b, canary=(("b", 0.5),))  # 0.134 < 0.5: b is in its share
+
+    resp = await router.complete("r", Request.simple("hi"), Envelope(budget=30, max_attempts=2))
+
+    assert len(a.calls) == 1 and len(b.calls) == 1
+    rec = resp.record
+    assert rec is not None and rec.target_used == "b"
+    assert [(e.target, e.reason) for e in rec.excluded] == [
+        ("a", "no replay: the last of max_attempts 2 is kept for b")
+    ]

@@ -487,10 +487,18 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
 
 
 def next_eligible(s: RunState, lane: Lane, p: Policies, now: float, at: float) -> Target | None:
-    """The first candidate after ``lane``'s group that could start at ``at`` (asked at ``now``)."""
+    """The first candidate after ``lane``'s group that could start at ``at`` (asked at ``now``):
+    not refused already (a canary draw), with time and a window for the request, within
+    max_cost on top of what is spent, not held, and with room in its pool's retry budget."""
     for cand in s.candidates[lane.after :]:
         t = cand.target
-        if s.deadline_at - at < t.timeouts.min_useful:
+        if t.name in s.refused or s.deadline_at - at < t.timeouts.min_useful:
+            continue
+        cap = s.envelope.max_cost
+        if (
+            cap is not None
+            and s.spent + t.price.cost(s.input_tokens(t), min(s.max_tokens or 0, t.max_output_tokens)) > cap
+        ):
             continue
         if s.min_window and (known := p.window(t)) is not None and known < s.min_window:
             continue
