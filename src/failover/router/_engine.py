@@ -22,7 +22,9 @@ Retry-After is kept for the caller instead.
 **Retry budgets are per upstream.** A request's first attempt on a pool (by default one
 provider endpoint and model, :meth:`RetryBudget.pool_of`) deposits into that pool's budget;
 every further attempt on the same pool (a replay, a failover to another key of it, a repair)
-withdraws. A failover to another region or a cross-model fallback is another pool's first
+withdraws, except that a failover to another key after a fault of the key itself (a 429, a
+quota, a refused key: :data:`KEY_FAULTS`) is that key's first attempt (:meth:`RunState.charged`).
+A failover to another region or a cross-model fallback is another pool's first
 attempt, so an outage of one upstream throttles its own replays and never a fallback
 elsewhere. A request that is a client's own retry (``Envelope.client_retry``) deposits
 nowhere: each of its attempts withdraws, and no target is replayed (the client is the one
@@ -35,7 +37,9 @@ too) keeps back what that candidate needs: the route's ``fallback_reserve``, or 
 ``Go.quiet`` lets an uncommitted stream stay silent at most :data:`QUIET_SHARE` of the time it
 has (the loop lifts both once a stream's output is committed: the next tier is then out of
 reach). A replay (or a repair) that would leave less, or take the envelope's last attempt,
-goes to the next candidate instead. After a timeout, or a failure that came only after the
+goes to the next candidate instead, while that candidate could go (:func:`next_eligible`: not
+left out by its canary draw, within max_cost, not held, with budget).
+After a timeout, or a failure that came only after the
 target was silent longer than the reserve, the engine moves to the next eligible candidate at
 once: a target that just hung is expected to hang again (``Route.replay_timeouts`` overrides
 either way). ``fallback_reserve=0`` keeps nothing back: attempts may spend the whole deadline,
