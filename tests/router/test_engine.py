@@ -200,6 +200,30 @@ def test_another_key_of_the_same_upstream_shares_its_pool_another_region_does_no
     assert decide(s, lane(s, 2), p, 0.01) == Go(pool=ANY, until=5.0, retry=False)
 
 
+def test_after_a_key_fault_another_key_of_the_pool_deposits_the_same_key_withdraws() -> None:
+    """A 429 (a quota, a refused key) is the key's own fault: the failover to another key of the
+    same upstream is that key's first attempt, while a replay to the same key withdraws."""
+    p = Policies(budget=RetryBudget(ratio=0.0, floor=0))  # no extra attempt allowed at all
+    for fault in (limited(0.0), Failure(kind=FailureKind.AUTHENTICATION_OR_PERMISSION, message="401", status=401)):
+        s = state(tgt("a"), tgt("a2", upstream="a"))
+        ln = lane(s)
+        failed(s, ln, fault, at=0.01)
+        if fault.kind is FailureKind.RATE_LIMITED:  # the same key again: an extra attempt, refused
+            d = decide(s, ln, p, 0.01)
+            assert isinstance(d, Next) and d.budget_spent, d
+        s.leave(ln, Next())
+        ln2 = lane(s, 1)
+        assert decide(s, ln2, p, 0.01) == Go(pool=ANY, until=5.0, retry=False), fault.kind
+        s.pay(ln2, pool(ln2.target), False)
+        s.attempted(ln2, limited(0.0), 0.02)  # a2 answers 429 too: replaying a2 is extra
+        assert isinstance(decide(s, ln2, p, 0.02), Next)
+    # while a's attempt is still running (a hedge), another key of its pool is an extra attempt
+    s = state(tgt("a"), tgt("a2", upstream="a"))
+    s.pay(lane(s), pool(tgt("a")), False)
+    d = decide(s, lane(s, 1), p, 0.0)
+    assert isinstance(d, Next) and d.budget_spent
+
+
 def test_a_client_retry_deposits_nowhere() -> None:
     p = Policies(budget=RetryBudget(ratio=0.1, floor=0))
     s = state(tgt("a"), env=Envelope(budget=5, client_retry=True))

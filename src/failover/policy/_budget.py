@@ -3,7 +3,9 @@
 Like gRPC retry throttling and Finagle's RetryBudget, scoped the way Envoy scopes its retry
 budget (per cluster): every first attempt a request makes on a pool deposits, every further
 attempt on that pool (a replay, a failover to another key of the same upstream, a repair, a
-hedge into the same pool) withdraws. Over a sliding window, extra attempts may be at most ``ratio`` of first
+hedge into the same pool) withdraws; the router counts a failover to another key after a fault
+of the key itself (a 429, a quota, a refused key) as that key's first attempt.
+Over a sliding window, extra attempts may be at most ``ratio`` of first
 attempts, plus a small ``floor`` so that a quiet service can still retry. With ratio 0.1,
 1,000 requests against a provider that answers 503 send it at most 1,000 + 100 + floor
 requests, not 1,000 x max_attempts.

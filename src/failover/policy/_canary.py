@@ -1,9 +1,10 @@
 """Canary fallbacks, and success per candidate at three levels.
 
 A newly approved fallback starts on probation: ``Route.canary`` gives it a share of the
-eligible failures (e.g. ``0.1``), and the router asks a :class:`CanaryGate` before falling
-back to it. A request that never falls back never draws, so the share is a share of the
-requests that actually reached the fallback stage, not of all traffic.
+eligible failures (e.g. ``0.1``), and the router asks a :class:`CanaryGate` once an attempt of
+the request failed (so that no attempt or time is kept back for a fallback its draw leaves
+out). A request that never fails never draws; the draw is independent of what follows, so the
+share is a share of the requests that actually reach the fallback stage, not of all traffic.
 
 :class:`StatsBoard` counts, per route class and target, how attempts fared at each level of
 success, so a canary is promoted (or dropped) on evidence:

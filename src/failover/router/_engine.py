@@ -22,7 +22,9 @@ Retry-After is kept for the caller instead.
 **Retry budgets are per upstream.** A request's first attempt on a pool (by default one
 provider endpoint and model, :meth:`RetryBudget.pool_of`) deposits into that pool's budget;
 every further attempt on the same pool (a replay, a failover to another key of it, a repair)
-withdraws. A failover to another region or a cross-model fallback is another pool's first
+withdraws, except that a failover to another key after a fault of the key itself (a 429, a
+quota, a refused key: :data:`KEY_FAULTS`) is that key's first attempt (:meth:`RunState.charged`).
+A failover to another region or a cross-model fallback is another pool's first
 attempt, so an outage of one upstream throttles its own replays and never a fallback
 elsewhere. A request that is a client's own retry (``Envelope.client_retry``) deposits
 nowhere: each of its attempts withdraws, and no target is replayed (the client is the one
@@ -35,7 +37,9 @@ too) keeps back what that candidate needs: the route's ``fallback_reserve``, or 
 ``Go.quiet`` lets an uncommitted stream stay silent at most :data:`QUIET_SHARE` of the time it
 has (the loop lifts both once a stream's output is committed: the next tier is then out of
 reach). A replay (or a repair) that would leave less, or take the envelope's last attempt,
-goes to the next candidate instead. After a timeout, or a failure that came only after the
+goes to the next candidate instead, while that candidate could go (:func:`next_eligible`: not
+left out by its canary draw, within max_cost, not held, with budget).
+After a timeout, or a failure that came only after the
 target was silent longer than the reserve, the engine moves to the next eligible candidate at
 once: a target that just hung is expected to hang again (``Route.replay_timeouts`` overrides
 either way). ``fallback_reserve=0`` keeps nothing back: attempts may spend the whole deadline,
@@ -52,6 +56,7 @@ from typing import Protocol
 from ..model import Action, Attempt, Envelope, Exclusion, Failure, FailureKind, Phase, Request, Target
 from ..model._money import usd
 from ..policy import BackoffDecision, Candidate
+from ..policy._breaker import key_model_scope
 from ..policy._selection import Hold
 
 # A candidate the health board has not yet seen answer is assumed to need this long (seconds);
@@ -69,6 +74,11 @@ QUIET_SHARE = 0.5
 _EPS = 1e-3
 
 _CONTRACT_KINDS = frozenset({FailureKind.SCHEMA_INVALID, FailureKind.TOOL_CALL_MALFORMED, FailureKind.CONTRACT_FAILURE})
+# Faults of one key, not of its upstream: a failover to another key of the same pool after one
+# of them is that key's first attempt (see charged).
+KEY_FAULTS = frozenset(
+    {FailureKind.RATE_LIMITED, FailureKind.QUOTA_EXHAUSTED, FailureKind.AUTHENTICATION_OR_PERMISSION}
+)
 
 
 # -- what the engine may answer ------------------------------------------------------------------
@@ -192,7 +202,13 @@ class RunState:
     repaired: bool = False  # the one repair of this request was sent (built and refused: not used)
     min_window: int = 0  # after a context overflow: the tokens a known window must hold
     window_why: str = ""  # where min_window comes from (the provider's count, or a window)
-    pools: set[str] = field(default_factory=set)  # pools this request has deposited into
+    pools: set[str] = field(default_factory=set)  # pools this request has attempted
+    keys: set[str] = field(default_factory=set)  # keys (key + model scopes) this request has attempted
+    # per pool, this request's attempts on it that did not end in a key's own fault (in flight
+    # ones included): while there is one, an attempt on another key of the pool is an extra one
+    unexcused: dict[str, int] = field(default_factory=dict)
+    # fallbacks that will refuse this request whatever happens (a canary draw), with why
+    refused: dict[str, str] = field(default_factory=dict)
     # Why the request may come back later: the holds that kept candidates away (until, kind), and
     # per target the earliest moment it may answer again (its own Retry-After, its hold's end);
     # ``anytime``: targets whose retryable failure gave no hint (they may answer at any moment).
@@ -208,13 +224,15 @@ class RunState:
     # -- what the loop changes (state only; the I/O that goes with it is the loop's) ----------
 
     def pay(self, lane: Lane, pool: str, retry: bool) -> None:
-        """The lane takes an attempt slot (and, for a pool's first attempt, joins the pool)."""
+        """The lane takes an attempt slot on ``pool`` (its key joins the request's keys)."""
         self.launched += 1
         lane.paid, lane.paid_retry, lane.fresh = True, retry, False
         if lane.repairing:  # the repair attempt is made: the request's one repair is used
             self.repaired = True
-        if not retry:
-            self.pools.add(pool)
+        lane.pool = pool
+        self.pools.add(pool)
+        self.keys.add(key_model_scope(lane.target))
+        self.unexcused[pool] = self.unexcused.get(pool, 0) + 1
 
     def refund(self, lane: Lane) -> None:
         """The paid attempt was never made (a refusal after the wait)."""
@@ -222,6 +240,7 @@ class RunState:
         lane.paid = False
         if lane.repairing:  # the repair was not sent: it is still the request's to use
             self.repaired = False
+        self.unexcused[lane.pool] -= 1
 
     def attempted(self, lane: Lane, failure: Failure | None, at: float) -> None:
         """The lane's paid attempt ended at ``at``, with ``failure`` (None: an answer)."""
@@ -230,6 +249,23 @@ class RunState:
         if failure is not None:
             lane.failure, lane.failed_at = failure, at
             self.last_failure = failure.kind
+            if failure.kind in KEY_FAULTS:  # the key's own fault: another key of the pool is new
+                self.unexcused[lane.pool] -= 1
+
+    def charged(self, target: Target, pool: str) -> bool:
+        """Whether an attempt on ``target`` now is an extra one on ``pool`` (it withdraws from the
+        pool's retry budget) rather than a first one (it deposits).
+
+        Every attempt of a client's own retry is extra. Otherwise an attempt is extra once this
+        request tried the same key of the pool (a replay, the repair), or another key of it
+        whose attempt did not end in that key's own fault (a 5xx, a timeout, a hedge still
+        running): a 429, a quota or a refused key says nothing about the upstream, so the
+        failover to another key after it is that key's first attempt."""
+        if self.envelope.client_retry:
+            return True
+        if pool not in self.pools:
+            return False
+        return key_model_scope(target) in self.keys or self.unexcused.get(pool, 0) > 0
 
     def repair(self, lane: Lane, request: Request | None) -> None:
         """The repair request the loop built (None: none could be built for this failure)."""
@@ -448,7 +484,7 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
 
     # The upstream's retry budget.
     pool = lane.pool or p.pool(t)
-    retry = s.envelope.client_retry or pool in s.pools
+    retry = s.charged(t, pool)
     if retry and not (lane.paid and lane.paid_retry) and p.budget_left(pool, now) <= 0:
         return Next(
             f"{prefix}the retry budget of {t.name}'s upstream ({pool}) is spent: it is failing for many requests",
@@ -465,9 +501,13 @@ def attempt_cost(s: RunState, lane: Lane) -> float:
     output the max_tokens that attempt sends (a repair's raised one, a max_tokens capped to
     the target's max output); with none, the most the target may write: its max output, within
     its window's room when the window is declared."""
-    t = lane.target
+    return cost_on(s, lane.target, lane.request.max_tokens)
+
+
+def cost_on(s: RunState, t: Target, max_tokens: int | None) -> float:
+    """The most an attempt on ``t`` that sends ``max_tokens`` may cost (see :func:`attempt_cost`)."""
     inp = s.input_tokens(t)
-    out = lane.request.max_tokens
+    out = max_tokens
     if out is None:
         out = t.max_output_tokens
         if t.context_window is not None:
@@ -476,10 +516,16 @@ def attempt_cost(s: RunState, lane: Lane) -> float:
 
 
 def next_eligible(s: RunState, lane: Lane, p: Policies, now: float, at: float) -> Target | None:
-    """The first candidate after ``lane``'s group that could start at ``at`` (asked at ``now``)."""
+    """The first candidate after ``lane``'s group that could start at ``at`` (asked at ``now``):
+    not refused already (a canary draw), with time and a window for the request, within
+    max_cost on top of what is spent, not held, and with room in its pool's retry budget."""
     for cand in s.candidates[lane.after :]:
         t = cand.target
-        if s.deadline_at - at < t.timeouts.min_useful:
+        if t.name in s.refused or s.deadline_at - at < t.timeouts.min_useful:
+            continue
+        cap = s.envelope.max_cost
+        out = None if s.max_tokens is None else min(s.max_tokens, t.max_output_tokens)
+        if cap is not None and s.spent + cost_on(s, t, out) > cap:
             continue
         if s.min_window and (known := p.window(t)) is not None and known < s.min_window:
             continue
@@ -487,7 +533,7 @@ def next_eligible(s: RunState, lane: Lane, p: Policies, now: float, at: float) -
         if h is not None and h.until > at + _EPS:
             continue
         pool = p.pool(t)
-        if (s.envelope.client_retry or pool in s.pools) and p.budget_left(pool, at) <= 0:
+        if s.charged(t, pool) and p.budget_left(pool, at) <= 0:
             continue
         return t
     return None

@@ -74,7 +74,7 @@ class Preflight:
         )
         self.cap = caps_max_tokens(route, envelope)  # max_tokens above a target's max output: capped
         self._sent: dict[str, tuple[Request, Request]] = {}  # target name -> (request, as capped for it)
-        self.canary = CanaryGate(route, router.canary_rng)  # draws only when a fallback is needed
+        self.canary = CanaryGate(route, router.canary_rng)  # draws only once an attempt failed
         self.restart_ok = restart_on_partial and envelope.allow_after_partial
 
     @property

@@ -212,6 +212,7 @@ class _Run(Attempts):
                 s.attempted(lane, outcome if isinstance(outcome, Failure) else None, loop.time())
                 if isinstance(outcome, Response):
                     return outcome
+                self.draw_canaries(lane)
                 if self.output.started:  # the commit point: output reached the caller
                     if not self.restart_ok:
                         raise self.partial(outcome)
@@ -219,6 +220,20 @@ class _Run(Attempts):
         finally:
             if lane.paid:  # paid for an attempt that was never made (a refusal after a wait)
                 self.refund(lane)
+
+    def draw_canaries(self, lane: Lane) -> None:
+        """After a failed attempt a fallback may be needed: draw the canary shares of the
+        fallbacks after ``lane`` now (once per request), so the engine keeps no attempt and no
+        time for one its draw refuses."""
+        s = self.state
+        if not self.route.canary:
+            return
+        for cand in s.candidates[lane.after :]:
+            name = cand.target.name
+            if cand.phase is Phase.FALLBACK and name not in s.refused:
+                why = self.canary.why_not(name)
+                if why is not None:
+                    s.refused[name] = why
 
     async def carry_out(self, lane: Lane, d: Decision, now: float) -> bool:
         """Every decision but Go: False when the lane is left, True to ask the engine again."""
