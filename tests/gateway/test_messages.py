@@ -464,7 +464,9 @@ async def test_client_disconnect_asgi_closes_the_upstream_at_once() -> None:
     await asyncio.wait_for(kit.app(scope, leaver.receive, leaver.send), timeout=5)
     (call,) = kit.providers["a"].calls
     assert call.outcome is Outcome.CLIENT_DISCONNECTED
-    assert call.events_sent < 20
+    # closed at once, not at the end of the 200 words (10 s): real time, so with room for a
+    # busy machine (the agent-runtime tests run beside this one in CI)
+    assert call.events_sent < 100
     assert leaver.messages[0]["status"] == 200
 
 

@@ -142,7 +142,9 @@ async def test_client_disconnect_mid_stream_closes_the_upstream_at_once() -> Non
     await asyncio.wait_for(kit.app(chat_scope(hold_tokens=0), client.receive, client.send), timeout=5)
     (call,) = kit.providers["a"].calls
     assert call.outcome is Outcome.CLIENT_DISCONNECTED
-    assert call.events_sent < 20  # stopped at once, not after the 200 words
+    # stopped at once, not after the 200 words (10 s): real time, so with room for a busy
+    # machine (the agent-runtime tests run beside this one in CI)
+    assert call.events_sent < 100
     assert client.messages[0]["status"] == 200
 
 
