@@ -21,6 +21,7 @@ from failover import Dialect, Envelope, Failure, FailureKind, Phase, Request, Ta
 from failover.model import TimeoutPhase
 from failover.policy import Backoff, BackoffDecision, Candidate, RetryBudget
 from failover.policy._selection import Hold
+from failover.router._conclude import conclude
 from failover.router._engine import (
     QUIET_SHARE,
     RESERVE_FACTOR,
@@ -33,7 +34,6 @@ from failover.router._engine import (
     RunState,
     Sleep,
     Stop,
-    conclude,
     decide,
 )
 
@@ -319,7 +319,18 @@ def test_added_latency_is_checked_for_the_moment_the_attempt_would_start() -> No
     failed(s, ln, limited(1.0), at=0.2)
     d = decide(s, ln, Policies(), 0.2)
     assert isinstance(d, Next) and "retry_after 1.000s would exceed max_added_latency 0.500s" in (d.reason or "")
-    assert decide(s, lane(s, 1), Policies(), 0.2) == Go(pool=ANY, until=10.0, retry=False)  # B now is fine
+    # B now is fine, and a limiter's queue may hold it until the added latency is spent
+    assert decide(s, lane(s, 1), Policies(), 0.2) == Go(pool=ANY, until=10.0, retry=False, start_by=0.5)
+
+
+def test_a_limiter_queue_longer_than_max_added_latency_moves_on_at_once() -> None:
+    """The limiter's expected wait is added latency: a first attempt the queue would hold past
+    max_added_latency is not made; the next candidate goes now (the deadline alone would allow it)."""
+    s = state(tgt("a"), tgt("b"), env=Envelope(budget=30, max_added_latency=2.0))
+    d = decide(s, lane(s), Policies(block={"a": 20.0}), 0.0)
+    assert isinstance(d, Next) and d.limited and d.temporary and d.held is not None
+    assert d.reason == "client-side rate limit: no room for 20.000s, past max_added_latency 2.000s"
+    assert isinstance(decide(s, lane(s), Policies(block={"a": 1.5}), 0.0), Go)  # a queue within it is waited
 
 
 def test_a_retry_after_beyond_the_deadline_is_no_replay_and_says_so() -> None:

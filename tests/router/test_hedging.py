@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from failover import Envelope, Request, Route, Router
+from failover import Envelope, FailureKind, Request, Route, Router, Unavailable
 from failover.policy import Backoff, NoBreakers, RetryBudget, Unlimited
 from failover.testing import FakeNetwork, FakeProvider, Outcome, Reply, Script
 
@@ -17,8 +17,11 @@ from ._kit import target
 pytestmark = pytest.mark.looptime
 
 
-def make(a: FakeProvider, b: FakeProvider, *, hedge_after: float | None = 0.5, budget: object = None) -> Router:
-    route = Route(name="r", primary=(target(a, key="m", cap=5.0), target(b, key="m", cap=5.0)), hedge_after=hedge_after)
+def make(
+    a: FakeProvider, b: FakeProvider, *, hedge_after: float | None = 0.5, budget: object = None, attempts: int = 1
+) -> Router:
+    lead = target(a, key="m", cap=5.0, attempts=attempts)
+    route = Route(name="r", primary=(lead, target(b, key="m", cap=5.0)), hedge_after=hedge_after)
     return Router(
         [route],
         transport=FakeNetwork(a, b),
@@ -102,3 +105,98 @@ async def test_a_hedge_into_another_upstream_is_its_first_attempt_there() -> Non
     one = await make(a, b).complete("r", Request.simple("x"), Envelope(budget=10, max_attempts=1))
     assert one.text == "a" and len(b.calls) == 10
     assert any(e.reason.startswith("no hedge: max_attempts 1 spent") for e in one.record.excluded)  # type: ignore[union-attr]
+
+
+async def test_the_leads_spent_envelope_does_not_cancel_the_hedge_that_answers() -> None:
+    """max_attempts 2, a hedge after 0.1 s: the lead's 503 at 0.3 s spends the envelope for the
+    lead only; the hedge already in flight answers at 0.6 s, and the record has both calls."""
+    a = FakeProvider("a", "openai", Script.always(Reply.overloaded(latency=0.3)))
+    b = FakeProvider("b", "openai", Script.always(Reply.ok("hedge", latency=0.5)))
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    router = make(a, b, hedge_after=0.1, attempts=3)  # the lead's target would replay
+    resp = await router.complete("r", Request.simple("hi"), Envelope(budget=10, max_attempts=2))
+    assert resp.text == "hedge"
+    assert loop.time() - t0 == pytest.approx(0.6)
+    assert (len(a.calls), len(b.calls)) == (1, 1)
+    rec = resp.record
+    assert rec is not None
+    assert [(x.target, x.outcome, x.hedge) for x in rec.attempts] == [
+        ("a", "provider_overloaded", False),
+        ("b", "ok", True),
+    ]
+    assert rec.total_cost == pytest.approx(sum(x.cost for x in rec.attempts))
+
+
+async def test_max_added_latency_spent_by_the_lead_leaves_the_hedge_its_answer() -> None:
+    a = FakeProvider("a", "openai", Script.always(Reply.overloaded(latency=0.3)))
+    b = FakeProvider("b", "openai", Script.always(Reply.ok("hedge", latency=0.5)))
+    env = Envelope(budget=10, max_added_latency=0.2)
+    resp = await make(a, b, hedge_after=0.1, attempts=3).complete("r", Request.simple("hi"), env)
+    assert resp.text == "hedge" and (len(a.calls), len(b.calls)) == (1, 1)
+
+
+async def test_when_both_lanes_fail_the_record_has_every_call() -> None:
+    a = FakeProvider("a", "openai", Script.always(Reply.overloaded(latency=0.3)))
+    b = FakeProvider("b", "openai", Script.always(Reply.server_error(latency=0.5)))
+    with pytest.raises(Unavailable) as ei:
+        await make(a, b, hedge_after=0.1, attempts=3).complete(
+            "r", Request.simple("hi"), Envelope(budget=10, max_attempts=2)
+        )
+    rec = ei.value.record
+    assert (len(a.calls), len(b.calls)) == (1, 1)
+    assert [x.target for x in rec.attempts] == ["a", "b"]
+    assert ei.value.reason is FailureKind.PROVIDER_SERVER_ERROR  # the latest failure's kind
+
+
+async def test_hedging_keeps_the_last_attempt_for_the_fallback_as_without_it() -> None:
+    """A primary that fails fast (max_attempts 3) and a fallback, with hedging on: the lead's
+    replays keep the envelope's last attempt for the fallback (a, a, fallback), as the same
+    route does without hedging; they once spent all three and the fallback was refused."""
+    for hedge_after in (None, 0.5):
+        a = FakeProvider("a", "openai", Script.always(Reply.overloaded(latency=0.05)))
+        f = FakeProvider("f", "anthropic", Script.always(Reply.ok("fallback", latency=0.1)))
+        route = Route(
+            name="r",
+            primary=(target(a, cap=5.0, attempts=3),),
+            fallbacks=(target(f, cap=5.0),),
+            hedge_after=hedge_after,
+        )
+        router = Router(
+            [route],
+            transport=FakeNetwork(a, f),
+            retry_budget=Unlimited(),
+            backoff=Backoff(base=0.0, cap=0.0),
+            breakers=NoBreakers(),
+        )
+        resp = await router.complete("r", Request.simple("hi"), Envelope(budget=10, max_attempts=3))
+        assert resp.text == "fallback", hedge_after
+        assert resp.record is not None
+        assert [x.target for x in resp.record.attempts] == ["a", "a", "f"], hedge_after
+
+
+async def test_a_stop_of_the_whole_request_cancels_the_other_lane_and_records_it() -> None:
+    """A failure whose disposition is stop (a refused request) ends the request while the hedge
+    is in flight: the hedge is cancelled, and the error's record lists its cancelled attempt."""
+    a = FakeProvider("a", "openai", Script.always(Reply.ok("slow a", latency=3.0)))
+    b = FakeProvider("b", "openai", Script.always(Reply.invalid(latency=0.2)))
+    c = FakeProvider("c", "openai", Script.always(Reply.ok("c")))
+    route = Route(
+        name="r",
+        primary=(target(a, key="m", cap=5.0), target(b, key="m", cap=5.0), target(c, key="m", cap=5.0)),
+        hedge_after=0.1,
+    )
+    router = Router(
+        [route],
+        transport=FakeNetwork(a, b, c),
+        retry_budget=Unlimited(),
+        backoff=Backoff(base=0.0, cap=0.0),
+        breakers=NoBreakers(),
+    )
+    with pytest.raises(Unavailable) as ei:
+        await router.complete("r", Request.simple("hi"), Envelope(budget=10))
+    rec = ei.value.record
+    assert (len(a.calls), len(b.calls), len(c.calls)) == (1, 1, 0)
+    outcomes = {x.target: x.outcome for x in rec.attempts}
+    assert outcomes["a"] == "cancelled" and outcomes["b"] != "ok"
+    assert rec.total_cost == pytest.approx(sum(x.cost for x in rec.attempts)) and rec.total_cost > 0

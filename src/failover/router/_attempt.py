@@ -40,6 +40,7 @@ from ..telemetry import Backoff as Waited
 from ..tokens import observe_usage
 from ..transport import TransportError
 from ..validation import checks_anything, validate
+from ._conclude import CONTRACT_KINDS
 from ._engine import Lane, attempt_cost
 from ._history import readable_history
 from ._parts import RouterParts
@@ -69,9 +70,12 @@ class Attempts(Preflight):
             return False
         return request.max_tokens / max(target.output_tps, 1e-9) > threshold
 
-    async def attempt(self, lane: Lane, until: float, quiet: float = math.inf) -> Response | Failure | str:
+    async def attempt(
+        self, lane: Lane, until: float, quiet: float = math.inf, start_by: float = math.inf
+    ) -> Response | Failure | str:
         """One attempt that must end by ``until`` unless its output is committed (a stream may
-        stay silent ``quiet`` seconds until then); a string is why it could not start."""
+        stay silent ``quiet`` seconds until then) and start by ``start_by`` (a limiter's queue
+        may not hold it longer); a string is why it could not start."""
         target, phase, request = lane.target, lane.phase, lane.request
         router, loop, s = self.router, self.loop, self.state
         reservation = None
@@ -83,7 +87,7 @@ class Attempts(Preflight):
                 reservation = await limiter.acquire(
                     input_tokens=self.input_tokens(target),
                     max_output_tokens=self.output_reserve(target, request),
-                    deadline_at=until - target.timeouts.min_useful,
+                    deadline_at=min(until - target.timeouts.min_useful, start_by),
                     tenant=self.env.tenant,
                 )
             except LimitWaitTooLong as exc:
@@ -262,7 +266,7 @@ class Attempts(Preflight):
         if isinstance(outcome, Response):
             outcome = validate(request, outcome, self.route.contract)
             contract_ok = isinstance(outcome, Response)
-        elif outcome.kind in _CONTRACT_KINDS:
+        elif outcome.kind in CONTRACT_KINDS:
             contract_ok = False
         gate = self.router.gates.get(self.route.name)
         if isinstance(outcome, Response) and gate is not None:
@@ -378,9 +382,6 @@ def exchange_failure(
         return _transport_failure(exc, total, left, target)
     # the target's credential chain gave nothing to send with
     return Failure(kind=FailureKind.AUTHENTICATION_OR_PERMISSION, message=str(exc))
-
-
-_CONTRACT_KINDS = frozenset({FailureKind.SCHEMA_INVALID, FailureKind.TOOL_CALL_MALFORMED, FailureKind.CONTRACT_FAILURE})
 
 
 def _total_msg(total: float, left: float, target: Target) -> str:

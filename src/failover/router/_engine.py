@@ -49,11 +49,11 @@ and the next tier may never be called.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..model import Action, Attempt, Envelope, Exclusion, Failure, FailureKind, Phase, Request, Target
+from ..model import Action, Envelope, Failure, FailureKind, Phase, Request, Target
 from ..model._money import usd
 from ..policy import BackoffDecision, Candidate
 from ..policy._breaker import key_model_scope
@@ -73,7 +73,6 @@ QUIET_SHARE = 0.5
 # Retry-After ends at the cool-down's end, give or take the clock's rounding.
 _EPS = 1e-3
 
-_CONTRACT_KINDS = frozenset({FailureKind.SCHEMA_INVALID, FailureKind.TOOL_CALL_MALFORMED, FailureKind.CONTRACT_FAILURE})
 # Faults of one key, not of its upstream: a failover to another key of the same pool after one
 # of them is that key's first attempt (see charged).
 KEY_FAULTS = frozenset(
@@ -97,6 +96,7 @@ class Go:
     retry: bool  # charged to the pool's retry budget (else it deposits: the pool's first attempt)
     pool: str = ""  # the retry-budget pool it draws on
     quiet: float = math.inf
+    start_by: float = math.inf  # a client-side limiter's queue may hold it until then at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +220,7 @@ class RunState:
     budget_spent: bool = False
     last_failure: FailureKind | None = None  # of the request's latest failed attempt
     flying: list[Lane] = field(default_factory=list)  # lanes whose attempt is under way (not yet booked)
+    running: list[Lane] = field(default_factory=list)  # lanes being tried (two while a hedge races its lead)
 
     # -- what the loop changes (state only; the I/O that goes with it is the loop's) ----------
 
@@ -360,6 +361,7 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
         and env.max_cost is None
         and not env.client_retry
         and env.max_attempts > 0
+        and env.max_added_latency is None
         and s.deadline_at - now >= t.timeouts.min_useful
         and not s.min_window
     ):
@@ -417,10 +419,10 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
     # The envelope: nothing at all may start once it is spent.
     made = s.launched - (1 if lane.paid else 0)  # a paid slot is this very attempt's
     if made >= env.max_attempts:
-        return Stop(_spent_kind(s, now), f"max_attempts {env.max_attempts} spent")
+        return _spent(s, lane, now, f"max_attempts {env.max_attempts} spent")
     if made and env.max_added_latency is not None:
         if now - s.t0 > env.max_added_latency:
-            return Stop(_spent_kind(s, now), f"max_added_latency {env.max_added_latency:.3f}s spent")
+            return _spent(s, lane, now, f"max_added_latency {env.max_added_latency:.3f}s spent")
         if at - s.t0 > env.max_added_latency:
             return Next(f"{prefix}{_waited(source, wait)} would exceed max_added_latency {env.max_added_latency:.3f}s")
 
@@ -472,28 +474,45 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
         held = p.hold(t, now)
         if held is not None and held.until > at + _EPS:
             return Next(f"{prefix}{held.reason}", held=held, temporary=True)
-    if wait > 0:  # with no wait, the limiter's own acquire refuses at once what cannot fit
+    # The client-side limiter's queue: the time it would hold the attempt is added latency.
+    start_by = math.inf if env.max_added_latency is None else s.t0 + env.max_added_latency
+    if wait > 0 or start_by < math.inf:  # else its own acquire refuses at once what cannot fit
         room = p.limiter_wait(t, s.input_tokens(t), lane.request.max_tokens or t.max_output_tokens, now)
-        if room > 0 and now + room + need > until:
-            return Next(
-                f"{prefix}client-side rate limit: no room for {room:.3f}s, past the time this attempt has",
-                held=Hold(t.name, now + room, FailureKind.RATE_LIMITED) if math.isfinite(room) else None,
-                temporary=True,
-                limited=True,
-            )
+        if room > 0:
+            past = None
+            if now + room + need > until:
+                past = "past the time this attempt has"
+            elif max(at, now + room) > start_by:
+                past = f"past max_added_latency {env.max_added_latency:.3f}s"
+            if past is not None:
+                return Next(
+                    f"{prefix}client-side rate limit: no room for {room:.3f}s, {past}",
+                    held=Hold(t.name, now + room, FailureKind.RATE_LIMITED) if math.isfinite(room) else None,
+                    temporary=True,
+                    limited=True,
+                )
 
     # The upstream's retry budget.
     pool = lane.pool or p.pool(t)
     retry = s.charged(t, pool)
     if retry and not (lane.paid and lane.paid_retry) and p.budget_left(pool, now) <= 0:
-        return Next(
-            f"{prefix}the retry budget of {t.name}'s upstream ({pool}) is spent: it is failing for many requests",
-            temporary=True,
-            budget_spent=True,
-        )
+        return budget_spent(t, pool, prefix)
     if wait > 0:
         return Sleep(wait, source, retry, pool)
-    return Go(until, retry, pool, quiet)
+    return Go(until, retry, pool, quiet, start_by)
+
+
+def budget_spent(t: Target, pool: str, prefix: str = "") -> Next:
+    why = f"{prefix}the retry budget of {t.name}'s upstream ({pool}) is spent: it is failing for many requests"
+    return Next(why, temporary=True, budget_spent=True)
+
+
+def _spent(s: RunState, lane: Lane, now: float, why: str) -> Next | Stop:
+    """The envelope is spent: the request ends, unless another lane (a hedge, or the lead it
+    races) is still under way; then only this lane ends and the other may still answer."""
+    if any(other is not lane for other in s.running):
+        return Next(f"no hedge: {why}" if lane.hedge and not lane.tries else f"no replay: {why}")
+    return Stop(_spent_kind(s, now), why)
 
 
 def attempt_cost(s: RunState, lane: Lane) -> float:
@@ -616,51 +635,6 @@ def _spent_kind(s: RunState, now: float) -> FailureKind:
     return s.last_failure
 
 
-# -- the end --------------------------------------------------------------------------------------
-
-
-_NO_TIME = 1e-3
-
-
-def conclude(
-    s: RunState, attempts: Sequence[Attempt], excluded: Sequence[Exclusion], now: float, budget: float
-) -> Stop:
-    """Why the request failed once every candidate was left (the loop found no answer)."""
-    # Less than a millisecond left is none: an attempt cut at the deadline can end a hair before
-    # it (a timer that fires early by the clock's resolution, a float sum of start + cap).
-    if s.deadline_at - now < _NO_TIME or s.short_of_time:
-        left = max(0.0, s.deadline_at - now)
-        return Stop(
-            FailureKind.DEADLINE_EXHAUSTED,
-            f"the {budget:.3f}s budget is spent ({left:.3f}s left) after {len(attempts)} attempt(s)",
-        )
-    failed = [a for a in attempts if a.failure is not None]
-    if not failed:
-        why = "; ".join(f"{e.target}: {e.reason}" for e in excluded)
-        if s.holds:
-            first = min(s.holds, key=lambda h: h.until)
-            return Stop(first.kind, f"no candidate could be tried now ({why})", retryable=True)
-        if s.budget_spent:  # every upstream it could use is failing for many requests: come back later
-            return Stop(FailureKind.PROVIDER_OVERLOADED, f"no candidate could be tried now ({why})", retryable=True)
-        # turned away by the client-side limiter: the target's own rate limit, retryable later
-        kind = FailureKind.RATE_LIMITED if s.limited else FailureKind.CONTRACT_FAILURE
-        return Stop(kind, f"no candidate could be tried ({why})")
-    tried = ", ".join(sorted({a.target for a in attempts}))
-    last = failed[-1]
-    assert last.failure is not None
-    detail = f"last failure on {attempts[-1].target}: {last.failure.label}: {last.failure.message}"
-    if last.failure.kind is FailureKind.CONTEXT_OVERFLOW:  # the candidates no known window could hold
-        small = [f"{e.target}: {e.reason}" for e in excluded if e.reason.startswith("context window")]
-        if small:
-            detail += "; " + "; ".join(small)
-    why_not = next((e.reason for e in reversed(excluded) if e.target == last.target and "no replay" in e.reason), None)
-    if why_not is not None:  # why it was not tried again, e.g. a Retry-After beyond the deadline
-        detail += f"; {why_not}"
-    if last.failure.kind in _CONTRACT_KINDS:  # answers came back, but none met the contract
-        return Stop(FailureKind.CONTRACT_FAILURE, f"no answer met the contract (tried {tried}); {detail}")
-    return Stop(last.failure.kind, f"every candidate failed (tried {tried}); {detail}")
-
-
 __all__ = [
     "QUIET_SHARE",
     "RESERVE_FACTOR",
@@ -676,7 +650,7 @@ __all__ = [
     "Stop",
     "action_of",
     "attempt_cost",
-    "conclude",
+    "budget_spent",
     "decide",
     "next_eligible",
     "reserve_for",

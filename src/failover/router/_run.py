@@ -41,7 +41,8 @@ from ..policy import Candidate
 from ..telemetry import RequestStarted
 from ..validation import repair_request
 from ._attempt import Attempts
-from ._engine import Decision, Go, Lane, Next, Repair, Sleep, Stop, conclude, decide
+from ._conclude import conclude
+from ._engine import Decision, Go, Lane, Next, Repair, Sleep, Stop, budget_spent, decide
 from ._stream import _Partial
 from ._telemetry import request_ended
 
@@ -117,17 +118,23 @@ class _Run(Attempts):
     async def hedged(self, first: Candidate, second: Candidate, delay: float) -> Response | None:
         """Hedging: if ``first`` has no answer after ``delay``, race ``second`` against it.
 
-        The first acceptable result wins and the other is cancelled (its connection closed);
-        both attempts stay in the record with their cost. The hedge is an extra attempt: it
-        draws on the attempt limit like a retry, and on its pool's retry budget when that is
-        the lead's pool.
+        Until the hedge starts, the lead's next tier is ``second`` (a replay keeps its reserve and
+        the envelope's last attempt for it, as without hedging); once it starts, both lanes keep
+        them for the candidates after the two. The engine decides each lane's attempts: the
+        hedge is an extra attempt (the attempt limit, its pool's retry budget when that is the
+        lead's pool, the cost of the lane in flight), and while one lane is under way a spent
+        envelope only ends the other lane (:func:`~._engine.decide`), never the request. The
+        first acceptable result wins and the other lane is cancelled (its connection closed);
+        every attempt stays in the record with its cost, whichever way the request ends.
         """
-        lead: asyncio.Future[Response | None] = asyncio.ensure_future(self.try_candidate(first, after=2, fresh=True))
+        front = self.lane_for(first, after=1, fresh=True)
+        lead = asyncio.ensure_future(self.run_lane(front))
         started, _ = await asyncio.wait({lead}, timeout=delay)
         if started:
             resp = lead.result()
             return resp if resp is not None else await self.try_candidate(second, after=2)
-        hedge = asyncio.ensure_future(self.try_candidate(second, after=2, hedge=True))
+        front.after = 2  # the lead's next tier is now what comes after the hedge
+        hedge = asyncio.ensure_future(self.run_lane(self.lane_for(second, after=2, hedge=True)))
         pending: set[asyncio.Future[Response | None]] = {lead, hedge}
         winner: Response | None = None
         try:
@@ -135,11 +142,14 @@ class _Run(Attempts):
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     winner = winner or task.result()
+        except Unavailable as exc:  # a stop of the whole request (workflow 3): the other lane goes too
+            await _cancelled(pending)
+            pending = set()
+            attempts = tuple(self.rec.attempts)
+            exc.record = replace(exc.record, attempts=attempts, total_cost=sum(a.cost for a in attempts))
+            raise
         finally:
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
+            await _cancelled(pending)
         if winner is None or winner.record is None or self.used is None:
             return winner
         # the loser's cancelled attempt belongs in the story too
@@ -173,20 +183,26 @@ class _Run(Attempts):
                 Stop(FailureKind.SIDE_EFFECT_UNCERTAIN, f"{what} refused: {decision.reason}", stopped=True)
             )
 
-    async def try_candidate(
-        self, cand: Candidate, *, after: int, hedge: bool = False, fresh: bool = False
-    ) -> Response | None:
+    async def try_candidate(self, cand: Candidate, *, after: int, fresh: bool = False) -> Response | None:
         """Carry out the engine's decisions for one candidate until it answers or is left."""
-        target, phase = cand.target, cand.phase
-        if phase is Phase.FALLBACK:  # reached only when a fallback is needed: canary shares apply here
-            why = self.canary.why_not(target.name)
-            if why is not None:
-                self.rec.exclude(target.name, phase, why)
-                return None
-        s, loop = self.state, self.loop
+        return await self.run_lane(self.lane_for(cand, after=after, fresh=fresh))
+
+    def lane_for(self, cand: Candidate, *, after: int, hedge: bool = False, fresh: bool = False) -> Lane:
+        target = cand.target
         pool = self.router.retry_budget.pool_of(target)
         request = self.request_for(target)  # its max_tokens capped to the target's max output
-        lane = Lane(target=target, phase=phase, request=request, after=after, pool=pool, hedge=hedge, fresh=fresh)
+        return Lane(target=target, phase=cand.phase, request=request, after=after, pool=pool, hedge=hedge, fresh=fresh)
+
+    async def run_lane(self, lane: Lane) -> Response | None:
+        """Carry out the engine's decisions for one lane until it answers or is left."""
+        target = lane.target
+        if lane.phase is Phase.FALLBACK:  # reached only when a fallback is needed: canary shares apply here
+            why = self.canary.why_not(target.name)
+            if why is not None:
+                self.rec.exclude(target.name, lane.phase, why)
+                return None
+        s, loop = self.state, self.loop
+        s.running.append(lane)
         try:
             while True:
                 now = loop.time()
@@ -194,14 +210,17 @@ class _Run(Attempts):
                 if not isinstance(d, Go):
                     if await self.carry_out(lane, d, now):
                         continue  # slept, or built the repair: ask again
-                    return None  # left (Next, or no hedge)
+                    return None  # left (Next)
+                # The slot and the budget's token are taken with the decision, before anything is
+                # awaited: concurrent requests cannot all spend the one token the engine saw.
+                if not lane.paid and not self.pay(lane, d.retry, now):
+                    self.budget_refused(lane)
+                    return None
                 s.flying.append(lane)  # the engine counts its estimate until the attempt is booked
                 try:
-                    if s.launched:  # workflow 3: an attempt after the first needs the ledger's leave
+                    if s.launched > 1:  # workflow 3: an attempt after the first needs the ledger's leave
                         await self.side_effects_allow(f"{lane.phase.value} attempt on {target.name}")
-                    if not lane.paid:
-                        self.pay(lane, d.retry, now)
-                    outcome = await self.attempt(lane, d.until, d.quiet)
+                    outcome = await self.attempt(lane, d.until, d.quiet, d.start_by)
                 finally:
                     s.flying.remove(lane)
                 if isinstance(outcome, str):  # turned away by its limiter or breaker
@@ -218,8 +237,17 @@ class _Run(Attempts):
                         raise self.partial(outcome)
                     self.output.restart(outcome)
         finally:
+            s.running.remove(lane)
             if lane.paid:  # paid for an attempt that was never made (a refusal after a wait)
                 self.refund(lane)
+
+    def budget_refused(self, lane: Lane) -> None:
+        """The pool's budget refused the token the engine saw (another process of the fleet took
+        it first): the lane is left as the engine would have left it."""
+        d = budget_spent(lane.target, lane.pool)
+        self.state.leave(lane, d)
+        assert d.reason is not None
+        self.rec.exclude(lane.target.name, lane.phase, d.reason, temporary=True)
 
     def draw_canaries(self, lane: Lane) -> None:
         """After a failed attempt a fallback may be needed: draw the canary shares of the
@@ -246,19 +274,19 @@ class _Run(Attempts):
         if isinstance(d, Stop):
             if lane.tries:
                 s.note_end(target.name, lane.failure, lane.failed_at)
-            if lane.hedge and not d.stopped and not lane.tries:  # no hedge: the lead carries on alone
-                self.rec.exclude(target.name, lane.phase, f"no hedge: {d.message}")
-                return False
             raise self.unavailable(d)
         if isinstance(d, Repair):
             assert lane.failure is not None
             s.repair(lane, repair_request(lane.request, lane.failure, target, self.input_tokens(target)))
             return True
         assert isinstance(d, Sleep)
-        if s.launched:  # the ledger is asked before a wait too: a refusal then costs no sleep
+        # the slot and the budget's token are taken with the decision, before the ledger's
+        # answer and the wait are awaited
+        if not lane.paid and not self.pay(lane, d.retry, now):
+            self.budget_refused(lane)
+            return False
+        if s.launched > 1:  # the ledger is asked before a wait too: a refusal then costs no sleep
             await self.side_effects_allow(f"{lane.phase.value} attempt on {target.name}")
-        if not lane.paid:  # the slot and the budget's share are taken before the wait
-            self.pay(lane, d.retry, now)
         loop = self.loop
         end = now + d.seconds
         # An open breaker admits only its few probes when it ends, not a replay of every waiter:
@@ -274,13 +302,17 @@ class _Run(Attempts):
         lane.waited = True
         return True
 
-    def pay(self, lane: Lane, retry: bool, now: float) -> None:
-        """Take the attempt's slot and its share of the pool's retry budget."""
+    def pay(self, lane: Lane, retry: bool, now: float) -> bool:
+        """Take the attempt's slot and its share of the pool's retry budget; False when the
+        budget refuses the token (nothing is taken then)."""
+        budget = self.router.retry_budget
         if retry:
-            self.router.retry_budget.try_withdraw(now, lane.pool)  # the engine saw room
+            if not budget.try_withdraw(now, lane.pool):
+                return False
         else:
-            self.router.retry_budget.record_request(now, lane.pool)
+            budget.record_request(now, lane.pool)
         self.state.pay(lane, lane.pool, retry)
+        return True
 
     def refund(self, lane: Lane) -> None:
         if lane.paid_retry:
@@ -344,3 +376,11 @@ class _Run(Attempts):
             outcome = "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
             record = self.rec.freeze(now, used=None, outcome=outcome, stopped=True)
         self.router.hooks(request_ended(record, now, tenant=self.env.tenant))
+
+
+async def _cancelled(tasks: set[asyncio.Future[Response | None]]) -> None:
+    """Cancel a hedge's other lanes and wait until they have booked their cancelled attempts."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.gather(*tasks, return_exceptions=True)
