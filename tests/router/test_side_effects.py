@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from failover import Envelope, FailureKind, Request, Route, Router, SideEffectMode, Unavailable
 from failover.ledger import Ledger, MaybeExecuted, MemoryStore
-from failover.policy import Backoff, NoBreakers, Unlimited
+from failover.policy import Backoff, NoBreakers, RetryBudget, Unlimited
 from failover.testing import FakeNetwork, FakeProvider, Reply, Script
 
 from ._kit import target
@@ -87,3 +88,37 @@ async def test_a_side_effect_that_starts_during_the_request_stops_its_replays() 
     await asyncio.gather(tool, return_exceptions=True)
     assert len(a.calls) == 1  # the first attempt ran; its replay was refused
     assert len(b.calls) == 0  # and so was the fallback
+
+
+class SlowLedger(Ledger):
+    """A ledger whose store answers after 20 ms (a remote one)."""
+
+    async def side_effects(self, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0.02)
+        return await super().side_effects(*args, **kwargs)
+
+
+async def test_a_slow_ledger_cannot_let_concurrent_replays_overdraw_the_retry_budget() -> None:
+    """A budget that allows one replay, a ledger answering in 20 ms, five concurrent requests
+    whose first attempt fails: one replay is sent and the budget counts it. The token is taken
+    with the engine's decision, before the ledger is awaited (it was taken after, unchecked,
+    and all five replays went out)."""
+    a = FakeProvider("a", "openai", Script.of(*[Reply.overloaded(latency=0.05)] * 5, default=Reply.ok("again")))
+    budget = RetryBudget(ratio=0.0, floor=1, window=60)
+    route = Route(name="r", primary=(target(a, attempts=2),))
+    router = Router(
+        [route],
+        transport=FakeNetwork(a),
+        retry_budget=budget,
+        backoff=Backoff(base=0.0, cap=0.0),
+        breakers=NoBreakers(),
+        ledger=SlowLedger(MemoryStore()),
+    )
+    env = [Envelope(budget=10, task_id=f"t{i}", side_effects=W) for i in range(5)]
+    results = await asyncio.gather(
+        *(router.complete("r", Request.simple(f"{i}"), env[i]) for i in range(5)), return_exceptions=True
+    )
+    assert len(a.calls) == 6  # five first attempts, one replay
+    assert sum(not isinstance(r, BaseException) for r in results) == 1
+    assert all(isinstance(r, Unavailable) for r in results if isinstance(r, BaseException))
+    assert budget.available(asyncio.get_running_loop().time(), budget.pool_of(route.primary[0])) == 0
