@@ -105,3 +105,38 @@ async def test_a_replay_the_limiter_has_no_room_for_goes_to_the_fallback_without
     assert len(a.calls) == 1
     (why,) = [e.reason for e in resp.record.excluded if e.target == "a"]
     assert why.startswith("no replay: client-side rate limit: no room for")
+
+
+async def test_a_queue_longer_than_max_added_latency_goes_to_the_idle_fallback_at_once() -> None:
+    """A's rpm is spent: its queue would hold the next request ~60 s, within the deadline but
+    far past max_added_latency 2 s. The fallback, idle, answers at once; without the limit the
+    request waits its turn on A (the deadline allows it)."""
+    a = FakeProvider("a", "openai", Script.always(Reply.ok("from a", latency=0.1)))
+    b = FakeProvider("b", "anthropic", Script.always(Reply.ok("from b", latency=0.1)))
+    ta = target(a, cap=5.0)
+    ta = type(ta)(**{**{f: getattr(ta, f) for f in ta.__dataclass_fields__}, "limits": Limits(rpm=3)})
+    router = Router(
+        [Route(name="r", primary=(ta,), fallbacks=(target(b, cap=5.0),))],
+        transport=FakeNetwork(a, b),
+        retry_budget=Unlimited(),
+        backoff=Backoff(base=0.0, cap=0.0),
+        rng=random.Random(0),
+        breakers=NoBreakers(),
+    )
+    loop = asyncio.get_running_loop()
+    for i in range(2):  # what the minute's bucket holds (3 rpm, less the limiter's margin)
+        assert (
+            await router.complete("r", Request.simple(f"{i}", max_tokens=10), Envelope(budget=120))
+        ).text == "from a"
+    t0 = loop.time()
+    env = Envelope(budget=120, max_added_latency=2)
+    resp = await router.complete("r", Request.simple("3", max_tokens=10), env)
+    assert resp.text == "from b"
+    assert loop.time() - t0 == pytest.approx(0.1)
+    assert resp.record is not None and resp.record.added_latency_ms == pytest.approx(0.0, abs=1.0)
+    assert len(a.calls) == 2
+    (why,) = [e for e in resp.record.excluded if e.target == "a"]
+    assert why.temporary and "past max_added_latency 2.000s" in why.reason
+    t0 = loop.time()
+    resp = await router.complete("r", Request.simple("4", max_tokens=10), Envelope(budget=120))
+    assert resp.text == "from a" and loop.time() - t0 > 30  # no limit on added latency: it queues for A
