@@ -10,7 +10,7 @@ engine over any fault schedule on a clock of its own (tests/router/test_engine.p
         Go(until)           -> pay, attempt lane.target (its timeout ends by ``until``)
         Sleep(s, source)    -> pay, sleep s, then ask again (the wait is not drawn twice)
         Repair()            -> build the one repair request, then ask again
-        Next(reason, ...)   -> leave this candidate (record why), go to the next one
+        Next(code, reason)  -> leave this candidate (record why), go to the next one
         Stop(kind, reason)  -> end the request now with an Unavailable
 
 Every admission check (the envelope's attempts, added latency and cost, the time left, the
@@ -49,11 +49,11 @@ and the next tier may never be called.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..model import Action, Attempt, Envelope, Exclusion, Failure, FailureKind, Phase, Request, Target
+from ..model import Action, Envelope, ExclusionCode, Failure, FailureKind, Phase, Request, Target
 from ..model._money import usd
 from ..policy import BackoffDecision, Candidate
 from ..policy._breaker import key_model_scope
@@ -73,7 +73,6 @@ QUIET_SHARE = 0.5
 # Retry-After ends at the cool-down's end, give or take the clock's rounding.
 _EPS = 1e-3
 
-_CONTRACT_KINDS = frozenset({FailureKind.SCHEMA_INVALID, FailureKind.TOOL_CALL_MALFORMED, FailureKind.CONTRACT_FAILURE})
 # Faults of one key, not of its upstream: a failover to another key of the same pool after one
 # of them is that key's first attempt (see charged).
 KEY_FAULTS = frozenset(
@@ -120,8 +119,10 @@ class Repair:
 
 @dataclass(frozen=True, slots=True)
 class Next:
-    """Leave this candidate. ``reason``: the exclusion to record (None: the attempts say why)."""
+    """Leave this candidate. ``code`` and ``reason``: the exclusion to record (None: the attempts
+    say why)."""
 
+    code: ExclusionCode | None = None
     reason: str | None = None
     held: Hold | None = None  # turned away only for now (breaker, cool-down, limiter)
     temporary: bool = False  # the reason is a temporary one (held, or the retry budget)
@@ -132,6 +133,10 @@ class Next:
     # and where that number comes from (see window_need)
     min_window: int = 0
     window_why: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.code is None) != (self.reason is None):
+            raise ValueError("an exclusion needs both its code and its reason")
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,31 +389,40 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
         if action is Action.REPAIR:
             if not lane.repairing:
                 if s.repaired or lane.no_repair:
-                    return Next(f"{f.kind} and no repair left")
+                    return Next(ExclusionCode.NO_REPAIR, f"{f.kind} and no repair left")
                 return Repair()
         else:  # Action.REPLAY
             if f.should_retry is False:
-                return Next(f"no replay: the provider said x-should-retry: false after {f.label}")
+                return Next(
+                    ExclusionCode.NO_REPLAY, f"no replay: the provider said x-should-retry: false after {f.label}"
+                )
             if env.client_retry:
-                return Next(f"no replay after {f.label}: the client is retrying this request itself")
+                return Next(
+                    ExclusionCode.NO_REPLAY, f"no replay after {f.label}: the client is retrying this request itself"
+                )
             if lane.tries >= t.max_attempts:
                 return Next()
             if f.kind is FailureKind.TIMEOUT and not _replays_timeouts(s):
                 nxt = next_eligible(s, lane, p, now, now)
                 if nxt is not None:
-                    return Next(f"no replay after {f.label}: {nxt.name} is tried at once")
+                    return Next(ExclusionCode.NO_REPLAY, f"no replay after {f.label}: {nxt.name} is tried at once")
             elif f.kind is not FailureKind.RATE_LIMITED and lane.took > 0 and not _replays_timeouts(s):
                 # A target that kept the caller waiting longer than the next tier needs, then
                 # failed without an answer (a silent connection closed, a slow 5xx), is expected
                 # to do it again: the next candidate goes at once, as after a timeout.
                 nxt = next_eligible(s, lane, p, now, now)
                 if nxt is not None and lane.took >= reserve_for(s, nxt, p):
-                    return Next(f"no replay after {f.label} that took {lane.took:.3f}s: {nxt.name} is tried at once")
+                    return Next(
+                        ExclusionCode.NO_REPLAY,
+                        f"no replay after {f.label} that took {lane.took:.3f}s: {nxt.name} is tried at once",
+                    )
             if not lane.waited:
                 d = p.backoff(f, lane.tries - 1)
                 if not d.acceptable:
                     return Next(
-                        f"no replay: {d.source} {d.seconds:.3f}s is longer than the {d.limit:.0f}s waited on one target"
+                        ExclusionCode.NO_REPLAY,
+                        f"no replay: {d.source} {d.seconds:.3f}s is longer than the {d.limit:.0f}s"
+                        " waited on one target",
                     )
                 wait, source = d.seconds, d.source
     at = now + wait
@@ -422,7 +436,10 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
         if now - s.t0 > env.max_added_latency:
             return Stop(_spent_kind(s, now), f"max_added_latency {env.max_added_latency:.3f}s spent")
         if at - s.t0 > env.max_added_latency:
-            return Next(f"{prefix}{_waited(source, wait)} would exceed max_added_latency {env.max_added_latency:.3f}s")
+            return Next(
+                ExclusionCode.MAX_ADDED_LATENCY,
+                f"{prefix}{_waited(source, wait)} would exceed max_added_latency {env.max_added_latency:.3f}s",
+            )
 
     # Time: the attempt's least useful time, and on the same target again, the next tier's share.
     need = t.timeouts.min_useful
@@ -430,11 +447,16 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
     if left < need:
         if again:
             return Next(
+                ExclusionCode.SHORT_OF_TIME,
                 f"no replay: {_waited(source, wait)} + {need:.3f}s for an attempt exceeds the "
                 f"{max(0.0, s.deadline_at - now):.3f}s left",
                 short_of_time=wait == 0,
             )
-        return Next(f"only {max(0.0, left):.3f}s left, less than the {need:.3f}s an attempt needs", short_of_time=True)
+        return Next(
+            ExclusionCode.SHORT_OF_TIME,
+            f"only {max(0.0, left):.3f}s left, less than the {need:.3f}s an attempt needs",
+            short_of_time=True,
+        )
     # Until its output is committed, an attempt (a first one too) leaves the next eligible
     # candidate its reserve, and may stay silent for at most a share of the time it has.
     until, quiet = s.deadline_at, math.inf
@@ -443,11 +465,15 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
         keep = reserve_for(s, nxt, p)
         if again:
             if made + 1 >= env.max_attempts and s.fallback_reserve != 0:
-                return Next(f"no replay: the last of max_attempts {env.max_attempts} is kept for {nxt.name}")
+                return Next(
+                    ExclusionCode.MAX_ATTEMPTS,
+                    f"no replay: the last of max_attempts {env.max_attempts} is kept for {nxt.name}",
+                )
             if left - keep < need:
                 return Next(
+                    ExclusionCode.RESERVE,
                     f"no replay: it would leave {nxt.name} less than the {keep:.3f}s kept back for it "
-                    f"({max(0.0, left):.3f}s left)"
+                    f"({max(0.0, left):.3f}s left)",
                 )
         until, quiet = _time_for(s, keep, at, need)
 
@@ -455,7 +481,10 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
         known = p.window(t)
         if known is not None and known < s.min_window:
             how = "declared" if t.context_window is not None else "stated by its provider"
-            return Next(f"context window {known} ({how}) cannot hold the {s.min_window} tokens {s.window_why}")
+            return Next(
+                ExclusionCode.CONTEXT_WINDOW,
+                f"context window {known} ({how}) cannot hold the {s.min_window} tokens {s.window_why}",
+            )
     if env.max_cost is not None:
         est = attempt_cost(s, lane)
         # lanes still in flight (a hedge's lead, a lead's hedge) may cost their estimate too
@@ -463,19 +492,21 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
         if s.spent + flying + est > env.max_cost:
             also = f" and {usd(flying)} in flight" if flying else ""
             return Next(
+                ExclusionCode.MAX_COST,
                 f"{prefix}estimated cost {usd(est)} on top of {usd(s.spent)} spent{also} "
-                f"exceeds max_cost {usd(env.max_cost)}"
+                f"exceeds max_cost {usd(env.max_cost)}",
             )
 
     # Health: a breaker or cool-down that still holds the target when the wait ends.
     if again or not lane.fresh:
         held = p.hold(t, now)
         if held is not None and held.until > at + _EPS:
-            return Next(f"{prefix}{held.reason}", held=held, temporary=True)
+            return Next(ExclusionCode.HELD, f"{prefix}{held.reason}", held=held, temporary=True)
     if wait > 0:  # with no wait, the limiter's own acquire refuses at once what cannot fit
         room = p.limiter_wait(t, s.input_tokens(t), lane.request.max_tokens or t.max_output_tokens, now)
         if room > 0 and now + room + need > until:
             return Next(
+                ExclusionCode.RATE_LIMITED,
                 f"{prefix}client-side rate limit: no room for {room:.3f}s, past the time this attempt has",
                 held=Hold(t.name, now + room, FailureKind.RATE_LIMITED) if math.isfinite(room) else None,
                 temporary=True,
@@ -487,6 +518,7 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
     retry = s.charged(t, pool)
     if retry and not (lane.paid and lane.paid_retry) and p.budget_left(pool, now) <= 0:
         return Next(
+            ExclusionCode.RETRY_BUDGET,
             f"{prefix}the retry budget of {t.name}'s upstream ({pool}) is spent: it is failing for many requests",
             temporary=True,
             budget_spent=True,
@@ -616,51 +648,6 @@ def _spent_kind(s: RunState, now: float) -> FailureKind:
     return s.last_failure
 
 
-# -- the end --------------------------------------------------------------------------------------
-
-
-_NO_TIME = 1e-3
-
-
-def conclude(
-    s: RunState, attempts: Sequence[Attempt], excluded: Sequence[Exclusion], now: float, budget: float
-) -> Stop:
-    """Why the request failed once every candidate was left (the loop found no answer)."""
-    # Less than a millisecond left is none: an attempt cut at the deadline can end a hair before
-    # it (a timer that fires early by the clock's resolution, a float sum of start + cap).
-    if s.deadline_at - now < _NO_TIME or s.short_of_time:
-        left = max(0.0, s.deadline_at - now)
-        return Stop(
-            FailureKind.DEADLINE_EXHAUSTED,
-            f"the {budget:.3f}s budget is spent ({left:.3f}s left) after {len(attempts)} attempt(s)",
-        )
-    failed = [a for a in attempts if a.failure is not None]
-    if not failed:
-        why = "; ".join(f"{e.target}: {e.reason}" for e in excluded)
-        if s.holds:
-            first = min(s.holds, key=lambda h: h.until)
-            return Stop(first.kind, f"no candidate could be tried now ({why})", retryable=True)
-        if s.budget_spent:  # every upstream it could use is failing for many requests: come back later
-            return Stop(FailureKind.PROVIDER_OVERLOADED, f"no candidate could be tried now ({why})", retryable=True)
-        # turned away by the client-side limiter: the target's own rate limit, retryable later
-        kind = FailureKind.RATE_LIMITED if s.limited else FailureKind.CONTRACT_FAILURE
-        return Stop(kind, f"no candidate could be tried ({why})")
-    tried = ", ".join(sorted({a.target for a in attempts}))
-    last = failed[-1]
-    assert last.failure is not None
-    detail = f"last failure on {attempts[-1].target}: {last.failure.label}: {last.failure.message}"
-    if last.failure.kind is FailureKind.CONTEXT_OVERFLOW:  # the candidates no known window could hold
-        small = [f"{e.target}: {e.reason}" for e in excluded if e.reason.startswith("context window")]
-        if small:
-            detail += "; " + "; ".join(small)
-    why_not = next((e.reason for e in reversed(excluded) if e.target == last.target and "no replay" in e.reason), None)
-    if why_not is not None:  # why it was not tried again, e.g. a Retry-After beyond the deadline
-        detail += f"; {why_not}"
-    if last.failure.kind in _CONTRACT_KINDS:  # answers came back, but none met the contract
-        return Stop(FailureKind.CONTRACT_FAILURE, f"no answer met the contract (tried {tried}); {detail}")
-    return Stop(last.failure.kind, f"every candidate failed (tried {tried}); {detail}")
-
-
 __all__ = [
     "QUIET_SHARE",
     "RESERVE_FACTOR",
@@ -676,7 +663,6 @@ __all__ = [
     "Stop",
     "action_of",
     "attempt_cost",
-    "conclude",
     "decide",
     "next_eligible",
     "reserve_for",

@@ -27,6 +27,7 @@ from dataclasses import replace
 
 from ..ledger import tenant_task_id
 from ..model import (
+    ExclusionCode,
     Failure,
     FailureKind,
     PartialOutput,
@@ -37,11 +38,12 @@ from ..model import (
     Unavailable,
     disposition,
 )
-from ..policy import Candidate
+from ..policy import Candidate, Violation
 from ..telemetry import RequestStarted
 from ..validation import repair_request
 from ._attempt import Attempts
-from ._engine import Decision, Go, Lane, Next, Repair, Sleep, Stop, conclude, decide
+from ._conclude import conclude
+from ._engine import Decision, Go, Lane, Next, Repair, Sleep, Stop, decide
 from ._stream import _Partial
 from ._telemetry import request_ended
 
@@ -181,7 +183,7 @@ class _Run(Attempts):
         if phase is Phase.FALLBACK:  # reached only when a fallback is needed: canary shares apply here
             why = self.canary.why_not(target.name)
             if why is not None:
-                self.rec.exclude(target.name, phase, why)
+                self.rec.exclude(target.name, phase, ExclusionCode.CANARY, why)
                 return None
         s, loop = self.state, self.loop
         pool = self.router.retry_budget.pool_of(target)
@@ -204,10 +206,10 @@ class _Run(Attempts):
                     outcome = await self.attempt(lane, d.until, d.quiet)
                 finally:
                     s.flying.remove(lane)
-                if isinstance(outcome, str):  # turned away by its limiter or breaker
+                if isinstance(outcome, Violation):  # turned away by its limiter or breaker
                     self.refund(lane)
-                    why = outcome if not lane.tries else f"no replay: {outcome}"
-                    self.rec.exclude(target.name, lane.phase, why, temporary=True)
+                    why = outcome.reason if not lane.tries else f"no replay: {outcome.reason}"
+                    self.rec.exclude(target.name, lane.phase, outcome.code, why, temporary=True, replay=lane.tries > 0)
                     return None
                 s.attempted(lane, outcome if isinstance(outcome, Failure) else None, loop.time())
                 if isinstance(outcome, Response):
@@ -240,14 +242,16 @@ class _Run(Attempts):
         s, target = self.state, lane.target
         if isinstance(d, Next):
             s.leave(lane, d)
-            if d.reason is not None:
-                self.rec.exclude(target.name, lane.phase, d.reason, d.temporary)
+            if d.code is not None and d.reason is not None:
+                self.rec.exclude(
+                    target.name, lane.phase, d.code, d.reason, temporary=d.temporary, replay=lane.tries > 0
+                )
             return False
         if isinstance(d, Stop):
             if lane.tries:
                 s.note_end(target.name, lane.failure, lane.failed_at)
             if lane.hedge and not d.stopped and not lane.tries:  # no hedge: the lead carries on alone
-                self.rec.exclude(target.name, lane.phase, f"no hedge: {d.message}")
+                self.rec.exclude(target.name, lane.phase, ExclusionCode.NO_HEDGE, f"no hedge: {d.message}")
                 return False
             raise self.unavailable(d)
         if isinstance(d, Repair):
