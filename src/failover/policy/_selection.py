@@ -44,7 +44,8 @@ class Plan:
 
 @dataclass(frozen=True, slots=True)
 class Violation:
-    """Why a candidate cannot serve a request: the code decisions read, the reason a person does."""
+    """Why a candidate is left out (it cannot serve the request, or cannot be sent it now): the
+    code decisions read, and the reason a person does."""
 
     code: ExclusionCode
     reason: str
