@@ -92,6 +92,10 @@ class Failure:
     ``quality_gate`` marks the route's quality gate refusing an answer that met the contract, or
     failing to judge it (a judge that timed out or raised): another model may do better, so the
     router moves on to the next candidate instead of stopping.
+
+    ``checks`` names the route's contract checks a result failed (``failover.validation.Check``
+    values; empty for any other failure): what a repair reads. ``provider_code`` says the same
+    for a reader (``validation:<check>+<check>``), and nothing decides on it.
     """
 
     kind: FailureKind
@@ -110,6 +114,7 @@ class Failure:
     window_used: int | None = None
     window_includes_output: bool = False
     quality_gate: bool = False
+    checks: tuple[str, ...] = ()
 
     @property
     def disposition(self) -> Disposition:
