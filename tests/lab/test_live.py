@@ -31,6 +31,7 @@ from failover.model import (
     Capability,
     Envelope,
     Exclusion,
+    ExclusionCode,
     Failure,
     FailureKind,
     Phase,
@@ -97,7 +98,14 @@ def _record(
         outcome=outcome,
         attempts=tuple(tries),
         waits=(Wait(target="main", start=0.2, end=0.3, reason="retry_after"),),
-        excluded=(Exclusion(target="spare", phase=Phase.FALLBACK, reason="missing capability: vision"),),
+        excluded=(
+            Exclusion(
+                target="spare",
+                phase=Phase.FALLBACK,
+                code=ExclusionCode.CAPABILITY,
+                reason="missing capability: vision",
+            ),
+        ),
         recovered=attempts > 1,
         recovery_reason="rate_limited on main; recovered by replay to main" if attempts > 1 else None,
         target_used="main" if outcome == "ok" else None,
@@ -142,7 +150,14 @@ def test_a_public_record_is_metadata_only() -> None:
     assert a["usage"]["input_tokens"] == 12 and a["target"] == "main" and a["connected"] == 0.01
     assert pub["degraded_reason"] == "rate_limited"  # the kind, not the provider's words
     assert pub["excluded"] == [
-        {"target": "spare", "phase": "fallback", "reason": "missing capability: vision", "temporary": False}
+        {
+            "target": "spare",
+            "phase": "fallback",
+            "code": "capability",
+            "reason": "missing capability: vision",
+            "temporary": False,
+            "replay": False,
+        }
     ]
     assert pub["candidates"] == ["main", "spare"] and pub["tenant"] == "acme" and pub["stream"] is True
 

@@ -12,6 +12,7 @@ from failover.config import config_from_dict
 from failover.model import (
     Attempt,
     Exclusion,
+    ExclusionCode,
     Failure,
     FailureKind,
     Phase,
@@ -254,7 +255,11 @@ def test_stats_count_transport_contract_and_task_separately() -> None:
         _record(
             _attempt(0, "b", "timeout:total", kind=FailureKind.TIMEOUT, status=None, end=5.0, cost=0.0005),
             used=None,
-            excluded=(Exclusion(target="c", phase=Phase.FALLBACK, reason=f"{CANARY_REASON}: outside its 10% share"),),
+            # counted by its code: the reason's wording is for a person
+            excluded=(
+                Exclusion(target="c", phase=Phase.FALLBACK, code=ExclusionCode.CANARY, reason="left out by its draw"),
+                Exclusion(target="b", phase=Phase.FALLBACK, code=ExclusionCode.HELD, reason=f"{CANARY_REASON}?"),
+            ),
         )
     )
     # 4: b answers ok, the router judged no gate (task None), the contract level is only on the record

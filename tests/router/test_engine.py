@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from failover import Dialect, Envelope, Failure, FailureKind, Phase, Request, Target, Timeouts
-from failover.model import TimeoutPhase
+from failover.model import ExclusionCode, TimeoutPhase
 from failover.policy import Backoff, BackoffDecision, Candidate, RetryBudget
 from failover.policy._selection import Hold
 from failover.router._conclude import conclude
@@ -239,7 +239,7 @@ def test_a_timeout_moves_to_the_next_eligible_candidate_at_once() -> None:
     ln = lane(s)
     failed(s, ln, HANG, at=2.0)
     d = decide(s, ln, Policies(), 2.0)
-    assert d == Next("no replay after timeout:total: b is tried at once")
+    assert d == Next(ExclusionCode.NO_REPLAY, "no replay after timeout:total: b is tried at once")
 
 
 def test_a_timeout_is_replayed_when_nothing_else_can_serve_or_the_route_says_so() -> None:
@@ -297,7 +297,9 @@ def test_a_hold_that_outlasts_the_wait_is_no_reason_to_sleep() -> None:
     failed(s, ln, limited(1.0), at=0.1)
     hold = Hold("a", 30.0, FailureKind.PROVIDER_OVERLOADED, "circuit open for 29.9s more (4/4 failed)")
     d = decide(s, ln, Policies(holds={"a": hold}), 0.1)
-    assert d == Next("no replay: circuit open for 29.9s more (4/4 failed)", held=hold, temporary=True)
+    assert d == Next(
+        ExclusionCode.HELD, "no replay: circuit open for 29.9s more (4/4 failed)", held=hold, temporary=True
+    )
     # a cool-down that ends with the wait is no obstacle
     cool = Hold("a", 1.1, FailureKind.RATE_LIMITED, "cooling down")
     assert decide(s, ln, Policies(holds={"a": cool}), 0.1) == Sleep(1.0, "retry_after", True, pool(tgt("a")))
@@ -358,7 +360,7 @@ def test_stop_and_repair_dispositions() -> None:
     assert isinstance(d, Go) and d.retry  # the repair is an extra attempt on the same pool
     s.pay(ln, pool(ln.target), True)
     s.attempted(ln, Failure(kind=FailureKind.TRUNCATED, message="cut again"), 0.2)
-    assert decide(s, ln, Policies(), 0.2) == Next("truncated and no repair left")
+    assert decide(s, ln, Policies(), 0.2) == Next(ExclusionCode.NO_REPAIR, "truncated and no repair left")
 
 
 def test_conclude_names_the_deadline_the_holds_or_the_last_failure() -> None:
@@ -380,7 +382,8 @@ def test_conclude_says_why_the_last_failure_was_not_tried_again() -> None:
         total_timeout=2.0, outcome="rate_limited", failure=limited(30.0),
     )  # fmt: skip
     why = "no replay: retry_after 30.000s + 0.050s for an attempt exceeds the 4.900s left"
-    stop = conclude(s, [a], [Exclusion(target="a", phase=Phase.PRIMARY, reason=why)], 0.1, 5.0)
+    ex = Exclusion(target="a", phase=Phase.PRIMARY, code=ExclusionCode.SHORT_OF_TIME, reason=why, replay=True)
+    stop = conclude(s, [a], [ex], 0.1, 5.0)
     assert stop.kind is FailureKind.RATE_LIMITED
     assert stop.message == f"every candidate failed (tried a); last failure on a: rate_limited: 429; {why}"
 
@@ -601,6 +604,7 @@ def test_a_learned_window_counts_as_known_to_the_engine() -> None:
     s.leave(ln, decide(s, ln, Policies(), 0.1))
     d = decide(s, lane(s, 1), Policies(windows={"b": 9_000}), 0.1)
     assert d == Next(
+        ExclusionCode.CONTEXT_WINDOW,
         "context window 9000 (stated by its provider) cannot hold the 9731 tokens this request needs "
-        "(a reported 9631 input tokens (its limit 8192), + max_tokens 100)"
+        "(a reported 9631 input tokens (its limit 8192), + max_tokens 100)",
     )

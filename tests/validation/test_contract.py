@@ -340,6 +340,14 @@ def test_failed_checks_of_a_provider_failure_is_empty() -> None:
     assert failed_checks(Failure(kind=FailureKind.SCHEMA_INVALID, message="x", provider_code="bad")) == frozenset()
 
 
+def test_failed_checks_reads_the_typed_checks_never_the_provider_code() -> None:
+    # a provider's own code that happens to look like failover's says nothing about the contract
+    lookalike = Failure(kind=FailureKind.SCHEMA_INVALID, message="x", provider_code="validation:no_tool_calls")
+    assert failed_checks(lookalike) == frozenset()
+    typed = Failure(kind=FailureKind.SCHEMA_INVALID, message="x", checks=("no_tool_calls", "schema"))
+    assert failed_checks(typed) == {Check.NO_TOOL_CALLS, Check.SCHEMA}
+
+
 def test_checks_anything_tells_the_router_whether_the_contract_level_was_checked() -> None:
     from failover.validation import checks_anything
 

@@ -156,8 +156,10 @@ def public_record(
             {
                 "target": _text(e.target, scrub),
                 "phase": e.phase.value,
+                "code": e.code.value,
                 "reason": _text(e.reason, scrub),
                 "temporary": e.temporary,
+                "replay": e.replay,
             }
             for e in record.excluded[:MAX_ITEMS]
         ],

@@ -12,7 +12,19 @@ from ._failure import (
     disposition,
 )
 from ._reasoning import Reasoning, readable_by
-from ._record import Attempt, Exclusion, Failure, Phase, Response, RouteRecord, StopReason, Validation, Wait, Workflow
+from ._record import (
+    Attempt,
+    Exclusion,
+    ExclusionCode,
+    Failure,
+    Phase,
+    Response,
+    RouteRecord,
+    StopReason,
+    Validation,
+    Wait,
+    Workflow,
+)
 from ._request import (
     ImagePart,
     Message,
@@ -75,6 +87,7 @@ __all__ = [
     "Embeddings",
     "Envelope",
     "Exclusion",
+    "ExclusionCode",
     "FailoverError",
     "Failure",
     "FailureKind",

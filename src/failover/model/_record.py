@@ -92,6 +92,10 @@ class Failure:
     ``quality_gate`` marks the route's quality gate refusing an answer that met the contract, or
     failing to judge it (a judge that timed out or raised): another model may do better, so the
     router moves on to the next candidate instead of stopping.
+
+    ``checks`` names the route's contract checks a result failed (``failover.validation.Check``
+    values; empty for any other failure): what a repair reads. ``provider_code`` says the same
+    for a reader (``validation:<check>+<check>``), and nothing decides on it.
     """
 
     kind: FailureKind
@@ -110,6 +114,7 @@ class Failure:
     window_used: int | None = None
     window_includes_output: bool = False
     quality_gate: bool = False
+    checks: tuple[str, ...] = ()
 
     @property
     def disposition(self) -> Disposition:
@@ -214,16 +219,59 @@ class Wait:
     reason: str  # "backoff", "retry_after"
 
 
+class ExclusionCode(enum.StrEnum):
+    """Why a candidate was left out, as a closed set: what the router and any reader of the record
+    decide on (``Exclusion.reason`` is the same told for a person, and its wording may change)."""
+
+    # the route's contract or the request's shape: this candidate can never serve this request
+    CAPABILITY = "capability"  # a capability the request needs (tools, vision, structured output...)
+    MIN_CONTEXT = "min_context"  # a context window below the contract's min_context
+    CONTEXT_WINDOW = "context_window"  # a window too small for this request (input + max_tokens)
+    MAX_OUTPUT = "max_output"  # max_tokens above the target's max output (max_tokens_policy "refuse")
+    DATA_BOUNDARY = "data_boundary"  # outside the contract's regions, or lacking its data retention
+    CONTRACT = "contract"  # another contract term: a safety profile, languages
+    DIALECT = "dialect"  # hosted tools or freeform tool calls only the OpenAI Responses dialect carries
+    PASSTHROUGH = "passthrough"  # pass-through fields only another dialect (or a taking target) honours
+    EMBEDDING_MODEL_DIFFERS = "embedding_model_differs"  # another embedding model: vectors not comparable
+    DIMENSIONS_DIFFER = "dimensions_differ"  # embedding vectors of another size
+    EMBEDDINGS_UNSUPPORTED = "embeddings_unsupported"  # the target's dialect has no embeddings endpoint
+    # the envelope
+    FAILOVER_NOT_ALLOWED = "failover_not_allowed"  # allow_failover is off
+    FALLBACK_NOT_ALLOWED = "fallback_not_allowed"  # allow_fallback is off
+    MAX_COST = "max_cost"  # its estimated cost would pass max_cost
+    MAX_ADDED_LATENCY = "max_added_latency"  # its wait would pass max_added_latency
+    MAX_ATTEMPTS = "max_attempts"  # the last of max_attempts is kept for the next candidate
+    # time
+    SHORT_OF_TIME = "short_of_time"  # less of the deadline left than an attempt needs
+    RESERVE = "reserve"  # a replay would eat the time kept back for the next candidate
+    # only for now (temporary)
+    HELD = "held"  # an open breaker or a key's cool-down after a 429
+    RATE_LIMITED = "rate_limited"  # the client-side rate limiter has no room in time
+    RETRY_BUDGET = "retry_budget"  # the retry budget of the target's upstream is spent
+    # recovery
+    CANARY = "canary"  # a fallback's canary share did not draw this request
+    NO_REPLAY = "no_replay"  # not tried again: x-should-retry false, a client's own retry, a
+    # backoff longer than one target is waited on, or a timeout (a slow failure) that moves on at once
+    NO_REPAIR = "no_repair"  # a repairable failure, and the request's one repair is used
+    NO_HEDGE = "no_hedge"  # the hedge could not start (the envelope or the deadline): the lead goes on alone
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Exclusion:
-    """A candidate that was not called, and why (it received no request from this route)."""
+    """A candidate that was not called, or not called again, and why.
+
+    ``code`` is the reason as a closed set (:class:`ExclusionCode`), ``reason`` the same for a
+    person. ``replay`` marks an exclusion recorded after the candidate's own attempts: why it was
+    not tried again (a replay or the repair); without it the candidate received no request."""
 
     target: str
     phase: Phase
+    code: ExclusionCode
     reason: str  # e.g. "missing capability: vision", "retry-after 56s exceeds 3.2s left"
     # Left out only for now (an open breaker, a cool-down, the limiter, the retry budget): passing
     # over such a candidate is a recovery; a contract, window or envelope reason is not.
     temporary: bool = False
+    replay: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

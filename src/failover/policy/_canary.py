@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ..model import Attempt, FailureKind, Route, RouteRecord
+from ..model import Attempt, ExclusionCode, FailureKind, Route, RouteRecord
 from ..model._money import usd
 
 CANARY_REASON = "canary"
@@ -271,7 +271,7 @@ class StatsBoard:
         if record.target_used is not None:
             self._of(route, record.target_used).served += 1
         for e in record.excluded:
-            if e.reason.startswith(CANARY_REASON):
+            if e.code is ExclusionCode.CANARY:
                 self._of(route, e.target).canary_skipped += 1
 
     def get(self, route: str, target: str) -> CandidateStats | None:

@@ -9,7 +9,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ..model import Capability, Dialect, Envelope, Exclusion, FailureKind, Phase, Request, Route, Target
+from ..model import (
+    Capability,
+    Dialect,
+    Envelope,
+    Exclusion,
+    ExclusionCode,
+    FailureKind,
+    Phase,
+    Request,
+    Route,
+    Target,
+)
 from ..model._money import usd
 from ._breaker import BreakerBoard, NoBreakers
 from ._health import HealthBoard
@@ -29,6 +40,15 @@ class Plan:
     required: frozenset[Capability]
     # the exclusions that are only for now (a cool-down, an open breaker): until when, and why
     holds: tuple[Hold, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """Why a candidate is left out (it cannot serve the request, or cannot be sent it now): the
+    code decisions read, and the reason a person does."""
+
+    code: ExclusionCode
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +102,22 @@ def contract_violation(
     *,
     cap: bool = False,
 ) -> str | None:
+    """Why ``target`` cannot serve this request under the route's contract, or None (the
+    reason of :func:`contract_check`)."""
+    v = contract_check(target, route, required, input_tokens, max_tokens, windows, cap=cap)
+    return None if v is None else v.reason
+
+
+def contract_check(
+    target: Target,
+    route: Route,
+    required: frozenset[Capability],
+    input_tokens: int,
+    max_tokens: int | None,
+    windows: WindowBoard | None = None,
+    *,
+    cap: bool = False,
+) -> Violation | None:
     """Why ``target`` cannot serve this request under the route's contract, or None.
 
     Its window is the declared one, else the one its provider stated (``windows``); an unknown
@@ -89,45 +125,55 @@ def contract_violation(
     above the target's max output is no reason (it is sent its max output, and the window
     must hold that); without, it is."""
     max_tokens = max_tokens_for(target, max_tokens, cap)
+    X = ExclusionCode
     if not required <= target.capabilities:
-        return "missing capability: " + ", ".join(sorted(c.value for c in required - target.capabilities))
+        missing = ", ".join(sorted(c.value for c in required - target.capabilities))
+        return Violation(X.CAPABILITY, "missing capability: " + missing)
     c = route.contract
     window = window_of(target, windows)
     if c.min_context and window is not None and window < c.min_context:
-        return f"context window {window}{_learned(target, window)} < contract minimum {c.min_context}"
+        return Violation(
+            X.MIN_CONTEXT, f"context window {window}{_learned(target, window)} < contract minimum {c.min_context}"
+        )
     if not target.fits(input_tokens, max_tokens, window):
-        return (
+        return Violation(
+            X.CONTEXT_WINDOW,
             f"input ~{input_tokens} + max_tokens {max_tokens or 0} tokens exceeds "
-            f"context window {window}{_learned(target, window)}"
+            f"context window {window}{_learned(target, window)}",
         )
     if max_tokens is not None and max_tokens > target.max_output_tokens:
-        return f"max_tokens {max_tokens} exceeds max output {target.max_output_tokens}"
+        return Violation(X.MAX_OUTPUT, f"max_tokens {max_tokens} exceeds max output {target.max_output_tokens}")
     if c.regions and target.region not in c.regions:
-        return f"region {target.region or 'unknown'} not in allowed regions {', '.join(sorted(c.regions))}"
+        allowed = ", ".join(sorted(c.regions))
+        return Violation(X.DATA_BOUNDARY, f"region {target.region or 'unknown'} not in allowed regions {allowed}")
     if not c.retention <= target.retention:
-        return "data retention lacks " + ", ".join(sorted(c.retention - target.retention))
+        return Violation(X.DATA_BOUNDARY, "data retention lacks " + ", ".join(sorted(c.retention - target.retention)))
     if c.safety_profile and c.safety_profile not in target.safety_profiles:
-        return f"safety profile {c.safety_profile} not offered"
+        return Violation(X.CONTRACT, f"safety profile {c.safety_profile} not offered")
     if c.languages and target.languages and not c.languages <= target.languages:
-        return "languages not supported: " + ", ".join(sorted(c.languages - target.languages))
+        return Violation(X.CONTRACT, "languages not supported: " + ", ".join(sorted(c.languages - target.languages)))
     return None
 
 
-def hosted_violation(target: Target, request: Request) -> str | None:
+def hosted_violation(target: Target, request: Request) -> Violation | None:
     """Why ``target`` cannot take the request's hosted tools (web_search...) or the calls of
     freeform tools in its history, or None: only the OpenAI Responses dialect passes them on; any
     other would answer without them (or read a freeform call as something it is not)."""
     if target.dialect is Dialect.OPENAI_RESPONSES:
         return None
     if request.freeform_calls:
-        return (
+        return Violation(
+            ExclusionCode.DIALECT,
             f"custom_tool_call items (calls of freeform tools) need an {Dialect.OPENAI_RESPONSES.value} target, not "
-            f"{target.dialect.value}: their free-form input has no function-call form that round-trips exactly"
+            f"{target.dialect.value}: their free-form input has no function-call form that round-trips exactly",
         )
     if not request.hosted_tools:
         return None
     kinds = ", ".join(sorted({str(t.get("type")) for t in request.hosted_tools}))
-    return f"hosted tools ({kinds}) need an {Dialect.OPENAI_RESPONSES.value} target, not {target.dialect.value}"
+    return Violation(
+        ExclusionCode.DIALECT,
+        f"hosted tools ({kinds}) need an {Dialect.OPENAI_RESPONSES.value} target, not {target.dialect.value}",
+    )
 
 
 def _learned(target: Target, window: int | None) -> str:
@@ -145,6 +191,19 @@ def embedding_violation(
     largest_input: int,
     windows: WindowBoard | None = None,
 ) -> str | None:
+    """Why ``target`` cannot embed for ``route``, or None (the reason of :func:`embedding_check`)."""
+    v = embedding_check(target, route, reference, dimensions, largest_input, windows)
+    return None if v is None else v.reason
+
+
+def embedding_check(
+    target: Target,
+    route: Route,
+    reference: Target,
+    dimensions: int | None,
+    largest_input: int,
+    windows: WindowBoard | None = None,
+) -> Violation | None:
     """Why ``target`` cannot embed for ``route``, or None.
 
     Vectors are only comparable with those of the same model at the same size, so the only
@@ -153,25 +212,32 @@ def embedding_violation(
     names one, else each target's own ``dimensions``. A cross-model fallback is never one.
     The route's contract still applies (regions, retention, safety, languages, minimum
     window), and each input must fit the target's window on its own."""
+    differs = ExclusionCode.EMBEDDING_MODEL_DIFFERS
     if target not in route.primary:
-        return (
+        return Violation(
+            differs,
             f"embedding_model_differs: {target.key} is a cross-model fallback; its vectors are not "
-            f"comparable with {reference.key}'s"
+            f"comparable with {reference.key}'s",
         )
     if target.key != reference.key:
-        return f"embedding_model_differs: {target.key} is not {reference.key}; their vectors are not comparable"
+        return Violation(
+            differs, f"embedding_model_differs: {target.key} is not {reference.key}; their vectors are not comparable"
+        )
     want = dimensions if dimensions is not None else reference.dimensions
     got = dimensions if dimensions is not None else target.dimensions
     if got != want:
-        return (
+        return Violation(
+            ExclusionCode.DIMENSIONS_DIFFER,
             f"dimensions_differ: {target.name} gives vectors of {got or 'the model default'} dimensions, "
-            f"{reference.name} of {want or 'the model default'}"
+            f"{reference.name} of {want or 'the model default'}",
         )
-    reason = contract_violation(target, route, frozenset(), largest_input, None, windows)
-    if reason is not None and reason.startswith("input ~"):
+    v = contract_check(target, route, frozenset(), largest_input, None, windows)
+    if v is not None and v.code is ExclusionCode.CONTEXT_WINDOW:
         window = window_of(target, windows)
-        return f"an input of ~{largest_input} tokens exceeds context window {window}{_learned(target, window)}"
-    return reason
+        return Violation(
+            v.code, f"an input of ~{largest_input} tokens exceeds context window {window}{_learned(target, window)}"
+        )
+    return v
 
 
 def plan(
@@ -183,13 +249,13 @@ def plan(
     health: HealthBoard,
     now: float,
     breakers: BreakerBoard | NoBreakers | None = None,
-    violation: Callable[[Target], str | None] | None = None,
+    violation: Callable[[Target], Violation | None] | None = None,
     windows: WindowBoard | None = None,
 ) -> Plan:
     """Order the route's targets into candidates, with a reason for every one left out.
 
-    ``violation`` replaces the contract filter (:func:`contract_violation`) for requests of
-    another kind: embeddings (:func:`embedding_violation`). ``windows``: the windows providers
+    ``violation`` replaces the contract filter (:func:`contract_check`) for requests of
+    another kind: embeddings (:func:`embedding_check`). ``windows``: the windows providers
     stated for targets that declare none (a target whose window is known and too small for the
     request is left out; one whose window is unknown is kept)."""
     required = required_capabilities(route, request, envelope)
@@ -202,26 +268,31 @@ def plan(
         kept: list[Target] = []
         for t in targets:
             if violation is None:
-                reason = contract_violation(t, route, required, input_tokens(t), request.max_tokens, windows, cap=cap)
-                reason = reason or hosted_violation(t, request)
+                why = contract_check(t, route, required, input_tokens(t), request.max_tokens, windows, cap=cap)
+                why = why or hosted_violation(t, request)
             else:
-                reason = violation(t)
-            if reason is None and request.passthrough is not None:  # a field only its own dialect can honour
-                reason = request.passthrough.ineligible(t.dialect, takes=t.passthrough)
-            if reason is None and tier is Phase.FALLBACK and not envelope.allow_fallback:
-                reason = "cross-model fallback not allowed by the envelope"
-            if reason is None and envelope.max_cost is not None:
+                why = violation(t)
+            if why is None and request.passthrough is not None:  # a field only its own dialect can honour
+                text = request.passthrough.ineligible(t.dialect, takes=t.passthrough)
+                why = None if text is None else Violation(ExclusionCode.PASSTHROUGH, text)
+            if why is None and tier is Phase.FALLBACK and not envelope.allow_fallback:
+                why = Violation(ExclusionCode.FALLBACK_NOT_ALLOWED, "cross-model fallback not allowed by the envelope")
+            if why is None and envelope.max_cost is not None:
                 est = t.price.cost(input_tokens(t), max_tokens_for(t, request.max_tokens, cap) or 0)
                 if est > envelope.max_cost:
-                    reason = f"estimated cost {usd(est)} exceeds max_cost {usd(envelope.max_cost)}"
+                    why = Violation(
+                        ExclusionCode.MAX_COST, f"estimated cost {usd(est)} exceeds max_cost {usd(envelope.max_cost)}"
+                    )
             held = None
-            if reason is None and (health.cooling(t, now) is not None or (breakers and breakers.rejection(t, now))):
+            if why is None and (health.cooling(t, now) is not None or (breakers and breakers.rejection(t, now))):
                 held = hold_of(t, now, health, breakers)  # the rare case: build the hold only then
                 if held is not None:
-                    reason = held.reason
+                    why = Violation(ExclusionCode.HELD, held.reason)
                     holds.append(held)
-            if reason is not None:
-                excluded.append(Exclusion(target=t.name, phase=tier, reason=reason, temporary=held is not None))
+            if why is not None:
+                excluded.append(
+                    Exclusion(target=t.name, phase=tier, code=why.code, reason=why.reason, temporary=held is not None)
+                )
             else:
                 kept.append(t)
         ranked = _rank(kept, route, health, input_tokens, lambda t: max_tokens_for(t, request.max_tokens, cap) or 0)
@@ -240,7 +311,12 @@ def plan(
             phase = Phase.PRIMARY if i == 0 and lead_ok else Phase.FAILOVER
             if phase is Phase.FAILOVER and not envelope.allow_failover:
                 excluded.append(
-                    Exclusion(target=t.name, phase=phase, reason="equivalent failover not allowed by the envelope")
+                    Exclusion(
+                        target=t.name,
+                        phase=phase,
+                        code=ExclusionCode.FAILOVER_NOT_ALLOWED,
+                        reason="equivalent failover not allowed by the envelope",
+                    )
                 )
                 continue
             candidates.append(Candidate(target=t, phase=phase))

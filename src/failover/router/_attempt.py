@@ -23,6 +23,7 @@ from dataclasses import replace
 from ..auth import AuthError
 from ..model import (
     Capability,
+    ExclusionCode,
     Failure,
     FailureKind,
     Phase,
@@ -34,7 +35,7 @@ from ..model import (
 )
 from ..model._record import watch_connect
 from ..policy import LimitWaitTooLong, Reservation, TargetLimiter
-from ..policy._selection import Hold, hold_of
+from ..policy._selection import Hold, Violation, hold_of
 from ..telemetry import AttemptStarted
 from ..telemetry import Backoff as Waited
 from ..tokens import observe_usage
@@ -72,10 +73,11 @@ class Attempts(Preflight):
 
     async def attempt(
         self, lane: Lane, until: float, quiet: float = math.inf, start_by: float = math.inf
-    ) -> Response | Failure | str:
+    ) -> Response | Failure | Violation:
         """One attempt that must end by ``until`` unless its output is committed (a stream may
         stay silent ``quiet`` seconds until then) and start by ``start_by`` (a limiter's queue
-        may not hold it longer); a string is why it could not start."""
+        may not hold it longer); a Violation is why it could not start (its limiter, its
+        breakers)."""
         target, phase, request = lane.target, lane.phase, lane.request
         router, loop, s = self.router, self.loop, self.state
         reservation = None
@@ -94,7 +96,7 @@ class Attempts(Preflight):
                 s.limited = True
                 if math.isfinite(exc.wait_seconds):  # when the caller may come back (Retry-After)
                     s.held(Hold(target.name, loop.time() + exc.wait_seconds, FailureKind.RATE_LIMITED))
-                return f"client-side rate limit: {exc}"
+                return Violation(ExclusionCode.RATE_LIMITED, f"client-side rate limit: {exc}")
             if reservation.waited > 0:
                 self.waited(target.name, asked, "rate_limit")
         start = loop.time()
@@ -108,7 +110,7 @@ class Attempts(Preflight):
             held = hold_of(target, start, router.health, breakers)
             if held is not None:
                 s.held(held)
-            return rejected
+            return Violation(ExclusionCode.HELD, rejected)
         if router.hooks:
             router.hooks(
                 AttemptStarted(

@@ -1,16 +1,23 @@
-"""Why a request failed once every candidate was left: the engine's last word."""
+"""How a request that found no answer ends: the Stop that :func:`conclude` makes of its state,
+its attempts and the candidates it left (pure, like the engine it follows).
+
+Every choice here reads typed fields: the failures' kinds and the exclusions' codes, never
+their wording (an ``Exclusion.reason`` is for a person, and may be reworded).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..model import Attempt, Exclusion, FailureKind
+from ..model import Attempt, Exclusion, ExclusionCode, FailureKind
 from ._engine import RunState, Stop
 
 # the kinds of an answer that came back but did not meet the contract
 CONTRACT_KINDS = frozenset({FailureKind.SCHEMA_INVALID, FailureKind.TOOL_CALL_MALFORMED, FailureKind.CONTRACT_FAILURE})
 
 _NO_TIME = 1e-3
+# Exclusions for a window too small: listed after a context overflow
+_WINDOW_CODES = frozenset({ExclusionCode.CONTEXT_WINDOW, ExclusionCode.MIN_CONTEXT})
 
 
 def conclude(
@@ -41,12 +48,15 @@ def conclude(
     assert last.failure is not None
     detail = f"last failure on {attempts[-1].target}: {last.failure.label}: {last.failure.message}"
     if last.failure.kind is FailureKind.CONTEXT_OVERFLOW:  # the candidates no known window could hold
-        small = [f"{e.target}: {e.reason}" for e in excluded if e.reason.startswith("context window")]
+        small = [f"{e.target}: {e.reason}" for e in excluded if e.code in _WINDOW_CODES]
         if small:
             detail += "; " + "; ".join(small)
-    why_not = next((e.reason for e in reversed(excluded) if e.target == last.target and "no replay" in e.reason), None)
+    why_not = next((e.reason for e in reversed(excluded) if e.target == last.target and e.replay), None)
     if why_not is not None:  # why it was not tried again, e.g. a Retry-After beyond the deadline
         detail += f"; {why_not}"
     if last.failure.kind in CONTRACT_KINDS:  # answers came back, but none met the contract
         return Stop(FailureKind.CONTRACT_FAILURE, f"no answer met the contract (tried {tried}); {detail}")
     return Stop(last.failure.kind, f"every candidate failed (tried {tried}); {detail}")
+
+
+__all__ = ["conclude"]

@@ -5,7 +5,7 @@ things changed, so the deadline, the engine's decisions (replays with backoff an
 Retry-After, equivalent failover, the time kept for the next tier), breakers, the limiter,
 the retry budget, hedging, hooks and the RouteRecord are the very same code:
 
-* the candidates: :func:`~failover.policy.embedding_violation` replaces the contract filter,
+* the candidates: :func:`~failover.policy.embedding_check` replaces the contract filter,
   so only equivalents of the route's first primary that give vectors of its size are ever
   tried, and the record says why every other target was left out;
 * the token count: the inputs' own tokens (for the limiter, cost and each target's window);
@@ -31,6 +31,7 @@ from ..model import (
     EmbedInput,
     EmbedRequest,
     Envelope,
+    ExclusionCode,
     Failure,
     FailureKind,
     InvalidRequest,
@@ -44,7 +45,7 @@ from ..model import (
     Validation,
 )
 from ..model._record import watch_connect
-from ..policy import Plan, embedding_violation
+from ..policy import Plan, Violation, embedding_check
 from ..providers.embeddings import EmbedAdapter, dimensions_of, embed_adapter_for
 from ..tokens import counter_for
 from ..transport import TransportError
@@ -111,21 +112,24 @@ class EmbedRun(_Run):
 
     # -- candidates ------------------------------------------------------------------------
 
-    def why_not(self, target: Target) -> str | None:
+    def why_not(self, target: Target) -> Violation | None:
         """Why ``target`` cannot embed this request, ignoring its window."""
         route = self.route
+        unsupported = ExclusionCode.EMBEDDINGS_UNSUPPORTED
         if not route.primary:
-            return "the route has no primary target"
+            return Violation(unsupported, "the route has no primary target")
         adapter = embed_adapter_for(target.dialect)
         if adapter is None:
-            return f"embeddings_unsupported: the {target.dialect} dialect has no embeddings endpoint"
-        unsupported = adapter.unsupported(target)
-        if unsupported is not None:
-            return f"embeddings_unsupported: {unsupported}"
+            return Violation(
+                unsupported, f"embeddings_unsupported: the {target.dialect} dialect has no embeddings endpoint"
+            )
+        why = adapter.unsupported(target)
+        if why is not None:
+            return Violation(unsupported, f"embeddings_unsupported: {why}")
         return None
 
-    def violation(self, target: Target) -> str | None:
-        reason = embedding_violation(
+    def violation(self, target: Target) -> Violation | None:
+        reason = embedding_check(
             target,
             self.route,
             self.route.primary[0],

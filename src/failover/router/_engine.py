@@ -10,7 +10,7 @@ engine over any fault schedule on a clock of its own (tests/router/test_engine.p
         Go(until)           -> pay, attempt lane.target (its timeout ends by ``until``)
         Sleep(s, source)    -> pay, sleep s, then ask again (the wait is not drawn twice)
         Repair()            -> build the one repair request, then ask again
-        Next(reason, ...)   -> leave this candidate (record why), go to the next one
+        Next(code, reason)  -> leave this candidate (record why), go to the next one
         Stop(kind, reason)  -> end the request now with an Unavailable
 
 Every admission check (the envelope's attempts, added latency and cost, the time left, the
@@ -53,7 +53,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..model import Action, Envelope, Failure, FailureKind, Phase, Request, Target
+from ..model import Action, Envelope, ExclusionCode, Failure, FailureKind, Phase, Request, Target
 from ..model._money import usd
 from ..policy import BackoffDecision, Candidate
 from ..policy._breaker import key_model_scope
@@ -120,8 +120,10 @@ class Repair:
 
 @dataclass(frozen=True, slots=True)
 class Next:
-    """Leave this candidate. ``reason``: the exclusion to record (None: the attempts say why)."""
+    """Leave this candidate. ``code`` and ``reason``: the exclusion to record (None: the attempts
+    say why)."""
 
+    code: ExclusionCode | None = None
     reason: str | None = None
     held: Hold | None = None  # turned away only for now (breaker, cool-down, limiter)
     temporary: bool = False  # the reason is a temporary one (held, or the retry budget)
@@ -132,6 +134,10 @@ class Next:
     # and where that number comes from (see window_need)
     min_window: int = 0
     window_why: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.code is None) != (self.reason is None):
+            raise ValueError("an exclusion needs both its code and its reason")
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,31 +392,40 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
         if action is Action.REPAIR:
             if not lane.repairing:
                 if s.repaired or lane.no_repair:
-                    return Next(f"{f.kind} and no repair left")
+                    return Next(ExclusionCode.NO_REPAIR, f"{f.kind} and no repair left")
                 return Repair()
         else:  # Action.REPLAY
             if f.should_retry is False:
-                return Next(f"no replay: the provider said x-should-retry: false after {f.label}")
+                return Next(
+                    ExclusionCode.NO_REPLAY, f"no replay: the provider said x-should-retry: false after {f.label}"
+                )
             if env.client_retry:
-                return Next(f"no replay after {f.label}: the client is retrying this request itself")
+                return Next(
+                    ExclusionCode.NO_REPLAY, f"no replay after {f.label}: the client is retrying this request itself"
+                )
             if lane.tries >= t.max_attempts:
                 return Next()
             if f.kind is FailureKind.TIMEOUT and not _replays_timeouts(s):
                 nxt = next_eligible(s, lane, p, now, now)
                 if nxt is not None:
-                    return Next(f"no replay after {f.label}: {nxt.name} is tried at once")
+                    return Next(ExclusionCode.NO_REPLAY, f"no replay after {f.label}: {nxt.name} is tried at once")
             elif f.kind is not FailureKind.RATE_LIMITED and lane.took > 0 and not _replays_timeouts(s):
                 # A target that kept the caller waiting longer than the next tier needs, then
                 # failed without an answer (a silent connection closed, a slow 5xx), is expected
                 # to do it again: the next candidate goes at once, as after a timeout.
                 nxt = next_eligible(s, lane, p, now, now)
                 if nxt is not None and lane.took >= reserve_for(s, nxt, p):
-                    return Next(f"no replay after {f.label} that took {lane.took:.3f}s: {nxt.name} is tried at once")
+                    return Next(
+                        ExclusionCode.NO_REPLAY,
+                        f"no replay after {f.label} that took {lane.took:.3f}s: {nxt.name} is tried at once",
+                    )
             if not lane.waited:
                 d = p.backoff(f, lane.tries - 1)
                 if not d.acceptable:
                     return Next(
-                        f"no replay: {d.source} {d.seconds:.3f}s is longer than the {d.limit:.0f}s waited on one target"
+                        ExclusionCode.NO_REPLAY,
+                        f"no replay: {d.source} {d.seconds:.3f}s is longer than the {d.limit:.0f}s"
+                        " waited on one target",
                     )
                 wait, source = d.seconds, d.source
     at = now + wait
@@ -419,12 +434,16 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
     # The envelope: nothing at all may start once it is spent.
     made = s.launched - (1 if lane.paid else 0)  # a paid slot is this very attempt's
     if made >= env.max_attempts:
-        return _spent(s, lane, now, f"max_attempts {env.max_attempts} spent")
+        return _spent(s, lane, now, ExclusionCode.MAX_ATTEMPTS, f"max_attempts {env.max_attempts} spent")
     if made and env.max_added_latency is not None:
         if now - s.t0 > env.max_added_latency:
-            return _spent(s, lane, now, f"max_added_latency {env.max_added_latency:.3f}s spent")
+            why = f"max_added_latency {env.max_added_latency:.3f}s spent"
+            return _spent(s, lane, now, ExclusionCode.MAX_ADDED_LATENCY, why)
         if at - s.t0 > env.max_added_latency:
-            return Next(f"{prefix}{_waited(source, wait)} would exceed max_added_latency {env.max_added_latency:.3f}s")
+            return Next(
+                ExclusionCode.MAX_ADDED_LATENCY,
+                f"{prefix}{_waited(source, wait)} would exceed max_added_latency {env.max_added_latency:.3f}s",
+            )
 
     # Time: the attempt's least useful time, and on the same target again, the next tier's share.
     need = t.timeouts.min_useful
@@ -432,11 +451,16 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
     if left < need:
         if again:
             return Next(
+                ExclusionCode.SHORT_OF_TIME,
                 f"no replay: {_waited(source, wait)} + {need:.3f}s for an attempt exceeds the "
                 f"{max(0.0, s.deadline_at - now):.3f}s left",
                 short_of_time=wait == 0,
             )
-        return Next(f"only {max(0.0, left):.3f}s left, less than the {need:.3f}s an attempt needs", short_of_time=True)
+        return Next(
+            ExclusionCode.SHORT_OF_TIME,
+            f"only {max(0.0, left):.3f}s left, less than the {need:.3f}s an attempt needs",
+            short_of_time=True,
+        )
     # Until its output is committed, an attempt (a first one too) leaves the next eligible
     # candidate its reserve, and may stay silent for at most a share of the time it has.
     until, quiet = s.deadline_at, math.inf
@@ -445,11 +469,15 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
         keep = reserve_for(s, nxt, p)
         if again:
             if made + 1 >= env.max_attempts and s.fallback_reserve != 0:
-                return Next(f"no replay: the last of max_attempts {env.max_attempts} is kept for {nxt.name}")
+                return Next(
+                    ExclusionCode.MAX_ATTEMPTS,
+                    f"no replay: the last of max_attempts {env.max_attempts} is kept for {nxt.name}",
+                )
             if left - keep < need:
                 return Next(
+                    ExclusionCode.RESERVE,
                     f"no replay: it would leave {nxt.name} less than the {keep:.3f}s kept back for it "
-                    f"({max(0.0, left):.3f}s left)"
+                    f"({max(0.0, left):.3f}s left)",
                 )
         until, quiet = _time_for(s, keep, at, need)
 
@@ -457,7 +485,10 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
         known = p.window(t)
         if known is not None and known < s.min_window:
             how = "declared" if t.context_window is not None else "stated by its provider"
-            return Next(f"context window {known} ({how}) cannot hold the {s.min_window} tokens {s.window_why}")
+            return Next(
+                ExclusionCode.CONTEXT_WINDOW,
+                f"context window {known} ({how}) cannot hold the {s.min_window} tokens {s.window_why}",
+            )
     if env.max_cost is not None:
         est = attempt_cost(s, lane)
         # lanes still in flight (a hedge's lead, a lead's hedge) may cost their estimate too
@@ -465,15 +496,16 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
         if s.spent + flying + est > env.max_cost:
             also = f" and {usd(flying)} in flight" if flying else ""
             return Next(
+                ExclusionCode.MAX_COST,
                 f"{prefix}estimated cost {usd(est)} on top of {usd(s.spent)} spent{also} "
-                f"exceeds max_cost {usd(env.max_cost)}"
+                f"exceeds max_cost {usd(env.max_cost)}",
             )
 
     # Health: a breaker or cool-down that still holds the target when the wait ends.
     if again or not lane.fresh:
         held = p.hold(t, now)
         if held is not None and held.until > at + _EPS:
-            return Next(f"{prefix}{held.reason}", held=held, temporary=True)
+            return Next(ExclusionCode.HELD, f"{prefix}{held.reason}", held=held, temporary=True)
     # The client-side limiter's queue: the time it would hold the attempt is added latency.
     start_by = math.inf if env.max_added_latency is None else s.t0 + env.max_added_latency
     if wait > 0 or start_by < math.inf:  # else its own acquire refuses at once what cannot fit
@@ -486,6 +518,7 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
                 past = f"past max_added_latency {env.max_added_latency:.3f}s"
             if past is not None:
                 return Next(
+                    ExclusionCode.RATE_LIMITED,
                     f"{prefix}client-side rate limit: no room for {room:.3f}s, {past}",
                     held=Hold(t.name, now + room, FailureKind.RATE_LIMITED) if math.isfinite(room) else None,
                     temporary=True,
@@ -504,14 +537,16 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
 
 def budget_spent(t: Target, pool: str, prefix: str = "") -> Next:
     why = f"{prefix}the retry budget of {t.name}'s upstream ({pool}) is spent: it is failing for many requests"
-    return Next(why, temporary=True, budget_spent=True)
+    return Next(ExclusionCode.RETRY_BUDGET, why, temporary=True, budget_spent=True)
 
 
-def _spent(s: RunState, lane: Lane, now: float, why: str) -> Next | Stop:
+def _spent(s: RunState, lane: Lane, now: float, code: ExclusionCode, why: str) -> Next | Stop:
     """The envelope is spent: the request ends, unless another lane (a hedge, or the lead it
     races) is still under way; then only this lane ends and the other may still answer."""
     if any(other is not lane for other in s.running):
-        return Next(f"no hedge: {why}" if lane.hedge and not lane.tries else f"no replay: {why}")
+        if lane.hedge and not lane.tries:
+            return Next(ExclusionCode.NO_HEDGE, f"no hedge: {why}")
+        return Next(code, f"no replay: {why}")
     return Stop(_spent_kind(s, now), why)
 
 

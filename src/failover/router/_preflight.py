@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..model import Attempt, Capability, Envelope, Request, Route, StreamEvent, Target
-from ..policy import Deadline, Plan, caps_max_tokens, max_tokens_for, plan
+from ..policy import Deadline, Plan, Violation, caps_max_tokens, max_tokens_for, plan
 from ..policy._canary import CanaryGate
 from ..tokens import count_exactly, counter_for, counts_remotely, near_window, reserved_output
 from ._engine import RunState
@@ -161,7 +161,7 @@ class Preflight:
         await self.count_near_window()
         return self.planned()
 
-    def planned(self, violation: Callable[[Target], str | None] | None = None) -> Plan:
+    def planned(self, violation: Callable[[Target], Violation | None] | None = None) -> Plan:
         """The route's candidates for this request now (``violation``: in place of the contract
         filter, see :func:`failover.policy.plan`)."""
         return plan(

@@ -14,6 +14,7 @@ import math
 from ..model import (
     Attempt,
     Exclusion,
+    ExclusionCode,
     Failure,
     Phase,
     Route,
@@ -61,8 +62,19 @@ class Recorder:
         self.retry_budget_exhausted = False
         self.uncertain_operation: str | None = None
 
-    def exclude(self, target: str, phase: Phase, reason: str, temporary: bool = False) -> None:
-        self.excluded.append(Exclusion(target=target, phase=phase, reason=reason, temporary=temporary))
+    def exclude(
+        self,
+        target: str,
+        phase: Phase,
+        code: ExclusionCode,
+        reason: str,
+        *,
+        temporary: bool = False,
+        replay: bool = False,
+    ) -> None:
+        self.excluded.append(
+            Exclusion(target=target, phase=phase, code=code, reason=reason, temporary=temporary, replay=replay)
+        )
 
     def wait(self, target: str, start: float, end: float, reason: str) -> None:
         self.waits.append(Wait(target=target, start=start - self.t0, end=end - self.t0, reason=reason))

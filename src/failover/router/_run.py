@@ -27,6 +27,7 @@ from dataclasses import replace
 
 from ..ledger import tenant_task_id
 from ..model import (
+    ExclusionCode,
     Failure,
     FailureKind,
     PartialOutput,
@@ -37,7 +38,7 @@ from ..model import (
     Unavailable,
     disposition,
 )
-from ..policy import Candidate
+from ..policy import Candidate, Violation
 from ..telemetry import RequestStarted
 from ..validation import repair_request
 from ._attempt import Attempts
@@ -199,7 +200,7 @@ class _Run(Attempts):
         if lane.phase is Phase.FALLBACK:  # reached only when a fallback is needed: canary shares apply here
             why = self.canary.why_not(target.name)
             if why is not None:
-                self.rec.exclude(target.name, lane.phase, why)
+                self.rec.exclude(target.name, lane.phase, ExclusionCode.CANARY, why)
                 return None
         s, loop = self.state, self.loop
         s.running.append(lane)
@@ -223,10 +224,10 @@ class _Run(Attempts):
                     outcome = await self.attempt(lane, d.until, d.quiet, d.start_by)
                 finally:
                     s.flying.remove(lane)
-                if isinstance(outcome, str):  # turned away by its limiter or breaker
+                if isinstance(outcome, Violation):  # turned away by its limiter or breaker
                     self.refund(lane)
-                    why = outcome if not lane.tries else f"no replay: {outcome}"
-                    self.rec.exclude(target.name, lane.phase, why, temporary=True)
+                    why = outcome.reason if not lane.tries else f"no replay: {outcome.reason}"
+                    self.rec.exclude(target.name, lane.phase, outcome.code, why, temporary=True, replay=lane.tries > 0)
                     return None
                 s.attempted(lane, outcome if isinstance(outcome, Failure) else None, loop.time())
                 if isinstance(outcome, Response):
@@ -244,10 +245,10 @@ class _Run(Attempts):
     def budget_refused(self, lane: Lane) -> None:
         """The pool's budget refused the token the engine saw (another process of the fleet took
         it first): the lane is left as the engine would have left it."""
-        d = budget_spent(lane.target, lane.pool)
+        d = budget_spent(lane.target, lane.pool, "no replay: " if lane.tries else "")
         self.state.leave(lane, d)
-        assert d.reason is not None
-        self.rec.exclude(lane.target.name, lane.phase, d.reason, temporary=True)
+        assert d.code is not None and d.reason is not None
+        self.rec.exclude(lane.target.name, lane.phase, d.code, d.reason, temporary=True, replay=lane.tries > 0)
 
     def draw_canaries(self, lane: Lane) -> None:
         """After a failed attempt a fallback may be needed: draw the canary shares of the
@@ -268,8 +269,10 @@ class _Run(Attempts):
         s, target = self.state, lane.target
         if isinstance(d, Next):
             s.leave(lane, d)
-            if d.reason is not None:
-                self.rec.exclude(target.name, lane.phase, d.reason, d.temporary)
+            if d.code is not None and d.reason is not None:
+                self.rec.exclude(
+                    target.name, lane.phase, d.code, d.reason, temporary=d.temporary, replay=lane.tries > 0
+                )
             return False
         if isinstance(d, Stop):
             if lane.tries:

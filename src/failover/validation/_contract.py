@@ -28,7 +28,8 @@ it is elsewhere: no candidate can meet the contract (a stop).
 
 Every problem found is reported, not only the first, because there is a single repair: the
 message names each failed check and how to fix it, and goes back to the model verbatim.
-``Failure.provider_code`` reads ``validation:<check>+<check>...`` (see :func:`failed_checks`).
+``Failure.checks`` names the failed checks (see :func:`failed_checks`); ``Failure.provider_code``
+reads ``validation:<check>+<check>...`` for a person or a log.
 """
 
 from __future__ import annotations
@@ -74,11 +75,8 @@ class _Problem:
 
 def failed_checks(failure: Failure) -> frozenset[Check]:
     """The checks that failed, for a Failure made by :func:`validate` (empty for any other)."""
-    code = failure.provider_code or ""
-    if not code.startswith(CODE_PREFIX):
-        return frozenset()
     out = set()
-    for name in code[len(CODE_PREFIX) :].split("+"):
+    for name in failure.checks:
         try:
             out.add(Check(name))
         except ValueError:
@@ -381,6 +379,7 @@ def _fail(kind: FailureKind, message: str, response: Response, checks: list[str]
         message=message,
         status=200,
         provider_code=CODE_PREFIX + "+".join(checks),
+        checks=tuple(checks),
         usage=response.usage,
         response=response,
         provider_request_id=response.provider_request_id,

@@ -165,7 +165,8 @@ function renderPath(rec, path = $("path"), name = upper) {
 function renderExcluded(rec, list = $("excluded"), name = upper) {
   list.replaceChildren();
   for (const e of rec.excluded) {
-    list.append(el("li", { "data-target": e.target }, el("strong", {}, name(e.target)), ` (${e.phase}): ${e.reason}`));
+    const item = { "data-target": e.target, "data-code": e.code };
+    list.append(el("li", item, el("strong", {}, name(e.target)), ` (${e.phase}): ${e.reason}`));
   }
   if (!rec.excluded.length) list.append(el("li", {}, "none: every candidate could serve this request"));
 }
