@@ -1,21 +1,18 @@
 """``Router.embed``: an embedding request through the same recovery engine as generation.
 
-:class:`EmbedRun` is the plain request's :class:`~failover.router._run._Run` with three
-things changed, so the deadline, the engine's decisions (replays with backoff and
-Retry-After, equivalent failover, the time kept for the next tier), breakers, the limiter,
-the retry budget, hedging, hooks and the RouteRecord are the very same code:
+:class:`Embedding` is the run's work for an embedding request (see :mod:`._work`): the
+deadline, the engine's decisions (replays with backoff and Retry-After, equivalent failover,
+the time kept for the next tier), breakers, the limiter, the retry budget, hedging, hooks and
+the RouteRecord are the very same :class:`~._run.Run` as a generation's. What differs:
 
 * the candidates: :func:`~failover.policy.embedding_check` replaces the contract filter,
   so only equivalents of the route's first primary that give vectors of its size are ever
   tried, and the record says why every other target was left out;
 * the token count: the inputs' own tokens (for the limiter, cost and each target's window);
+  nothing is generated, so an attempt reserves and is estimated at no output;
 * the exchange: the inputs are split into the provider's batch size, the batches sent
   concurrently within the attempt (its one timeout covers them all; the first failure ends
   it), and the vectors put back in input order.
-
-The exchange hands the loop a :class:`~failover.model.Response` whose ``parsed`` is the
-:class:`~failover.model.Embeddings`: the loop only reads a result's usage, rate limits and
-record, and ``Router.embed`` unwraps it. It never leaves the router.
 """
 
 from __future__ import annotations
@@ -30,29 +27,25 @@ from ..model import (
     Embeddings,
     EmbedInput,
     EmbedRequest,
-    Envelope,
     ExclusionCode,
     Failure,
     FailureKind,
     InvalidRequest,
     Message,
-    Phase,
     Request,
     Response,
-    Route,
     Target,
     Usage,
     Validation,
 )
 from ..model._record import watch_connect
-from ..policy import Plan, Violation, embedding_check
+from ..policy import Plan, Violation, embedding_check, plan
 from ..providers.embeddings import EmbedAdapter, dimensions_of, embed_adapter_for
 from ..tokens import counter_for
 from ..transport import TransportError
 from ..transport._limits import DEFAULT_MAX_RESPONSE_BYTES
-from ._attempt import exchange_failure, maybe_billed
-from ._parts import RouterParts
-from ._run import _Run
+from ._exchange import exchange_failure, maybe_billed
+from ._work import Call, Exchanged
 
 # Batches of one attempt in flight at once (Titan embeds one text a call: a request of 100
 # texts is 100 calls, which must not all open a connection at the same moment).
@@ -65,17 +58,19 @@ PARALLEL_BATCHES = 8
 BYTES_PER_DIMENSION = 24
 UNKNOWN_DIMENSIONS = 3072
 
-# The loop's Request for an embedding run: no messages, no max_tokens (nothing is generated).
+# The plan's view of an embedding request: no messages, no max_tokens (nothing is generated).
 _NO_REQUEST = Request(messages=())
 
 
-class EmbedRun(_Run):
-    """One embedding request on its way through its candidates (see the module docstring)."""
+class Embedding:
+    """What an embedding request asks, and how one attempt sends it (see the module docstring)."""
 
-    def __init__(self, router: RouterParts, route: Route, request: EmbedRequest, envelope: Envelope) -> None:
-        super().__init__(router, route, _NO_REQUEST, envelope)
+    compactable = False  # no compaction hook: an input is embedded whole or not at all
+
+    def __init__(self, call: Call, request: EmbedRequest) -> None:
+        self.call = call
+        self.request = request
         self.embed = request
-        self.compacted = True  # no compaction hook: an input is embedded whole or not at all
         self._counts: dict[str, list[int]] = {}  # counter name -> tokens of each input
 
     # -- tokens ----------------------------------------------------------------------------
@@ -95,14 +90,26 @@ class EmbedRun(_Run):
     def local_tokens(self, target: Target) -> int:
         return sum(self.counts(target))
 
-    def output_reserve(self, target: Target, request: Request) -> int:
+    def input_tokens(self, target: Target) -> int:
+        return self.local_tokens(target)  # no provider counts embedding inputs ahead
+
+    def output_reserve(self, target: Target, request: Request | EmbedRequest) -> int:
         return 0  # an embedding generates nothing
+
+    def request_for(self, target: Target) -> EmbedRequest:
+        return self.embed
+
+    def capped_to(self, sent: int | None) -> int | None:
+        return None
+
+    async def compact(self, over: list[tuple[Target, int]]) -> bool:
+        return False
 
     def overflows(self, required: frozenset[Capability]) -> list[tuple[Target, int]]:
         """The route's embedding candidates that only an input longer than their window keeps out."""
         out = []
-        for t in self.route.primary:
-            window = self.router.windows.known(t)
+        for t in self.call.route.primary:
+            window = self.call.router.windows.known(t)
             if window is None:  # an unknown window keeps nothing out
                 continue
             over = max(self.counts(t)) - window
@@ -114,7 +121,7 @@ class EmbedRun(_Run):
 
     def why_not(self, target: Target) -> Violation | None:
         """Why ``target`` cannot embed this request, ignoring its window."""
-        route = self.route
+        route = self.call.route
         unsupported = ExclusionCode.EMBEDDINGS_UNSUPPORTED
         if not route.primary:
             return Violation(unsupported, "the route has no primary target")
@@ -129,29 +136,36 @@ class EmbedRun(_Run):
         return None
 
     def violation(self, target: Target) -> Violation | None:
+        route = self.call.route
         reason = embedding_check(
-            target,
-            self.route,
-            self.route.primary[0],
-            self.embed.dimensions,
-            max(self.counts(target)),
-            self.router.windows,
+            target, route, route.primary[0], self.embed.dimensions, max(self.counts(target)), self.call.router.windows
         )
         return reason or self.why_not(target)
 
-    async def make_plan(self) -> Plan:
-        if not self.route.primary:
+    async def plan(self) -> Plan:
+        call = self.call
+        if not call.route.primary:
             return Plan(candidates=(), excluded=(), required=frozenset())
-        return self.planned(self.violation)
+        return plan(
+            call.route,
+            _NO_REQUEST,
+            call.env,
+            input_tokens=self.input_tokens,
+            health=call.router.health,
+            now=call.t0,
+            breakers=call.router.breakers,
+            violation=self.violation,
+            windows=call.router.windows,
+        )
 
     # -- one attempt -----------------------------------------------------------------------
 
-    async def _exchange(
-        self, target: Target, phase: Phase, request: Request, start: float, until: float, hedge: bool, quiet: float
-    ) -> Response | Failure:
-        del quiet  # an embedding is one plain exchange: there is no stream to be silent
-        router, loop = self.router, self.loop
-        left = self.deadline.remaining(start)
+    async def exchange(
+        self, target: Target, request: Request | EmbedRequest, start: float, until: float, quiet: float
+    ) -> Exchanged:
+        del request, quiet  # one plain exchange of this request: there is no stream to be silent
+        call = self.call
+        left = call.deadline.remaining(start)
         total = min(target.attempt_cap(), max(0.0, until - start))
         connect = min(target.timeouts.connect, total)
         adapter = embed_adapter_for(target.dialect)
@@ -166,8 +180,6 @@ class EmbedRun(_Run):
             outcome = exchange_failure(exc, total, left, target)
         if isinstance(outcome, Embeddings):
             outcome = _checked(outcome, target, self.embed, status)
-        end = loop.time()
-        failure = outcome if isinstance(outcome, Failure) else None
         usage: Usage | None = None
         cost, estimated = 0.0, False
         if isinstance(outcome, Embeddings):
@@ -176,41 +188,27 @@ class EmbedRun(_Run):
                 tokens, estimated = self.local_tokens(target), True
             usage = Usage(input_tokens=tokens)
             cost = target.price.cost(tokens, 0)
-        elif failure is not None and maybe_billed(failure):
+            outcome = replace(outcome, usage=usage)
+        elif maybe_billed(outcome):
             cost, estimated = target.price.cost(self.local_tokens(target), 0), True
-        self.state.spent += cost
-        attempt = self.rec.attempted(
-            target,
-            phase,
-            start,
-            end,
+        failed = isinstance(outcome, Failure)
+        contract_ok = None if not isinstance(outcome, Failure) else outcome.kind is FailureKind.CONTRACT_FAILURE
+        return Exchanged(
+            outcome=outcome,
             connect=connect,
             total=total,
-            hedge=hedge,
-            failure=failure,
             status=status,
             usage=usage,
             cost=cost,
             estimated=estimated,
-            provider_request_id=failure.provider_request_id if failure is not None else outcome.provider_request_id,
             connected=connected[0] if connected else None,
-            contract_ok=True if failure is None else (False if failure.kind is FailureKind.CONTRACT_FAILURE else None),
+            contract_ok=True if not failed else (False if contract_ok else None),
+            checked=None if failed else Validation(transport=True, contract=True),
         )
-        router.health.observe(target, failure, end - start, end)
-        router.windows.learn(target, failure)
-        if failure is not None:
-            return failure
-        assert isinstance(outcome, Embeddings) and usage is not None
-        self.used = attempt
-        record = self.rec.freeze(end, used=attempt, outcome="ok", validation=Validation(transport=True, contract=True))
-        return Response(
-            parsed=replace(outcome, usage=usage),
-            usage=usage,
-            model=outcome.model,
-            provider_request_id=outcome.provider_request_id,
-            rate_limits=outcome.rate_limits,
-            record=record,
-        )
+
+    def answer(self, outcome: Response | Embeddings) -> Embeddings:
+        assert isinstance(outcome, Embeddings)
+        return outcome
 
     async def _send_all(
         self, target: Target, adapter: EmbedAdapter, connect: float, until: float
@@ -250,18 +248,18 @@ class EmbedRun(_Run):
     def batch_size(self, target: Target, adapter: EmbedAdapter) -> int:
         """The provider's batch size, or fewer, so that one answer fits the transport's limit."""
         dims = dimensions_of(target, self.embed) or UNKNOWN_DIMENSIONS
-        room = getattr(self.router.transport, "max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)
+        room = getattr(self.call.router.transport, "max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)
         fits = int(room * 0.9) // (dims * BYTES_PER_DIMENSION)
         return max(1, min(adapter.batch_size(target), fits))
 
     async def _send(
         self, target: Target, adapter: EmbedAdapter, part: EmbedRequest, connect: float, until: float
     ) -> tuple[int | None, Embeddings | Failure]:
-        router = self.router
+        router = self.call.router
         http = adapter.build_embed(target, part)
         if router.auth.needed(target):
             http = await router.auth.authorize(target, http)
-        total = max(0.0, until - self.loop.time())
+        total = max(0.0, until - self.call.loop.time())
         resp = await router.transport.send(http, connect_timeout=min(connect, total), total_timeout=total)
         return resp.status, adapter.parse_embed(target, part, resp)
 
@@ -323,4 +321,4 @@ def embed_request(
     return req
 
 
-__all__ = ["PARALLEL_BATCHES", "EmbedRun", "embed_request"]
+__all__ = ["PARALLEL_BATCHES", "Embedding", "embed_request"]

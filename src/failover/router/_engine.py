@@ -53,7 +53,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..model import Action, Envelope, ExclusionCode, Failure, FailureKind, Phase, Request, Target
+from ..model import Action, EmbedRequest, Envelope, ExclusionCode, Failure, FailureKind, Phase, Request, Target
 from ..model._money import usd
 from ..policy import BackoffDecision, Candidate
 from ..policy._breaker import key_model_scope
@@ -252,7 +252,7 @@ class RunState:
     def attempted(self, lane: Lane, failure: Failure | None, at: float) -> None:
         """The lane's paid attempt ended at ``at``, with ``failure`` (None: an answer)."""
         lane.tries += 1
-        lane.paid = lane.waited = lane.repairing = False
+        lane.paid = lane.sent = lane.waited = lane.repairing = False
         if failure is not None:
             lane.failure, lane.failed_at = failure, at
             self.last_failure = failure.kind
@@ -327,7 +327,7 @@ class Lane:
 
     target: Target
     phase: Phase
-    request: Request
+    request: Request | EmbedRequest
     after: int  # index in RunState.candidates of the first candidate after this lane's group
     pool: str = ""  # the target's retry-budget pool (Policies.pool)
     hedge: bool = False
@@ -340,9 +340,16 @@ class Lane:
     took: float = 0.0  # how long the last attempt ran (its exchange, set by the loop)
     waited: bool = False  # the wait before the next attempt was slept
     paid: bool = False  # the next attempt's slot (and budget token, if a retry) is paid
+    sent: bool = False  # the paid attempt is under way (cancelled, it is booked, not refunded)
     paid_retry: bool = False  # what was paid was a retry-budget token
     repairing: bool = False  # the repair request is built: the next attempt sends it
     no_repair: bool = False  # no repair could be built for this failure
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The output the next attempt may generate: its request's max_tokens (None: up to the
+        target's max output); an embedding generates none."""
+        return self.request.max_tokens if isinstance(self.request, Request) else 0
 
 
 # -- the decision ---------------------------------------------------------------------------------
@@ -509,7 +516,8 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
     # The client-side limiter's queue: the time it would hold the attempt is added latency.
     start_by = math.inf if env.max_added_latency is None else s.t0 + env.max_added_latency
     if wait > 0 or start_by < math.inf:  # else its own acquire refuses at once what cannot fit
-        room = p.limiter_wait(t, s.input_tokens(t), lane.request.max_tokens or t.max_output_tokens, now)
+        out = t.max_output_tokens if lane.max_tokens is None else lane.max_tokens
+        room = p.limiter_wait(t, s.input_tokens(t), out, now)
         if room > 0:
             past = None
             if now + room + need > until:
@@ -555,7 +563,7 @@ def attempt_cost(s: RunState, lane: Lane) -> float:
     output the max_tokens that attempt sends (a repair's raised one, a max_tokens capped to
     the target's max output); with none, the most the target may write: its max output, within
     its window's room when the window is declared."""
-    return cost_on(s, lane.target, lane.request.max_tokens)
+    return cost_on(s, lane.target, lane.max_tokens)
 
 
 def cost_on(s: RunState, t: Target, max_tokens: int | None) -> float:

@@ -19,7 +19,7 @@ models the envelope allows; stop when nothing safe is left.
 
 This module is the Router itself: its construction (the process's shared parts), its entry
 points (``complete``, ``stream``, ``embed``) and ``aclose``. A request is carried out by a
-run (:class:`~._run._Run`), which sees the Router only as :class:`~._parts.RouterParts`.
+run (:class:`~._run.Run`), which sees the Router only as :class:`~._parts.RouterParts`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import asyncio
 import os
 import random
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..auth import Authorizers
@@ -80,9 +79,10 @@ from ..validation import (
     check_contract,
     check_request_schemas,
 )
+from ._embed import embed_request
 from ._engine import Policies
 from ._hooks import DegradeHandler, QualityGate, degraded
-from ._run import _Run
+from ._run import Run
 from ._stream import RouteStream
 from ._telemetry import breaker_changed
 
@@ -234,7 +234,7 @@ class Router:
         r = self.route(route)
         check_text(request)
         check_request_schemas(request, self.schema_limits)
-        run = _Run(self, r, request, envelope or Envelope())
+        run = Run.generation(self, r, request, envelope or Envelope())
         record: RouteRecord | None = None
         try:
             try:
@@ -283,11 +283,11 @@ class Router:
         check_text(request)  # InvalidRequest and InvalidSchema here, as in complete()
         check_request_schemas(request, self.schema_limits)
         env = envelope or Envelope()
-        run = _Run(self, self.route(route), request, env, stream=True, restart_on_partial=restart_on_partial)
+        run = Run.generation(self, self.route(route), request, env, stream=True, restart_on_partial=restart_on_partial)
         run.output.keep_text = keep_text
         if live_reasoning:
             run.output.live_reasoning()
-        return RouteStream(run, coalesce=coalesce)
+        return RouteStream(run, request, coalesce=coalesce)
 
     async def embed(
         self,
@@ -312,10 +312,8 @@ class Router:
         ``classification``, ``clustering``) tunes the vectors where the model takes a hint.
         :class:`~failover.model.InvalidRequest` before any call for no input, an empty one, or
         a bad ``dimensions`` or ``input_type``."""
-        from ._embed import EmbedRun, embed_request  # it builds on this module
-
         req = embed_request(inputs, dimensions, input_type)
-        run = EmbedRun(self, self.route(route), req, envelope or Envelope())
+        run = Run.embedding(self, self.route(route), req, envelope or Envelope())
         record: RouteRecord | None = None
         try:
             try:
@@ -323,11 +321,9 @@ class Router:
             except Unavailable as exc:
                 self.stats.observe(record := exc.record)
                 raise
-            record = resp.record
-            if record is not None:
+            if (record := resp.record) is not None:
                 self.stats.observe(record)
-            out: Embeddings = resp.parsed
-            return replace(out, record=record)
+            return resp
         finally:
             if self.hooks:
                 run.ended(record)

@@ -1,20 +1,26 @@
-"""The loop of one request: what the engine decides, carried out.
+"""One run: a request on its way through its candidates, what the engine decides carried out.
 
-    _Run.execute()
-      preflight    the schema version, the ledger, the plan (see _preflight)
-      loop         per candidate (hedged: the first two raced), ask _engine.decide and do it:
-                     Go     -> pay, then one attempt (_attempt: reserve, permit, exchange,
-                               check, book, settle)
-                     Sleep  -> pay, then wait (backoff or Retry-After), cut short when a
-                               breaker opens and the wait would end in a refusal
-                     Repair -> build the one corrective request
-                     Next   -> leave the candidate (why goes into the record)
-                     Stop   -> Unavailable now
-      end          a Response with its RouteRecord, Unavailable, or (a stream cut after its
-                   commit point) PartialOutput
+    Run(call, work, state)      composed, not inherited (see _work):
+      call       the route, envelope, clock, deadline, record and the caller's Output
+      work       what is asked and how one attempt sends it: Generation (plain or streamed)
+                 or Embedding; the run never knows which
+      attempts   one attempt once the engine said Go (_attempt: reserve, permit, exchange,
+                 book, settle)
+    Run.execute()
+      preflight  the schema version, the ledger, the plan (and one compaction when nothing fits)
+      loop       per candidate (hedged: the first two raced), ask _engine.decide and do it:
+                   Go     -> pay, then one attempt
+                   Sleep  -> pay, then wait (backoff or Retry-After), cut short when a
+                             breaker opens and the wait would end in a refusal
+                   Repair -> build the one corrective request
+                   Next   -> leave the candidate (why goes into the record)
+                   Stop   -> end the request
+      end        one place: answered (the Response or Embeddings with its RouteRecord),
+                 unavailable (Unavailable), partial (a stream cut after its commit point)
 
-The decisions are the engine's, pure; this loop pays for attempts (the retry budget),
-sleeps, asks the tool ledger before a replay (workflow 3), and records.
+The decisions are the engine's, pure; this loop pays for attempts (the retry budget, with the
+decision, before anything is awaited), sleeps, asks the tool ledger before a replay
+(workflow 3), and records.
 """
 
 from __future__ import annotations
@@ -24,28 +30,41 @@ import logging
 import math
 import sys
 from dataclasses import replace
+from typing import Any, Generic
 
 from ..ledger import tenant_task_id
 from ..model import (
+    Capability,
+    Embeddings,
+    EmbedRequest,
+    Envelope,
     ExclusionCode,
     Failure,
     FailureKind,
     PartialOutput,
     Phase,
+    Request,
     Response,
+    Route,
     RouteRecord,
     SideEffectMode,
     Unavailable,
     disposition,
 )
-from ..policy import Candidate, Violation
+from ..policy import Candidate
+from ..policy._canary import CanaryGate
+from ..policy._selection import Violation
 from ..telemetry import RequestStarted
 from ..validation import repair_request
 from ._attempt import Attempts
 from ._conclude import conclude
-from ._engine import Decision, Go, Lane, Next, Repair, Sleep, Stop, budget_spent, decide
+from ._embed import Embedding
+from ._engine import Decision, Go, Lane, Next, Repair, RunState, Sleep, Stop, budget_spent, decide
+from ._generate import Generation
+from ._parts import RouterParts
 from ._stream import _Partial
 from ._telemetry import request_ended
+from ._work import Answer, Call, Work
 
 log = logging.getLogger("failover.router")
 
@@ -62,16 +81,68 @@ def retry_ms(wait: float, *, probe: bool) -> int:
     return max(1, math.floor(wait * 1000 + 1e-6))
 
 
-class _Run(Attempts):
+class Run(Generic[Answer]):
     """One request on its way through its candidates: the I/O that the engine's decisions ask for.
 
     What to do next is :func:`failover.router._engine.decide`'s answer, a pure function of
     ``self.state`` (a :class:`RunState`) and the lane of the candidate being tried; this
-    class only carries it out: it pays for attempts, sleeps, sends, and records. The
-    request's state is :class:`~._preflight.Preflight`'s, one attempt :class:`~._attempt.Attempts`'.
+    class only carries it out: it pays for attempts, sleeps, sends, and records. What is
+    asked and sent is its ``work``'s; one attempt is its ``attempts``'.
     """
 
-    async def execute(self) -> Response:
+    def __init__(self, call: Call, work: Work[Answer], *, restart_on_partial: bool = False) -> None:
+        self.call = call
+        self.work: Work[Answer] = work
+        router = call.router
+        self.router: RouterParts = router
+        self.route, self.env, self.loop, self.t0 = call.route, call.env, call.loop, call.t0
+        self.rec, self.output, self.deadline = call.rec, call.output, call.deadline
+        self.state = RunState(
+            envelope=call.env,
+            t0=call.t0,
+            deadline_at=call.deadline.at,
+            input_tokens=work.input_tokens,
+            max_tokens=work.request.max_tokens if isinstance(work.request, Request) else 0,
+            fallback_reserve=call.route.fallback_reserve,
+            replay_timeouts=call.route.replay_timeouts,
+        )
+        self.attempts = Attempts(call, work, self.state)
+        self.policies = router.policies
+        self.canary = CanaryGate(call.route, router.canary_rng)  # draws only once an attempt failed
+        self.restart_ok = restart_on_partial and call.env.allow_after_partial
+
+    @classmethod
+    def generation(
+        cls,
+        router: RouterParts,
+        route: Route,
+        request: Request,
+        envelope: Envelope,
+        *,
+        stream: bool = False,
+        restart_on_partial: bool = False,
+    ) -> Run[Response]:
+        """The run of :meth:`Router.complete` (``stream``: of :meth:`Router.stream`)."""
+        if stream:
+            envelope = replace(envelope, required=envelope.required | {Capability.STREAMING})
+        call = Call(router, route, envelope)
+        return Run(call, Generation(call, request), restart_on_partial=restart_on_partial)
+
+    @classmethod
+    def embedding(cls, router: RouterParts, route: Route, request: EmbedRequest, envelope: Envelope) -> Run[Embeddings]:
+        """The run of :meth:`Router.embed`."""
+        call = Call(router, route, envelope)
+        return Run(call, Embedding(call, request))
+
+    @property
+    def request(self) -> Request | EmbedRequest:
+        """The request as it stands (shorter after a compaction)."""
+        return self.work.request
+
+    def capped_to(self, sent: int | None) -> int | None:
+        return self.work.capped_to(sent)
+
+    async def execute(self) -> Answer:
         env, route, s = self.env, self.route, self.state
         if self.router.hooks:
             self.router.hooks(RequestStarted(request_id=self.rec.request_id, route=route.name, at=self.t0))
@@ -84,10 +155,14 @@ class _Run(Attempts):
                 )
             )
         await self.side_effects_allow("this request")  # a replay of the task from scratch
-        p = await self.prepare()
+        work = self.work
+        p = await work.plan()
+        if not p.candidates and work.compactable and await work.compact(work.overflows(p.required)):
+            s.max_tokens = work.request.max_tokens if isinstance(work.request, Request) else 0
+            p = await work.plan()  # the shorter request, planned again
         self.rec.excluded.extend(p.excluded)
         if route.primary:
-            self.rec.input_tokens = self.input_tokens(route.primary[0])
+            self.rec.input_tokens = work.input_tokens(route.primary[0])
         for hold in p.holds:  # left out only for now: the request may be retried when the first returns
             s.held(hold)
         s.candidates = p.candidates
@@ -99,24 +174,25 @@ class _Run(Attempts):
                     Stop(first.kind, f"no candidate can serve this request now ({why})", retryable=True)
                 )
             kind = FailureKind.CONTRACT_FAILURE  # every exclusion is final: contract, window or envelope
-            if self.overflows(p.required) and len(self.overflows(p.required)) == len(p.excluded):
+            over = work.overflows(p.required)
+            if over and len(over) == len(p.excluded):
                 kind = FailureKind.CONTEXT_OVERFLOW
             raise self.unavailable(Stop(kind, f"no candidate can serve this request ({why})"))
 
         cands = p.candidates
         start = 0
-        if route.hedge_after is not None and self.sink is None and len(cands) > 1:
+        if route.hedge_after is not None and self.output.sink is None and len(cands) > 1:
             resp = await self.hedged(cands[0], cands[1], route.hedge_after)
             if resp is not None:
-                return resp
+                return self.answered(resp)
             start = 2
         for i in range(start, len(cands)):
             resp = await self.try_candidate(cands[i], after=i + 1, fresh=i == 0)
             if resp is not None:
-                return resp
+                return self.answered(resp)
         raise self.unavailable(conclude(s, self.rec.attempts, self.rec.excluded, self.loop.time(), env.budget))
 
-    async def hedged(self, first: Candidate, second: Candidate, delay: float) -> Response | None:
+    async def hedged(self, first: Candidate, second: Candidate, delay: float) -> Answer | None:
         """Hedging: if ``first`` has no answer after ``delay``, race ``second`` against it.
 
         Until the hedge starts, the lead's next tier is ``second`` (a replay keeps its reserve and
@@ -136,8 +212,8 @@ class _Run(Attempts):
             return resp if resp is not None else await self.try_candidate(second, after=2)
         front.after = 2  # the lead's next tier is now what comes after the hedge
         hedge = asyncio.ensure_future(self.run_lane(self.lane_for(second, after=2, hedge=True)))
-        pending: set[asyncio.Future[Response | None]] = {lead, hedge}
-        winner: Response | None = None
+        pending: set[asyncio.Future[Answer | None]] = {lead, hedge}
+        winner: Answer | None = None
         try:
             while pending and winner is None:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
@@ -150,12 +226,8 @@ class _Run(Attempts):
             exc.record = replace(exc.record, attempts=attempts, total_cost=sum(a.cost for a in attempts))
             raise
         finally:
-            await _cancelled(pending)
-        if winner is None or winner.record is None or self.used is None:
-            return winner
-        # the loser's cancelled attempt belongs in the story too
-        record = self.rec.freeze(self.loop.time(), used=self.used, outcome="ok", validation=winner.record.validation)
-        return replace(winner, record=record)
+            await _cancelled(pending)  # the loser's cancelled attempt is booked before the answer's record
+        return winner
 
     # -- one candidate ---------------------------------------------------------------------
 
@@ -184,17 +256,17 @@ class _Run(Attempts):
                 Stop(FailureKind.SIDE_EFFECT_UNCERTAIN, f"{what} refused: {decision.reason}", stopped=True)
             )
 
-    async def try_candidate(self, cand: Candidate, *, after: int, fresh: bool = False) -> Response | None:
+    async def try_candidate(self, cand: Candidate, *, after: int, fresh: bool = False) -> Answer | None:
         """Carry out the engine's decisions for one candidate until it answers or is left."""
         return await self.run_lane(self.lane_for(cand, after=after, fresh=fresh))
 
     def lane_for(self, cand: Candidate, *, after: int, hedge: bool = False, fresh: bool = False) -> Lane:
         target = cand.target
         pool = self.router.retry_budget.pool_of(target)
-        request = self.request_for(target)  # its max_tokens capped to the target's max output
+        request = self.work.request_for(target)  # its max_tokens capped to the target's max output
         return Lane(target=target, phase=cand.phase, request=request, after=after, pool=pool, hedge=hedge, fresh=fresh)
 
-    async def run_lane(self, lane: Lane) -> Response | None:
+    async def run_lane(self, lane: Lane) -> Answer | None:
         """Carry out the engine's decisions for one lane until it answers or is left."""
         target = lane.target
         if lane.phase is Phase.FALLBACK:  # reached only when a fallback is needed: canary shares apply here
@@ -221,7 +293,7 @@ class _Run(Attempts):
                 try:
                     if s.launched > 1:  # workflow 3: an attempt after the first needs the ledger's leave
                         await self.side_effects_allow(f"{lane.phase.value} attempt on {target.name}")
-                    outcome = await self.attempt(lane, d.until, d.quiet, d.start_by)
+                    outcome = await self.attempts.attempt(lane, d.until, d.quiet, d.start_by)
                 finally:
                     s.flying.remove(lane)
                 if isinstance(outcome, Violation):  # turned away by its limiter or breaker
@@ -230,8 +302,8 @@ class _Run(Attempts):
                     self.rec.exclude(target.name, lane.phase, outcome.code, why, temporary=True, replay=lane.tries > 0)
                     return None
                 s.attempted(lane, outcome if isinstance(outcome, Failure) else None, loop.time())
-                if isinstance(outcome, Response):
-                    return outcome
+                if not isinstance(outcome, Failure):
+                    return self.work.answer(outcome)
                 self.draw_canaries(lane)
                 if self.output.started:  # the commit point: output reached the caller
                     if not self.restart_ok:
@@ -239,7 +311,7 @@ class _Run(Attempts):
                     self.output.restart(outcome)
         finally:
             s.running.remove(lane)
-            if lane.paid:  # paid for an attempt that was never made (a refusal after a wait)
+            if lane.paid and not lane.sent:  # paid for an attempt never made (a refusal after a wait)
                 self.refund(lane)
 
     def budget_refused(self, lane: Lane) -> None:
@@ -280,7 +352,8 @@ class _Run(Attempts):
             raise self.unavailable(d)
         if isinstance(d, Repair):
             assert lane.failure is not None
-            s.repair(lane, repair_request(lane.request, lane.failure, target, self.input_tokens(target)))
+            assert isinstance(lane.request, Request)  # only a generation is repaired
+            s.repair(lane, repair_request(lane.request, lane.failure, target, self.work.input_tokens(target)))
             return True
         assert isinstance(d, Sleep)
         # the slot and the budget's token are taken with the decision, before the ledger's
@@ -301,7 +374,7 @@ class _Run(Attempts):
                 # its breaker opened meanwhile: the wait would end in a refusal, or (a short open
                 # period) in a race of every waiter for the few half-open probe slots
                 break
-        self.waited(target.name, now, d.source)
+        self.attempts.waited(target.name, now, d.source)
         lane.waited = True
         return True
 
@@ -322,11 +395,23 @@ class _Run(Attempts):
             self.router.retry_budget.refund(self.loop.time(), lane.pool)
         self.state.refund(lane)
 
-    # -- how the request ends ------------------------------------------------------------
+    # -- how the request ends: one place for its record ----------------------------------------
+
+    def answered(self, answer: Answer) -> Answer:
+        """The answer with the request's record: every attempt made, a hedge's cancelled loser too."""
+        used = self.attempts.used
+        assert used is not None  # an answer's attempt was booked as the one used
+        record = self.rec.freeze(self.loop.time(), used=used, outcome="ok", validation=self.attempts.checked)
+        return replace(answer, record=record)
 
     def unavailable(self, stop: Stop) -> Unavailable:
         now = self.loop.time()
         s = self.state
+        listed = {e.target for e in self.rec.excluded} | {a.target for a in self.rec.attempts}
+        for name, why in s.refused.items():  # a fallback its canary draw refused, never reached
+            if name not in listed:
+                phase = next((c.phase for c in s.candidates if c.target.name == name), Phase.FALLBACK)
+                self.rec.exclude(name, phase, ExclusionCode.CANARY, why)
         probes: set[str] = set()  # targets whose return is their breaker's next probe
         for t in self.route.targets:  # a breaker that opened since a target failed outlasts its hint
             if t.name in s.back or t.name in s.anytime:
@@ -381,7 +466,7 @@ class _Run(Attempts):
         self.router.hooks(request_ended(record, now, tenant=self.env.tenant))
 
 
-async def _cancelled(tasks: set[asyncio.Future[Response | None]]) -> None:
+async def _cancelled(tasks: set[asyncio.Future[Any]]) -> None:
     """Cancel a hedge's other lanes and wait until they have booked their cancelled attempts."""
     for task in tasks:
         task.cancel()

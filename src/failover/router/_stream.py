@@ -52,6 +52,7 @@ from ..model._ids import new_id
 from ..providers._base import SSEComment, StreamFailed
 from ..providers._sse import MAX_EVENT_CHARS, EventTooLarge, stream_decoder
 from ..transport import HttpResponse, StreamingTransport, TransportError
+from ._exchange import exchange_failure
 from ._hooks import degraded
 
 if TYPE_CHECKING:
@@ -368,17 +369,11 @@ async def stream_exchange(
         outcome = timers.expired(loop.time(), first_at, out.started)
     except StreamFailed as exc:
         outcome = exc.failure
-    except AuthError as exc:  # the target's credential chain gave nothing to send with
-        outcome = Failure(kind=FailureKind.AUTHENTICATION_OR_PERMISSION, message=str(exc))
     except EventTooLarge as exc:  # leaving the stream's block has closed the connection
         outcome = Failure(kind=FailureKind.PROVIDER_SERVER_ERROR, status=status, message=str(exc))
-    except TransportError as exc:
-        if exc.phase == "connect_timeout":
-            outcome = Failure(kind=FailureKind.TIMEOUT, phase=TimeoutPhase.CONNECT, message=str(exc))
-        elif exc.phase == "too_large":
-            outcome = Failure(kind=FailureKind.PROVIDER_SERVER_ERROR, status=status, message=str(exc))
-        else:
-            outcome = Failure(kind=FailureKind.TRANSPORT_TRANSIENT, message=str(exc))
+    except (TransportError, AuthError) as exc:
+        left = timers.committed_end - timers.start
+        outcome = exchange_failure(exc, timers.uncommitted_end - timers.start, left, target, status)
     if isinstance(outcome, Failure) and not out.started:
         out.discard_attempt()
     return status, outcome, first_at, streamed
@@ -426,7 +421,6 @@ class StreamedRun(Protocol):
 
     router: RouterParts
     route: Route
-    request: Request
     rec: Recorder
     loop: asyncio.AbstractEventLoop
     output: Output
@@ -453,8 +447,9 @@ class RouteStream:
     (outcome ``cancelled``).
     """
 
-    def __init__(self, run: StreamedRun, *, coalesce: float | None = None) -> None:
+    def __init__(self, run: StreamedRun, request: Request, *, coalesce: float | None = None) -> None:
         self._run = run
+        self._request = request  # for the route's degraded answer
         self._coalesce = coalesce
         self._queue: asyncio.Queue[object] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
@@ -517,7 +512,7 @@ class RouteStream:
             response = await run.execute()
         except Unavailable as exc:
             run.router.stats.observe(record := exc.record)
-            fallback = await degraded(run.router.degrade.get(run.route.name), run.request, exc)
+            fallback = await degraded(run.router.degrade.get(run.route.name), self._request, exc)
             if fallback is not None:
                 record = fallback.record
             self._queue.put_nowait(exc if fallback is None else Completed(response=fallback))
