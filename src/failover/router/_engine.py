@@ -2,11 +2,15 @@
 
 The router's loop is thin: it asks :func:`decide` what to do, carries the answer out, and
 asks again. Nothing here awaits, sleeps, draws a random number of its own or touches the
-network; every policy object is asked through :class:`Policies`, so a test can drive the
-engine over any fault schedule on a clock of its own (tests/router/test_engine.py)::
+network; every policy object is asked through :class:`Policies`, whose answers are reads (a
+breaker reports the state it has at ``now`` without moving to it or firing a hook), and a
+backoff's jitter comes from the ``rng`` passed in: asked twice about the same state with
+equally seeded sources, :func:`decide` answers the same and changes nothing. The loop makes
+the changes (a breaker leaves open when the attempt takes its permit), and a test can drive
+the engine over any fault schedule on a clock of its own (tests/router/test_engine.py)::
 
     while True:
-        d = decide(state, lane, policies, now)
+        d = decide(state, lane, policies, now, rng)
         Go(until)           -> pay, attempt lane.target (its timeout ends by ``until``)
         Sleep(s, source)    -> pay, sleep s, then ask again (the wait is not drawn twice)
         Repair()            -> build the one repair request, then ask again
@@ -49,6 +53,7 @@ and the next tier may never be called.
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -151,7 +156,8 @@ Decision = Go | Sleep | Repair | Next | Stop
 
 
 class Policies(Protocol):
-    """The policy objects' answers, asked at the moment of a decision (no side effects)."""
+    """The policy objects' answers, asked at the moment of a decision: reads only (nothing is
+    created, trimmed or moved, no hook fires), so a decision can be asked again and again."""
 
     def pool(self, target: Target) -> str:
         """The retry-budget pool of ``target``."""
@@ -162,8 +168,9 @@ class Policies(Protocol):
         ...
 
     def hold(self, target: Target, now: float) -> Hold | None:
-        """An open breaker or a cool-down keeping ``target`` away at ``now`` (the present: a
-        breaker's state moves on the time it is shown), with the loop time it ends."""
+        """An open breaker or a cool-down keeping ``target`` away at ``now``, with the loop time
+        it ends (an open breaker whose period has elapsed reads as half-open; it moves there
+        only when an attempt takes its permit)."""
         ...
 
     def limiter_wait(self, target: Target, input_tokens: int, max_output_tokens: int, now: float) -> float:
@@ -175,8 +182,9 @@ class Policies(Protocol):
         """The health board's latency of a successful attempt on ``target``; None if unknown."""
         ...
 
-    def backoff(self, failure: Failure, replay: int) -> BackoffDecision:
-        """The wait before replay number ``replay`` (0 for the first) after ``failure``."""
+    def backoff(self, failure: Failure, replay: int, rng: random.Random) -> BackoffDecision:
+        """The wait before replay number ``replay`` (0 for the first) after ``failure``; its
+        jitter is drawn from ``rng`` (the caller's, so equal sources give equal waits)."""
         ...
 
     def window(self, target: Target) -> int | None:
@@ -348,8 +356,9 @@ def action_of(failure: Failure) -> Action:
     return failure.disposition.action
 
 
-def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
-    """What ``lane`` does next. Pure: reads ``s``, ``lane`` and ``p``, changes nothing."""
+def decide(s: RunState, lane: Lane, p: Policies, now: float, rng: random.Random) -> Decision:
+    """What ``lane`` does next. Pure: reads ``s``, ``lane`` and ``p``, changes nothing of them;
+    a backoff's jitter is the one draw, from ``rng`` (equally seeded sources, equal decisions)."""
     t = lane.target
     f = lane.failure
     env = s.envelope
@@ -405,7 +414,7 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float) -> Decision:
                 if nxt is not None and lane.took >= reserve_for(s, nxt, p):
                     return Next(f"no replay after {f.label} that took {lane.took:.3f}s: {nxt.name} is tried at once")
             if not lane.waited:
-                d = p.backoff(f, lane.tries - 1)
+                d = p.backoff(f, lane.tries - 1, rng)
                 if not d.acceptable:
                     return Next(
                         f"no replay: {d.source} {d.seconds:.3f}s is longer than the {d.limit:.0f}s waited on one target"

@@ -190,7 +190,7 @@ class _Run(Attempts):
         try:
             while True:
                 now = loop.time()
-                d = decide(s, lane, self.policies, now)
+                d = decide(s, lane, self.policies, now, self.router.rng)
                 if not isinstance(d, Go):
                     if await self.carry_out(lane, d, now):
                         continue  # slept, or built the repair: ask again
