@@ -34,8 +34,8 @@ from failover.router._engine import (
     RunState,
     Sleep,
     Stop,
-    decide,
 )
+from failover.router._engine import decide as _decide
 
 REQ = Request.simple("hi")
 
@@ -69,7 +69,9 @@ class Policies:
     block: dict[str, float] = field(default_factory=dict)
     windows: dict[str, int | None] = field(default_factory=dict)  # learned windows (by target name)
     backoff_: Backoff = field(default_factory=lambda: Backoff(base=0.2, cap=1.0))
-    rng: random.Random = field(default_factory=lambda: random.Random(7))
+    rng: random.Random = field(
+        default_factory=lambda: random.Random(7)
+    )  # passed to decide, as the router passes its own
 
     def pool(self, target: Target) -> str:
         return self.budget.pool_of(target)
@@ -87,11 +89,16 @@ class Policies:
     def expected_latency(self, target: Target) -> float | None:
         return self.latency.get(target.name)
 
-    def backoff(self, failure: Failure, replay: int) -> BackoffDecision:
-        return self.backoff_.wait(failure, replay, self.rng)
+    def backoff(self, failure: Failure, replay: int, rng: random.Random) -> BackoffDecision:
+        return self.backoff_.wait(failure, replay, rng)
 
     def window(self, target: Target) -> int | None:
         return self.windows.get(target.name, target.context_window)
+
+
+def decide(s: RunState, ln: Lane, p: Policies, now: float) -> Decision:
+    """The engine's decision, its backoff jitter drawn from ``p.rng`` (as the router passes its own)."""
+    return _decide(s, ln, p, now, p.rng)
 
 
 def state(*targets: Target, budget: float = 5.0, env: Envelope | None = None, **kw: object) -> RunState:

@@ -31,11 +31,11 @@ from failover import (
 )
 from failover.policy import RetryBudget, Unlimited, contract_check, embedding_check
 from failover.router._conclude import conclude
-from failover.router._engine import Next, decide
+from failover.router._engine import Next
 from failover.testing import FakeNetwork, FakeProvider, Reply, Script
 
 from ._kit import ALL, router, target
-from .test_engine import HANG, OVERLOADED, Policies, failed, lane, limited, state, tgt
+from .test_engine import HANG, OVERLOADED, Policies, decide, failed, lane, limited, state, tgt
 
 X = ExclusionCode
 OA, AN = "openai", "anthropic"

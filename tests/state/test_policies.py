@@ -15,7 +15,16 @@ from typing import Any
 import pytest
 
 from failover import Envelope, FailureKind, Limits, Request, Route, Router, Unavailable
-from failover.policy import Backoff, BreakerBoard, BreakerConfig, LimiterBoard, RetryBudget, Unlimited
+from failover.policy import (
+    Backoff,
+    BreakerBoard,
+    BreakerConfig,
+    BreakerEvent,
+    BreakerState,
+    LimiterBoard,
+    RetryBudget,
+    Unlimited,
+)
 from failover.state import GuardedStore, MemoryStore, StateUnavailable, backend_health
 from failover.testing import FakeNetwork, FakeProvider, Reply, Script
 from tests.router._kit import target
@@ -94,6 +103,31 @@ async def test_another_process_turned_away_by_the_shared_breaker_learns_why_and_
     assert len(a.calls) == 4
     assert exc.reason is FailureKind.AUTHENTICATION_OR_PERMISSION and exc.retryable, exc
     assert exc.retry_after_ms == 18_000
+
+
+async def test_shared_breaker_reads_make_nothing_and_show_an_elapsed_period_as_half_open() -> None:
+    store = GuardedStore(MemoryStore())
+    a = FakeProvider("a", "openai", Script.always(Reply.server_error()))
+    ta = target(a, key="m")
+    one = fleet_router(store, [ta], [], [a])
+    assert isinstance(one.breakers, BreakerBoard)
+    events: list[BreakerEvent] = []
+    one.breakers.hooks.append(events.append)
+    for _ in range(4):
+        with pytest.raises(Unavailable):
+            await one.complete("r", Request.simple("x"), Envelope(budget=10))
+        await drain(one)
+    assert [(e.layer, e.new) for e in events] == [("target", BreakerState.OPEN)]
+    loop = asyncio.get_running_loop()
+    other = BreakerBoard(CFG, store=store)  # a process that never admitted ta
+    assert other.rejection(ta, loop.time()) is None and other.hold(ta, loop.time()) is None
+    assert not other._target and not other._key  # a read made no breaker
+    await asyncio.sleep(30.0)
+    now = loop.time()
+    (snap,) = (s for s in one.breakers.snapshots(now) if s.layer == "target")
+    assert snap.state is BreakerState.HALF_OPEN and snap.retry_at is None  # the store moves it at admission
+    assert one.breakers.rejection(ta, now) is None and one.breakers.hold(ta, now) is None
+    assert len(events) == 1  # reads fired nothing
 
 
 async def test_half_open_probes_are_limited_across_the_fleet() -> None:

@@ -351,13 +351,19 @@ class BreakerBoard:
         """From the last views this process saw (the store decides at admission)."""
         if not self._shared.guard.up:
             return BreakerBoard.rejection(self, target, now)
-        return self._shared.rejection((self.breaker(target), self.key_breaker(target)))
+        return self._shared.rejection(self._existing(target))
 
     def _hold_shared(self, target: Target, now: float) -> BreakerHold | None:
         """:meth:`hold` from the last views this process saw (its own breakers when the store is down)."""
         if not self._shared.guard.up:
             return BreakerBoard.hold(self, target, now)
-        return self._shared.hold((self.breaker(target), self.key_breaker(target)))
+        return self._shared.hold(self._existing(target))
+
+    def _existing(self, target: Target) -> list[CircuitBreaker]:
+        """The breakers of ``target`` made already (a read creates none: one with a view was
+        made at its admission)."""
+        found = (self._target.get(self._scope(target)), self._key.get(key_model_scope(target)))
+        return [b for b in found if b is not None]
 
 
 def _target_scope(target: Target) -> str:

@@ -1,7 +1,8 @@
 """A breaker's sliding window: the last N recorded calls, or the last N seconds of them.
 
 Both keep running totals (calls, failures, slow calls) that are adjusted as calls enter and
-leave, so reading the rates never walks the window.
+leave, so reading the rates never walks the window (a time window's read subtracts only the
+buckets that left it since the last write, and changes nothing).
 """
 
 from __future__ import annotations
@@ -80,8 +81,20 @@ class TimeWindow:
             t.slow += slow
 
     def totals(self, now: float) -> Totals:
-        self._expire(now)
-        return self._t
+        """The totals at ``now`` (a read: buckets past the window are left for the next write)."""
+        horizon = math.floor(now) - self._seconds
+        buckets = self._buckets
+        if not buckets or buckets[0][0] > horizon:
+            return self._t
+        live = Totals()
+        live.calls, live.failures, live.slow = self._t.calls, self._t.failures, self._t.slow
+        for second, b in buckets:
+            if second > horizon:
+                break
+            live.calls -= b.calls
+            live.failures -= b.failures
+            live.slow -= b.slow
+        return live
 
     def clear(self) -> None:
         self._buckets.clear()

@@ -19,6 +19,7 @@ on real time, on virtual time in tests, and on projected times when the queue pl
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 from collections.abc import Mapping
@@ -38,7 +39,8 @@ def _tol(capacity: float) -> float:
 
 
 class Bucket(Protocol):
-    """What a limiter needs from one rate dimension. ``now`` never moves backwards."""
+    """What a limiter needs from one rate dimension. ``now`` never moves backwards in the
+    writes; ``level`` and ``time_until`` are reads (asked for any moment, they store nothing)."""
 
     @property
     def capacity(self) -> float: ...
@@ -112,9 +114,15 @@ class TokenBucket:
             self._level = min(self._capacity, self._level + (now - start) * self._rate)
         self._updated = max(self._updated, now)
 
-    def level(self, now: float) -> float:
-        self._advance(now)
+    def _level_at(self, now: float) -> float:
+        """The level at ``now``, refilled since the last write (a read: nothing is stored)."""
+        start = max(self._updated, self._blocked)
+        if now > start:
+            return min(self._capacity, self._level + (now - start) * self._rate)
         return self._level
+
+    def level(self, now: float) -> float:
+        return self._level_at(now)
 
     def blocked_until(self) -> float:
         return self._blocked
@@ -122,15 +130,16 @@ class TokenBucket:
     def time_until(self, amount: float, now: float) -> float:
         if amount > self._capacity + _tol(self._capacity):
             return math.inf
-        self._advance(now)
+        level = self._level_at(now)
         start = max(now, self._blocked)  # nothing accrues while blocked
-        if self._level >= amount - _tol(self._capacity):
+        if level >= amount - _tol(self._capacity):
             return start - now
-        return start - now + (amount - self._level) / self._rate
+        return start - now + (amount - level) / self._rate
 
     def reserve(self, amount: float, now: float) -> bool:
         if self.time_until(amount, now) > 0:
             return False
+        self._advance(now)
         self._level -= amount
         return True
 
@@ -221,9 +230,18 @@ class WindowBucket:
             entries.insert(i, [expires, amount])
         self._used += amount
 
+    def _used_at(self, now: float) -> tuple[float, int]:
+        """What is in use at ``now``, and the index of the first entry still in use (a read: the
+        entries that expired stay until the next write prunes them)."""
+        entries = self._entries
+        used, first = self._used, 0
+        while first < len(entries) and entries[first][0] <= now:
+            used -= entries[first][1]
+            first += 1
+        return (0.0 if first == len(entries) else used), first
+
     def level(self, now: float) -> float:
-        self._prune(now)
-        return self._capacity - self._used
+        return self._capacity - self._used_at(now)[0]
 
     def blocked_until(self) -> float:
         return self._blocked
@@ -231,14 +249,13 @@ class WindowBucket:
     def time_until(self, amount: float, now: float) -> float:
         if amount > self._capacity + _tol(self._capacity):
             return math.inf
-        self._prune(now)
+        used, first = self._used_at(now)
         start = max(now, self._blocked)
         allowed = self._capacity - amount + _tol(self._capacity)  # what may stay in use
-        used = self._used
         if used <= allowed:
             return start - now
         when = now
-        for expires, taken in self._entries:
+        for expires, taken in itertools.islice(self._entries, first, None):
             used -= taken
             when = expires
             if used <= allowed:
@@ -248,6 +265,7 @@ class WindowBucket:
     def reserve(self, amount: float, now: float) -> bool:
         if self.time_until(amount, now) > 0:
             return False
+        self._prune(now)
         self._insert(now + self._window, amount)
         return True
 

@@ -66,6 +66,21 @@ class _Pool:
             while q and q[0] <= horizon:
                 q.popleft()
 
+    def left(self, now: float, window: float, ratio: float, floor: int) -> int:
+        """Extra attempts the local window allows at ``now`` (a read: the times that left the
+        window stay until the next write trims them)."""
+        horizon = now - window
+        allowed = floor + math.floor(ratio * _within(self.requests, horizon))
+        return max(0, allowed - _within(self.retries, horizon))
+
+
+def _within(q: deque[float], horizon: float) -> int:
+    """How many of the times in ``q`` (oldest first) are after ``horizon``."""
+    out = 0
+    while out < len(q) and q[out] <= horizon:
+        out += 1
+    return len(q) - out
+
 
 @dataclass(slots=True, kw_only=True)
 class RetryBudget:
@@ -99,22 +114,21 @@ class RetryBudget:
         p = self._pool(pool)
         if self.store is not None:
             self._spawn(pool, p, "request")
-        q = p.requests
-        q.append(now)
-        # Trim here too, not only in available(): a service that never retries would
-        # otherwise keep the time of every request it ever made.
-        horizon = now - self.window
-        while q and q[0] <= horizon:
-            q.popleft()
+        p.requests.append(now)
+        # Writes trim (reads never do): a service that never retries would otherwise keep
+        # the time of every request it ever made.
+        p.trim(now, self.window)
 
     def available(self, now: float, pool: str = GLOBAL) -> int:
-        """Extra attempts ``pool`` still allows (fleet-wide while the shared store answers)."""
-        p = self._pool(pool)
+        """Extra attempts ``pool`` still allows (fleet-wide while the shared store answers).
+
+        A read: no pool is made and nothing is trimmed (a pool never written allows ``floor``)."""
+        p = self._pools.get(pool)
+        if p is None:
+            return self.floor
         if self.store is not None and self.store.up and p.shared_left is not None:
             return max(0, p.shared_left)
-        p.trim(now, self.window)
-        allowed = self.floor + math.floor(self.ratio * len(p.requests))
-        return max(0, allowed - len(p.retries))
+        return p.left(now, self.window, self.ratio, self.floor)
 
     def try_withdraw(self, now: float, pool: str = GLOBAL) -> bool:
         """Take one extra attempt from ``pool``'s budget; False when it is spent."""
@@ -124,8 +138,10 @@ class RetryBudget:
             if p.shared_left <= 0:
                 return False
             p.shared_left -= 1
-        elif self.available(now, pool) <= 0:
-            return False
+        else:
+            p.trim(now, self.window)
+            if p.left(now, self.window, self.ratio, self.floor) <= 0:
+                return False
         p.retries.append(now)
         if shared:
             # Also before the store's first answer (the local window decided): the fleet's

@@ -12,8 +12,10 @@ Modelled on resilience4j's CircuitBreaker, adapted to LLM providers:
   up to ``max_open_duration``; a close resets it. After a failed probe the period counts
   from the probe's start (but lasts at least ``open_duration``), so a probe that hangs until
   its timeout does not delay the next one by its hang.
-* **half-open**: the first call at or after the end of the open period moves the breaker to
-  half-open (there is no timer: the move happens on whichever call observes it). At most
+* **half-open**: the first permit asked for at or after the end of the open period moves the
+  breaker to half-open (there is no timer: :meth:`CircuitBreaker.try_acquire` makes the move
+  and fires its event). Reads (``state``, ``rejection``, ``hold``, ``snapshot``) report an open
+  breaker whose period has elapsed as half-open, but change nothing and fire no hook. At most
   ``half_open_probes`` calls are in flight at once; the rest are rejected as if open. One
   failed (or, with the slow-call rule on, slow) probe re-opens with the grown period;
   ``probe_successes_to_close`` successful probes close it.
@@ -26,8 +28,9 @@ A permit must be released exactly once (releasing twice raises ``RuntimeError``)
 that is never released holds its half-open probe slot forever, so release it in ``finally``.
 
 Nothing here awaits, so every method runs to completion without yielding to the event loop.
-Hooks run synchronously inside the call that changed the state: they must be quick and must
-not block; a hook that raises is logged on ``failover.breaker``.
+Hooks run synchronously inside the call that changed the state (only ``try_acquire`` and
+``release`` change it): they must be quick and must not block; a hook that raises is logged on
+``failover.breaker``.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from typing import Literal
 
 from ..model import FailureKind
 from ._breaker_config import BreakerConfig
-from ._breaker_window import CountWindow, TimeWindow
+from ._breaker_window import CountWindow, TimeWindow, Totals
 from ._grace import OverloadGrace
 
 logger = logging.getLogger("failover.breaker")
@@ -213,9 +216,13 @@ class CircuitBreaker:
     # -- reading ---------------------------------------------------------------------------
 
     def state(self, now: float) -> BreakerState:
-        """The state at ``now``; an open breaker whose period has elapsed becomes half-open here."""
-        self._advance(now)
-        return self._state
+        """The state at ``now``: an open breaker whose period has elapsed reads as half-open (a
+        read: it moves there, and fires its event, when the next permit is taken)."""
+        return BreakerState.HALF_OPEN if self._elapsed(now) else self._state
+
+    def _elapsed(self, now: float) -> bool:
+        """Open, with its open period over at ``now``: half-open as soon as a permit is asked."""
+        return self._state is BreakerState.OPEN and now >= self._opened_at + self._open_for
 
     @property
     def retry_at(self) -> float | None:
@@ -226,7 +233,8 @@ class CircuitBreaker:
 
     def rejection(self, now: float) -> str | None:
         """Why :meth:`try_acquire` would return None at ``now``, or None if it would grant a permit."""
-        self._advance(now)
+        if self._elapsed(now):
+            return None  # the permit would be the first probe of a new half-open state
         if self._state is BreakerState.OPEN:
             left = self._opened_at + self._open_for - now
             return f"{self.label()} open for {left:.1f}s more ({self._open_why})"
@@ -237,7 +245,8 @@ class CircuitBreaker:
 
     def hold(self, now: float) -> BreakerHold | None:
         """How long this breaker keeps turning calls away, and why; None if it admits one now."""
-        self._advance(now)
+        if self._elapsed(now):
+            return None  # the permit would be the first probe of a new half-open state
         if self._state is BreakerState.OPEN:
             return breaker_hold(self._opened_at + self._open_for - now, self._open_kind)
         if self._state is BreakerState.HALF_OPEN and self._probes >= self.config.half_open_probes:
@@ -245,28 +254,33 @@ class CircuitBreaker:
         return None
 
     def snapshot(self, now: float) -> BreakerSnapshot:
-        self._advance(now)
-        t = self._window.totals(now)
-        is_open = self._state is BreakerState.OPEN
+        """The numbers at ``now`` (a read): an open breaker whose period has elapsed shows as the
+        half-open state it moves to on the next permit, with that state's empty window."""
+        if self._elapsed(now):
+            state, t, probes = BreakerState.HALF_OPEN, Totals(), 0
+        else:
+            state, t, probes = self._state, self._window.totals(now), self._probes
+        is_open = state is BreakerState.OPEN
         return BreakerSnapshot(
             scope=self.scope,
             layer=self.layer,
-            state=self._state,
+            state=state,
             calls=t.calls,
             failures=t.failures,
             slow_calls=t.slow,
             failure_rate=rate(t.failures, t.calls),
             slow_rate=rate(t.slow, t.calls),
             open_count=self._open_count,
-            probes_in_flight=self._probes,
-            retry_at=self.retry_at,
+            probes_in_flight=probes,
+            retry_at=self.retry_at if is_open else None,
             open_for=self._open_for if is_open else None,
         )
 
     # -- calls ------------------------------------------------------------------------------
 
     def try_acquire(self, now: float) -> Permit | None:
-        """A permit for one call, or None: open, or half-open with every probe slot taken."""
+        """A permit for one call, or None: open, or half-open with every probe slot taken. The
+        first one asked after the open period moves the breaker to half-open (its event fires)."""
         self._advance(now)
         if self._state is BreakerState.CLOSED:
             return Permit(self, self._epoch, now, probe=False)

@@ -62,19 +62,20 @@ class HealthBoard:
             elif failure.retry_after is not None and failure.retry_after > 0:
                 until = now + failure.retry_after
             if until is not None:
+                # Writes drop the cool-downs that are over (reads never do).
+                for key in [k for k, (end, _) in self._cooldown.items() if end <= now]:
+                    del self._cooldown[key]
                 prev = self._cooldown.get(self.key_model(target))
                 if prev is None or prev[0] < until:
                     self._cooldown[self.key_model(target)] = (until, failure.label)
 
     def cooling(self, target: Target, now: float) -> tuple[float, str] | None:
-        """``(seconds left, why)`` while this credential + model should not be called."""
+        """``(seconds left, why)`` while this credential + model should not be called (a read: a
+        cool-down that is over is dropped by the next one written)."""
         if not self._cooldown:  # the common case: no key is cooling down
             return None
         entry = self._cooldown.get(self.key_model(target))
-        if entry is None:
+        if entry is None or entry[0] <= now:
             return None
         until, why = entry
-        if until <= now:
-            del self._cooldown[self.key_model(target)]
-            return None
         return until - now, why

@@ -167,23 +167,27 @@ class SharedBreakers:
         return held
 
     def snapshots(self, now: float) -> list[BreakerSnapshot]:
-        """The last view of each shared breaker (counts of the window are not fetched)."""
+        """The last view of each shared breaker (counts of the window are not fetched). As an
+        in-process breaker's snapshot, a view open past its period shows the half-open state
+        the store moves it to at the next admission (a read: nothing is asked or changed)."""
         out = []
         for scope, (v, at) in self.views.items():
+            retry_at = at + v.retry_in if v.retry_in is not None else None
+            elapsed = v.state == "open" and retry_at is not None and now >= retry_at
             out.append(
                 BreakerSnapshot(
                     scope=scope,
                     layer=self.layers.get(scope, "target"),
-                    state=BreakerState(v.state),
+                    state=BreakerState.HALF_OPEN if elapsed else BreakerState(v.state),
                     calls=0,
                     failures=0,
                     slow_calls=0,
                     failure_rate=0.0,
                     slow_rate=0.0,
                     open_count=v.open_count,
-                    probes_in_flight=v.probes,
-                    retry_at=at + v.retry_in if v.retry_in is not None else None,
-                    open_for=v.open_for,
+                    probes_in_flight=0 if elapsed else v.probes,
+                    retry_at=None if elapsed else retry_at,
+                    open_for=None if elapsed else v.open_for,
                 )
             )
         return out

@@ -36,7 +36,8 @@ from ..policy import LimitWaitTooLong, Reservation, TargetLimiter
 from ..policy._selection import Hold, Violation, hold_of
 from ..telemetry import AttemptStarted
 from ..telemetry import Backoff as Waited
-from ._engine import Lane, RunState, attempt_cost
+from ._engine import attempt_cost
+from ._state import Lane, RunState
 from ._telemetry import attempt_ended
 from ._work import Call, Exchanged, Work
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..model import Attempt, Exclusion, ExclusionCode, FailureKind
-from ._engine import RunState, Stop
+from ._state import RunState, Stop
 
 # the kinds of an answer that came back but did not meet the contract
 CONTRACT_KINDS = frozenset({FailureKind.SCHEMA_INVALID, FailureKind.TOOL_CALL_MALFORMED, FailureKind.CONTRACT_FAILURE})

@@ -45,6 +45,7 @@ class RouterParts(Protocol):
     count_timeout: float
     hooks: Hooks
     policies: Policies
+    rng: random.Random  # backoff jitter, passed to the engine's decisions
     canary_rng: random.Random
     stats: StatsBoard
 

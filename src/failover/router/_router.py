@@ -387,9 +387,8 @@ class _Policies:
     def expected_latency(self, target: Target) -> float | None:
         return self.router.health.latency(target)
 
-    def backoff(self, failure: Failure, replay: int) -> BackoffDecision:
-        r = self.router
-        return r.backoff.wait(failure, replay, r.rng)
+    def backoff(self, failure: Failure, replay: int, rng: random.Random) -> BackoffDecision:
+        return self.router.backoff.wait(failure, replay, rng)
 
     def window(self, target: Target) -> int | None:
         return self.router.windows.known(target)

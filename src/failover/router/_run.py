@@ -59,9 +59,10 @@ from ..validation import repair_request
 from ._attempt import Attempts
 from ._conclude import conclude
 from ._embed import Embedding
-from ._engine import Decision, Go, Lane, Next, Repair, RunState, Sleep, Stop, budget_spent, decide
+from ._engine import budget_spent, decide
 from ._generate import Generation
 from ._parts import RouterParts
+from ._state import Decision, Go, Lane, Next, Repair, RunState, Sleep, Stop
 from ._stream import _Partial
 from ._telemetry import request_ended
 from ._work import Answer, Call, Work
@@ -279,7 +280,7 @@ class Run(Generic[Answer]):
         try:
             while True:
                 now = loop.time()
-                d = decide(s, lane, self.policies, now)
+                d = decide(s, lane, self.policies, now, self.router.rng)
                 if not isinstance(d, Go):
                     if await self.carry_out(lane, d, now):
                         continue  # slept, or built the repair: ask again
