@@ -492,6 +492,9 @@ HEDGE_AND_WAITING_LEAD_SPEND_FBS_ATTEMPT = case(
 OVERDRAW = case(
     k1=("503",), k2=("503",), cap=0.5, attempts=1, budget=1.5, max_attempts=2, max_cost="ample", floor=2, callers=3
 )
+# rule 1: each lost hedge (cancelled after its call was sent) gets its retry-budget withdrawal
+# refunded, as if it had never been made: the pool's budget lets more hedges through
+LOST_HEDGE_REFUNDED = case(k1=("ok slow",), k2=("hang",), hedge_after=0.3, floor=2, callers=4, stagger=0.5)
 # rule 1: a replay queued by k1's limiter (its 429 block) starts after max_added_latency
 QUEUED_REPLAY = case(
     k1=("429",),
@@ -517,6 +520,7 @@ QUEUED_REPLAY = case(
 @example(c=HEDGED_LEAD_SPENDS_FBS_ATTEMPT)
 @example(c=HEDGE_AND_WAITING_LEAD_SPEND_FBS_ATTEMPT)
 @example(c=OVERDRAW)
+@example(c=LOST_HEDGE_REFUNDED)
 @example(c=QUEUED_REPLAY)
 @given(c=cases)
 def test_random_fault_schedules_keep_every_rule_of_the_whole_router(c: Case) -> None:
