@@ -615,3 +615,23 @@ def test_a_learned_window_counts_as_known_to_the_engine() -> None:
         "context window 9000 (stated by its provider) cannot hold the 9731 tokens this request needs "
         "(a reported 9631 input tokens (its limit 8192), + max_tokens 100)",
     )
+
+
+def test_another_key_of_an_upstream_that_hung_leaves_the_next_tier_its_time() -> None:
+    """A, B (another key of A's upstream) and the fallback C; A hung until its cut at 5 - 1.05 s.
+    B, tried at 3.96 s, would leave C less than its reserve, and its upstream just hung: it is
+    left, and C goes (B once took the whole deadline, hung too, and C was left 0 s). Another
+    upstream in B's place, not known to hang, may still take the whole time left."""
+    s = state(tgt("a"), tgt("b", upstream="a"), tgt("c"), budget=5.0)
+    a = lane(s)
+    failed(s, a, HANG, at=3.95)
+    s.leave(a, Next())
+    d = decide(s, lane(s, 1), Policies(), 3.96)
+    assert isinstance(d, Next) and d.code is ExclusionCode.RESERVE
+    assert d.reason == "it would leave c less than the 1.050s kept back for it (1.040s left)"
+    assert isinstance(decide(s, lane(s, 2), Policies(), 3.96), Go)
+    other = state(tgt("a"), tgt("b"), tgt("c"), budget=5.0)
+    a = lane(other)
+    failed(other, a, HANG, at=3.95)
+    other.leave(a, Next())
+    assert decide(other, lane(other, 1), Policies(), 3.96) == Go(until=5.0, retry=False, pool=ANY)

@@ -240,18 +240,20 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float, rng: random.Random)
     nxt = next_eligible(s, lane, p, now, at) if lane.after < len(s.candidates) else None
     if nxt is not None:
         keep = reserve_for(s, nxt, p)
-        if again:
-            if made + 1 >= env.max_attempts and s.fallback_reserve != 0:
-                return Next(
-                    ExclusionCode.MAX_ATTEMPTS,
-                    f"no replay: the last of max_attempts {env.max_attempts} is kept for {nxt.name}",
-                )
-            if left - keep < need:
-                return Next(
-                    ExclusionCode.RESERVE,
-                    f"no replay: it would leave {nxt.name} less than the {keep:.3f}s kept back for it "
-                    f"({max(0.0, left):.3f}s left)",
-                )
+        if again and made + 1 >= env.max_attempts and s.fallback_reserve != 0:
+            return Next(
+                ExclusionCode.MAX_ATTEMPTS,
+                f"no replay: the last of max_attempts {env.max_attempts} is kept for {nxt.name}",
+            )
+        if (again or (lane.pool or p.pool(t)) in s.hung) and left - keep < need:
+            # Only a first attempt on an upstream may take the whole deadline when the reserve
+            # leaves it too little: a replay, or another key of an upstream that just hung
+            # (expected to hang again), leaves the next tier its time.
+            return Next(
+                ExclusionCode.RESERVE,
+                f"{prefix}it would leave {nxt.name} less than the {keep:.3f}s kept back for it "
+                f"({max(0.0, left):.3f}s left)",
+            )
         until, quiet = _time_for(s, keep, at, need)
 
     if not again and s.min_window:

@@ -129,6 +129,7 @@ class RunState:
     limited: bool = False  # a candidate was turned away by the client-side limiter
     budget_spent: bool = False
     last_failure: FailureKind | None = None  # of the request's latest failed attempt
+    hung: set[str] = field(default_factory=set)  # pools an attempt of this request timed out on
     flying: list[Lane] = field(default_factory=list)  # lanes whose attempt is under way (not yet booked)
     running: list[Lane] = field(default_factory=list)  # lanes being tried (two while a hedge races its lead)
 
@@ -162,6 +163,8 @@ class RunState:
             self.last_failure = failure.kind
             if failure.kind in KEY_FAULTS:  # the key's own fault: another key of the pool is new
                 self.unexcused[lane.pool] -= 1
+            elif failure.kind is FailureKind.TIMEOUT:  # an upstream that hung: its other keys too
+                self.hung.add(lane.pool)
 
     def charged(self, target: Target, pool: str) -> bool:
         """Whether an attempt on ``target`` now is an extra one on ``pool`` (it withdraws from the
