@@ -19,7 +19,8 @@ from failover.gateway import create_app
 from failover.gateway._settings import settings_from_dict
 from tests.gateway._kit import ACME_KEY, ADMIN_KEY, PROVIDER_KEY, Kit, chat_body
 
-PROMPT = "PROMPT-CANARY my account number is 4242"
+# the account number is not all digits: a record's epoch timestamp (1796304242.466) once held "4242"
+PROMPT = "PROMPT-CANARY my account number is QZ4242KV"
 ANSWER = "ANSWER-CANARY your balance is 17"
 ENDPOINTS = ("/lab/api/live", "/lab/api/live/meta", "/lab/api/live/stream", "/lab/api/live/req_x/scenario")
 
@@ -130,7 +131,7 @@ async def test_the_records_are_the_gateways_requests_as_metadata_only() -> None:
         meta = (await c.get("/lab/api/live/meta")).json()
     assert r.status_code == 200 and r.headers["cache-control"] == "no-store"
     body = r.json()
-    for secret in (PROMPT, ANSWER, PROVIDER_KEY, ACME_KEY, ADMIN_KEY, "4242"):
+    for secret in (PROMPT, ANSWER, PROVIDER_KEY, ACME_KEY, ADMIN_KEY, "QZ4242KV"):
         assert secret not in r.text
     recs = body["records"]
     assert [(x["route"], x["stream"], x["target_used"], x["workflow"]) for x in recs] == [

@@ -457,14 +457,17 @@ class Run(Generic[Answer]):
             )
         )
 
+    def left(self, outcome: str = "cancelled") -> RouteRecord:
+        """The record of a request that ended with no answer and no Unavailable: the caller left
+        (``cancelled``), or something raised (``error``)."""
+        return self.rec.freeze(self.loop.time(), used=None, outcome=outcome, stopped=True)
+
     def ended(self, record: RouteRecord | None) -> None:
         """Report the end of the request; no record: it was cancelled or raised before one existed."""
-        now = self.loop.time()
         if record is None:
             exc = sys.exc_info()[1]
-            outcome = "cancelled" if isinstance(exc, asyncio.CancelledError) else "error"
-            record = self.rec.freeze(now, used=None, outcome=outcome, stopped=True)
-        self.router.hooks(request_ended(record, now, tenant=self.env.tenant))
+            record = self.left("cancelled" if isinstance(exc, asyncio.CancelledError) else "error")
+        self.router.hooks(request_ended(record, self.loop.time(), tenant=self.env.tenant))
 
 
 async def _cancelled(tasks: set[asyncio.Future[Any]]) -> None:

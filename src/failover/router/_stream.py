@@ -429,6 +429,8 @@ class StreamedRun(Protocol):
 
     def ended(self, record: RouteRecord | None) -> None: ...
 
+    def left(self, outcome: str = "cancelled") -> RouteRecord: ...
+
     def capped_to(self, sent: int | None) -> int | None: ...
 
 
@@ -521,7 +523,7 @@ class RouteStream:
             self._queue.put_nowait(p.event)
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError):  # the caller left (or closed the stream)
-                record = run.rec.freeze(run.loop.time(), used=None, outcome="cancelled", stopped=True)
+                record = run.left()
             self._queue.put_nowait(exc)
             raise
         else:
