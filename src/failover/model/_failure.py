@@ -25,12 +25,21 @@ contract_failure      stop        no      no candidate can meet the contract
 partial_output        stop        no      output reached the caller; never spliced
 side_effect_uncertain stop        no      a side effect may have happened
 ====================  ==========  ======  =============================================
+
+A failure that is not the target's doing although its kind would count (``Failure.not_target``)
+keeps its kind's action and has no health effect:
+
+* ``slow_reader``: a streamed attempt cut by its timer (or its connection dropped) while the
+  caller's backpressure held it back: the time was the caller's, not the provider's;
+* ``cannot_embed``: an embeddings call answered by a model that does not embed (404
+  ``model_not_found``, or a 2xx that is not an embeddings answer): it says what the request
+  asked of this target, not how the target serves the requests it can answer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 
@@ -102,6 +111,16 @@ DISPOSITIONS: Mapping[FailureKind, Disposition] = {
     FailureKind.CONTRACT_FAILURE: _D(action=Action.STOP, health=HealthEffect.NONE, retryable=False),
     FailureKind.PARTIAL_OUTPUT: _D(action=Action.STOP, health=HealthEffect.NONE, retryable=True),
     FailureKind.SIDE_EFFECT_UNCERTAIN: _D(action=Action.STOP, health=HealthEffect.NONE, retryable=False),
+}
+
+
+# Failure.not_target: why a failure is not the target's doing (see the module docstring)
+SLOW_READER = "slow_reader"
+CANNOT_EMBED = "cannot_embed"
+
+# The dispositions of failures that are not the target's doing: the same action, no health effect.
+SPARED: Mapping[FailureKind, Disposition] = {
+    kind: replace(d, health=HealthEffect.NONE) for kind, d in DISPOSITIONS.items()
 }
 
 

@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._failure import DISPOSITIONS, Disposition, FailureKind, TimeoutPhase
+from ._failure import DISPOSITIONS, SPARED, Disposition, FailureKind, HealthEffect, TimeoutPhase
 from ._reasoning import Reasoning
 from ._request import Message, ToolCall
 from ._usage import RateLimitInfo, Usage
@@ -96,6 +96,13 @@ class Failure:
     ``checks`` names the route's contract checks a result failed (``failover.validation.Check``
     values; empty for any other failure): what a repair reads. ``provider_code`` says the same
     for a reader (``validation:<check>+<check>``), and nothing decides on it.
+
+    ``not_target`` says why a failure whose kind would count against the target's health is
+    not the target's doing (None: its kind decides): ``"slow_reader"``, the caller's
+    backpressure held the stream back when its timer cut it (:data:`SLOW_READER`), or
+    ``"cannot_embed"``, an embeddings call answered by a model that does not embed
+    (:data:`CANNOT_EMBED`). Its :attr:`disposition` then has no health effect: no breaker and
+    no health score counts it, while its kind still decides what the router does next.
     """
 
     kind: FailureKind
@@ -115,10 +122,14 @@ class Failure:
     window_includes_output: bool = False
     quality_gate: bool = False
     checks: tuple[str, ...] = ()
+    not_target: str | None = None
 
     @property
     def disposition(self) -> Disposition:
-        return DISPOSITIONS[self.kind]
+        found = DISPOSITIONS[self.kind]
+        if self.not_target is not None and found.health is not HealthEffect.NONE:
+            return SPARED[self.kind]
+        return found
 
     @property
     def label(self) -> str:
@@ -344,6 +355,8 @@ def _plain(value: Any) -> Any:
             out["window_includes_output"] = value.window_includes_output
         if value.quality_gate:  # refused (or left unjudged) by the route's quality gate
             out["quality_gate"] = True
+        if value.not_target is not None:  # not the target's doing: no breaker counted it
+            out["not_target"] = value.not_target
         return out
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}

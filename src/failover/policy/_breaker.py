@@ -92,7 +92,9 @@ def classify(failure: Failure | None) -> Outcome:
     exhausted quota) is a failure too, but only for a key + model breaker: :class:`BreakerBoard`
     records it there and as ``"ignored"`` on the target breaker. ``HealthEffect.NONE`` (invalid
     request, context overflow, content filter, truncation, schema and tool-call failures,
-    deadline, partial output) is ignored: it says nothing about the provider.
+    deadline, partial output) is ignored: it says nothing about the provider. So is a failure
+    marked ``not_target`` (a stream cut while its slow reader held it back, an embeddings call
+    to a model that does not embed): its disposition has no health effect, whatever its kind.
     """
     if failure is None:
         return "success"
