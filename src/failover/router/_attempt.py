@@ -135,7 +135,9 @@ class Attempts:
         self.book(target, phase, start, end, lane.hedge, ex)
         self.attempt_ended(target, outcome)
         failure = outcome if isinstance(outcome, Failure) else None
-        router.breakers.record(target, permits, failure, end - start, end)
+        # the provider's time: a stream held back for a slow caller was waiting on the caller
+        # (a failure that is not the target's doing, Failure.not_target, no breaker counts)
+        router.breakers.record(target, permits, failure, max(0.0, end - start - ex.paused), end)
         if reservation is not None and limiter is not None:
             self.settle(limiter, reservation, target, outcome)
         return outcome
@@ -172,7 +174,7 @@ class Attempts:
             dropped=ex.dropped,
             capped_to=ex.capped_to,
         )
-        router.health.observe(target, failure, end - start, end)
+        router.health.observe(target, failure, max(0.0, end - start - ex.paused), end)
         router.windows.learn(target, failure)  # a window the provider stated in an overflow error
         log.debug("attempt %d on %s (%s): %s in %.3fs", attempt.index, target.name, phase, attempt.outcome, end - start)
         if failure is None:

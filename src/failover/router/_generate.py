@@ -194,6 +194,7 @@ class Generation:
         status: int | None = None
         first_event: float | None = None
         timers: StreamTimers | None = None
+        paused = 0.0  # seconds a stream was held back for the caller
         connected = watch_connect()  # a transport that can tell reports when it connected
         try:
             if streamed:
@@ -206,7 +207,7 @@ class Generation:
                     committed_end=min(start + target.attempt_cap(), call.deadline.at),
                 )
                 output.committed_at = None
-                status, outcome, first_event, streamed = await stream_exchange(
+                status, outcome, first_event, streamed, paused = await stream_exchange(
                     router, output, target, request, timers, connect
                 )
             else:
@@ -257,6 +258,7 @@ class Generation:
             ),
             capped_to=self.capped_to(asked.max_tokens),
             checked=checked,
+            paused=paused,
         )
 
     async def check(

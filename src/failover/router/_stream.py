@@ -11,6 +11,14 @@ tool call). Until then a failure is an ordinary attempt failure. After it, outpu
 reached the caller and nothing is ever spliced onto it: the stream ends with
 ``PartialOutput``, unless the envelope allows recovery after partial output AND the caller
 opted in, in which case a ``Restarted`` event announces a new response id first.
+
+A slow reader is not the provider's failure. While the caller does not read, the upstream is
+not read either (:class:`RouteStream`'s bounded buffer) and only the total cap runs. An attempt
+whose timer fires, or whose connection drops, while it is held back for the caller, or after it
+was held back for at least half of its time (:data:`CALLER_SHARE`), ends with a Failure marked
+``not_target="slow_reader"``: no breaker and no health score counts it. The time it was held
+back is the caller's too: it is left out of the duration the breakers' slow-call rule and the
+health board's latency see (``Exchanged.paused``).
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 from ..auth import AuthError
@@ -48,6 +56,7 @@ from ..model import (
     UsageUpdate,
 )
 from ..model import Stop as ModelStop
+from ..model._failure import SLOW_READER
 from ..model._ids import new_id
 from ..providers._base import SSEComment, StreamFailed
 from ..providers._sse import MAX_EVENT_CHARS, EventTooLarge, stream_decoder
@@ -281,9 +290,10 @@ async def stream_exchange(
     request: Request,
     timers: StreamTimers,
     connect: float,
-) -> tuple[int | None, Response | Failure, float | None, bool]:
-    """One streamed attempt: ``(status, outcome, loop time of the first event, streamed)``;
-    its events go to ``out``, held until its commit point (:class:`Output`).
+) -> tuple[int | None, Response | Failure, float | None, bool, float]:
+    """One streamed attempt: ``(status, outcome, loop time of the first event, streamed,
+    seconds held back for the caller)``; its events go to ``out``, held until its commit point
+    (:class:`Output`).
 
     ``streamed`` is False when the server answered the stream request with a plain JSON body
     (some OpenAI-compatible servers ignore ``stream: true``): that body is read as the plain
@@ -300,6 +310,7 @@ async def stream_exchange(
     status: int | None = None
     outcome: Response | Failure
     streamed = True
+    held = _Held(loop)  # the time the caller's backpressure held this attempt back
     try:
         async with asyncio.timeout_at(timers.first()) as timer:
             http = dialect.build(target, request, stream=True)
@@ -327,6 +338,7 @@ async def stream_exchange(
                     raw: list[bytes] | None = []
                     kept = 0
                     async for chunk in resp.aiter_bytes():
+                        held.resumed = False  # a byte since the caller let it go on
                         if raw is not None:
                             if first_at is None and kept + len(chunk) <= limit:
                                 raw.append(chunk)
@@ -350,7 +362,8 @@ async def stream_exchange(
                                 # the caller is not reading: stop reading upstream (its socket fills
                                 # and the provider waits) until it has; only the total cap runs meanwhile
                                 timer.reschedule(timers.paused(out.started))
-                                await behind
+                                with held:
+                                    await behind
                             if first_at is not None:  # any event or heartbeat after the first resets idle
                                 timer.reschedule(timers.after_event(loop.time(), out.started))
                     for item in decoder.flush():
@@ -366,7 +379,7 @@ async def stream_exchange(
                     else:
                         outcome = parser.finish()
     except TimeoutError:
-        outcome = timers.expired(loop.time(), first_at, out.started)
+        outcome = held.blame(timers.expired(loop.time(), first_at, out.started), timers.start)
     except StreamFailed as exc:
         outcome = exc.failure
     except EventTooLarge as exc:  # leaving the stream's block has closed the connection
@@ -374,9 +387,52 @@ async def stream_exchange(
     except (TransportError, AuthError) as exc:
         left = timers.committed_end - timers.start
         outcome = exchange_failure(exc, timers.uncommitted_end - timers.start, left, target, status)
+        if isinstance(exc, TransportError):
+            outcome = held.blame(outcome, timers.start, dropped=True)
     if isinstance(outcome, Failure) and not out.started:
         out.discard_attempt()
-    return status, outcome, first_at, streamed
+    return status, outcome, first_at, streamed, held.total
+
+
+# The share of an attempt's time that, held back for the caller, makes its cut the caller's.
+CALLER_SHARE = 0.5
+
+
+class _Held:
+    """The time one streamed attempt was held back for its caller (``with held: await ...``).
+
+    :meth:`blame` says whose a cut is: the caller's (``not_target="slow_reader"``) when the
+    attempt was held back at that moment, or had been held back at least :data:`CALLER_SHARE`
+    of its time; a dropped connection also when no byte arrived since the caller let the
+    stream go on (a provider may close a connection nobody read for a while)."""
+
+    __slots__ = ("_since", "cut", "loop", "resumed", "total")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.total = 0.0
+        self.resumed = False  # held back, and no byte since
+        self.cut = False  # the attempt ended while held back
+        self._since = 0.0
+
+    def __enter__(self) -> None:
+        self._since = self.loop.time()
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        self.total += self.loop.time() - self._since
+        self.resumed = True
+        self.cut = kind is not None
+
+    def blame(self, failure: Failure, start: float, *, dropped: bool = False) -> Failure:
+        took = self.loop.time() - start
+        if not (self.cut or (dropped and self.resumed) or (self.total > 0 and self.total >= CALLER_SHARE * took)):
+            return failure
+        return replace(
+            failure,
+            not_target=SLOW_READER,
+            message=f"{failure.message}; the caller's slow reading held the stream back "
+            f"{self.total:.3f}s of its {took:.3f}s (not the provider's failure)",
+        )
 
 
 def _plain_json(headers: Mapping[str, str]) -> bool:

@@ -73,6 +73,7 @@ class Exchanged:
     dropped: tuple[str, ...] = ()
     capped_to: int | None = None
     checked: Checked | None = None  # an answer's validation, for the record
+    paused: float = 0.0  # seconds a stream was held back for its caller: the caller's, not the provider's
 
 
 class Work(Protocol[Answer_co]):
