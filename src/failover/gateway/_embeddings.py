@@ -5,6 +5,11 @@ endpoint's lifecycle (:class:`~failover.gateway._endpoint.Endpoint`): ``model`` 
 tenant keys, quotas, the envelope from the ``x-failover-*`` headers, drain, a client that
 leaves cancelling the upstream calls, metrics, the access log, the ``x-failover-*``
 response headers and OpenAI's error bodies with the gateway's statuses.
+
+A route that cannot embed (its first primary is a chat model, see
+:func:`failover.router._embed.cannot_embed`) is refused with a 400
+``embeddings_unsupported`` naming the route and the fix, before any upstream call: an
+embeddings call there would only ever fail, on the breakers the route's chat requests use.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from ..inbound.embeddings import EmbeddingsBody, embeddings_body, parse_body, to
 from ..model import Embeddings, EmbedRequest, Envelope, RouteRecord
 from ..model._json import dumps
 from ..router import Router
+from ..router._embed import route_cannot_embed
 from ._endpoint import Endpoint
 from ._errors import ApiError, from_wire
 
@@ -54,6 +60,16 @@ class EmbeddingsEndpoint(Endpoint[EmbeddingsBody, _Asked, _Answer]):
             raise from_wire(exc) from None
 
     def to_request(self, body: EmbeddingsBody) -> _Asked:
+        route = self.gw.router.routes.get(body.model)
+        why = route_cannot_embed(route) if route is not None else None
+        if why is not None:
+            raise ApiError(
+                400,
+                f"route {body.model!r} cannot embed: {why}. Fix: send embeddings to a route whose first "
+                "primary target is an embedding model (such as text-embedding-3-small), or configure one",
+                code="embeddings_unsupported",
+                param="model",
+            )
         try:
             return _Asked(to_embed_request(body), body.encoding_format)
         except WireError as exc:

@@ -13,11 +13,26 @@ the RouteRecord are the very same :class:`~._run.Run` as a generation's. What di
 * the exchange: the inputs are split into the provider's batch size, the batches sent
   concurrently within the attempt (its one timeout covers them all; the first failure ends
   it), and the vectors put back in input order.
+
+Which targets can embed (:func:`cannot_embed`), decided before any call: the dialect has an
+embeddings endpoint and its adapter knows nothing against the model (Bedrock: Titan Text and
+Cohere Embed only), and the target is not a chat model: a model whose name says ``embed`` can;
+one that declares a generation capability (``vision``, ``tools``, ``structured_output``,
+``streaming``), or whose name is of a chat family (``gpt-``, ``o1``/``o3``/``o4``,
+``chatgpt``, ``claude``, ``gemini-``), cannot; any other is tried. A route whose first primary
+cannot embed is refused whole (:func:`route_cannot_embed`, the gateway's 400).
+
+An answer that shows the target does not embed (a 404 ``model_not_found`` to the embeddings
+call, or a 2xx that is not an embeddings answer) is marked ``not_target="cannot_embed"``: it
+says what this request asked of the target, not how the target serves the chat requests that
+share its breakers, so no breaker and no health score counts it (its kind still moves the run
+on).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -30,14 +45,17 @@ from ..model import (
     ExclusionCode,
     Failure,
     FailureKind,
+    HealthEffect,
     InvalidRequest,
     Message,
     Request,
     Response,
+    Route,
     Target,
     Usage,
     Validation,
 )
+from ..model._failure import CANNOT_EMBED
 from ..model._record import watch_connect
 from ..policy import Plan, Violation, embedding_check, plan
 from ..providers.embeddings import EmbedAdapter, dimensions_of, embed_adapter_for
@@ -60,6 +78,51 @@ UNKNOWN_DIMENSIONS = 3072
 
 # The plan's view of an embedding request: no messages, no max_tokens (nothing is generated).
 _NO_REQUEST = Request(messages=())
+
+# What only a generation model declares, and the names of the chat model families.
+_GENERATES = frozenset({Capability.VISION, Capability.TOOLS, Capability.STRUCTURED_OUTPUT, Capability.STREAMING})
+_CHAT_FAMILY = re.compile(r"^(gpt-|chatgpt|o[1-9](-|$)|claude|gemini-)")
+
+
+def cannot_embed(target: Target) -> str | None:
+    """Why ``target`` cannot embed, known before any call (None: it can, or may: its answer says).
+
+    See the module docstring for the rule."""
+    adapter = embed_adapter_for(target.dialect)
+    if adapter is None:
+        return f"the {target.dialect} dialect has no embeddings endpoint"
+    why = adapter.unsupported(target)
+    if why is not None:
+        return why
+    name = target.model.rsplit("/", 1)[-1].lower()
+    if "embed" in name:
+        return None
+    generates = sorted(c.value for c in target.capabilities & _GENERATES)
+    if generates:
+        return f"{target.name} ({target.model}) is a chat model: it declares {', '.join(generates)}"
+    if _CHAT_FAMILY.match(name):
+        return f"{target.name} ({target.model}) is a chat model, not an embedding model"
+    return None
+
+
+def route_cannot_embed(route: Route) -> str | None:
+    """Why no target of ``route`` can answer an embedding request (None: one may).
+
+    Only the first primary and its equivalents answer embeddings, so the first primary decides."""
+    if not route.primary:
+        return "the route has no primary target"
+    return cannot_embed(route.primary[0])
+
+
+def _cannot_embed_answer(outcome: Failure) -> Failure:
+    """``outcome`` marked as not the target's doing when it shows the model does not embed: a
+    404 ``model_not_found``, or a 2xx that is no embeddings answer."""
+    answered = outcome.status is not None and 200 <= outcome.status < 300
+    counted = outcome.disposition.health is not HealthEffect.NONE
+    shows = outcome.kind is FailureKind.MODEL_NOT_FOUND or (answered and counted)
+    if not shows or outcome.not_target is not None:
+        return outcome
+    return replace(outcome, not_target=CANNOT_EMBED)
 
 
 class Embedding:
@@ -125,12 +188,7 @@ class Embedding:
         unsupported = ExclusionCode.EMBEDDINGS_UNSUPPORTED
         if not route.primary:
             return Violation(unsupported, "the route has no primary target")
-        adapter = embed_adapter_for(target.dialect)
-        if adapter is None:
-            return Violation(
-                unsupported, f"embeddings_unsupported: the {target.dialect} dialect has no embeddings endpoint"
-            )
-        why = adapter.unsupported(target)
+        why = cannot_embed(target)
         if why is not None:
             return Violation(unsupported, f"embeddings_unsupported: {why}")
         return None
@@ -180,6 +238,8 @@ class Embedding:
             outcome = exchange_failure(exc, total, left, target)
         if isinstance(outcome, Embeddings):
             outcome = _checked(outcome, target, self.embed, status)
+        else:
+            outcome = _cannot_embed_answer(outcome)
         usage: Usage | None = None
         cost, estimated = 0.0, False
         if isinstance(outcome, Embeddings):
@@ -321,4 +381,4 @@ def embed_request(
     return req
 
 
-__all__ = ["PARALLEL_BATCHES", "Embedding", "embed_request"]
+__all__ = ["PARALLEL_BATCHES", "Embedding", "cannot_embed", "embed_request", "route_cannot_embed"]
