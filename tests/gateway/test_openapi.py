@@ -25,7 +25,7 @@ def _app() -> Starlette:
 
 
 APP = _app()
-ROUTES = sorted(embedded_router(latency=0.0, chunk_interval=0.0)[0].routes)  # chat, flaky
+ROUTES = sorted(embedded_router(latency=0.0, chunk_interval=0.0)[0].routes)  # chat, flaky, claude, embed
 schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
 # FAILOVER_FUZZ_EXAMPLES=2000 for a longer run; the suite's budget is fixed and derandomized.
 EXAMPLES = int(os.environ.get("FAILOVER_FUZZ_EXAMPLES", "25"))

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.e2e
 def test_serve_without_config_runs_the_embedded_default() -> None:
     with _serving() as (base, proc):
         r = httpx.get(f"{base}/v1/models")
-        assert {m["id"] for m in r.json()["data"]} == {"chat", "flaky", "claude"}
+        assert {m["id"] for m in r.json()["data"]} == {"chat", "flaky", "claude", "embed"}
         r = httpx.post(
             f"{base}/v1/chat/completions",
             json={"model": "flaky", "messages": [{"role": "user", "content": "hi"}]},

@@ -13,8 +13,11 @@ OpenAI client and no provider account. The fake providers sit behind an in-proce
   (ThrottlingException), Google Vertex AI (``vertex``) answers: every request is recovered by
   equivalent failover, the same model on another cloud, never by another model. The fake
   clouds' credentials are fixed test values (:func:`failover.testing.fake_authorizers`).
+* route ``embed``: ``POST /v1/embeddings`` from ``e``, an OpenAI embedding model
+  (``text-embedding-3-small``). The chat routes' models do not embed: embeddings there are
+  refused (400 ``embeddings_unsupported``).
 
-Every target can chat, read images, call tools, give structured output and stream.
+Every chat target can chat, read images, call tools, give structured output and stream.
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ def embedded_providers(*, latency: float = 0.02, chunk_interval: float = 0.01) -
             latency=latency,
         ),
         "vertex": FakeProvider("vertex", Dialect.ANTHROPIC, Script.always(ok), model=CLAUDE["vertex"], latency=latency),
+        "e": FakeProvider("e", Dialect.OPENAI, Script.always(ok), model="text-embedding-3-small", latency=latency),
     }
 
 
@@ -118,6 +122,7 @@ def embedded_routes(providers: dict[str, FakeProvider]) -> list[Route]:
                 ),
             ),
         ),
+        Route(name="embed", primary=(target("e", frozenset()),)),
     ]
 
 
