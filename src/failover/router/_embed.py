@@ -45,7 +45,6 @@ from ..model import (
     ExclusionCode,
     Failure,
     FailureKind,
-    HealthEffect,
     InvalidRequest,
     Message,
     Request,
@@ -117,9 +116,10 @@ def route_cannot_embed(route: Route) -> str | None:
 def _cannot_embed_answer(outcome: Failure) -> Failure:
     """``outcome`` marked as not the target's doing when it shows the model does not embed: a
     404 ``model_not_found``, or a 2xx that is no embeddings answer."""
+    # (an error inside a 2xx keeps its own kind: a 429 in a 200 is still the key's)
     answered = outcome.status is not None and 200 <= outcome.status < 300
-    counted = outcome.disposition.health is not HealthEffect.NONE
-    shows = outcome.kind is FailureKind.MODEL_NOT_FOUND or (answered and counted)
+    unreadable = answered and outcome.kind is FailureKind.PROVIDER_SERVER_ERROR
+    shows = outcome.kind is FailureKind.MODEL_NOT_FOUND or unreadable
     if not shows or outcome.not_target is not None:
         return outcome
     return replace(outcome, not_target=CANNOT_EMBED)
