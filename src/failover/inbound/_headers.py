@@ -40,10 +40,11 @@ MAX_HOLD_MS = 600_000
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
 _MAX_TOKENS_POLICIES = {"cap", "refuse"}
-# A number header is ASCII digits (a cost: with at most one dot), nothing else: Python's int()
-# and float() also read "1_000", " +5", "1e3", "inf" and digits of other scripts (U+0660...).
+# A number header is ASCII digits, nothing else: Python's int() and float() also read "1_000",
+# " +5", "inf", "nan" and digits of other scripts (U+0660...). A cost may have one dot and an
+# exponent, as str(float) writes a small one ("1e-05").
 _DIGITS = re.compile(r"[0-9]{1,18}")
-_DECIMAL = re.compile(r"[0-9]{1,18}(?:\.[0-9]{0,18})?|\.[0-9]{1,18}")
+_DECIMAL = re.compile(r"(?:[0-9]{1,18}(?:\.[0-9]{0,18})?|\.[0-9]{1,18})(?:[eE][+-]?[0-9]{1,3})?")
 
 
 def shown(raw: str, limit: int = 40) -> str:
@@ -124,7 +125,11 @@ def envelope_with_headers(
         text = raw.strip()
         max_cost = float(text) if _DECIMAL.fullmatch(text) else math.nan
         if not math.isfinite(max_cost) or max_cost <= 0:
-            raise _bad("x-failover-max-cost", f"{shown(raw)} is not a positive number", "send USD as digits, e.g. 0.05")
+            raise _bad(
+                "x-failover-max-cost",
+                f"{shown(raw)} is not a positive number",
+                "send USD as a decimal number, e.g. 0.05",
+            )
         changes["max_cost"] = max_cost
     raw = headers.get("x-failover-allow-fallback")
     if raw is not None:
