@@ -23,9 +23,17 @@ from typing import Any
 from pydantic_core import PydanticSerializationError, from_json, to_json
 
 _SEPARATORS = (",", ":")
-# A number that may overflow a float: an exponent of 3+ digits, or 300+ digits in a row.
-# Inside a string it only costs the exact (slower) parse below, never a refusal.
-_HUGE = re.compile(rb"\d[eE]\+?\d{3}|\d{300}")
+# A number that may overflow a float: an exponent of 3+ digits, or 300+ digits in a row (found
+# as a run of "0" once every digit is one: translate and find run at memory speed, where one
+# regex trying each digit position took 16x the parse of an embeddings answer). Inside a
+# string either only costs the exact (slower) parse below, never a refusal.
+_EXPONENTS = (re.compile(rb"e\+?[0-9]{3}"), re.compile(rb"E\+?[0-9]{3}"))  # a literal first: fast
+_ONE_DIGIT = bytes.maketrans(b"123456789", b"000000000")
+_LONG_RUN = b"0" * 300
+
+
+def _may_overflow(raw: bytes) -> bool:
+    return any(r.search(raw) is not None for r in _EXPONENTS) or _LONG_RUN in raw.translate(_ONE_DIGIT)
 
 
 class NonFiniteNumber(ValueError):
@@ -73,7 +81,7 @@ def loads_strict(raw: bytes | str) -> Any:
     """:func:`loads` for strict JSON: :class:`NonFiniteNumber` (a ValueError) for NaN,
     Infinity, -Infinity or a number that overflows a float; other errors as ``json.loads``."""
     try:
-        if not _HUGE.search(raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")):
+        if not _may_overflow(raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")):
             return from_json(raw, allow_inf_nan=False)
     except ValueError:
         pass
