@@ -91,7 +91,7 @@ async def read_body(settings: GatewaySettings, receive: Receive, headers: Mappin
     sending raises :class:`ClientGone`."""
     limit = settings.max_body_bytes
     declared = headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
