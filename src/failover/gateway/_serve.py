@@ -207,9 +207,9 @@ def check(opts: ServeOptions) -> Loaded | None:
 def serve(opts: ServeOptions) -> None:
     import uvicorn
 
-    loaded = check(opts)  # the file is read once here; workers read it again, each for itself
     os.environ[LOG_LEVEL_ENV] = opts.log_level
-    root_logging(opts.log_level)
+    root_logging(opts.log_level)  # before the config's warnings are logged
+    loaded = check(opts)  # the file is read once here; workers read it again, each for itself
     settings = GatewaySettings() if loaded is None else loaded[1]
     drain = settings.drain_seconds
     loop = "uvloop" if find_spec("uvloop") is not None else "asyncio"
