@@ -181,12 +181,12 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import logging
-
     from .gateway import ServeOptions, serve
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    serve(ServeOptions(config=args.config, host=args.host, port=args.port, workers=args.workers))
+    opts = ServeOptions(
+        config=args.config, host=args.host, port=args.port, workers=args.workers, log_level=args.log_level
+    )
+    serve(opts)
     return 0
 
 
@@ -230,6 +230,11 @@ def _lab(args: argparse.Namespace) -> int:
     return 0
 
 
+def _env_log_level() -> str:
+    level = os.environ.get("FAILOVER_LOG_LEVEL", "").strip().lower()
+    return level if level in ("critical", "error", "warning", "info", "debug") else "info"
+
+
 def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     endpoints = "\n".join(f"  {method:<5} {path:<27} {what}" for method, path, what in ENDPOINTS)
     srv = sub.add_parser(
@@ -248,6 +253,13 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     srv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     srv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     srv.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    srv.add_argument(
+        "--log-level",
+        choices=("critical", "error", "warning", "info", "debug"),
+        default=_env_log_level(),
+        help="the gateway's, uvicorn's and the HTTP libraries' log level (default info, or FAILOVER_LOG_LEVEL);"
+        " credentials are left out of every line at every level",
+    )
     srv.set_defaults(func=_serve)
 
 

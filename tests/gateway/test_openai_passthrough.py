@@ -180,7 +180,7 @@ async def test_an_unknown_field_leaves_a_candidate_of_another_dialect_out(
     ("endpoint", "route", "field", "dialect"),
     [
         ("responses", "chat", "a_future_field", "OpenAI Responses"),
-        ("responses", "claude", "max_tool_calls", "OpenAI Responses"),
+        ("responses", "claude", "prediction", "OpenAI Responses"),
         ("chat", "responses", "frequency_penalty", "OpenAI Chat Completions"),
         ("chat", "claude", "a_future_field", "OpenAI Chat Completions"),
     ],
@@ -194,3 +194,19 @@ async def test_a_field_no_candidate_can_honour_is_a_400_naming_it(
     assert error["param"] == field and error["code"] == "unsupported_parameter"
     assert field in error["message"] and dialect in error["message"] and "prompt_cache_key" not in error["message"]
     assert all(p.calls == [] for p in served.providers.values())
+
+
+async def test_truncation_auto_binds_and_max_tool_calls_is_a_hint(served: Served, client: httpx.AsyncClient) -> None:
+    # only a Responses target can cut a conversation to its window: a route without one refuses it
+    resp = await post(client, "responses", body("responses", "claude", truncation="auto"))
+    assert resp.status_code == 400, resp.text
+    error = resp.json()["error"]
+    assert error["param"] == "truncation" and error["code"] == "unsupported_parameter"
+    # max_tool_calls caps hosted tool calls, which only a Responses target runs: a hint elsewhere
+    resp = await post(client, "responses", body("responses", "claude", max_tool_calls=2, truncation="disabled"))
+    assert resp.status_code == 200, resp.text
+    (record,) = served.records[-1:]
+    assert record is not None
+    assert set(record.attempts[-1].passthrough_dropped) >= {"max_tool_calls", "truncation"}
+    resp = await post(client, "responses", body("responses", "claude", max_tool_calls=0))
+    assert resp.status_code == 400 and resp.json()["error"]["param"] == "max_tool_calls", resp.text

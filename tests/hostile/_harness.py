@@ -156,12 +156,17 @@ print("\n".join(out), flush=True)
 
 
 @contextmanager
-def serve(config: Path | None = None, *, env: dict[str, str] | None = None) -> Iterator[Served]:
-    """``failover serve`` (the embedded default without ``config``) on a free loopback port."""
+def serve(
+    config: Path | None = None, *, env: dict[str, str] | None = None, log_level: str | None = None
+) -> Iterator[Served]:
+    """``failover serve`` (the embedded default without ``config``) on a free loopback port;
+    ``log_level``: its ``--log-level`` (every line of a ``debug`` run is kept in ``lines``)."""
     port = free_port()
     args = [sys.executable, "-m", "failover.cli", "serve", "--port", str(port)]
     if config is not None:
         args += ["--config", str(config)]
+    if log_level is not None:
+        args += ["--log-level", log_level]
     proc = subprocess.Popen(
         args,
         stdout=subprocess.PIPE,
@@ -170,7 +175,7 @@ def serve(config: Path | None = None, *, env: dict[str, str] | None = None) -> I
         env={**os.environ, **(env or {})},
     )
     _raise_priority(proc)
-    lines: collections.deque[str] = collections.deque(maxlen=2000)
+    lines: collections.deque[str] = collections.deque(maxlen=2000 if log_level is None else None)
 
     def drain() -> None:  # a full pipe would block the gateway's log writes
         assert proc.stdout is not None

@@ -61,3 +61,53 @@ def test_record_headers_say_the_max_tokens_of_a_capped_answer() -> None:
     assert "x-failover-max-tokens" not in record_headers(
         "req_2", plain.freeze(1.0, used=plain.attempts[-1], outcome="ok")
     )
+
+
+NUMBER_HEADERS = ["x-failover-deadline-ms", "x-failover-max-attempts", "x-failover-hold-tokens", "x-failover-hold-ms"]
+
+
+def _envelope(headers: dict[str, str]) -> Envelope:
+    return envelope_with_headers(Envelope(), headers, max_deadline_ms=600_000, max_attempts_limit=10)
+
+
+@pytest.mark.parametrize("header", NUMBER_HEADERS)
+@pytest.mark.parametrize("raw", ["1_000", "+5", "-0", "1e3", "5.0", "٥", "²", "0x10", "5 5", "", "inf"])
+def test_a_number_header_is_ascii_digits_only(header: str, raw: str) -> None:
+    with pytest.raises(WireError) as caught:
+        _envelope({header: raw})
+    assert caught.value.param == header and header in str(caught.value)
+
+
+@pytest.mark.parametrize("header", NUMBER_HEADERS)
+def test_a_number_header_of_digits_is_read(header: str) -> None:
+    env = _envelope({header: " 5 "})
+    assert env != Envelope()
+
+
+@pytest.mark.parametrize("raw", ["1_0", "1e-2_0", "inf", "nan", "0x1", "1.2.3", "+0.5", ".", "٠.٥", "1e", "-1"])
+def test_max_cost_is_a_plain_decimal_number(raw: str) -> None:
+    with pytest.raises(WireError) as caught:
+        _envelope({"x-failover-max-cost": raw})
+    assert caught.value.param == "x-failover-max-cost"
+
+
+@pytest.mark.parametrize(
+    ("raw", "cost"), [("0.05", 0.05), ("2", 2.0), (".5", 0.5), ("3.", 3.0), ("1e-05", 1e-05), ("2.5E+1", 25.0)]
+)
+def test_max_cost_reads_decimals(raw: str, cost: float) -> None:
+    assert _envelope({"x-failover-max-cost": raw}).max_cost == cost
+
+
+def test_a_non_ascii_header_value_is_echoed_as_sent() -> None:
+    sent = "überall-ß"
+    as_read = sent.encode("utf-8").decode("latin-1")  # what an ASGI server hands over
+    with pytest.raises(WireError) as caught:
+        _envelope({"x-failover-side-effects": as_read})
+    assert repr(sent) in str(caught.value)
+    with pytest.raises(WireError) as caught:  # the in-process client passes text as it is
+        _envelope({"x-failover-allow-fallback": sent})
+    assert repr(sent) in str(caught.value)
+    latin = "caf\xe9"  # one latin-1 byte, not UTF-8: shown as read
+    with pytest.raises(WireError) as caught:
+        _envelope({"x-failover-deadline-ms": latin})
+    assert repr(latin) in str(caught.value)

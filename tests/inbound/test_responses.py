@@ -585,3 +585,34 @@ def test_a_plain_answer_gives_hosted_items_verbatim_before_the_message() -> None
     }
     out = rs.output_items(Response(text="Sunny.", hosted_items=(searched,)))
     assert [i["type"] for i in out] == ["web_search_call", "message"] and out[0] == searched
+
+
+# -- max_tool_calls, truncation, service_tier: checked, then passed through ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("max_tool_calls", 0),
+        ("max_tool_calls", "3"),
+        ("max_tool_calls", True),
+        ("max_tool_calls", 2.5),
+        ("truncation", "sometimes"),
+        ("truncation", True),
+        ("service_tier", "gold"),
+        ("service_tier", 1),
+    ],
+)
+def test_a_bad_responses_setting_is_refused_naming_it(field: str, value: object) -> None:
+    err = refused({"input": "Hi", field: value})
+    assert err.status == 400 and field in (err.param or "") and field in err.message
+
+
+def test_the_responses_settings_go_to_a_responses_target_and_only_auto_truncation_binds() -> None:
+    req = request(input="Hi", max_tool_calls=3, truncation="disabled", service_tier="flex")
+    passed = req.passthrough
+    assert passed is not None
+    assert dict(passed.fields) == {"max_tool_calls": 3, "truncation": "disabled", "service_tier": "flex"}
+    assert passed.hints == {"max_tool_calls", "truncation", "service_tier"} and not passed.opaque
+    auto = request(input="Hi", truncation="auto").passthrough
+    assert auto is not None and auto.opaque == {"truncation"}  # only a Responses target can cut to fit

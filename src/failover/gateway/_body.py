@@ -37,10 +37,15 @@ def heavy_json(raw: bytes) -> bool:
     return len(raw) > HEAVY_JSON_BYTES and raw.count(b"{") + raw.count(b"[") + raw.count(b",") > HEAVY_JSON_VALUES
 
 
+def _no_constant(token: str) -> Any:
+    """Strict JSON: NaN, Infinity and -Infinity (which Python's json reads by default) are not."""
+    raise ValueError(f"{token} is not a JSON number")
+
+
 def _python_json_decoder() -> json.JSONDecoder:
     """A decoder whose scanner is the standard library's pure-Python one: Python bytecode, so a
     thread running it gives the GIL back every switch interval (the C scanner never does)."""
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(parse_constant=_no_constant)
     decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
     return decoder
 
@@ -86,7 +91,7 @@ async def read_body(settings: GatewaySettings, receive: Receive, headers: Mappin
     sending raises :class:`ClientGone`."""
     limit = settings.max_body_bytes
     declared = headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
@@ -115,7 +120,11 @@ def decode_json(raw: bytes, max_depth: int) -> Any:
     worker thread for it)."""
     deep = ApiError(400, f"request body nested deeper than {max_depth} levels", code="json_too_deep")
     try:
-        data = _PY_JSON.decode(raw.decode(json.detect_encoding(raw))) if heavy_json(raw) else json.loads(raw)
+        data = (
+            _PY_JSON.decode(raw.decode(json.detect_encoding(raw)))
+            if heavy_json(raw)
+            else json.loads(raw, parse_constant=_no_constant)
+        )
     except RecursionError:
         raise deep from None
     except ValueError as exc:

@@ -15,13 +15,13 @@ of anything shaped like an API key before it leaves the gateway.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..inbound import WireError
 from ..inbound._headers import retry_headers
 from ..model import FailureKind, Unavailable
+from ..model._secrets import KEYLIKE
 
 
 class ApiError(Exception):
@@ -104,11 +104,6 @@ _PRIVATE_MESSAGE = {
     "this is a gateway configuration problem",
 }
 
-# Things shaped like credentials: OpenAI / Anthropic / DeepSeek keys, Google API keys, bearer tokens.
-_KEYLIKE = re.compile(
-    r"(sk-[A-Za-z0-9_\-*]{3,}|AIza[0-9A-Za-z_\-]{10,}|(?i:bearer)\s+[A-Za-z0-9._\-~+/=]{8,}|key=[^&\s\"']+)"
-)
-
 
 class Scrubber:
     """Removes the configured provider secrets (and key-shaped strings) from text."""
@@ -120,7 +115,7 @@ class Scrubber:
         for s in self._secrets:
             if s in text:
                 text = text.replace(s, "***")
-        return _KEYLIKE.sub("***", text)
+        return KEYLIKE.sub("***", text)
 
 
 def _mapping(exc: Unavailable) -> _Mapping:

@@ -3,7 +3,9 @@
 The gateway logs one access line per chat request on ``failover.gateway.access``; its fields
 travel on the log record as ``record.failover`` (a dict), so a text formatter shows the
 message and :class:`JsonFormatter` shows the fields. API keys and provider secrets are never
-among them.
+among them; :class:`SecretFilter`, on every handler ``failover serve`` writes through, takes
+credential headers and key-shaped text out of any other line (uvicorn's, and the HTTP
+libraries' DEBUG lines, which show request headers).
 """
 
 from __future__ import annotations
@@ -15,7 +17,38 @@ import sys
 import time
 from typing import Any
 
+from ..model._secrets import scrub_secrets
+
 ACCESS_LOGGER = "failover.gateway.access"
+
+
+class SecretFilter(logging.Filter):
+    """Rewrites a record's message without credential header values or key-shaped strings.
+
+    On a handler, so it sees every record the handler writes, whichever logger it came from
+    (a filter on a logger misses its children's records). The access log's fields hold no
+    secret by construction and are left alone."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == ACCESS_LOGGER:
+            return True
+        try:
+            text = record.getMessage()
+        except Exception:  # a bad format: logging reports it when it formats the record
+            return True
+        clean = scrub_secrets(text)
+        if clean != text:
+            record.msg, record.args = clean, None
+        return True
+
+
+def guard_handlers(*loggers: logging.Logger) -> None:
+    """Put one :class:`SecretFilter` on each handler of ``loggers`` (the root logger when none
+    is given); idempotent."""
+    for logger in loggers or (logging.getLogger(),):
+        for handler in logger.handlers:
+            if not any(isinstance(f, SecretFilter) for f in handler.filters):
+                handler.addFilter(SecretFilter())
 
 
 class JsonFormatter(logging.Formatter):
@@ -122,6 +155,7 @@ def configure_logging(fmt: str, level: str = "info") -> None:
             logger.removeHandler(h)
     handler = BatchingStreamHandler(sys.stderr)
     handler._failover_gateway = True  # type: ignore[attr-defined]
+    handler.addFilter(SecretFilter())
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
@@ -136,4 +170,11 @@ def configure_logging(fmt: str, level: str = "info") -> None:
     logging.logMultiprocessing = False
 
 
-__all__ = ["ACCESS_LOGGER", "BatchingStreamHandler", "JsonFormatter", "configure_logging"]
+__all__ = [
+    "ACCESS_LOGGER",
+    "BatchingStreamHandler",
+    "JsonFormatter",
+    "SecretFilter",
+    "configure_logging",
+    "guard_handlers",
+]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import ctypes
 import gc
 import ipaddress
@@ -10,6 +11,7 @@ import logging
 import os
 from dataclasses import dataclass
 from importlib.util import find_spec
+from typing import Any
 
 from starlette.applications import Starlette
 
@@ -20,12 +22,14 @@ from ..telemetry import Hook, Hooks
 from ._app import create_app
 from ._default import embedded_router
 from ._ledger import open_ledger
-from ._logs import configure_logging
+from ._logs import SecretFilter, configure_logging, guard_handlers
 from ._settings import GatewaySettings, load_gateway_config
 
 log = logging.getLogger("failover.gateway")
 
 _CONFIG_ENV = "FAILOVER_GATEWAY_CONFIG"  # how worker processes find the config file
+LOG_LEVEL_ENV = "FAILOVER_LOG_LEVEL"  # the log level, for worker processes too
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 GC_THRESHOLDS = (50_000, 20, 100)  # see tune_gc
 
 
@@ -71,7 +75,7 @@ def build_app(config: str | None, *, loaded: Loaded | None = None) -> Starlette:
             return build(*load_gateway_config(path))
 
         router, settings = build(*loaded) if loaded is not None else reload()
-    configure_logging(settings.log_format)
+    configure_logging(settings.log_format, log_level())
     return create_app(router, settings, close_router=True, drain_on_signals=True, reload=reload)
 
 
@@ -95,8 +99,33 @@ def telemetry_hooks() -> list[Hook]:
         return []
 
 
+def log_level() -> str:
+    """The level ``failover serve`` logs at: ``--log-level``, else ``FAILOVER_LOG_LEVEL``, else info."""
+    level = os.environ.get(LOG_LEVEL_ENV, "").strip().lower()
+    return level if level in LOG_LEVELS else "info"
+
+
+def root_logging(level: str) -> None:
+    """The root logger's stderr handler (the HTTP libraries log there), filtered for secrets."""
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(level.upper())
+    guard_handlers()
+
+
+def uvicorn_log_config() -> dict[str, Any]:
+    """uvicorn's own logging configuration, with a :class:`SecretFilter` on each of its handlers."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config.setdefault("filters", {})["secrets"] = {"()": SecretFilter}
+    for handler in config.get("handlers", {}).values():
+        handler["filters"] = [*handler.get("filters", []), "secrets"]
+    return config
+
+
 def app_factory() -> Starlette:
     """uvicorn's ``--factory`` entry point for worker processes (config path from the environment)."""
+    root_logging(log_level())
     config = os.environ.get(_CONFIG_ENV) or None
     loaded = None if config is None else load_gateway_config(config)
     app = build_app(config, loaded=loaded)
@@ -178,6 +207,8 @@ def check(opts: ServeOptions) -> Loaded | None:
 def serve(opts: ServeOptions) -> None:
     import uvicorn
 
+    os.environ[LOG_LEVEL_ENV] = opts.log_level
+    root_logging(opts.log_level)  # before the config's warnings are logged
     loaded = check(opts)  # the file is read once here; workers read it again, each for itself
     settings = GatewaySettings() if loaded is None else loaded[1]
     drain = settings.drain_seconds
@@ -189,6 +220,8 @@ def serve(opts: ServeOptions) -> None:
         "loop": loop,
         "http": http,
         "log_level": opts.log_level,
+        "log_config": uvicorn_log_config(),  # its lines pass the secret filter too
+        "ws": "none",  # the gateway serves no WebSocket: an upgrade is a plain HTTP request
         "server_header": False,
         "date_header": False,  # one formatted date per response saved; clients do not need it
         "access_log": False,  # the gateway logs one access line per chat request itself

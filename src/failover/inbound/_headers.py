@@ -40,6 +40,22 @@ MAX_HOLD_MS = 600_000
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no"}
 _MAX_TOKENS_POLICIES = {"cap", "refuse"}
+# A number header is ASCII digits, nothing else: Python's int() and float() also read "1_000",
+# " +5", "inf", "nan" and digits of other scripts (U+0660...). A cost may have one dot and an
+# exponent, as str(float) writes a small one ("1e-05").
+_DIGITS = re.compile(r"[0-9]{1,18}")
+_DECIMAL = re.compile(r"(?:[0-9]{1,18}(?:\.[0-9]{0,18})?|\.[0-9]{1,18})(?:[eE][+-]?[0-9]{1,3})?")
+
+
+def shown(raw: str, limit: int = 40) -> str:
+    """A header value as the client sent it, for an error message: the server reads header
+    bytes as latin-1, so UTF-8 text is read back as UTF-8 (other bytes stay as read), then
+    cut to ``limit`` characters and quoted (``repr``: control characters escaped)."""
+    try:
+        text = raw.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):  # already text, or not UTF-8
+        text = raw
+    return repr(text[:limit])
 
 
 def _bad(header: str, problem: str, fix: str) -> WireError:
@@ -58,12 +74,10 @@ def _int(headers: Mapping[str, str], name: str, low: int, high: int, unit: str) 
     raw = headers.get(name)
     if raw is None:
         return None
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise _bad(
-            name, f"{raw[:40]!r} is not an integer", f"send a whole number of {unit} from {low} to {high}"
-        ) from None
+    text = raw.strip()
+    if not _DIGITS.fullmatch(text):
+        raise _bad(name, f"{shown(raw)} is not an integer", f"send a whole number of {unit} from {low} to {high}")
+    value = int(text)
     if not low <= value <= high:
         raise _bad(name, f"{value} is outside {low}..{high}", f"send a whole number of {unit} from {low} to {high}")
     return value
@@ -108,18 +122,20 @@ def envelope_with_headers(
         changes["max_attempts"] = attempts
     raw = headers.get("x-failover-max-cost")
     if raw is not None:
-        try:
-            max_cost = float(raw.strip())
-        except ValueError:
-            max_cost = math.nan
+        text = raw.strip()
+        max_cost = float(text) if _DECIMAL.fullmatch(text) else math.nan
         if not math.isfinite(max_cost) or max_cost <= 0:
-            raise _bad("x-failover-max-cost", f"{raw[:40]!r} is not a positive number", "send USD, e.g. 0.05")
+            raise _bad(
+                "x-failover-max-cost",
+                f"{shown(raw)} is not a positive number",
+                "send USD as a decimal number, e.g. 0.05",
+            )
         changes["max_cost"] = max_cost
     raw = headers.get("x-failover-allow-fallback")
     if raw is not None:
         v = raw.strip().lower()
         if v not in _TRUE | _FALSE:
-            raise _bad("x-failover-allow-fallback", f"{raw[:40]!r} is not a boolean", "send true or false")
+            raise _bad("x-failover-allow-fallback", f"{shown(raw)} is not a boolean", "send true or false")
         changes["allow_fallback"] = v in _TRUE
     raw = headers.get("x-failover-side-effects")
     if raw is not None:
@@ -128,7 +144,7 @@ def envelope_with_headers(
         except ValueError:
             choices = ", ".join(m.value for m in SideEffectMode)
             raise _bad(
-                "x-failover-side-effects", f"{raw[:40]!r} is not a side-effect mode", f"send one of {choices}"
+                "x-failover-side-effects", f"{shown(raw)} is not a side-effect mode", f"send one of {choices}"
             ) from None
     raw = headers.get("x-failover-max-tokens-policy")
     if raw is not None:
@@ -136,7 +152,7 @@ def envelope_with_headers(
         if v not in _MAX_TOKENS_POLICIES:
             raise _bad(
                 "x-failover-max-tokens-policy",
-                f"{raw[:40]!r} is not a max_tokens policy",
+                f"{shown(raw)} is not a max_tokens policy",
                 "send cap (a target with a smaller max output is sent its max) or refuse (it is left out)",
             )
         changes["max_tokens_policy"] = v
@@ -169,7 +185,7 @@ def live_reasoning(headers: Mapping[str, str]) -> bool:
         return False
     v = raw.strip().lower()
     if v not in _TRUE | _FALSE:
-        raise _bad("x-failover-live-reasoning", f"{raw[:40]!r} is not a boolean", "send true or false")
+        raise _bad("x-failover-live-reasoning", f"{shown(raw)} is not a boolean", "send true or false")
     return v in _TRUE
 
 

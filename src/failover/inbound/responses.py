@@ -38,6 +38,7 @@ What is translated:
   ``store`` (never over failover's own ``false``), ``parallel_tool_calls`` (echoed), ``user``
   and every top-level field not named here go verbatim to a Responses target; a target of
   another dialect drops the hints among them or is left out. ``text.verbosity``: not sent.
+  ``service_tier``, ``max_tool_calls``, ``truncation``: checked, then passed through.
 
 What is refused, each a 400 naming the field and saying why:
 
@@ -81,7 +82,7 @@ from ..model import (
 from ..model._ids import new_id
 from ..model._request import ReasoningEffort
 from ..validation import DEFAULT_LIMITS, SchemaLimits
-from ._passthrough import passthrough
+from ._passthrough import check_responses_settings, passthrough
 from ._relay import RelayMismatch
 from ._responses_items import (
     NO_NAMES,
@@ -411,6 +412,7 @@ def parse_body(data: Any) -> ResponsesBody:
     _check_tools(data)
     _check_items(data)
     _check_other(data)
+    check_responses_settings(data)
     try:
         return ResponsesBody.model_validate(data)
     except ValidationError as exc:

@@ -10,7 +10,6 @@ import dataclasses
 import json
 import logging
 import math
-import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -40,6 +39,7 @@ from ..model import (
 )
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
+from ..model._secrets import KEYLIKE
 from ..router import Router, RouteStream
 from ._sdk_wire import SUPPORTED, WIRES, Call, Wire, WireDialect, dialect_of, error_dialect
 
@@ -48,11 +48,6 @@ log = logging.getLogger("failover.integrations")
 RecordHook = Callable[[RouteRecord], None]
 
 LAST_RECORD: contextvars.ContextVar[RouteRecord | None] = contextvars.ContextVar("failover_last_record", default=None)
-
-# Things shaped like credentials, removed from every message (a provider may echo part of a key).
-_KEYLIKE = re.compile(
-    r"(sk-[A-Za-z0-9_\-*]{3,}|AIza[0-9A-Za-z_\-]{10,}|(?i:bearer)\s+[A-Za-z0-9._\-~+/=]{8,}|key=[^&\s\"']+)"
-)
 
 
 def last_record() -> RouteRecord | None:
@@ -142,7 +137,7 @@ class _Scrub:
     def __call__(self, text: str) -> str:
         for s in self._secrets:
             text = text.replace(s, "***")
-        return _KEYLIKE.sub("***", text)
+        return KEYLIKE.sub("***", text)
 
 
 # -- the envelope of one call -----------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ..model import Failure, FailureKind, Response, Target
-from ..model._json import loads
+from ..model._json import NonFiniteNumber, loads_strict
 from ..transport._types import HttpResponse
 from ._headers import HeaderMeta
 from ._window import WindowNumbers, window_numbers
@@ -45,13 +45,44 @@ def decode_json(body: bytes) -> Any:
     Called regardless of Content-Type: DeepSeek sends JSON errors as
     ``application/octet-stream``, proxies send JSON as ``text/plain``. Leading whitespace is
     fine (DeepSeek writes blank lines while a request is queued); a UTF-8 BOM is accepted.
+    Strict JSON: a body with NaN or Infinity in it is a :class:`NonFinite` (see
+    :func:`non_finite`), never numbers to forward.
     """
     if not body:
         return None
     try:
-        return loads(body)
+        return loads_strict(body)
+    except NonFiniteNumber as exc:
+        return NonFinite(exc.token)
     except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None
+
+
+class NonFinite:
+    """What :func:`decode_json` returns for a body holding NaN, Infinity, -Infinity or a
+    number no float holds: not JSON, so nothing in it is read (``as_dict`` gives ``{}``)."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+
+def non_finite(provider: str, target: Target, response: HttpResponse, meta: HeaderMeta, data: Any) -> Failure | None:
+    """The Failure for a 2xx whose body :func:`decode_json` read as :class:`NonFinite`: a
+    provider_server_error naming the number (replayed elsewhere, never forwarded); else None.
+    An error status with such a body is classified by its status as any unreadable one is."""
+    if not isinstance(data, NonFinite) or not 200 <= response.status < 300:
+        return None
+    return error_failure(
+        provider=provider,
+        kind=FailureKind.PROVIDER_SERVER_ERROR,
+        target=target,
+        response=response,
+        meta=meta,
+        code=None,
+        message=f"the body holds {data.token}, which is not a JSON number",
+    )
 
 
 def as_dict(value: Any) -> dict[str, Any]:
@@ -236,7 +267,7 @@ def tool_arguments(raw: Any) -> tuple[str, Mapping[str, Any] | None]:
     if not raw.strip():
         return raw, {}
     try:
-        parsed = json.loads(raw)
+        parsed = loads_strict(raw)  # NaN in arguments: not JSON, as for a schema check
     except (ValueError, RecursionError):
         return raw, None
     return raw, parsed if isinstance(parsed, dict) else None

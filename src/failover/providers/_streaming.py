@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from ..model import Failure, FailureKind, Response, StreamEvent, Target
-from ..model._json import loads
+from ..model._json import NonFiniteNumber, loads_strict
 from ..transport._types import HttpResponse
 from ._base import StreamFailed
 from ._common import DETAIL_LIMIT, outcome_failure, redact
@@ -26,9 +26,12 @@ _EXCERPT = 120
 
 
 def load_event(data: str, provider: str, target: Target, meta: HeaderMeta) -> dict[str, Any]:
-    """The JSON object in one event's data; StreamFailed (provider_server_error) if it is not one."""
+    """The JSON object in one event's data; StreamFailed (provider_server_error) if it is not
+    one, also for NaN or Infinity in it (strict JSON: never forwarded)."""
     try:
-        value = loads(data)
+        value = loads_strict(data)
+    except NonFiniteNumber as exc:
+        raise malformed(data, provider, target, meta, f"{exc.token} is not a JSON number") from None
     except (ValueError, RecursionError) as exc:
         raise malformed(data, provider, target, meta, str(exc)) from None
     if not isinstance(value, dict):

@@ -37,7 +37,7 @@ from ..transport._types import HttpRequest, HttpResponse
 from ._anthropic_parse import REQUEST_ID_HEADERS, error, parse_message
 from ._anthropic_stream import MessageStream
 from ._base import StreamParser
-from ._common import as_dict, decode_json, unreadable, with_query
+from ._common import as_dict, decode_json, non_finite, unreadable, with_query
 from ._headers import anthropic_rate_limits, read_meta
 from ._vertex import ANTHROPIC_VERTEX_VERSION, anthropic_count_url, model_url
 
@@ -137,7 +137,10 @@ class AnthropicDialect:
 
     def parse(self, target: Target, response: HttpResponse) -> Response | Failure:
         meta = read_meta(response.headers, request_id_headers=REQUEST_ID_HEADERS, rate_limits=anthropic_rate_limits)
-        data = as_dict(decode_json(response.body))
+        raw = decode_json(response.body)
+        if (bad := non_finite(self.name, target, response, meta, raw)) is not None:
+            return bad
+        data = as_dict(raw)
         if 200 <= response.status < 300:
             if data.get("type") == "message" or isinstance(data.get("content"), list):
                 return parse_message(data, response.status, meta, target.key)
@@ -177,7 +180,10 @@ class AnthropicDialect:
     def parse_count(self, target: Target, response: HttpResponse) -> int | Failure:
         """``input_tokens`` of a 200 ``{"input_tokens": N}``; a classified Failure otherwise."""
         meta = read_meta(response.headers, request_id_headers=REQUEST_ID_HEADERS, rate_limits=anthropic_rate_limits)
-        data = as_dict(decode_json(response.body))
+        raw = decode_json(response.body)
+        if (bad := non_finite(self.name, target, response, meta, raw)) is not None:
+            return bad
+        data = as_dict(raw)
         if 200 <= response.status < 300:
             tokens = data.get("input_tokens")
             if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens >= 0:

@@ -44,7 +44,7 @@ from ..transport._types import HttpRequest, HttpResponse
 from ._base import StreamDecoder, StreamParser
 from ._bedrock_parse import JSON_TOOL, REASONING_SOURCE, REQUEST_ID_HEADERS, error, parse_converse
 from ._bedrock_stream import ConverseStreamParser
-from ._common import as_dict, decode_json, unreadable, with_query
+from ._common import as_dict, decode_json, non_finite, unreadable, with_query
 from ._eventstream import EventStreamDecoder
 from ._headers import read_meta
 from .anthropic import _THINKING_BUDGET
@@ -105,7 +105,10 @@ class BedrockDialect:
 
     def parse(self, target: Target, response: HttpResponse) -> Response | Failure:
         meta = read_meta(response.headers, request_id_headers=REQUEST_ID_HEADERS)
-        data = as_dict(decode_json(response.body))
+        raw = decode_json(response.body)
+        if (bad := non_finite(self.name, target, response, meta, raw)) is not None:
+            return bad
+        data = as_dict(raw)
         if 200 <= response.status < 300:
             message = as_dict(as_dict(data.get("output")).get("message"))
             if isinstance(message.get("content"), list):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import array
 import base64
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
@@ -46,6 +47,7 @@ from ._common import (
     as_str,
     decode_json,
     error_failure,
+    non_finite,
     unreadable,
     with_query,
 )
@@ -112,6 +114,11 @@ def _b64_vector(raw: str) -> Vector | None:
     return array.array("d", floats)
 
 
+def _finite(vec: Vector) -> bool:
+    """No NaN or infinity in ``vec`` (a JSON answer was read strictly; base64 floats were not)."""
+    return all(map(math.isfinite, vec))
+
+
 def _bad_answer(provider: str, target: Target, response: HttpResponse, meta: HeaderMeta, why: str) -> Failure:
     """A 2xx that does not hold one vector per input: the provider's fault (replayed)."""
     return error_failure(
@@ -168,6 +175,8 @@ class OpenAIEmbeddings:
     def parse_embed(self, target: Target, request: EmbedRequest, response: HttpResponse) -> Embeddings | Failure:
         meta = read_meta(response.headers, request_id_headers=_OPENAI_REQUEST_IDS, rate_limits=openai_rate_limits)
         data = decode_json(response.body)
+        if (refused := non_finite(self.name, target, response, meta, data)) is not None:
+            return refused
         if not 200 <= response.status < 300 or isinstance(as_dict(data).get("error"), dict):
             return openai_error(self.name, target, response, meta, data)
         body = as_dict(data)
@@ -184,6 +193,8 @@ class OpenAIEmbeddings:
             vec = _b64_vector(raw) if isinstance(raw, str) else _vector(raw)
             if not isinstance(index, int) or not 0 <= index < want or vec is None or vectors[index] is not None:
                 return _bad_answer(self.name, target, response, meta, f"data[{pos}] is not an embedding of an input")
+            if isinstance(raw, str) and not _finite(vec):
+                return _bad_answer(self.name, target, response, meta, f"data[{pos}] holds NaN or infinity")
             vectors[index] = vec
         usage = as_dict(body.get("usage"))
         return Embeddings(
@@ -259,7 +270,10 @@ class GeminiEmbeddings:
 
     def parse_embed(self, target: Target, request: EmbedRequest, response: HttpResponse) -> Embeddings | Failure:
         meta = read_meta(response.headers, request_id_headers=_GOOGLE_REQUEST_IDS)
-        body = as_dict(decode_json(response.body))
+        raw_body = decode_json(response.body)
+        if (refused := non_finite(self.name, target, response, meta, raw_body)) is not None:
+            return refused
+        body = as_dict(raw_body)
         if not 200 <= response.status < 300 or isinstance(body.get("error"), dict):
             return google_error(self.name, target, response, meta, body)
         want = len(request.inputs)
@@ -345,7 +359,10 @@ class BedrockEmbeddings:
 
     def parse_embed(self, target: Target, request: EmbedRequest, response: HttpResponse) -> Embeddings | Failure:
         meta = read_meta(response.headers, request_id_headers=_bedrock.REQUEST_ID_HEADERS)
-        body = as_dict(decode_json(response.body))
+        raw_body = decode_json(response.body)
+        if (refused := non_finite(self.name, target, response, meta, raw_body)) is not None:
+            return refused
+        body = as_dict(raw_body)
         if not 200 <= response.status < 300:
             return _bedrock.error(target, response, meta, body)  # InvokeModel's errors are Converse's
         want = len(request.inputs)

@@ -32,7 +32,7 @@ from ..model import (
 from ..model._reasoning import GEMINI as REASONING_SOURCE
 from ..transport._types import HttpRequest, HttpResponse
 from ._base import StreamParser
-from ._common import as_dict, decode_json, unreadable, with_query
+from ._common import as_dict, decode_json, non_finite, unreadable, with_query
 from ._gemini_parse import REQUEST_ID_HEADERS, error, parse_generation
 from ._gemini_stream import ChunkStream
 from ._headers import read_meta
@@ -97,6 +97,8 @@ class GeminiDialect:
     def parse(self, target: Target, response: HttpResponse) -> Response | Failure:
         meta = read_meta(response.headers, request_id_headers=REQUEST_ID_HEADERS)
         data = decode_json(response.body)
+        if (bad := non_finite(self.name, target, response, meta, data)) is not None:
+            return bad
         if isinstance(data, list) and data:  # streamGenerateContent without alt=sse answers a list
             data = data[0]
         body = as_dict(data)
@@ -144,7 +146,10 @@ class GeminiDialect:
     def parse_count(self, target: Target, response: HttpResponse) -> int | Failure:
         """``totalTokens`` of a 200 CountTokensResponse; a classified Failure otherwise."""
         meta = read_meta(response.headers, request_id_headers=REQUEST_ID_HEADERS)
-        body = as_dict(decode_json(response.body))
+        raw = decode_json(response.body)
+        if (bad := non_finite(self.name, target, response, meta, raw)) is not None:
+            return bad
+        body = as_dict(raw)
         if 200 <= response.status < 300:
             tokens = body.get("totalTokens")
             # proto3 JSON leaves out a zero: a body without totalTokens is no count we can trust.

@@ -54,6 +54,7 @@ from ._common import (
     as_list,
     as_str,
     decode_json,
+    non_finite,
     outcome_failure,
     tool_arguments,
     unreadable,
@@ -151,6 +152,8 @@ class OpenAIDialect:
     def parse(self, target: Target, response: HttpResponse) -> Response | Failure:
         meta = read_meta(response.headers, request_id_headers=_REQUEST_ID_HEADERS, rate_limits=openai_rate_limits)
         data = decode_json(response.body)
+        if (bad := non_finite("openai", target, response, meta, data)) is not None:
+            return bad
         if 200 <= response.status < 300:
             body = as_dict(data)
             if "choices" in body:

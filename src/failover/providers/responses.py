@@ -58,7 +58,7 @@ from ..model import (
 )
 from ..transport._types import HttpRequest, HttpResponse
 from ._base import StreamParser
-from ._common import as_dict, as_str, decode_json, error_failure, unreadable, with_query
+from ._common import as_dict, as_str, decode_json, error_failure, non_finite, unreadable, with_query
 from ._headers import HeaderMeta, openai_rate_limits, read_meta
 from ._openai_errors import openai_error
 from ._responses_read import PROVIDER, SOURCE, judge, raw_stop, read_output, result, usage
@@ -105,6 +105,8 @@ class OpenAIResponsesDialect:
     def parse(self, target: Target, response: HttpResponse) -> Response | Failure:
         meta = read_meta(response.headers, request_id_headers=REQUEST_ID_HEADERS, rate_limits=openai_rate_limits)
         data = decode_json(response.body)
+        if (bad := non_finite(PROVIDER, target, response, meta, data)) is not None:
+            return bad
         if not 200 <= response.status < 300:
             return openai_error(PROVIDER, target, response, meta, data)
         body = as_dict(data)

@@ -188,10 +188,13 @@ def check_limits(schema: Mapping[str, Any], limits: SchemaLimits = DEFAULT_LIMIT
     nodes = 0
     patterns = [0]
     max_nodes, max_bytes, max_depth = limits.max_nodes, limits.max_bytes, limits.max_depth
-    # (value, depth, chain, inside a data value such as const/enum/default/examples)
+    # (value, depth, chain, inside a data value such as const/enum/default/examples); children
+    # are pushed last first, so values are visited in document order and a limit is reported
+    # at the value that crossed it (the 201st pattern, not the first)
     stack: list[tuple[Any, int, _Chain, bool]] = [(schema, 0, None, False)]
     while stack:
         node, depth, chain, data = stack.pop()
+        mark = len(stack)
         if isinstance(node, dict | Mapping):
             if depth >= max_depth and node:
                 raise _too("its nesting", "max_schema_depth", max_depth, chain, "flatten it or use $defs")
@@ -225,6 +228,8 @@ def check_limits(schema: Mapping[str, Any], limits: SchemaLimits = DEFAULT_LIMIT
                     stack.append((value, depth + 1, (chain, i), data))
                 else:
                     size += 6
+        if len(stack) - mark > 1:
+            stack[mark:] = stack[mark:][::-1]
         if size > max_bytes:
             raise _too("its size", "max_schema_bytes", max_bytes, chain, "send a smaller schema")
     return size
@@ -252,12 +257,15 @@ def _check_keyword(key: str, value: Any, chain: _Chain, limits: SchemaLimits, pa
         if len(value) > limits.max_pattern_chars:
             raise _too("the pattern", "max_schema_pattern_chars", limits.max_pattern_chars, chain, "use a shorter one")
     if key == "patternProperties" and isinstance(value, Mapping):
-        patterns[0] += len(value)
         for p in value:
+            patterns[0] += 1
             if isinstance(p, str) and len(p) > limits.max_pattern_chars:
                 raise _too(
                     "the pattern", "max_schema_pattern_chars", limits.max_pattern_chars, (chain, p), "use a shorter one"
                 )
+            if patterns[0] > limits.max_patterns:  # named at the key that crossed the limit
+                limit = limits.max_patterns
+                raise _too("its number of patterns", "max_schema_patterns", limit, (chain, p), "use fewer patterns")
     if patterns[0] > limits.max_patterns:
         raise _too("its number of patterns", "max_schema_patterns", limits.max_patterns, chain, "use fewer patterns")
 
