@@ -18,6 +18,7 @@ the RouteRecord are the very same :class:`~._run.Run` as a generation's. What di
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -42,7 +43,7 @@ from ..model._record import watch_connect
 from ..policy import Plan, Violation, embedding_check, plan
 from ..providers.embeddings import EmbedAdapter, dimensions_of, embed_adapter_for
 from ..tokens import counter_for
-from ..transport import TransportError
+from ..transport import HttpResponse, TransportError
 from ..transport._limits import DEFAULT_MAX_RESPONSE_BYTES
 from ._exchange import exchange_failure, maybe_billed
 from ._work import Call, Exchanged
@@ -266,8 +267,20 @@ class Embedding:
         total = max(0.0, until - self.call.loop.time())
         resp = await router.transport.send(http, connect_timeout=min(connect, total), total_timeout=total)
         if len(resp.body) > HEAVY_ANSWER_BYTES:  # ~100 vectors of 3,072: read in a worker thread (see the constant)
-            return resp.status, await asyncio.to_thread(adapter.parse_embed, target, part, resp)
+            return resp.status, await asyncio.to_thread(_decoded_alone, adapter, target, part, resp)
         return resp.status, adapter.parse_embed(target, part, resp)
+
+
+# One large answer decoded at a time: the decoder holds the GIL for a whole answer (~25 ms for
+# 3 MB), and the event loop waiting for the GIL behind eight of them would wait for all eight.
+_DECODING = threading.Lock()
+
+
+def _decoded_alone(
+    adapter: EmbedAdapter, target: Target, part: EmbedRequest, response: HttpResponse
+) -> Embeddings | Failure:
+    with _DECODING:
+        return adapter.parse_embed(target, part, response)
 
 
 def _merged(parts: Sequence[Embeddings]) -> Embeddings:
