@@ -394,6 +394,7 @@ class Endpoint(Generic[_B, _Q, _A]):
                 request_id = record.request_id if record is not None else envelope.request_id
                 if self.heavy_answer(outcome):  # a large answer is written in a worker thread, in slices
                     out, out_headers = await asyncio.to_thread(self.answer, outcome, route, request_id, record, body)
+                    gw.reclaim_soon()  # its many small objects leave holes the allocator would keep
                 else:
                     out, out_headers = self.answer(outcome, route, request_id, record, body)
                 gw.origins.remember(outcome, self.raw_reasoning)
