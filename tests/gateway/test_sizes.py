@@ -217,7 +217,7 @@ async def test_raised_limits_take_more() -> None:
 
 def test_the_limits_are_read_from_the_config_with_their_defaults() -> None:
     default = settings_from_dict({})
-    assert (default.max_tools, default.max_messages, default.max_blocks) == (2_000, 20_000, 100_000)
+    assert (default.max_tools, default.max_messages, default.max_blocks) == (2_000, 20_000, 20_000)
     assert (default.max_embedding_inputs, default.max_embedding_values) == (2_048, 8_388_608)
     assert GatewaySettings().max_tools == default.max_tools
     s = settings_from_dict(

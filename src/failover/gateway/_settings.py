@@ -17,7 +17,7 @@ module turns it into the gateway's settings::
         allow_fallback: true
       limits: {max_body_bytes: 10485760, max_json_depth: 64, body_timeout_s: 30, header_timeout_s: 10,
                max_head_bytes: 65536, max_headers: 100, keep_alive_s: 30, write_timeout_s: 30,
-               max_tools: 2000, max_messages: 20000, max_blocks: 100000,
+               max_tools: 2000, max_messages: 20000, max_blocks: 20000,
                max_embedding_inputs: 2048, max_embedding_values: 8388608}
       # client JSON Schemas also have limits: max_schema_bytes, max_schema_depth, max_schema_nodes,
       # max_schema_pattern_chars, max_schema_patterns, max_schema_pattern_bytes (see docs/gateway.md)
@@ -124,7 +124,7 @@ class GatewaySettings:
     # what one request may hold (counted on the parsed body, before any work proportional to it)
     max_tools: int = 2_000
     max_messages: int = 20_000
-    max_blocks: int = 100_000
+    max_blocks: int = 20_000
     max_embedding_inputs: int = 2_048
     max_embedding_values: int = 8_388_608  # inputs x dimensions: 2,048 vectors of 4,096
     cors_origins: tuple[str, ...] = ()
