@@ -6,6 +6,7 @@ the gateway checked is not checked again by the router (schemas, text, token cou
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -352,8 +353,11 @@ async def test_the_router_does_not_check_again_what_the_gateway_checked(
     counter = counter_for(kit.router.routes["chat"].primary[0])
     real_count = type(counter).count
 
+    on_loop: list[bool] = []
+
     def count(self: Any, request: Request) -> int:
         calls.counted += 1
+        on_loop.append(threading.current_thread() is threading.main_thread())
         return real_count(self, request)
 
     monkeypatch.setattr(type(counter), "count", count)
@@ -365,6 +369,7 @@ async def test_the_router_does_not_check_again_what_the_gateway_checked(
     assert calls.gateway_schemas == 1
     assert (calls.router_schemas, calls.router_text) == (0, 0)
     assert calls.counted == 1  # the route's targets share one counter: counted once, by whoever counts first
+    assert on_loop == [not heavy]  # a large body's tokens are counted in a worker thread, by the gateway
     async with kit.client() as c:  # a refusal is still the gateway's 400 naming the field
         r = await c.post(
             "/v1/chat/completions",
