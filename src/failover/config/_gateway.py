@@ -115,6 +115,12 @@ class LimitsSpec(_Strict):
     max_schema_pattern_chars: int = Field(DEFAULT_LIMITS.max_pattern_chars, ge=1, le=100_000)
     max_schema_patterns: int = Field(DEFAULT_LIMITS.max_patterns, ge=0, le=100_000)
     max_schema_pattern_bytes: int = Field(DEFAULT_LIMITS.max_pattern_bytes, ge=16 * 1024, le=1024 * 1024 * 1024)
+    # what one request may hold, counted on the parsed body before any work proportional to it
+    max_tools: int = Field(2_000, ge=1, le=1_000_000)  # tools (function and hosted) in one request
+    max_messages: int = Field(20_000, ge=1, le=10_000_000)  # messages (Responses: input items)
+    max_blocks: int = Field(20_000, ge=1, le=10_000_000)  # content blocks of all messages together
+    max_embedding_inputs: int = Field(2_048, ge=1, le=1_000_000)  # texts in one /v1/embeddings request
+    max_embedding_values: int = Field(8_388_608, ge=1024, le=1_000_000_000)  # inputs x dimensions asked for
 
 
 class CorsSpec(_Strict):

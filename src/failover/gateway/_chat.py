@@ -21,7 +21,7 @@ from ..model._json import dumps as _dumps
 from ._endpoint import Endpoint, honourable
 from ._errors import ApiError
 from ._gateway import Gateway
-from ._openai import ChatCompletionBody, completion_body, to_request
+from ._openai import ChatCompletionBody, completion_body, parse_body, to_request
 from ._stream_reply import SseWire
 
 
@@ -36,6 +36,9 @@ class ChatCompletions(Endpoint[ChatCompletionBody]):
 
     def parse(self, raw: bytes) -> ChatCompletionBody:
         return self.gw.chat_body(raw)
+
+    def from_json(self, data: Any) -> ChatCompletionBody:
+        return parse_body(data)
 
     def to_request(self, body: ChatCompletionBody) -> Request:
         req = to_request(body, limits=self.gw.settings.schema_limits)

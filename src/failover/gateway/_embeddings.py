@@ -16,18 +16,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.responses import Response
 
 from ..inbound import SchemaField, WireError
 from ..inbound._headers import answered_by, record_headers
-from ..inbound.embeddings import EmbeddingsBody, embeddings_body, parse_body, to_embed_request
+from ..inbound.embeddings import EmbeddingsBody, embeddings_body, embeddings_json, parse_body, to_embed_request
 from ..model import Embeddings, EmbedRequest, Envelope, RouteRecord
 from ..model._json import dumps
 from ..router import Router
 from ..router._embed import route_cannot_embed
 from ._endpoint import Endpoint
 from ._errors import ApiError, from_wire
+from ._sizes import field_of, too_many
+
+HEAVY_ANSWER_VALUES = 256 * 1024  # more floats than this (~2.5 MB of JSON): written in a worker thread, in slices
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +57,9 @@ class EmbeddingsEndpoint(Endpoint[EmbeddingsBody, _Asked, _Answer]):
 
     path = "/v1/embeddings"
 
-    def parse(self, raw: bytes) -> EmbeddingsBody:
+    def from_json(self, data: Any) -> EmbeddingsBody:
         try:
-            return parse_body(self.gw.decode_json(raw))
+            return parse_body(data)
         except WireError as exc:
             raise from_wire(exc) from None
 
@@ -71,9 +75,37 @@ class EmbeddingsEndpoint(Endpoint[EmbeddingsBody, _Asked, _Answer]):
                 param="model",
             )
         try:
-            return _Asked(to_embed_request(body), body.encoding_format)
+            return _Asked(
+                to_embed_request(body, max_inputs=self.gw.settings.max_embedding_inputs), body.encoding_format
+            )
         except WireError as exc:
             raise from_wire(exc) from None
+
+    def check_counts(self, body: Any) -> None:
+        """At most ``max_embedding_inputs`` texts, and inputs x dimensions (asked for, else the
+        route's first primary's configured ``dimensions``, when either is known) within
+        ``max_embedding_values``: the answer's size, before anything is sent."""
+        settings = self.gw.settings
+        texts, dims, model = field_of(body, "input"), field_of(body, "dimensions"), field_of(body, "model")
+        n = len(texts) if isinstance(texts, list) else 1
+        if n > settings.max_embedding_inputs:
+            raise too_many("input", n, "inputs", "max_embedding_inputs", settings.max_embedding_inputs)
+        if not isinstance(dims, int) or isinstance(dims, bool):
+            dims = None  # validation says what is wrong with it
+        route = self.gw.router.routes.get(model) if isinstance(model, str) else None
+        if dims is None and route is not None and route.primary:
+            dims = route.primary[0].dimensions
+        if dims is not None and n * dims > settings.max_embedding_values:
+            raise too_many(
+                "dimensions",
+                n * dims,
+                f"values ({n} inputs x {dims} dimensions)",
+                "max_embedding_values",
+                settings.max_embedding_values,
+            )
+
+    def heavy_answer(self, resp: _Answer) -> bool:
+        return len(resp.embeddings.vectors) * (resp.embeddings.dimensions or 0) > HEAVY_ANSWER_VALUES
 
     def schema_fields(self, body: EmbeddingsBody) -> list[SchemaField]:
         return []  # no client JSON Schema in an embeddings request
@@ -85,7 +117,12 @@ class EmbeddingsEndpoint(Endpoint[EmbeddingsBody, _Asked, _Answer]):
     def answer(
         self, resp: _Answer, route: str, request_id: str, record: RouteRecord | None, body: EmbeddingsBody
     ) -> tuple[bytes, Mapping[str, str]]:
-        out = embeddings_body(resp.embeddings, model=answered_by(record, route), encoding_format=resp.encoding_format)
+        model = answered_by(record, route)
+        if self.heavy_answer(resp):  # in a worker thread (see Endpoint._complete): one vector at a time
+            return embeddings_json(resp.embeddings, model=model, encoding_format=resp.encoding_format), record_headers(
+                request_id, record
+            )
+        out = embeddings_body(resp.embeddings, model=model, encoding_format=resp.encoding_format)
         return dumps(out), record_headers(request_id, record)
 
     def error_response(

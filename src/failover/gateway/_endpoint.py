@@ -21,14 +21,15 @@ from typing_extensions import TypeVar
 from ..inbound import SchemaField, WireError, check_schema_limits
 from ..model import Envelope, Request, RouteRecord, Unavailable
 from ..model import Response as Answer
-from ..router import Router
-from ._body import ClientGone, heavy_json
+from ..router import Router, Vetted
+from ._body import HEAVY_JSON_BYTES, ClientGone, heavy_json
 from ._disconnect import Interrupted, interruptible
 from ._envelope import envelope_from, live_reasoning_from, unmarked
 from ._errors import ApiError, from_wire, shutting_down, unavailable_error
 from ._gateway import Gateway
 from ._http import header_map, send_json
 from ._settings import Tenant
+from ._sizes import check_counts, vet
 from ._stream_reply import SseWire, StreamReply
 
 log = logging.getLogger("failover.gateway")
@@ -130,13 +131,25 @@ class Endpoint(Generic[_B, _Q, _A]):
 
     def parse(self, raw: bytes) -> _B:
         """The body decoded and validated; an ApiError (400 naming the field) if it is not."""
+        return self.from_json(self.gw.decode_json(raw))
+
+    def from_json(self, data: Any) -> _B:
+        """The decoded body validated; an ApiError (400 naming the field) if it is not."""
         raise NotImplementedError
 
     def parse_heavy(self, raw: bytes) -> _B:
-        """:meth:`parse` for a body of many values, in a worker thread: its schemas' limits are
-        walked there too, so an oversized one is refused before the loop spends any time on it
-        (translating it, counting its tokens). Meta-validation still waits for admission."""
-        body = self.parse(raw)
+        """:meth:`parse` for a body of many values, in a worker thread: its counts
+        (:meth:`check_counts`, on the decoded JSON, before it is validated) and its schemas'
+        limits are checked there too, so an oversized one is refused before the loop spends any
+        time on it (translating it, counting its tokens). Meta-validation still waits for admission."""
+        data = self.gw.decode_json(raw)
+        try:
+            self.check_counts(data)
+        except ApiError:
+            del data  # as below: freed here, not by the loop
+            raise
+        body = self.from_json(data)
+        del data
         try:
             check_schema_limits(self.schema_fields(body), self.gw.settings.schema_limits)
         except WireError as exc:
@@ -145,6 +158,18 @@ class Endpoint(Generic[_B, _Q, _A]):
             return body
         del body  # its hundreds of thousands of objects are freed here, not by the loop (~30 ms)
         raise from_wire(problem) from None
+
+    def check_counts(self, body: Any) -> None:
+        """A 400 when ``body`` (the decoded JSON, or the parsed body) holds more tools, messages
+        or content blocks than ``gateway.limits`` allow (see :mod:`~failover.gateway._sizes`);
+        before any work on them."""
+        check_counts(self.gw.settings, body)
+
+    def heavy_answer(self, resp: _A) -> bool:
+        """Whether writing ``resp`` as JSON takes long enough to be done in a worker thread (by
+        default never: a chat answer is bounded by its max_tokens)."""
+        del resp
+        return False
 
     def to_request(self, body: _B) -> _Q:
         """The body as the router's Request; an ApiError if it cannot be translated. Its JSON
@@ -214,6 +239,9 @@ class Endpoint(Generic[_B, _Q, _A]):
                     gw.reclaim_soon()
             else:
                 body = self.parse(raw)
+                self.check_counts(body)
+            # A larger body is translated, checked and counted once, in a worker thread (see _sizes)
+            big = len(raw) > HEAVY_JSON_BYTES
             route = body.model
             _check_route(router, route, tenant)
             tenant_name = tenant.name if tenant is not None else None
@@ -229,7 +257,8 @@ class Endpoint(Generic[_B, _Q, _A]):
             live = live_reasoning_from(headers)  # x-failover-live-reasoning: a stream's reasoning as it comes
             if envelope.client_retry:  # charged to the retry budget: counted apart from new requests
                 gw.metrics.client_retries.labels(route).inc()
-            req = gw.origins.known(self.request_for(body, headers))  # raw reasoning we handed out: its origin
+            asked = await asyncio.to_thread(self.request_for, body, headers) if big else self.request_for(body, headers)
+            req = gw.origins.known(asked)  # raw reasoning we handed out: its origin
             quotas = gw.quotas  # last: a refused request takes nothing; shared quotas await the store
             max_cost = (
                 quotas.admit(tenant, envelope.max_cost)
@@ -239,7 +268,17 @@ class Endpoint(Generic[_B, _Q, _A]):
             if max_cost != envelope.max_cost:
                 envelope = dataclasses.replace(envelope, max_cost=max_cost)
             # after admission (the tenant pays for the work), before any upstream call
-            await gw.check_schemas(self.schema_fields(body))
+            vetted: Vetted | None = None
+            if isinstance(req, Request):
+                vetted = await vet(
+                    router.routes.get(route) if big else None,
+                    req,
+                    self.schema_fields(body),
+                    gw.settings.schema_limits,
+                    big=big,
+                )
+            else:
+                await gw.check_schemas(self.schema_fields(body))
         except ClientGone:
             gw.finish(
                 status=499,
@@ -271,9 +310,12 @@ class Endpoint(Generic[_B, _Q, _A]):
                 chat = cast(Request, req)  # only chat dialects stream
                 reply = StreamReply(gw, router, route, chat, envelope, tenant, started, stop, wire, live)
                 reply.raw_reasoning = self.raw_reasoning
+                reply.vetted = vetted
                 await reply(scope, receive, send)
             else:
-                await self._complete(scope, receive, send, router, route, req, envelope, tenant, started, stop, body)
+                await self._complete(
+                    scope, receive, send, router, route, req, envelope, tenant, started, stop, body, vetted
+                )
         finally:
             gw.leave(stop)
 
@@ -290,12 +332,17 @@ class Endpoint(Generic[_B, _Q, _A]):
         started: float,
         stop: asyncio.Future[None],
         body: _B,
+        vetted: Vetted | None,
     ) -> None:
         """One plain answer; a client that leaves (or the drain) cancels the upstream call."""
         gw = self.gw
         response: Response
+        if vetted is not None:  # a chat request the gateway checked: the router need not again
+            call = cast("Coroutine[Any, Any, _A]", router.complete(route, vetted.request, envelope, vetted=vetted))
+        else:
+            call = self.call(router, route, req, envelope)
         try:
-            outcome = await interruptible(self.call(router, route, req, envelope), scope, receive, stop)
+            outcome = await interruptible(call, scope, receive, stop)
         except Unavailable as exc:
             err = unavailable_error(exc, gw.scrub)
             gw.finish(
@@ -345,7 +392,11 @@ class Endpoint(Generic[_B, _Q, _A]):
             else:
                 record = outcome.record
                 request_id = record.request_id if record is not None else envelope.request_id
-                out, out_headers = self.answer(outcome, route, request_id, record, body)
+                if self.heavy_answer(outcome):  # a large answer is written in a worker thread, in slices
+                    out, out_headers = await asyncio.to_thread(self.answer, outcome, route, request_id, record, body)
+                    gw.reclaim_soon()  # its many small objects leave holes the allocator would keep
+                else:
+                    out, out_headers = self.answer(outcome, route, request_id, record, body)
                 gw.origins.remember(outcome, self.raw_reasoning)
                 try:
                     await send_json(send, 200, out, out_headers)

@@ -55,7 +55,7 @@ class Gateway:
     tenant quotas, metrics, and the requests in flight (for a graceful drain)."""
 
     def __init__(self, router: Router, settings: GatewaySettings) -> None:
-        router.schema_limits = settings.schema_limits  # the router re-checks what the gateway admitted
+        router.schema_limits = settings.schema_limits  # what the router checks of a request not vetted here
         self.router = router
         self.settings = settings
         secrets = [t.api_key.reveal() for r in router.routes.values() for t in r.targets if t.api_key]

@@ -20,8 +20,11 @@ the stream with an ``error`` event.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
+from starlette.requests import ClientDisconnect
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
@@ -33,9 +36,12 @@ from ..model._ids import new_id
 from ..model._json import dumps as _dumps
 from ..model._reasoning import ANTHROPIC
 from ..tokens import counter_for
+from ._body import HEAVY_JSON_BYTES, ClientGone
 from ._endpoint import Endpoint, honourable
 from ._errors import ApiError, from_wire
 from ._gateway import Gateway
+from ._settings import Tenant
+from ._sizes import check_counts
 from ._stream_reply import SseWire
 
 
@@ -129,8 +135,7 @@ class Messages(Endpoint[anthropic.MessagesBody]):
     def credentials(self, headers: dict[str, str]) -> Mapping[str, str]:
         return _credentials(self.gw.settings.open, headers)
 
-    def parse(self, raw: bytes) -> anthropic.MessagesBody:
-        data = self.gw.decode_json(raw)
+    def from_json(self, data: Any) -> anthropic.MessagesBody:
         try:
             return anthropic.parse_body(data)
         except WireError as exc:
@@ -178,26 +183,40 @@ def count_tokens(gw: Gateway) -> Callable[[HttpRequest], Awaitable[Response]]:
     endpoint takes it); ``model`` names a route the key may use.
     """
 
+    def counted(data: object, tenant: Tenant | None, headers: Mapping[str, str]) -> int:
+        check_counts(gw.settings, data)  # before the body is validated, translated and counted
+        if isinstance(data, dict):
+            data = {**data, "max_tokens": 1, "stream": False}  # not part of a count request
+        try:
+            body = anthropic.parse_body(data)
+        except WireError as exc:
+            raise from_wire(exc) from None
+        route = gw.router.routes.get(body.model)
+        if route is None or (tenant is not None and not tenant.allows(body.model)):
+            raise ApiError(404, f"the model {body.model!r} does not exist", code="model_not_found", param="model")
+        if not route.primary:
+            raise ApiError(404, f"the route {body.model!r} has no primary target", code="model_not_found")
+        try:
+            req = anthropic.to_request(body, limits=gw.settings.schema_limits, schemas=False, headers=headers)
+        except WireError as exc:
+            raise from_wire(exc) from None
+        return counter_for(route.primary[0]).count(req)
+
     async def run(request: HttpRequest) -> Response:
         try:
             tenant = gw.authenticate(request.scope, _credentials(gw.settings.open, request.headers))
-            data = await gw.read_json(request)
-            if isinstance(data, dict):
-                data = {**data, "max_tokens": 1, "stream": False}  # not part of a count request
             try:
-                body = anthropic.parse_body(data)
-                req = anthropic.to_request(
-                    body, limits=gw.settings.schema_limits, schemas=False, headers=request.headers
-                )
-            except WireError as exc:
-                raise from_wire(exc) from None
-            route = gw.router.routes.get(body.model)
-            if route is None or (tenant is not None and not tenant.allows(body.model)):
-                raise ApiError(404, f"the model {body.model!r} does not exist", code="model_not_found", param="model")
-            if not route.primary:
-                raise ApiError(404, f"the route {body.model!r} has no primary target", code="model_not_found")
-            target = route.primary[0]
-            return Response(_dumps({"input_tokens": counter_for(target).count(req)}), media_type="application/json")
+                raw = await gw.read_body(request.receive, request.headers)
+            except ClientGone:
+                raise ClientDisconnect() from None
+            if len(raw) > HEAVY_JSON_BYTES:  # decoded, translated and counted in a worker thread
+                try:
+                    n = await asyncio.to_thread(lambda: counted(gw.decode_json(raw), tenant, request.headers))
+                finally:
+                    gw.reclaim_soon()
+            else:
+                n = counted(gw.decode_json(raw), tenant, request.headers)
+            return Response(_dumps({"input_tokens": n}), media_type="application/json")
         except ApiError as err:
             return error_response(err)
 

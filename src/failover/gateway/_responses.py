@@ -23,6 +23,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
@@ -84,8 +85,7 @@ class Responses(Endpoint[responses.ResponsesBody]):
     path = "/v1/responses"
     raw_reasoning = OPENAI_RESPONSES  # reasoning items keep their own encrypted_content
 
-    def parse(self, raw: bytes) -> responses.ResponsesBody:
-        data = self.gw.decode_json(raw)
+    def from_json(self, data: Any) -> responses.ResponsesBody:
         try:
             return responses.parse_body(data)
         except WireError as exc:

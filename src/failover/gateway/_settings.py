@@ -16,7 +16,9 @@ module turns it into the gateway's settings::
         max_attempts: 6
         allow_fallback: true
       limits: {max_body_bytes: 10485760, max_json_depth: 64, body_timeout_s: 30, header_timeout_s: 10,
-               max_head_bytes: 65536, max_headers: 100, keep_alive_s: 30, write_timeout_s: 30}
+               max_head_bytes: 65536, max_headers: 100, keep_alive_s: 30, write_timeout_s: 30,
+               max_tools: 2000, max_messages: 20000, max_blocks: 20000,
+               max_embedding_inputs: 2048, max_embedding_values: 8388608}
       # client JSON Schemas also have limits: max_schema_bytes, max_schema_depth, max_schema_nodes,
       # max_schema_pattern_chars, max_schema_patterns, max_schema_pattern_bytes (see docs/gateway.md)
       cors: {allow_origins: ["https://app.example.com"]}
@@ -119,6 +121,12 @@ class GatewaySettings:
     keep_alive_s: float = 30.0  # failover serve: an idle kept-alive connection is closed after this
     write_timeout_s: float = 30.0  # failover serve: a client whose send buffer stays full this long is dropped
     schema_limits: SchemaLimits = DEFAULT_LIMITS  # client JSON Schemas: size, depth, values, pattern length
+    # what one request may hold (counted on the parsed body, before any work proportional to it)
+    max_tools: int = 2_000
+    max_messages: int = 20_000
+    max_blocks: int = 20_000
+    max_embedding_inputs: int = 2_048
+    max_embedding_values: int = 8_388_608  # inputs x dimensions: 2,048 vectors of 4,096
     cors_origins: tuple[str, ...] = ()
     cors_headers: tuple[str, ...] = ("authorization", "content-type", *REQUEST_HEADERS)
     metrics_enabled: bool = True
@@ -209,6 +217,11 @@ def settings_from_spec(spec: GatewaySpec | None, *, env: Mapping[str, str] | Non
             max_patterns=spec.limits.max_schema_patterns,
             max_pattern_bytes=spec.limits.max_schema_pattern_bytes,
         ),
+        max_tools=spec.limits.max_tools,
+        max_messages=spec.limits.max_messages,
+        max_blocks=spec.limits.max_blocks,
+        max_embedding_inputs=spec.limits.max_embedding_inputs,
+        max_embedding_values=spec.limits.max_embedding_values,
         cors_origins=tuple(spec.cors.allow_origins),
         cors_headers=tuple(spec.cors.allow_headers),
         metrics_enabled=spec.metrics.enabled,

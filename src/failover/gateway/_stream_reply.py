@@ -16,7 +16,7 @@ from ..inbound import RelayMismatch
 from ..inbound._headers import capped_to, record_headers, streamed_by
 from ..inbound._relay import mismatch_message
 from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord, Unavailable
-from ..router import Router, RouteStream
+from ..router import Router, RouteStream, Vetted
 from ._disconnect import Disconnect, gone_note
 from ._errors import ApiError, shutting_down, unavailable_error
 from ._gateway import Gateway
@@ -83,11 +83,17 @@ class StreamReply:
         self.wire = wire
         self.gone: asyncio.Future[None] | None = None  # resolves when the client is gone
         self.raw_reasoning: str | None = None  # the reasoning format the client is handed raw (see inbound._origins)
+        self.vetted: Vetted | None = None  # what the gateway already checked and counted of the request
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # the client has every delta already: the router need not keep the text for PartialOutput
         rs = self.router.stream(
-            self.route, self.request, self.envelope, keep_text=False, live_reasoning=self.live_reasoning
+            self.route,
+            self.request,
+            self.envelope,
+            keep_text=False,
+            live_reasoning=self.live_reasoning,
+            vetted=self.vetted,
         )
         await rs.__aenter__()
         gone = Disconnect(scope, receive)

@@ -22,10 +22,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..model import Embeddings, EmbedInput, EmbedRequest
+from ..model._json import dumps
 from ..model._text import LONE_SURROGATE, LONE_SURROGATE_FIX, lone_surrogate
 from ._wire import WireError, validation_error
 
-__all__ = ["MAX_INPUTS", "EmbeddingsBody", "embeddings_body", "parse_body", "to_embed_request"]
+__all__ = ["MAX_INPUTS", "EmbeddingsBody", "embeddings_body", "embeddings_json", "parse_body", "to_embed_request"]
 
 MAX_INPUTS = 2048  # OpenAI's limit on inputs per request; failover splits them per provider anyway
 
@@ -61,8 +62,9 @@ def parse_body(data: Any) -> EmbeddingsBody:
         raise validation_error(exc, tags=frozenset({"str", "int"}), unions=frozenset({"input"})) from None
 
 
-def to_embed_request(body: EmbeddingsBody) -> EmbedRequest:
-    """The body as the router's EmbedRequest; a 400 :class:`WireError` naming the field."""
+def to_embed_request(body: EmbeddingsBody, *, max_inputs: int = MAX_INPUTS) -> EmbedRequest:
+    """The body as the router's EmbedRequest (at most ``max_inputs`` texts); a 400
+    :class:`WireError` naming the field."""
     raw = body.input
     texts: list[str]
     if isinstance(raw, str):
@@ -79,8 +81,8 @@ def to_embed_request(body: EmbeddingsBody) -> EmbedRequest:
         texts = [t for t in raw if isinstance(t, str)]
     if not texts:
         raise WireError(400, "input: an empty list; send at least one text", param="input")
-    if len(texts) > MAX_INPUTS:
-        raise WireError(400, f"input: {len(texts)} texts; send at most {MAX_INPUTS} in one request", param="input")
+    if len(texts) > max_inputs:
+        raise WireError(400, f"input: {len(texts)} texts; send at most {max_inputs} in one request", param="input")
     for i, text in enumerate(texts):
         where = "input" if isinstance(raw, str) else f"input[{i}]"
         if not text:
@@ -115,3 +117,16 @@ def embeddings_body(result: Embeddings, *, model: str, encoding_format: str = "f
         "model": model,
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
     }
+
+
+def embeddings_json(result: Embeddings, *, model: str, encoding_format: str = "float") -> bytes:
+    """:func:`embeddings_body` as compact JSON, written one vector at a time: the same bytes as
+    encoding it whole, but a thread writing 2,048 vectors of 3,072 floats (~63 MB) gives the GIL
+    back between vectors instead of holding it for the whole answer (~0.5 s)."""
+    encode = _b64 if encoding_format == "base64" else _floats
+    items = [dumps({"object": "embedding", "index": i, "embedding": encode(v)}) for i, v in enumerate(result.vectors)]
+    tokens = result.usage.input_tokens
+    usage = dumps({"prompt_tokens": tokens, "total_tokens": tokens})
+    return b"".join(
+        (b'{"object":"list","data":[', b",".join(items), b'],"model":', dumps(model), b',"usage":', usage, b"}")
+    )

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -59,7 +60,7 @@ from ..model._record import watch_connect
 from ..policy import Plan, Violation, embedding_check, plan
 from ..providers.embeddings import EmbedAdapter, dimensions_of, embed_adapter_for
 from ..tokens import counter_for
-from ..transport import TransportError
+from ..transport import HttpResponse, TransportError
 from ..transport._limits import DEFAULT_MAX_RESPONSE_BYTES
 from ._exchange import exchange_failure, maybe_billed
 from ._work import Call, Exchanged
@@ -67,6 +68,10 @@ from ._work import Call, Exchanged
 # Batches of one attempt in flight at once (Titan embeds one text a call: a request of 100
 # texts is 100 calls, which must not all open a connection at the same moment).
 PARALLEL_BATCHES = 8
+# An answer larger than this is decoded in a worker thread: 8 batches of ~100 vectors of 3,072
+# floats (3 MB each) ending together would otherwise be decoded one after another on the event
+# loop in one turn of it (~25 ms each), stalling every other request for ~0.2 s.
+HEAVY_ANSWER_BYTES = 1024 * 1024
 
 # What one vector may take in a JSON answer, per dimension: OpenAI and Google pretty-print
 # them, one float a line ("      -0.0069292834,\n"). A batch is kept to what the transport
@@ -321,7 +326,21 @@ class Embedding:
             http = await router.auth.authorize(target, http)
         total = max(0.0, until - self.call.loop.time())
         resp = await router.transport.send(http, connect_timeout=min(connect, total), total_timeout=total)
+        if len(resp.body) > HEAVY_ANSWER_BYTES:  # ~100 vectors of 3,072: read in a worker thread (see the constant)
+            return resp.status, await asyncio.to_thread(_decoded_alone, adapter, target, part, resp)
         return resp.status, adapter.parse_embed(target, part, resp)
+
+
+# One large answer decoded at a time: the decoder holds the GIL for a whole answer (~25 ms for
+# 3 MB), and the event loop waiting for the GIL behind eight of them would wait for all eight.
+_DECODING = threading.Lock()
+
+
+def _decoded_alone(
+    adapter: EmbedAdapter, target: Target, part: EmbedRequest, response: HttpResponse
+) -> Embeddings | Failure:
+    with _DECODING:
+        return adapter.parse_embed(target, part, response)
 
 
 def _merged(parts: Sequence[Embeddings]) -> Embeddings:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 
 from ..auth import AuthError
@@ -40,11 +41,11 @@ class Generation:
 
     compactable = True
 
-    def __init__(self, call: Call, request: Request) -> None:
+    def __init__(self, call: Call, request: Request, tokens: Mapping[str, int] | None = None) -> None:
         self.call = call
         self.request = request
         self.cap = caps_max_tokens(call.route, call.env)  # max_tokens above a target's max output: capped
-        self._tokens: dict[str, int] = {}
+        self._tokens: dict[str, int] = dict(tokens) if tokens else {}  # counter name -> input tokens
         self._exact: dict[str, int] = {}  # target name -> the provider's own count
         self._sent: dict[str, tuple[Request, Request]] = {}  # target name -> (request, as capped for it)
 

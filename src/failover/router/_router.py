@@ -28,6 +28,7 @@ import asyncio
 import os
 import random
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..auth import Authorizers
@@ -95,6 +96,27 @@ def check_text(request: Request) -> None:
     where = request_surrogate(request)
     if where is not None:
         raise InvalidRequest(where, LONE_SURROGATE, LONE_SURROGATE_FIX)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Vetted:
+    """What a caller already did for ``request`` (the gateway, off its event loop): its text
+    checked (:func:`check_text`), its JSON Schemas checked and compiled, and its input tokens
+    counted by each of ``tokens``' counters (counter name -> tokens; may be empty). Given to
+    :meth:`Router.complete` or :meth:`Router.stream` with that very request object, it spares
+    them a second walk of every message and schema; with any other request it is ignored."""
+
+    request: Request
+    tokens: Mapping[str, int] = field(default_factory=dict)
+
+
+def _vetted(request: Request, vetted: Vetted | None, limits: SchemaLimits) -> Mapping[str, int]:
+    """The counts ``vetted`` holds for ``request``; the checks run here when nothing vetted it."""
+    if vetted is not None and vetted.request is request:
+        return vetted.tokens
+    check_text(request)
+    check_request_schemas(request, limits)
+    return {}
 
 
 class Router:
@@ -225,16 +247,18 @@ class Router:
         except KeyError:
             raise UnknownRoute(name, list(self.routes)) from None
 
-    async def complete(self, route: str | Route, request: Request, envelope: Envelope | None = None) -> Response:
+    async def complete(
+        self, route: str | Route, request: Request, envelope: Envelope | None = None, *, vetted: Vetted | None = None
+    ) -> Response:
         """An acceptable Response (with ``.record``), or :class:`Unavailable`. Never both.
 
         :class:`~failover.validation.InvalidSchema` (a ValueError) before any call when a
         JSON Schema of ``request`` is refused (too large, a remote ``$ref``, a pattern the
-        linear-time engine cannot run, not valid draft 2020-12)."""
+        linear-time engine cannot run, not valid draft 2020-12). ``vetted``: those checks (and
+        the token counts) already made for this very request (see :class:`Vetted`)."""
         r = self.route(route)
-        check_text(request)
-        check_request_schemas(request, self.schema_limits)
-        run = Run.generation(self, r, request, envelope or Envelope())
+        tokens = _vetted(request, vetted, self.schema_limits)
+        run = Run.generation(self, r, request, envelope or Envelope(), tokens=tokens)
         record: RouteRecord | None = None
         try:
             try:
@@ -263,6 +287,7 @@ class Router:
         restart_on_partial: bool = False,
         keep_text: bool = True,
         live_reasoning: bool = False,
+        vetted: Vetted | None = None,
     ) -> RouteStream:
         """Stream a response: ``async with router.stream(...) as s: async for event in s:``.
 
@@ -278,12 +303,13 @@ class Router:
         followed by ``Restarted`` and a new response. ``coalesce`` merges text deltas
         arriving within that many seconds, for slow consumers. ``keep_text=False`` is for a relay
         that has already passed every delta on (the gateway): the text is not kept a second
-        time, and ``PartialOutput.text`` is empty.
+        time, and ``PartialOutput.text`` is empty. ``vetted``: as in :meth:`complete`.
         """
-        check_text(request)  # InvalidRequest and InvalidSchema here, as in complete()
-        check_request_schemas(request, self.schema_limits)
+        tokens = _vetted(request, vetted, self.schema_limits)  # InvalidRequest and InvalidSchema here, as in complete()
         env = envelope or Envelope()
-        run = Run.generation(self, self.route(route), request, env, stream=True, restart_on_partial=restart_on_partial)
+        run = Run.generation(
+            self, self.route(route), request, env, stream=True, restart_on_partial=restart_on_partial, tokens=tokens
+        )
         run.output.keep_text = keep_text
         if live_reasoning:
             run.output.live_reasoning()

@@ -29,6 +29,7 @@ import asyncio
 import logging
 import math
 import sys
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Generic
 
@@ -122,12 +123,14 @@ class Run(Generic[Answer]):
         *,
         stream: bool = False,
         restart_on_partial: bool = False,
+        tokens: Mapping[str, int] | None = None,
     ) -> Run[Response]:
-        """The run of :meth:`Router.complete` (``stream``: of :meth:`Router.stream`)."""
+        """The run of :meth:`Router.complete` (``stream``: of :meth:`Router.stream`; ``tokens``:
+        the request's input tokens already counted, by counter name)."""
         if stream:
             envelope = replace(envelope, required=envelope.required | {Capability.STREAMING})
         call = Call(router, route, envelope)
-        return Run(call, Generation(call, request), restart_on_partial=restart_on_partial)
+        return Run(call, Generation(call, request, tokens), restart_on_partial=restart_on_partial)
 
     @classmethod
     def embedding(cls, router: RouterParts, route: Route, request: EmbedRequest, envelope: Envelope) -> Run[Embeddings]:
