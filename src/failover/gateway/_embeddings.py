@@ -119,9 +119,9 @@ class EmbeddingsEndpoint(Endpoint[EmbeddingsBody, _Asked, _Answer]):
     ) -> tuple[bytes, Mapping[str, str]]:
         model = answered_by(record, route)
         if self.heavy_answer(resp):  # in a worker thread (see Endpoint._complete): one vector at a time
-            return embeddings_json(resp.embeddings, model=model, encoding_format=resp.encoding_format), record_headers(
-                request_id, record
-            )
+            body_bytes = embeddings_json(resp.embeddings, model=model, encoding_format=resp.encoding_format)
+            _release(resp.embeddings)
+            return body_bytes, record_headers(request_id, record)
         out = embeddings_body(resp.embeddings, model=model, encoding_format=resp.encoding_format)
         return dumps(out), record_headers(request_id, record)
 
@@ -129,3 +129,12 @@ class EmbeddingsEndpoint(Endpoint[EmbeddingsBody, _Asked, _Answer]):
         self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
     ) -> Response:
         return self.gw.error_response(err, request_id=request_id, record=record)
+
+
+def _release(out: Embeddings) -> None:
+    """Free a large answer's numbers here, in the worker thread, one vector at a time: millions
+    of floats freed in one go on the event loop (when the last reference to the vectors goes)
+    held it for ~90 ms (2,048 x 3,072 values)."""
+    for vector in out.vectors:
+        if isinstance(vector, list):
+            vector.clear()
