@@ -74,15 +74,7 @@ def non_finite(provider: str, target: Target, response: HttpResponse, meta: Head
     An error status with such a body is classified by its status as any unreadable one is."""
     if not isinstance(data, NonFinite) or not 200 <= response.status < 300:
         return None
-    return error_failure(
-        provider=provider,
-        kind=FailureKind.PROVIDER_SERVER_ERROR,
-        target=target,
-        response=response,
-        meta=meta,
-        code=None,
-        message=f"the body holds {data.token}, which is not a JSON number",
-    )
+    return server_fault(provider, target, response, meta, f"the body holds {data.token}, which is not a JSON number")
 
 
 def as_dict(value: Any) -> dict[str, Any]:
@@ -163,6 +155,12 @@ def kind_from_status(status: int) -> FailureKind:
 
 def unreadable(provider: str, target: Target, response: HttpResponse, meta: HeaderMeta, what: str) -> Failure:
     """A 2xx whose body is not ``what`` (a proxy's page, a truncated body): the provider's fault."""
+    return server_fault(provider, target, response, meta, f"the body is not {what}")
+
+
+def server_fault(provider: str, target: Target, response: HttpResponse, meta: HeaderMeta, message: str) -> Failure:
+    """A 2xx that cannot be the answer it claims (``message`` says why): a provider_server_error,
+    replayed or failed over, never forwarded."""
     return error_failure(
         provider=provider,
         kind=FailureKind.PROVIDER_SERVER_ERROR,
@@ -170,7 +168,7 @@ def unreadable(provider: str, target: Target, response: HttpResponse, meta: Head
         response=response,
         meta=meta,
         code=None,
-        message=f"the body is not {what}",
+        message=message,
     )
 
 

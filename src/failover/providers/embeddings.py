@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 from urllib.parse import quote
 
-from ..model import Dialect, Embeddings, EmbedInput, EmbedRequest, Failure, FailureKind, Target, Usage
+from ..model import Dialect, Embeddings, EmbedInput, EmbedRequest, Failure, Target, Usage
 from ..model._json import dumps
 from ..transport._types import HttpRequest, HttpResponse
 from . import _bedrock_parse as _bedrock
@@ -46,13 +46,13 @@ from ._common import (
     as_list,
     as_str,
     decode_json,
-    error_failure,
     non_finite,
+    server_fault,
     unreadable,
     with_query,
 )
 from ._google import google_error
-from ._headers import HeaderMeta, first_header, openai_rate_limits, parse_int, read_meta
+from ._headers import first_header, openai_rate_limits, parse_int, read_meta
 from ._openai_errors import openai_error
 from ._vertex import model_url
 
@@ -119,19 +119,6 @@ def _finite(vec: Vector) -> bool:
     return all(map(math.isfinite, vec))
 
 
-def _bad_answer(provider: str, target: Target, response: HttpResponse, meta: HeaderMeta, why: str) -> Failure:
-    """A 2xx that does not hold one vector per input: the provider's fault (replayed)."""
-    return error_failure(
-        provider=provider,
-        kind=FailureKind.PROVIDER_SERVER_ERROR,
-        target=target,
-        response=response,
-        meta=meta,
-        code=None,
-        message=why,
-    )
-
-
 def _count_mismatch(n: int, want: int) -> str:
     return f"the answer holds {n} embedding(s) for {want} input(s)"
 
@@ -185,16 +172,16 @@ class OpenAIEmbeddings:
             return unreadable(self.name, target, response, meta, "an embedding list")
         want = len(request.inputs)
         if len(items) != want:
-            return _bad_answer(self.name, target, response, meta, _count_mismatch(len(items), want))
+            return server_fault(self.name, target, response, meta, _count_mismatch(len(items), want))
         vectors: list[Vector | None] = [None] * want
         for pos, item in enumerate(items):
             index = item.get("index", pos)
             raw = item.get("embedding")
             vec = _b64_vector(raw) if isinstance(raw, str) else _vector(raw)
             if not isinstance(index, int) or not 0 <= index < want or vec is None or vectors[index] is not None:
-                return _bad_answer(self.name, target, response, meta, f"data[{pos}] is not an embedding of an input")
+                return server_fault(self.name, target, response, meta, f"data[{pos}] is not an embedding of an input")
             if isinstance(raw, str) and not _finite(vec):
-                return _bad_answer(self.name, target, response, meta, f"data[{pos}] holds NaN or infinity")
+                return server_fault(self.name, target, response, meta, f"data[{pos}] holds NaN or infinity")
             vectors[index] = vec
         usage = as_dict(body.get("usage"))
         return Embeddings(
@@ -292,11 +279,11 @@ class GeminiEmbeddings:
             raw = [as_dict(e).get("values") for e in as_list(body.get("embeddings"))]
             tokens = as_int(as_dict(body.get("usageMetadata")).get("promptTokenCount"))
         if len(raw) != want:
-            return _bad_answer(self.name, target, response, meta, _count_mismatch(len(raw), want))
+            return server_fault(self.name, target, response, meta, _count_mismatch(len(raw), want))
         vectors = [_vector(r) for r in raw]
         bad = next((i for i, v in enumerate(vectors) if v is None), None)
         if bad is not None:
-            return _bad_answer(self.name, target, response, meta, f"embedding {bad} has no values")
+            return server_fault(self.name, target, response, meta, f"embedding {bad} has no values")
         return Embeddings(
             vectors=tuple(v for v in vectors if v is not None),
             model=target.model,
@@ -381,11 +368,11 @@ class BedrockEmbeddings:
             raw = [body.get("embedding")]
             tokens = as_int(body.get("inputTextTokenCount")) or counted or 0
         if len(raw) != want:
-            return _bad_answer(self.name, target, response, meta, _count_mismatch(len(raw), want))
+            return server_fault(self.name, target, response, meta, _count_mismatch(len(raw), want))
         vectors = [_vector(r) for r in raw]
         bad = next((i for i, v in enumerate(vectors) if v is None), None)
         if bad is not None:
-            return _bad_answer(self.name, target, response, meta, f"embedding {bad} is not a list of numbers")
+            return server_fault(self.name, target, response, meta, f"embedding {bad} is not a list of numbers")
         return Embeddings(
             vectors=tuple(v for v in vectors if v is not None),
             model=target.model,

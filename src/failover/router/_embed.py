@@ -256,8 +256,9 @@ class Embedding:
             outcome = replace(outcome, usage=usage)
         elif maybe_billed(outcome):
             cost, estimated = target.price.cost(self.local_tokens(target), 0), True
-        failed = isinstance(outcome, Failure)
-        contract_ok = None if not isinstance(outcome, Failure) else outcome.kind is FailureKind.CONTRACT_FAILURE
+        contract_ok: bool | None = True  # vectors of the size asked for
+        if isinstance(outcome, Failure):
+            contract_ok = False if outcome.kind is FailureKind.CONTRACT_FAILURE else None
         return Exchanged(
             outcome=outcome,
             connect=connect,
@@ -267,8 +268,8 @@ class Embedding:
             cost=cost,
             estimated=estimated,
             connected=connected[0] if connected else None,
-            contract_ok=True if not failed else (False if contract_ok else None),
-            checked=None if failed else Validation(transport=True, contract=True),
+            contract_ok=contract_ok,
+            checked=None if isinstance(outcome, Failure) else Validation(transport=True, contract=True),
         )
 
     def answer(self, outcome: Response | Embeddings) -> Embeddings:

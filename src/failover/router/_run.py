@@ -63,7 +63,7 @@ from ._embed import Embedding
 from ._engine import budget_spent, decide
 from ._generate import Generation
 from ._parts import RouterParts
-from ._state import Decision, Go, Lane, Next, Repair, RunState, Sleep, Stop
+from ._state import Decision, Go, Lane, Next, Repair, RunState, Sleep, Stop, output_limit
 from ._stream import _Partial
 from ._telemetry import request_ended
 from ._work import Answer, Call, Work
@@ -104,7 +104,7 @@ class Run(Generic[Answer]):
             t0=call.t0,
             deadline_at=call.deadline.at,
             input_tokens=work.input_tokens,
-            max_tokens=work.request.max_tokens if isinstance(work.request, Request) else 0,
+            max_tokens=output_limit(work.request),
             fallback_reserve=call.route.fallback_reserve,
             replay_timeouts=call.route.replay_timeouts,
         )
@@ -162,7 +162,7 @@ class Run(Generic[Answer]):
         work = self.work
         p = await work.plan()
         if not p.candidates and work.compactable and await work.compact(work.overflows(p.required)):
-            s.max_tokens = work.request.max_tokens if isinstance(work.request, Request) else 0
+            s.max_tokens = output_limit(work.request)
             p = await work.plan()  # the shorter request, planned again
         self.rec.excluded.extend(p.excluded)
         if route.primary:

@@ -254,9 +254,13 @@ class Lane:
 
     @property
     def max_tokens(self) -> int | None:
-        """The output the next attempt may generate: its request's max_tokens (None: up to the
-        target's max output); an embedding generates none."""
-        return self.request.max_tokens if isinstance(self.request, Request) else 0
+        return output_limit(self.request)
 
 
-__all__ = ["KEY_FAULTS", "Decision", "Go", "Lane", "Next", "Repair", "RunState", "Sleep", "Stop"]
+def output_limit(request: Request | EmbedRequest) -> int | None:
+    """The output an attempt of ``request`` may generate: its max_tokens (None: up to the
+    target's max output); an embedding generates none."""
+    return request.max_tokens if isinstance(request, Request) else 0
+
+
+__all__ = ["KEY_FAULTS", "Decision", "Go", "Lane", "Next", "Repair", "RunState", "Sleep", "Stop", "output_limit"]
