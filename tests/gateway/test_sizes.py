@@ -287,7 +287,21 @@ def test_the_sliced_embeddings_answer_is_the_same_bytes(encoding_format: str) ->
         usage=Usage(input_tokens=9),
     )
     whole = dumps(embeddings_body(result, model="text-embedding-3-small", encoding_format=encoding_format))
-    assert embeddings_json(result, model="text-embedding-3-small", encoding_format=encoding_format) == whole
+    assert b"".join(embeddings_json(result, model="text-embedding-3-small", encoding_format=encoding_format)) == whole
+
+
+def test_a_large_embeddings_answer_is_sent_in_slices_never_joined(monkeypatch: pytest.MonkeyPatch) -> None:
+    import array
+
+    import failover.inbound.embeddings as inbound
+
+    monkeypatch.setattr(inbound, "SLICE_BYTES", 100)
+    result = Embeddings(
+        vectors=tuple(array.array("d", [0.5] * 20) for _ in range(6)), model="m", usage=Usage(input_tokens=6)
+    )
+    slices = embeddings_json(result, model="m")
+    assert len(slices) == 7 and all(len(s) < 250 for s in slices), [len(s) for s in slices]
+    assert b"".join(slices) == dumps(embeddings_body(result, model="m"))
 
 
 async def test_a_large_embeddings_answer_is_written_in_a_worker_thread(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -296,7 +310,7 @@ async def test_a_large_embeddings_answer_is_written_in_a_worker_thread(monkeypat
     written: list[bool] = []
     real = endpoint.embeddings_json
 
-    def spy(*args: Any, **kw: Any) -> bytes:
+    def spy(*args: Any, **kw: Any) -> list[bytes]:
         written.append(True)
         return real(*args, **kw)
 

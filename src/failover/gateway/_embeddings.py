@@ -14,7 +14,7 @@ embeddings call there would only ever fail, on the breakers the route's chat req
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,7 +116,7 @@ class EmbeddingsEndpoint(Endpoint[EmbeddingsBody, _Asked, _Answer]):
 
     def answer(
         self, resp: _Answer, route: str, request_id: str, record: RouteRecord | None, body: EmbeddingsBody
-    ) -> tuple[bytes, Mapping[str, str]]:
+    ) -> tuple[bytes | Sequence[bytes], Mapping[str, str]]:
         model = answered_by(record, route)
         if self.heavy_answer(resp):  # in a worker thread (see Endpoint._complete): one vector at a time
             body_bytes = embeddings_json(resp.embeddings, model=model, encoding_format=resp.encoding_format)

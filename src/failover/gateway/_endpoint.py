@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, Generic, Protocol, cast
 
 from starlette.responses import Response
@@ -192,7 +192,7 @@ class Endpoint(Generic[_B, _Q, _A]):
 
     def answer(
         self, resp: _A, route: str, request_id: str, record: RouteRecord | None, body: _B
-    ) -> tuple[bytes, Mapping[str, str]]:
+    ) -> tuple[bytes | Sequence[bytes], Mapping[str, str]]:
         """A plain answer's JSON body and headers (``body``: the request, for a dialect whose
         answer repeats its settings)."""
         raise NotImplementedError

@@ -3,7 +3,7 @@ answer, either as a Starlette ``Response`` or sent straight to the ASGI server."
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from starlette.requests import Request as HttpRequest
@@ -18,13 +18,21 @@ def json_response(status: int, body: Any, headers: Mapping[str, str] | None = No
     return Response(_dumps(body), status_code=status, headers=dict(headers or {}), media_type="application/json")
 
 
-async def send_json(send: Send, status: int, body: bytes, headers: Mapping[str, str]) -> None:
+async def send_json(send: Send, status: int, body: bytes | Sequence[bytes], headers: Mapping[str, str]) -> None:
     """A JSON answer straight to the ASGI server: what a Starlette ``Response`` sends, without
-    building one (the hot path sends one per request)."""
-    raw = [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
+    building one (the hot path sends one per request). ``body`` may be a sequence of slices
+    (a large answer, never joined): one ``content-length`` for all, one ASGI message each."""
+    size = len(body) if isinstance(body, bytes) else sum(len(p) for p in body)
+    raw = [(b"content-length", str(size).encode()), (b"content-type", b"application/json")]
     raw += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body})
+    if isinstance(body, bytes):
+        await send({"type": "http.response.body", "body": body})
+        return
+    *head, last = body
+    for part in head:
+        await send({"type": "http.response.body", "body": part, "more_body": True})
+    await send({"type": "http.response.body", "body": last})
 
 
 def header_map(scope: Scope) -> dict[str, str]:
