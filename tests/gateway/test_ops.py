@@ -297,3 +297,16 @@ async def test_the_lab_is_mounted_only_when_switched_on() -> None:
         run = await c.post("/lab/api/run", json={"scenario": "timeout", "capability": "vision", "budget": 3})
         assert run.status_code == 200
         assert run.json()["target_used"] == "c"
+
+
+def test_a_json_log_line_stays_strict_json_with_a_non_finite_field() -> None:
+    """A cost or latency that came out NaN or infinite is written as a string: a log pipeline
+    reading strict JSON never drops the line."""
+    record = logging.LogRecord("failover.access", logging.INFO, __file__, 1, "request", None, None)
+    record.failover = {"cost_usd": float("nan"), "latencies": [0.25, float("inf")], "route": "chat"}
+
+    def refuse(token: str) -> object:
+        raise AssertionError(f"{token} written into a JSON log line")
+
+    line = json.loads(JsonFormatter().format(record), parse_constant=refuse)
+    assert line["cost_usd"] == "nan" and line["latencies"] == [0.25, "inf"] and line["route"] == "chat"

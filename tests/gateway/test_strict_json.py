@@ -192,3 +192,35 @@ async def test_a_client_body_with_nan_is_refused_as_invalid_json(token: str) -> 
     assert r.status_code == 400 and _strict(r.text)["error"]["code"] == "invalid_json"
     assert token in r.text
     assert not net.calls
+
+
+@pytest.mark.parametrize("number", ["1e999", "-1E+400", "2e308"])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/responses"])
+async def test_a_client_number_no_float_holds_is_refused_as_invalid_json(number: str, path: str) -> None:
+    """``1e999`` is valid JSON grammar but no float: Python reads it as infinity, which must not
+    reach a provider (no strict JSON carries it) nor come back as a 500. It sits in a tool's
+    schema here, where nothing bounds a number."""
+    app, net = _app(math.nan)
+    schema = '{"type": "object", "properties": {"n": {"type": "number", "maximum": ' + number + "}}}"
+    if path == "/v1/chat/completions":
+        tool = '{"type": "function", "function": {"name": "f", "parameters": ' + schema + "}}"
+        raw = '{"model": "openai", "tools": [' + tool + '], "messages": [{"role": "user", "content": "hi"}]}'
+    elif path == "/v1/messages":
+        tool = '{"name": "f", "input_schema": ' + schema + "}"
+        raw = (
+            '{"model": "openai", "max_tokens": 5, "tools": ['
+            + tool
+            + '], "messages": [{"role": "user", "content": "hi"}]}'
+        )
+    else:
+        tool = '{"type": "function", "name": "f", "parameters": ' + schema + "}"
+        raw = '{"model": "openai", "tools": [' + tool + '], "input": "hi"}'
+    async with _client(app) as c:
+        r = await c.post(path, content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    body = _strict(r.text)
+    error = body["error"]
+    code = error["details"]["error_code"] if "details" in error else error.get("code")
+    assert code == "invalid_json", body
+    assert "properties.n.maximum: a number too large for a double" in error["message"], error
+    assert not net.calls

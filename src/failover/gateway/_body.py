@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import json
 import json.scanner
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from starlette.types import Receive
 
+from ..model._json import may_overflow
 from ..model._text import LONE_SURROGATE, LONE_SURROGATE_FIX, lone_surrogate, may_hold_surrogates
 from ._errors import ApiError
 from ._settings import GatewaySettings
@@ -138,7 +140,30 @@ def decode_json(raw: bytes, max_depth: int) -> Any:
             code="invalid_unicode",
             param=where,
         )
+    if may_overflow(raw) and (where := _infinite_at(data)) is not None:
+        raise ApiError(
+            400,
+            f"{where}: a number too large for a double (such as 1e999) is not JSON any provider reads. "
+            "Fix: send a finite number (at most about 1.8e308), or the value as a string",
+            code="invalid_json",
+            param=where,
+        )
     return data
+
+
+def _infinite_at(data: Any) -> str | None:
+    """The path of the first number that overflowed to infinity as it was decoded (a number
+    JSON's grammar allows and no float holds); None when there is none."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return where or "(the body)"
+        if isinstance(value, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(value))))
+    return None
 
 
 __all__ = ["HEAVY_JSON_BYTES", "HEAVY_JSON_VALUES", "ClientGone", "decode_json", "heavy_json", "read_body"]

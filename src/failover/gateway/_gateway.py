@@ -21,6 +21,7 @@ from ..inbound import SchemaField, WireError, check_schemas
 from ..inbound._headers import record_headers
 from ..inbound._origins import Origins
 from ..model import RouteRecord
+from ..model._json import may_overflow
 from ..router import Router
 from ._auth import authenticate, authenticate_admin
 from ._body import ClientGone, decode_json, heavy_json, read_body
@@ -190,9 +191,10 @@ class Gateway:
 
     def chat_body(self, raw: bytes) -> ChatCompletionBody:
         """Decode and validate a chat body in one pass (pydantic's JSON parser) when the body
-        cannot be too deep (fewer brackets than the depth limit). Any problem, or a deeper-looking
+        cannot be too deep (fewer brackets than the depth limit) and holds no number that may
+        overflow a float (pydantic reads 1e999 as infinity). Any problem, or a deeper-looking
         body, takes the general path, so errors read exactly as before."""
-        if raw.count(b"{") + raw.count(b"[") < self.settings.max_json_depth:
+        if raw.count(b"{") + raw.count(b"[") < self.settings.max_json_depth and not may_overflow(raw):
             with contextlib.suppress(ValidationError):
                 return ChatCompletionBody.model_validate_json(raw)
         return parse_body(self.decode_json(raw))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import sys
 import time
 from typing import Any
@@ -66,7 +67,20 @@ class JsonFormatter(logging.Formatter):
             out.update(fields)
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, ensure_ascii=False, default=str, separators=(",", ":"))
+        try:
+            return json.dumps(out, ensure_ascii=False, default=str, separators=(",", ":"), allow_nan=False)
+        except ValueError:  # a NaN or infinity among the fields: written as a string, the line stays JSON
+            return json.dumps(_finite(out), ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 class _TextFormatter(logging.Formatter):

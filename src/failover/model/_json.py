@@ -32,7 +32,7 @@ _ONE_DIGIT = bytes.maketrans(b"123456789", b"000000000")
 _LONG_RUN = b"0" * 300
 
 
-def _may_overflow(raw: bytes) -> bool:
+def may_overflow(raw: bytes) -> bool:
     return any(r.search(raw) is not None for r in _EXPONENTS) or _LONG_RUN in raw.translate(_ONE_DIGIT)
 
 
@@ -95,7 +95,7 @@ def loads_strict(raw: bytes | str) -> Any:
 
 def _whole(raw: bytes | str) -> Any:
     try:
-        if not _may_overflow(raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")):
+        if not may_overflow(raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")):
             return from_json(raw, allow_inf_nan=False)
     except ValueError:
         pass
