@@ -38,6 +38,38 @@ PROBE_EVERY_S = 0.02
 PRIORITY = -10  # nice value for the gateway and the probe, when the tests may raise it
 
 
+class LogScan:
+    """Every log line of the hostile suite, scanned for every secret it uses.
+
+    Each ``serve`` runs at ``--log-level debug`` unless a test asks for another level, and each
+    line it writes is checked as it is read; the in-process gateways' records are checked by a
+    DEBUG handler on the root logger (see conftest). The secrets: every ``*_KEY``/``*_TOKEN``
+    string of the suite's modules, and every credential-like value a gateway's environment is
+    given. A line holding one is kept in ``leaks``, which the suite's end asserts is empty."""
+
+    def __init__(self) -> None:
+        self.secrets: set[str] = set()
+        self.leaks: list[str] = []
+        self.lines = 0
+        self._lock = threading.Lock()
+
+    def add(self, *secrets: str) -> None:
+        with self._lock:
+            self.secrets.update(s for s in secrets if len(s) >= 8)
+
+    def check(self, line: str, where: str) -> None:
+        self.lines += 1
+        for secret in self.secrets:
+            if secret in line:
+                with self._lock:
+                    self.leaks.append(f"{where}: {line.rstrip()[:300]}")
+                return
+
+
+SCAN = LogScan()
+_SECRET_ENV = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+
+
 def _raise_priority(proc: subprocess.Popen[str]) -> None:
     """A higher CPU priority for a child just started, if allowed (its threads, all started
     later, inherit it); the inherited one if not."""
@@ -160,13 +192,14 @@ def serve(
     config: Path | None = None, *, env: dict[str, str] | None = None, log_level: str | None = None
 ) -> Iterator[Served]:
     """``failover serve`` (the embedded default without ``config``) on a free loopback port;
-    ``log_level``: its ``--log-level`` (every line of a ``debug`` run is kept in ``lines``)."""
+    ``log_level``: its ``--log-level`` (``debug`` when not given, every line scanned by
+    :data:`SCAN`; when given, every line is also kept in ``lines``)."""
     port = free_port()
     args = [sys.executable, "-m", "failover.cli", "serve", "--port", str(port)]
     if config is not None:
         args += ["--config", str(config)]
-    if log_level is not None:
-        args += ["--log-level", log_level]
+    args += ["--log-level", log_level or "debug"]  # the whole suite's lines are scanned for secrets (LogScan)
+    SCAN.add(*(v for k, v in (env or {}).items() if any(w in k.upper() for w in _SECRET_ENV)))
     proc = subprocess.Popen(
         args,
         stdout=subprocess.PIPE,
@@ -176,10 +209,12 @@ def serve(
     )
     _raise_priority(proc)
     lines: collections.deque[str] = collections.deque(maxlen=2000 if log_level is None else None)
+    where = f"serve {config.name if config is not None else '(default)'}"
 
     def drain() -> None:  # a full pipe would block the gateway's log writes
         assert proc.stdout is not None
         for line in proc.stdout:
+            SCAN.check(line, where)
             lines.append(line)
 
     threading.Thread(target=drain, name="serve-output", daemon=True).start()

@@ -19,7 +19,7 @@ from failover.gateway._logs import SecretFilter
 from failover.model import Dialect
 from failover.testing import FakeProvider, FakeServer, Reply, Script
 
-from ._harness import Served, serve
+from ._harness import SCAN, Served, serve
 
 pytestmark = pytest.mark.e2e
 
@@ -147,3 +147,34 @@ def test_every_handler_serve_writes_through_has_the_filter() -> None:
         assert sum(isinstance(f, SecretFilter) for f in handler.filters) == 1
     finally:
         logger.removeHandler(handler)
+
+
+def test_the_suite_wide_scan_sees_a_secret_in_any_log_line() -> None:
+    """The scan every hostile module ends with (conftest): a DEBUG record holding one of the
+    suite's keys, from any logger, is caught (and taken back here, so this module passes)."""
+    before = len(SCAN.leaks)
+    logging.getLogger("some.library").debug("sending with %s", TENANT_KEY)
+    caught = SCAN.leaks[before:]
+    del SCAN.leaks[before:]
+    assert len(caught) == 1 and "in-process some.library" in caught[0], caught
+
+
+def test_the_suite_wide_scan_reads_every_line_a_served_gateway_writes(served: Served) -> None:
+    """Each ``serve`` of the suite is scanned line by line as its output is read: a request's
+    DEBUG lines reach the scan, and a line holding a key would be a leak."""
+    before = SCAN.lines
+    with httpx.Client(base_url=served.base, timeout=10) as c:
+        body = {"model": "chat", "messages": [{"role": "user", "content": "hi"}]}
+        assert (
+            c.post("/v1/chat/completions", json=body, headers={"authorization": f"Bearer {TENANT_KEY}"}).status_code
+            == 200
+        )
+    until = time.monotonic() + 5
+    while SCAN.lines == before and time.monotonic() < until:
+        time.sleep(0.05)
+    assert SCAN.lines > before, "no line of the served gateway reached the scan"
+    leaks = len(SCAN.leaks)
+    SCAN.check(f"a line with {PROVIDER_KEY} in it", "serve (this test)")
+    caught = SCAN.leaks[leaks:]
+    del SCAN.leaks[leaks:]
+    assert caught == [f"serve (this test): a line with {PROVIDER_KEY} in it"]

@@ -22,7 +22,7 @@ from ..inbound import SchemaField, WireError, check_schema_limits
 from ..model import Envelope, Request, RouteRecord, Unavailable
 from ..model import Response as Answer
 from ..router import Router, Vetted
-from ._body import HEAVY_JSON_BYTES, ClientGone, heavy_json
+from ._body import HEAVY_JSON_BYTES, ClientGone
 from ._disconnect import Interrupted, interruptible
 from ._envelope import envelope_from, live_reasoning_from, unmarked
 from ._errors import ApiError, from_wire, shutting_down, unavailable_error
@@ -138,11 +138,11 @@ class Endpoint(Generic[_B, _Q, _A]):
         raise NotImplementedError
 
     def parse_heavy(self, raw: bytes) -> _B:
-        """:meth:`parse` for a body of many values, in a worker thread: its counts
+        """:meth:`parse` for a large body, in a worker thread: its counts
         (:meth:`check_counts`, on the decoded JSON, before it is validated) and its schemas'
         limits are checked there too, so an oversized one is refused before the loop spends any
         time on it (translating it, counting its tokens). Meta-validation still waits for admission."""
-        data = self.gw.decode_json(raw)
+        data = self.gw.decode_json(raw)  # the pure-Python scanner for a body of many values
         try:
             self.check_counts(data)
         except ApiError:
@@ -229,10 +229,12 @@ class Endpoint(Generic[_B, _Q, _A]):
                 raise shutting_down()
             tenant = gw.authenticate(scope, self.credentials(headers))
             raw = await gw.read_body(receive, headers)
-            # A body of many JSON values takes a C decoder that holds the GIL for its whole length
-            # (7 MiB of small objects: ~0.3 s): it is decoded off the loop by the pure-Python
-            # scanner instead, which lets every other request run between its steps.
-            if heavy_json(raw):
+            # A body over 64 KiB is decoded, counted and validated in a worker thread: even its
+            # scans (for many values, surrogates, numbers no float holds) took ~45 ms of the loop
+            # for 8 MiB. One of many JSON values takes the pure-Python scanner there (a C decoder
+            # holds the GIL for its whole length: 7 MiB of small objects, ~0.3 s).
+            big = len(raw) > HEAVY_JSON_BYTES
+            if big:
                 try:
                     body = await asyncio.to_thread(self.parse_heavy, raw)
                 finally:  # once decoded: what it leaves is reclaimed a moment after the request ends
@@ -240,13 +242,16 @@ class Endpoint(Generic[_B, _Q, _A]):
             else:
                 body = self.parse(raw)
                 self.check_counts(body)
-            # A larger body is translated, checked and counted once, in a worker thread (see _sizes)
-            big = len(raw) > HEAVY_JSON_BYTES
+            # ... and translated, checked and counted once, in a worker thread (see _sizes)
             route = body.model
             _check_route(router, route, tenant)
             tenant_name = tenant.name if tenant is not None else None
             # a client with no Idempotency-Key of its own: a repeat of a body that failed is its retry
-            digest = gw.recent.digest(tenant_name, self.path, raw)
+            digest = (
+                await asyncio.to_thread(gw.recent.digest, tenant_name, self.path, raw)
+                if big
+                else gw.recent.digest(tenant_name, self.path, raw)
+            )
             envelope = envelope_from(
                 headers,
                 gw.settings.envelope,

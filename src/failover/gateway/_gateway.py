@@ -24,7 +24,7 @@ from ..model import RouteRecord
 from ..model._json import may_overflow
 from ..router import Router
 from ._auth import authenticate, authenticate_admin
-from ._body import ClientGone, decode_json, heavy_json, read_body
+from ._body import HEAVY_JSON_BYTES, ClientGone, decode_json, read_body
 from ._envelope import RecentRequests
 from ._errors import ApiError, Scrubber, from_wire
 from ._http import json_response
@@ -176,7 +176,7 @@ class Gateway:
             raw = await self.read_body(request.receive, request.headers)
         except ClientGone:
             raise ClientDisconnect() from None
-        return await asyncio.to_thread(self.decode_json, raw) if heavy_json(raw) else self.decode_json(raw)
+        return await asyncio.to_thread(self.decode_json, raw) if len(raw) > HEAVY_JSON_BYTES else self.decode_json(raw)
 
     async def check_schemas(self, fields: list[SchemaField]) -> None:
         """Meta-validate and compile the request's client schemas (cached) off the event loop:
