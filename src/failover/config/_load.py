@@ -406,6 +406,8 @@ class _Check:
                     f"share {share!r} is outside (0, 1]",
                     "give the share of eligible failures that may use it, e.g. 0.1 for 10% (1: fully enabled)",
                 )
+        for at, problem, fix in _weight_problems(rname, r.primary, fallback_names, r.weights, r.balance):
+            self.out.error(at, problem, fix)
         c = r.contract
         contract = Contract(
             capabilities=frozenset(c.capabilities),
@@ -435,6 +437,9 @@ class _Check:
             primary=tuple(resolved["primary"]),
             fallbacks=tuple(resolved["fallbacks"]),
             ranking=r.ranking,
+            balance=r.balance,
+            weights=tuple(r.weights.items()),
+            affinity=r.affinity,
             hedge_after=r.hedge_after,
             canary=tuple(r.canary.items()),
             fallback_reserve=r.fallback_reserve,
@@ -655,3 +660,32 @@ def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None =
 def read_yaml(path: str | os.PathLike[str]) -> Any:
     """The parsed YAML of ``path``; an unreadable file or bad syntax is a ConfigError naming the line."""
     return read_document(path).data
+
+
+def _weight_problems(
+    rname: str, primary: list[str], fallbacks: list[str], weights: dict[str, float], balance: str
+) -> list[tuple[Loc, str, str]]:
+    """``routes.<name>.weights``: primary targets only, finite and >= 0, with ``balance: weighted``."""
+    out: list[tuple[Loc, str, str]] = []
+    for tname, weight in weights.items():
+        at: Loc = ("routes", rname, "weights", tname)
+        if tname not in primary:
+            what = "a fallback" if tname in fallbacks else "not a target of this route"
+            out.append(
+                (
+                    at,
+                    f"{tname!r} is {what}; weights share requests among the primary tier only",
+                    f"list only routes.{rname}.primary targets ({', '.join(map(str, primary))})",
+                )
+            )
+        if not 0.0 <= weight < float("inf"):  # also rejects NaN
+            out.append((at, f"weight {weight!r} is not a finite number >= 0", "give a weight such as 1 or 3"))
+    if weights and balance != "weighted":
+        out.append(
+            (
+                ("routes", rname, "weights"),
+                f"weights are only read with balance: weighted (this route has balance: {balance})",
+                "set balance: weighted, or remove weights",
+            )
+        )
+    return out

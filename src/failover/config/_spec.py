@@ -146,6 +146,10 @@ class RouteSpec(_Strict):
     primary: list[str] = Field(min_length=1)
     fallbacks: list[str] = []
     ranking: Literal["order", "health", "latency", "cost"] = "order"
+    # how the primary tier's deployments share requests (failover.policy.balance)
+    balance: Literal["order", "weighted", "least_busy", "p2c", "quota"] = "order"
+    weights: dict[str, float] = {}  # balance: weighted; target name -> weight (1 when not listed)
+    affinity: StrictBool = True  # requests with a prompt-cache key keep to one deployment
     hedge_after: float | None = Field(None, gt=0)
     # fallbacks on probation: target name -> share of eligible failures that may use it
     canary: dict[str, float] = {}

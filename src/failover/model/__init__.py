@@ -41,6 +41,7 @@ from ._request import (
 from ._route import (
     DEFAULT_HOLD_SECONDS,
     DEFAULT_HOLD_TOKENS,
+    Balance,
     Contract,
     Envelope,
     MaxTokensPolicy,
@@ -101,6 +102,7 @@ __all__ = [
     "Passthrough",
     "Phase",
     "Price",
+    "Balance",
     "Ranking",
     "RateLimitInfo",
     "Reasoning",

@@ -323,6 +323,10 @@ class RouteRecord:
     # ``model``), which the gateway and the SDK drop-in show as a response's ``model``; ``route``
     # is the name the caller asked for. None when no target answered (a failure, a degraded answer).
     model_used: str | None = None
+    # How the route's balancer chose among the primary tier's deployments ("p2c: east (lower
+    # latency x load of two)", "order: west (spill: east is at its client-side rate limit)");
+    # None when one deployment could serve or the route has one.
+    placement: str | None = None
 
     def attempts_in(self, phase: Phase) -> tuple[Attempt, ...]:
         return tuple(a for a in self.attempts if a.phase is phase)

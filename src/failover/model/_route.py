@@ -42,6 +42,10 @@ class Contract:
 
 
 Ranking = Literal["order", "health", "latency", "cost"]
+# How a route's primary tier (one model's deployments) shares its requests: see
+# failover.policy.balance. ``order`` keeps the configured order, but a deployment at its
+# client-side rate limit never holds a request while an equivalent has room.
+Balance = Literal["order", "weighted", "least_busy", "p2c", "quota"]
 # A request's max_tokens above a target's max_output_tokens: ``cap`` keeps the target eligible
 # and sends it its max_output_tokens (a target giving the full amount is preferred within its
 # tier); ``refuse`` leaves it out (a contract_failure when no target gives the full amount).
@@ -67,6 +71,12 @@ class Route:
     primary: tuple[Target, ...] = ()
     fallbacks: tuple[Target, ...] = ()
     ranking: Ranking = "order"
+    # The primary tier's balancer (policy.balance) and its weights (target name -> weight,
+    # ``weighted`` only; 1 when not given); ``affinity``: requests with a prompt-cache key go to
+    # the deployment it hashes to while that one has room and is not over its share.
+    balance: Balance = "order"
+    weights: tuple[tuple[str, float], ...] = ()
+    affinity: bool = True
     hedge_after: float | None = None  # seconds; race the next candidate if no answer by then
     # Newly approved fallbacks on probation: target name -> share of eligible failures that
     # may use it (e.g. 0.1). Fallbacks not listed are fully enabled.

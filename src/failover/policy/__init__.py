@@ -1,6 +1,7 @@
 """Pure decisions, with time passed in: deadline, backoff, retry budget, health, breakers, selection."""
 
 from ._backoff import Backoff, BackoffDecision
+from ._balance import BALANCES, LoadBoard, LoadView, Placement, balance
 from ._breaker import (
     BreakerBoard,
     BreakerConfig,
@@ -35,6 +36,7 @@ from ._selection import (
 from ._windows import WindowBoard, window_of
 
 __all__ = [
+    "BALANCES",
     "Backoff",
     "BackoffDecision",
     "BreakerBoard",
@@ -52,8 +54,11 @@ __all__ = [
     "HealthBoard",
     "LimitWaitTooLong",
     "LimiterBoard",
+    "LoadBoard",
+    "LoadView",
     "NoBreakers",
     "Permit",
+    "Placement",
     "Plan",
     "Reservation",
     "RetryBudget",
@@ -70,6 +75,7 @@ __all__ = [
     "embedding_check",
     "embedding_violation",
     "max_tokens_for",
+    "balance",
     "plan",
     "plan_capacity",
     "render_capacity",

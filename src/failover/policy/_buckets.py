@@ -23,6 +23,7 @@ import itertools
 import math
 from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Literal, Protocol, Self, cast
 
 Dimension = Literal["rpm", "input_tpm", "output_tpm", "concurrency", "retry_after"]
@@ -451,3 +452,33 @@ class BucketSet:
             if d == "rpm" and sent:
                 continue
             bucket.refund(amount, now, taken_at=granted_at)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BucketSnapshot:
+    dimension: str
+    capacity: float
+    level: float  # available now; negative while in debt
+    blocked_for: float  # seconds until a 429 block ends (0: not blocked)
+    provider_limit: int | None = None  # the last limit the provider's headers reported
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LimiterSnapshot:
+    name: str
+    at: float
+    buckets: tuple[BucketSnapshot, ...]
+    concurrency: int | None
+    in_flight: int
+    waiting: Mapping[str, int]  # queued requests per tenant ("" for requests naming none)
+    granted: int  # totals since the limiter was created
+    rejected: int
+    # Whose buckets these are: "local" (no shared store: this process's, the only ones),
+    # "shared" (the fleet's, read from the store; capacity is the fleet's, in_flight the slots
+    # leased fleet-wide; waiting and the totals stay this process's), "fallback" (a shared
+    # limiter's local buckets at local_share: what it enforces while the store is away).
+    view: Literal["local", "shared", "fallback"] = "local"
+
+    @property
+    def queued(self) -> int:
+        return sum(self.waiting.values())

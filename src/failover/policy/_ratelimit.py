@@ -33,8 +33,8 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 from ..model import Dialect, Limits, RateLimitInfo, Target
 from ..state import GuardedStore
@@ -44,7 +44,9 @@ from ._buckets import (
     Algorithm,
     Bucket,
     BucketSet,
+    BucketSnapshot,
     Dimension,
+    LimiterSnapshot,
     TokenBucket,
     WindowBucket,
     _tol,
@@ -72,6 +74,11 @@ __all__ = [
 ]
 
 DEFAULT_PENALTY = 1.0  # seconds the buckets stay shut after a 429 that named no wait
+
+
+# What :meth:`TargetLimiter.wait_for` says when requests are queued ahead or no slot is free:
+# a wait of unknown length, but a wait (a balancer sends the request elsewhere if it can).
+QUEUED_WAIT = 1e-3
 
 
 def _now() -> float:
@@ -186,36 +193,6 @@ class SharedReservation(Reservation):
         self._limiter._release_shared(self, sent=sent)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BucketSnapshot:
-    dimension: str
-    capacity: float
-    level: float  # available now; negative while in debt
-    blocked_for: float  # seconds until a 429 block ends (0: not blocked)
-    provider_limit: int | None = None  # the last limit the provider's headers reported
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LimiterSnapshot:
-    name: str
-    at: float
-    buckets: tuple[BucketSnapshot, ...]
-    concurrency: int | None
-    in_flight: int
-    waiting: Mapping[str, int]  # queued requests per tenant ("" for requests naming none)
-    granted: int  # totals since the limiter was created
-    rejected: int
-    # Whose buckets these are: "local" (no shared store: this process's, the only ones),
-    # "shared" (the fleet's, read from the store; capacity is the fleet's, in_flight the slots
-    # leased fleet-wide; waiting and the totals stay this process's), "fallback" (a shared
-    # limiter's local buckets at local_share: what it enforces while the store is away).
-    view: Literal["local", "shared", "fallback"] = "local"
-
-    @property
-    def queued(self) -> int:
-        return sum(self.waiting.values())
-
-
 class TargetLimiter:
     """Rate limits and concurrency for one provider quota, with a fair queue in front.
 
@@ -247,12 +224,7 @@ class TargetLimiter:
         scope: str = "",
         lease: float = 300.0,
     ) -> None:
-        if not 0 < safety <= 1:
-            raise ValueError("safety must be in (0, 1]")
-        if algorithm not in ("window", "bucket"):
-            raise ValueError(f"unknown algorithm {algorithm!r}: 'window' or 'bucket'")
-        if limits.concurrency is not None and limits.concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
+        _check_settings(limits, safety, algorithm)
         self.name = name
         self.limits = limits
         self.safety = safety
@@ -331,6 +303,17 @@ class TargetLimiter:
             return self.blocked_for(now)
         amounts = self._quota.amounts(*self._quota.parts(max(0, input_tokens), max(0, max_output_tokens)))
         return self._quota.wait(amounts, now)[0]
+
+    def wait_for(self, input_tokens: int, max_output_tokens: int, now: float) -> float:
+        """:meth:`room_in`, or :data:`QUEUED_WAIT` with requests queued ahead or no slot free."""
+        room = self.room_in(input_tokens, max_output_tokens, now)
+        return QUEUED_WAIT if room <= 0 and (self._queue.queued or not self._slot_free()) else room
+
+    def share_left(self, now: float) -> float | None:
+        """The tightest bucket's level over its capacity; None without local buckets (on a
+        shared store, the local ones are not the fleet's)."""
+        levels = [max(0.0, b.level(now)) / b.capacity for b in self._quota.buckets.values() if b.capacity > 0]
+        return None if self._shared is not None or not levels else min(levels)
 
     async def acquire(
         self,
@@ -608,6 +591,15 @@ class TargetLimiter:
 
 
 # -- one limiter per provider quota ----------------------------------------------------------
+
+
+def _check_settings(limits: Limits, safety: float, algorithm: str) -> None:
+    if not 0 < safety <= 1:
+        raise ValueError("safety must be in (0, 1]")
+    if algorithm not in ("window", "bucket"):
+        raise ValueError(f"unknown algorithm {algorithm!r}: 'window' or 'bucket'")
+    if limits.concurrency is not None and limits.concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
 
 
 def combined_tpm(target: Target) -> bool:

@@ -22,6 +22,7 @@ from ..model import (
     Target,
 )
 from ..model._money import usd
+from ._balance import Placement
 from ._breaker import BreakerBoard, NoBreakers
 from ._health import HealthBoard
 from ._windows import WindowBoard, window_of
@@ -40,6 +41,8 @@ class Plan:
     required: frozenset[Capability]
     # the exclusions that are only for now (a cool-down, an open breaker): until when, and why
     holds: tuple[Hold, ...] = ()
+    # how the balancer ordered the primary tier (None: one candidate, or no balancer asked)
+    placement: Placement | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,11 +254,14 @@ def plan(
     breakers: BreakerBoard | NoBreakers | None = None,
     violation: Callable[[Target], Violation | None] | None = None,
     windows: WindowBoard | None = None,
+    balanced: Callable[[list[Target]], tuple[list[Target], Placement | None]] | None = None,
 ) -> Plan:
     """Order the route's targets into candidates, with a reason for every one left out.
 
-    ``violation`` replaces the contract filter (:func:`contract_check`) for requests of
-    another kind: embeddings (:func:`embedding_check`). ``windows``: the windows providers
+    ``balanced`` orders the primary tier's eligible targets (the route's balancer, see
+    :mod:`~failover.policy._balance`) in place of its ``ranking``. ``violation`` replaces the
+    contract filter (:func:`contract_check`) for requests of another kind: embeddings
+    (:func:`embedding_check`). ``windows``: the windows providers
     stated for targets that declare none (a target whose window is known and too small for the
     request is left out; one whose window is unknown is kept)."""
     required = required_capabilities(route, request, envelope)
@@ -263,6 +269,7 @@ def plan(
     excluded: list[Exclusion] = []
     holds: list[Hold] = []
     candidates: list[Candidate] = []
+    placement: Placement | None = None
 
     def admit(targets: Iterable[Target], tier: Phase) -> None:
         kept: list[Target] = []
@@ -295,7 +302,11 @@ def plan(
                 )
             else:
                 kept.append(t)
-        ranked = _rank(kept, route, health, input_tokens, lambda t: max_tokens_for(t, request.max_tokens, cap) or 0)
+        if balanced is not None and tier is not Phase.FALLBACK and len(kept) > 1:
+            nonlocal placement
+            ranked, placement = balanced(kept)
+        else:
+            ranked = _rank(kept, route, health, input_tokens, lambda t: max_tokens_for(t, request.max_tokens, cap) or 0)
         if cap and request.max_tokens is not None:
             # a target that gives the full max_tokens before one that would be capped, within
             # the tier (a stable sort: the ranking holds among each)
@@ -324,7 +335,13 @@ def plan(
     admit(route.primary, Phase.PRIMARY)
     if route.fallbacks:
         admit(route.fallbacks, Phase.FALLBACK)
-    return Plan(candidates=tuple(candidates), excluded=tuple(excluded), required=required, holds=tuple(holds))
+    return Plan(
+        candidates=tuple(candidates),
+        excluded=tuple(excluded),
+        required=required,
+        holds=tuple(holds),
+        placement=placement,
+    )
 
 
 def hold_of(target: Target, now: float, health: HealthBoard, breakers: BreakerBoard | NoBreakers | None) -> Hold | None:

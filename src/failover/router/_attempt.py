@@ -100,6 +100,7 @@ class Attempts:
                 s.held(held)
             return Violation(ExclusionCode.HELD, rejected)
         lane.sent = True  # from here on the attempt is made: cancelled, it is booked, not refunded
+        router.load.started(target)  # in flight, for the balancer, until it ends (below)
         if router.hooks:
             router.hooks(
                 AttemptStarted(
@@ -116,6 +117,7 @@ class Attempts:
             ex = await self.work.exchange(target, request, start, until, quiet)
         except asyncio.CancelledError:
             router.breakers.discard(permits, loop.time())  # cancelled: says nothing about health
+            router.load.ended(target, None, loop.time())
             # its output so far is unknown, and a provider may finish (and bill) an answer
             # after the connection closed: booked at the most the engine admitted it at
             cost = attempt_cost(s, lane)
@@ -126,6 +128,7 @@ class Attempts:
             raise
         except BaseException:
             router.breakers.discard(permits, loop.time())
+            router.load.ended(target, None, loop.time())
             if reservation is not None:
                 reservation.release(sent=True)
             raise
@@ -137,7 +140,10 @@ class Attempts:
         failure = outcome if isinstance(outcome, Failure) else None
         # the provider's time: a stream held back for a slow caller was waiting on the caller
         # (a failure that is not the target's doing, Failure.not_target, no breaker counts)
-        router.breakers.record(target, permits, failure, max(0.0, end - start - ex.paused), end)
+        took = max(0.0, end - start - ex.paused)
+        router.breakers.record(target, permits, failure, took, end)
+        router.load.ended(target, took if failure is None else None, end)
+        router.load.observe(target, outcome.rate_limits, end)
         if reservation is not None and limiter is not None:
             self.settle(limiter, reservation, target, outcome)
         return outcome

@@ -30,6 +30,7 @@ from ..validation import checks_anything, validate
 from ._conclude import CONTRACT_KINDS
 from ._exchange import exchange_failure, maybe_billed, plain_exchange
 from ._history import readable_history
+from ._load import RequestLoad, balancer
 from ._stream import StreamTimers, stream_exchange
 from ._work import Call, Exchanged
 
@@ -140,6 +141,7 @@ class Generation:
         await self.count_near_window()
         call = self.call
         router = call.router
+        view = RequestLoad(router.load, router.limiters, self.input_tokens, self.limiter_output)
         return plan(
             call.route,
             self.request,
@@ -149,7 +151,11 @@ class Generation:
             now=call.t0,
             breakers=router.breakers,
             windows=router.windows,
+            balanced=balancer(call.route, view, call.t0, router.balance_rng),
         )
+
+    def limiter_output(self, target: Target) -> int:
+        return self.output_reserve(target, self.request)
 
     async def compact(self, over: list[tuple[Target, int]]) -> bool:
         """The compaction hook, once, on the candidate nearest to fitting its window."""

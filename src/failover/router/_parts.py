@@ -16,7 +16,16 @@ if TYPE_CHECKING:
     from ..auth import Authorizers
     from ..ledger import Ledger
     from ..model import Target
-    from ..policy import BreakerBoard, HealthBoard, LimiterBoard, NoBreakers, RetryBudget, Unlimited, WindowBoard
+    from ..policy import (
+        BreakerBoard,
+        HealthBoard,
+        LimiterBoard,
+        LoadBoard,
+        NoBreakers,
+        RetryBudget,
+        Unlimited,
+        WindowBoard,
+    )
     from ..policy._canary import StatsBoard
     from ..providers import DialectAdapter
     from ..telemetry import Hooks
@@ -34,6 +43,7 @@ class RouterParts(Protocol):
     auth: Authorizers
     retry_budget: RetryBudget | Unlimited
     health: HealthBoard
+    load: LoadBoard  # requests in flight, latency and quota per deployment, for the balancer
     windows: WindowBoard
     breakers: BreakerBoard | NoBreakers
     limiters: LimiterBoard | None
@@ -47,6 +57,7 @@ class RouterParts(Protocol):
     policies: Policies
     rng: random.Random  # backoff jitter, passed to the engine's decisions
     canary_rng: random.Random
+    balance_rng: random.Random
     stats: StatsBoard
 
     def dialect(self, target: Target) -> DialectAdapter: ...

@@ -42,6 +42,7 @@ class Recorder:
         "excluded",
         "input_tokens",
         "listing",
+        "placement",
         "request_id",
         "retry_budget_exhausted",
         "route",
@@ -61,6 +62,7 @@ class Recorder:
         self.input_tokens: int | None = None
         self.retry_budget_exhausted = False
         self.uncertain_operation: str | None = None
+        self.placement: str | None = None
 
     def exclude(
         self,
@@ -218,4 +220,5 @@ class Recorder:
             uncertain_operation=self.uncertain_operation,
             recovery_kind=kind,
             model_used=used.model if used is not None else None,
+            placement=self.placement,
         )

@@ -58,6 +58,7 @@ from ..policy import (
     BreakerState,
     HealthBoard,
     LimiterBoard,
+    LoadBoard,
     NoBreakers,
     RetryBudget,
     Unlimited,
@@ -159,6 +160,8 @@ class Router:
         hooks: Iterable[Hook] = (),
         auth: Authorizers | None = None,
         windows: WindowBoard | None = None,
+        load: LoadBoard | None = None,
+        balance_rng: random.Random | None = None,
     ) -> None:
         items = routes.values() if isinstance(routes, Mapping) else routes
         self.routes: dict[str, Route] = {r.name: r for r in items}
@@ -172,6 +175,10 @@ class Router:
         self.retry_budget = retry_budget if retry_budget is not None else RetryBudget()
         self.backoff = backoff or Backoff()
         self.health = health or HealthBoard()
+        # Requests in flight, peak-EWMA latency and quota headers per deployment, for the balancer.
+        self.load = load if load is not None else LoadBoard()
+        # The balancer's draws (p2c, weighted) use their own rng, as canary draws do.
+        self.balance_rng = balance_rng or random.Random()
         # The context windows providers stated in overflow errors, for targets that declare none.
         self.windows = windows if windows is not None else WindowBoard()
         # Circuit breakers per target scope and per key + model; BreakerBoard(config) to tune,

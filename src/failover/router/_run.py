@@ -165,6 +165,8 @@ class Run(Generic[Answer]):
             s.max_tokens = output_limit(work.request)
             p = await work.plan()  # the shorter request, planned again
         self.rec.excluded.extend(p.excluded)
+        if p.placement is not None:
+            self.rec.placement = str(p.placement)
         if route.primary:
             self.rec.input_tokens = work.input_tokens(route.primary[0])
         for hold in p.holds:  # left out only for now: the request may be retried when the first returns

@@ -1,0 +1,67 @@
+"""What the balancer reads for one request (:class:`~failover.policy.LoadView`): the router's
+load board (requests in flight, peak-EWMA latency, the provider's quota headers) and each
+deployment's client-side limiter, asked for this request's tokens."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+from ..model import Route, Target
+from ..policy import LimiterBoard, LoadBoard, Placement, balance
+
+
+class RequestLoad:
+    """The :class:`~failover.policy.LoadView` of one request."""
+
+    __slots__ = ("input_tokens", "limiters", "load", "output_tokens")
+
+    def __init__(
+        self,
+        load: LoadBoard,
+        limiters: LimiterBoard | None,
+        input_tokens: Callable[[Target], int],
+        output_tokens: Callable[[Target], int],
+    ) -> None:
+        self.load = load
+        self.limiters = limiters
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+
+    def outstanding(self, target: Target) -> int:
+        return self.load.outstanding(target)
+
+    def latency(self, target: Target, now: float) -> float | None:
+        return self.load.latency(target, now)
+
+    def share_left(self, target: Target, now: float) -> float | None:
+        said = self.load.share_left(target, now)
+        limiter = self.limiters.existing(target) if self.limiters is not None else None
+        ours = None if limiter is None else limiter.share_left(now)
+        if said is None or ours is None:
+            return said if ours is None else ours
+        return min(said, ours)
+
+    def wait(self, target: Target, now: float) -> float:
+        limiter = self.limiters.existing(target) if self.limiters is not None else None
+        if limiter is None:
+            return 0.0
+        return limiter.wait_for(self.input_tokens(target), self.output_tokens(target), now)
+
+
+def balancer(
+    route: Route, view: RequestLoad, now: float, rng: random.Random
+) -> Callable[[list[Target]], tuple[list[Target], Placement | None]]:
+    """The route's balancer for one request, as :func:`~failover.policy.plan` asks it."""
+    weights = dict(route.weights)
+
+    def weight(target: Target) -> float:
+        return weights.get(target.name, 1.0)
+
+    def order(kept: Sequence[Target]) -> tuple[list[Target], Placement | None]:
+        return balance(kept, route.balance, view, now, rng, weights=weight)
+
+    return order
+
+
+__all__ = ["RequestLoad", "balancer"]
