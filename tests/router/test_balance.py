@@ -26,6 +26,7 @@ from ._kit import target
 
 pytestmark = pytest.mark.looptime
 
+SENT_AT: dict[str, float] = {}
 STRATEGIES: tuple[Balance, ...] = ("order", "weighted", "least_busy", "p2c", "quota")
 
 
@@ -41,12 +42,17 @@ def _deployments(*latencies: float, rpm: int | None = 300) -> tuple[list[FakePro
 
 
 async def _offer(router: Router, n: int, every: float, budget: float = 30.0) -> list[RouteRecord]:
-    """``n`` requests, one every ``every`` seconds (open loop), each with its own deadline."""
+    """``n`` requests, one every ``every`` seconds (open loop), each with its own deadline;
+    ``SENT_AT[request_id]``: when each was sent, in seconds from the first."""
     records: list[RouteRecord] = []
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
 
     async def one(i: int) -> None:
+        at = loop.time() - t0
         resp = await router.complete("r", Request.simple(f"q{i}", max_tokens=10), Envelope(budget=budget))
         assert resp.record is not None
+        SENT_AT[resp.record.request_id] = at
         records.append(resp.record)
 
     tasks = []
@@ -113,3 +119,49 @@ async def test_order_keeps_the_configured_order_until_the_first_is_at_its_limit(
         r.placement for r in spilled[:3]
     ]
     assert not [w for r in more for w in r.waits]
+
+
+def _p(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+async def test_p2c_follows_the_fast_deployments_and_probes_the_slow_one_until_it_recovers() -> None:
+    """0.3 / 0.6 / 2 s deployments, 10 requests a second for 90 s; the fastest slows to 3 s
+    from 30 s to 60 s, then recovers. p99 follows the fast ones; the slow one keeps a trickle
+    (each answer re-measures it), and the one that slowed down gets its share back."""
+    providers, targets = _deployments(0.3, 0.6, 2.0, rpm=None)
+    router = Router(
+        [Route(name="r", primary=tuple(targets), balance="p2c")],
+        transport=FakeNetwork(*providers),
+        retry_budget=Unlimited(),
+        breakers=NoBreakers(),
+        balance_rng=random.Random(7),
+    )
+    fast, slowed = Script.always(Reply.ok("from d0", latency=0.3)), Script.always(Reply.ok("from d0", latency=3.0))
+
+    async def slow_down() -> None:
+        await asyncio.sleep(30)
+        providers[0].script = slowed
+        await asyncio.sleep(30)
+        providers[0].script = fast
+
+    changer = asyncio.create_task(slow_down())
+    records = await _offer(router, 900, 0.1)
+    await changer
+    phases = {"before": (0, 30), "slow": (30, 60), "recovering": (60, 75), "after": (75, 90)}
+    by_phase = {name: Counter[str]() for name in phases}
+    for r in records:
+        at = SENT_AT[r.request_id]
+        name = next(n for n, (a, b) in phases.items() if a <= at < b)
+        by_phase[name][r.target_used or "-"] += 1
+    before, slow, after = by_phase["before"], by_phase["slow"], by_phase["after"]
+    assert 0 < before["d2"] <= 0.02 * sum(before.values()), by_phase  # a trickle to the 2 s one
+    assert before["d0"] > before["d1"] > before["d2"], by_phase
+    assert 0 < slow["d0"] < 0.1 * sum(slow.values()), by_phase  # avoided while slow (3 s), still probed
+    # its share back once it answers fast again (each fast answer blends into its 3 s peak)
+    share_after, share_slow = after["d0"] / sum(after.values()), slow["d0"] / sum(slow.values())
+    assert share_after >= 0.4 and share_after > 3 * share_slow, by_phase
+    assert after["d2"] <= 0.02 * sum(after.values()), by_phase
+    calm = [r.elapsed_ms / 1000 for r in records if SENT_AT[r.request_id] < 30]
+    assert _p(calm, 0.95) <= 0.61, sorted(calm)[-20:]  # the fast ones' latency, not the slow one's

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..model import Balance, RateLimitInfo, Target
@@ -40,6 +40,10 @@ BALANCES: tuple[Balance, ...] = ("order", "weighted", "least_busy", "p2c", "quot
 # Read between observations, the cost decays towards zero at that rate, so a deployment left
 # alone for being slow is tried again before long (its next answer says whether it recovered).
 PEAK_DECAY_S = 10.0
+# p2c's cost is latency x (1 + LOAD_WEIGHT x requests in flight): a model API answers concurrent
+# requests side by side (a queueing server's cost grows with each, Linkerd's latency x (in flight
+# + 1)); in flight still parts deployments of equal latency, and each one's quota shares its load.
+LOAD_WEIGHT = 0.1
 # A share of quota under this counts as this much (quota strategy, p2c's cost): a deployment
 # with 1% left is not infinitely worse than one with 5%, only much less attractive.
 MIN_SHARE = 0.05
@@ -157,15 +161,15 @@ def _weighted(ready: list[Target], weight: Callable[[Target], float], rng: rando
 
 def _p2c(ready: list[Target], view: LoadView, now: float, rng: random.Random) -> list[Target]:
     """Two distinct random picks; the one of lower cost first, then the rest by cost. A
-    deployment with no latency yet costs the mean of the known ones (zero when none is known),
-    so a new one is tried without being flooded."""
+    deployment with no latency yet costs the highest known one (zero when none is known), so a
+    new one is tried without being flooded."""
     known = [x for t in ready if (x := view.latency(t, now)) is not None]
-    default = sum(known) / len(known) if known else 0.0
+    default = max(known, default=0.0)
 
     def cost(t: Target) -> float:
         latency = view.latency(t, now)
         base = default if latency is None else latency
-        return base * (view.outstanding(t) + 1) / _share(view, t, now)
+        return base * (1.0 + LOAD_WEIGHT * view.outstanding(t)) / _share(view, t, now)
 
     i, j = rng.sample(range(len(ready)), 2)
     a, b = ready[i], ready[j]
@@ -180,6 +184,7 @@ def _p2c(ready: list[Target], view: LoadView, now: float, rng: random.Random) ->
 @dataclass(slots=True)
 class _Load:
     outstanding: int = 0
+    starts: list[float] = field(default_factory=list)  # when each request in flight started
     cost: float | None = None  # peak-EWMA latency at ``stamp``
     stamp: float = 0.0
     share: float | None = None  # of the provider's quota left, per its headers
@@ -207,14 +212,18 @@ class LoadBoard:
             load = self._loads[target.name] = _Load()
         return load
 
-    def started(self, target: Target) -> None:
-        self._of(target).outstanding += 1
+    def started(self, target: Target, now: float) -> None:
+        load = self._of(target)
+        load.outstanding += 1
+        load.starts.append(now)
 
-    def ended(self, target: Target, latency: float | None, now: float) -> None:
-        """An attempt on ``target`` is over; ``latency``: how long it took to answer (None: it
-        failed, which says nothing of its speed)."""
+    def ended(self, target: Target, started: float, latency: float | None, now: float) -> None:
+        """An attempt on ``target`` that started at ``started`` is over; ``latency``: how long it
+        took to answer (None: it failed, which says nothing of its speed)."""
         load = self._of(target)
         load.outstanding = max(0, load.outstanding - 1)
+        if started in load.starts:
+            load.starts.remove(started)
         if latency is None:
             return
         if load.cost is None or latency > load.cost:
@@ -229,10 +238,14 @@ class LoadBoard:
         return 0 if load is None else load.outstanding
 
     def latency(self, target: Target, now: float) -> float | None:
+        """The decayed peak-EWMA, and at least the age of its oldest request in flight: a
+        deployment that stopped answering is seen before its requests time out."""
         load = self._loads.get(target.name)
-        if load is None or load.cost is None:
+        if load is None or load.cost is None:  # not measured yet: the balancer assumes one
             return None
-        return load.cost * math.exp(-max(0.0, now - load.stamp) / self.decay)
+        waiting = now - min(load.starts) if load.starts else None
+        decayed = load.cost * math.exp(-max(0.0, now - load.stamp) / self.decay)
+        return decayed if waiting is None else max(decayed, waiting)
 
     def observe(self, target: Target, info: RateLimitInfo | None, now: float) -> None:
         """Follow a response's rate-limit headers: the tightest remaining/limit, until its reset."""
@@ -270,4 +283,14 @@ class LoadBoard:
         return out
 
 
-__all__ = ["BALANCES", "MIN_SHARE", "PEAK_DECAY_S", "Balance", "LoadBoard", "LoadView", "Placement", "balance"]
+__all__ = [
+    "BALANCES",
+    "LOAD_WEIGHT",
+    "MIN_SHARE",
+    "PEAK_DECAY_S",
+    "Balance",
+    "LoadBoard",
+    "LoadView",
+    "Placement",
+    "balance",
+]

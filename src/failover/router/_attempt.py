@@ -100,7 +100,7 @@ class Attempts:
                 s.held(held)
             return Violation(ExclusionCode.HELD, rejected)
         lane.sent = True  # from here on the attempt is made: cancelled, it is booked, not refunded
-        router.load.started(target)  # in flight, for the balancer, until it ends (below)
+        router.load.started(target, start)  # in flight, for the balancer, until it ends (below)
         if router.hooks:
             router.hooks(
                 AttemptStarted(
@@ -117,7 +117,7 @@ class Attempts:
             ex = await self.work.exchange(target, request, start, until, quiet)
         except asyncio.CancelledError:
             router.breakers.discard(permits, loop.time())  # cancelled: says nothing about health
-            router.load.ended(target, None, loop.time())
+            router.load.ended(target, start, None, loop.time())
             # its output so far is unknown, and a provider may finish (and bill) an answer
             # after the connection closed: booked at the most the engine admitted it at
             cost = attempt_cost(s, lane)
@@ -128,7 +128,7 @@ class Attempts:
             raise
         except BaseException:
             router.breakers.discard(permits, loop.time())
-            router.load.ended(target, None, loop.time())
+            router.load.ended(target, start, None, loop.time())
             if reservation is not None:
                 reservation.release(sent=True)
             raise
@@ -142,7 +142,7 @@ class Attempts:
         # (a failure that is not the target's doing, Failure.not_target, no breaker counts)
         took = max(0.0, end - start - ex.paused)
         router.breakers.record(target, permits, failure, took, end)
-        router.load.ended(target, took if failure is None else None, end)
+        router.load.ended(target, start, took if failure is None else None, end)
         router.load.observe(target, outcome.rate_limits, end)
         if reservation is not None and limiter is not None:
             self.settle(limiter, reservation, target, outcome)
