@@ -35,6 +35,8 @@ def test_prometheus_names_follow_from_the_opentelemetry_names() -> None:
         "failover.no_eligible_candidate": "failover_no_eligible_candidate_total",
         "failover.cost.usd": "failover_cost_usd_total",
         "failover.failed_attempt.cost.usd": "failover_failed_attempt_cost_usd_total",
+        "failover.input_tokens": "failover_input_tokens_total",
+        "failover.cached_input_tokens": "failover_cached_input_tokens_total",
     }
     duration = INSTRUMENTS[0]
     assert duration.labels == (

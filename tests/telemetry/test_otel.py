@@ -60,6 +60,7 @@ async def test_one_request_span_and_a_genai_span_per_attempt() -> None:
     assert ok.attributes["gen_ai.response.finish_reasons"] == ("end_turn",)
     assert isinstance(ok.attributes["gen_ai.usage.input_tokens"], int)
     assert isinstance(ok.attributes["gen_ai.usage.output_tokens"], int)
+    assert "gen_ai.usage.cache_read.input_tokens" not in ok.attributes  # nothing was read from a cache
     assert "error.type" not in ok.attributes and ok.status.status_code is StatusCode.UNSET
     # the attempt span lasts as long as the attempt did on the loop clock (0.2s of latency)
     assert ok.end_time is not None and ok.start_time is not None

@@ -57,7 +57,7 @@ async def traffic() -> tuple[dict[str, Metric], CollectorRegistry, Any]:
     first chunk 0.3 s after it was asked), and one plain request answered at once."""
     reader = InMemoryMetricReader()
     registry = CollectorRegistry()
-    a = FakeProvider("a", "openai", Script.of(Reply.server_error(), Reply.server_error(), Reply.ok(usage=(7, 3))))
+    a = FakeProvider("a", "openai", Script.of(Reply.server_error(), Reply.server_error(), Reply.ok(usage=(7, 3, 5))))
     b = FakeProvider("b", "anthropic", Script.always(Reply.ok("from b", latency=0.3, chunk_interval=0.05)))
     ta, tb = target(a, attempts=2, caps=STREAMS), target(b, caps=STREAMS)
     r = router([ta], [tb], a, b)
@@ -125,6 +125,15 @@ async def test_genai_metrics_have_the_conventions_names_units_attributes_and_buc
     assert set(by_type) == {("a", "input"), ("a", "output"), ("b", "input"), ("b", "output")}
     assert by_type["a", "input"].sum == 7 and by_type["a", "output"].sum == 3
     assert list(by_type["a", "input"].explicit_bounds) == GENAI_TOKENS
+    # the prompt cache, per route and target: the plain answer read 5 of its 7 input tokens from it
+    for name, a_tokens in (("failover.input_tokens", 7), ("failover.cached_input_tokens", 5)):
+        assert metrics[name].unit == "{token}"
+        by_target = {dict(p.attributes or {})["target"]: p for p in metrics[name].data.data_points}
+        assert {k: dict(p.attributes or {}) for k, p in by_target.items()} == {
+            t: {"route": "r", "target": t} for t in ("a", "b")
+        }
+        assert isinstance(by_target["a"], NumberDataPoint) and by_target["a"].value == a_tokens
+    assert by_target["b"].value == 0  # b's answer cached nothing
 
     request = metrics["failover.request.duration"]
     by = {dict(p.attributes or {})["answered_by"]: p for p in request.data.data_points}

@@ -219,3 +219,21 @@ def test_shared_metrics_have_the_gateways_names_and_labels() -> None:
             )
             if kind == "histogram":
                 assert tuple(metric._upper_bounds[:-1]) == instrument.buckets  # type: ignore[attr-defined]
+
+
+async def test_input_and_cached_input_tokens_per_route_and_target_from_every_attempt_with_usage() -> None:
+    """A truncated attempt's usage is paid for and counted like the answer's; an attempt with no
+    usage (a 500) adds nothing. The ratio of the two counters is the prompt-cache hit ratio."""
+    hook, reg = metrics()
+    a = FakeProvider("a", "openai", Script.always(Reply.truncate(usage=(400, 50, 100))))
+    b = FakeProvider("b", "anthropic", Script.always(Reply.ok("from b", usage=(1000, 5, 750))))
+    c = FakeProvider("c", "gemini", Script.always(Reply.server_error()))
+    r = router([target(c), target(a, attempts=2)], [target(b)], a, b, c)
+    r.hooks = Hooks([hook])
+    resp = await r.complete("r", Request.simple("hi"), Envelope(budget=5.0))
+    assert resp.record is not None and [x.target for x in resp.record.attempts] == ["c", "a", "a", "b"]
+    assert value(reg, "failover_input_tokens_total", route="r", target="a") == 2 * 400
+    assert value(reg, "failover_cached_input_tokens_total", route="r", target="a") == 2 * 100
+    assert value(reg, "failover_input_tokens_total", route="r", target="b") == 1000
+    assert value(reg, "failover_cached_input_tokens_total", route="r", target="b") == 750
+    assert value(reg, "failover_input_tokens_total", route="r", target="c") is None

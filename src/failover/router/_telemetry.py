@@ -26,6 +26,7 @@ def attempt_ended(request_id: str, route: str, target: Target, a: Attempt, t0: f
         status=a.status,
         input_tokens=a.usage.input_tokens if a.usage is not None else None,
         output_tokens=a.usage.output_tokens if a.usage is not None else None,
+        cached_input_tokens=a.usage.cached_input_tokens if a.usage is not None else None,
         cost=a.cost,
         duration=a.duration,
         stop_reason=response.stop_reason.value if response is not None else None,

@@ -69,6 +69,7 @@ class AttemptEnded:
     provider_request_id: str | None
     at: float
     first_chunk: float | None = None  # streaming calls: seconds from sending to the first chunk
+    cached_input_tokens: int | None = None  # prompt-cache reads, part of input_tokens (None: no usage)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,6 +22,15 @@ exported to Prometheus give the same series:
     failover.no_eligible_candidate                failover_no_eligible_candidate_total
     failover.cost.usd                             failover_cost_usd_total
     failover.failed_attempt.cost.usd              failover_failed_attempt_cost_usd_total
+    failover.input_tokens ({token})               failover_input_tokens_total
+    failover.cached_input_tokens ({token})        failover_cached_input_tokens_total
+
+The two token counters count, per route and target, the input tokens every attempt's provider
+reported (the answer's and failed attempts' alike) and the part of them it read from its prompt
+cache, so their ratio is the cache-hit ratio of a route on a target. They are failover's own
+rather than more ``gen_ai.token.type`` values on the GenAI token histogram: the conventions
+define only ``input`` and ``output`` there, the histogram has no route, and a cached count
+beside ``input`` would count the cached tokens twice in any sum over the types.
 
 Attributes failover adds to a GenAI metric are namespaced (``failover.target``, label
 ``failover_target``); failover's own metrics, namespaced by their names, use plain attribute
@@ -188,6 +197,23 @@ FAILED_ATTEMPT_COST = Instrument(
     attributes=("route", "target"),
 )
 
+INPUT_TOKENS = Instrument(
+    name="failover.input_tokens",
+    kind="counter",
+    unit="{token}",
+    description="Input tokens the providers reported, cached ones included, by route and target "
+    "(every attempt that reported usage, failed ones too)",
+    attributes=("route", "target"),
+)
+CACHED_INPUT_TOKENS = Instrument(
+    name="failover.cached_input_tokens",
+    kind="counter",
+    unit="{token}",
+    description="Input tokens the providers read from their prompt cache (part of failover_input_tokens), "
+    "by route and target",
+    attributes=("route", "target"),
+)
+
 INSTRUMENTS = (
     OPERATION_DURATION,
     TIME_TO_FIRST_CHUNK,
@@ -201,6 +227,8 @@ INSTRUMENTS = (
     NO_ELIGIBLE_CANDIDATE,
     COST,
     FAILED_ATTEMPT_COST,
+    INPUT_TOKENS,
+    CACHED_INPUT_TOKENS,
 )
 
 
@@ -269,9 +297,12 @@ class Measures(Protocol):
         first_chunk: float | None,
         input_tokens: int | None,
         output_tokens: int | None,
+        cached_input_tokens: int | None,
         cost: float,
     ) -> None:
-        """One attempt ended. ``provider`` is the target's dialect (None: the exporter knows it)."""
+        """One attempt ended. ``provider`` is the target's dialect (None: the exporter knows it).
+        The token counts are None when the provider reported no usage; ``cached_input_tokens``
+        is part of ``input_tokens``."""
 
     def limiter_wait(self, target: str, seconds: float) -> None:
         """The request waited for the client-side rate limiter."""
@@ -306,6 +337,7 @@ def feed(m: Measures, event: Event) -> None:
             event.first_chunk,
             event.input_tokens,
             event.output_tokens,
+            event.cached_input_tokens,
             event.cost,
         )
     elif isinstance(event, Backoff):
@@ -342,6 +374,7 @@ def feed_record(m: Measures, record: RouteRecord, *, route: str, tenant: str | N
             a.first_event - a.start if a.first_event is not None else None,
             usage.input_tokens if usage is not None else None,
             usage.output_tokens if usage is not None else None,
+            usage.cached_input_tokens if usage is not None else None,
             a.cost,
         )
     for w in record.waits:

@@ -85,6 +85,7 @@ def _attempt_fields(e: AttemptEnded) -> dict[str, Any]:
         "duration_s": round(e.duration, 3),
         "input_tokens": e.input_tokens,
         "output_tokens": e.output_tokens,
+        "cached_input_tokens": e.cached_input_tokens,
         "cost": round(e.cost, 6),
         "stop_reason": e.stop_reason,
         "provider_request_id": e.provider_request_id,

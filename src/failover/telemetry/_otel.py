@@ -134,6 +134,8 @@ class OpenTelemetryHook:
             attrs["gen_ai.usage.input_tokens"] = e.input_tokens
         if e.output_tokens is not None:
             attrs["gen_ai.usage.output_tokens"] = e.output_tokens
+        if e.cached_input_tokens:  # part of gen_ai.usage.input_tokens
+            attrs["gen_ai.usage.cache_read.input_tokens"] = e.cached_input_tokens
         if e.provider_request_id is not None:
             attrs["gen_ai.response.id"] = e.provider_request_id
         if e.status is not None:
@@ -203,6 +205,8 @@ class _Metrics:
         self.no_candidate = counter(i.NO_ELIGIBLE_CANDIDATE)
         self.cost = counter(i.COST)
         self.failed_attempt_cost = counter(i.FAILED_ATTEMPT_COST)
+        self.input_tokens = counter(i.INPUT_TOKENS)
+        self.cached_input_tokens = counter(i.CACHED_INPUT_TOKENS)
         self._attrs: dict[tuple[object, ...], tuple[dict[str, Any], ...]] = {}
 
     def attempt(
@@ -217,6 +221,7 @@ class _Metrics:
         first_chunk: float | None,
         input_tokens: int | None,
         output_tokens: int | None,
+        cached_input_tokens: int | None,
         cost: float,
     ) -> None:
         key = ("attempt", target, model, provider, outcome)
@@ -244,6 +249,10 @@ class _Metrics:
             self.token_usage.record(input_tokens, tokens_in)
         if output_tokens is not None:
             self.token_usage.record(output_tokens, tokens_out)
+        if input_tokens is not None:
+            where = {"route": route, "target": target}
+            self.input_tokens.add(max(0, input_tokens), where)
+            self.cached_input_tokens.add(max(0, cached_input_tokens or 0), where)
         if cost > 0 and outcome != "ok":
             self.failed_attempt_cost.add(cost, {"route": route, "target": target})
 

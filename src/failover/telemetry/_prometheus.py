@@ -11,7 +11,9 @@ and ``gen_ai_client_token_usage``; failover's ``failover_request_duration_second
 ``failover_request_time_to_first_chunk_seconds``, ``failover_limiter_wait_seconds`` histograms;
 and the counters ``failover_attempts_total``, ``failover_recoveries_total``,
 ``failover_deadline_exhausted_total``, ``failover_no_eligible_candidate_total``,
-``failover_cost_usd_total`` and ``failover_failed_attempt_cost_usd_total``. The hook adds what
+``failover_cost_usd_total``, ``failover_failed_attempt_cost_usd_total``, and the prompt-cache
+counters ``failover_input_tokens_total{route,target}`` and
+``failover_cached_input_tokens_total{route,target}`` (their ratio is the cache-hit ratio). The hook adds what
 the gateway has no counterpart for: ``failover_requests_total{route,outcome}``,
 ``failover_attempt_failures_total{target,kind}``, ``failover_backoffs_total{target,reason}`` and
 ``failover_backoff_seconds_total{target,reason}``, ``failover_breaker_transitions_total{scope,
@@ -64,6 +66,8 @@ class RouterMetrics:
         self.no_candidate: Counter = _make(i.NO_ELIGIBLE_CANDIDATE, r)
         self.cost: Counter = _make(i.COST, r)
         self.failed_attempt_cost: Counter = _make(i.FAILED_ATTEMPT_COST, r)
+        self.input_tokens: Counter = _make(i.INPUT_TOKENS, r)
+        self.cached_input_tokens: Counter = _make(i.CACHED_INPUT_TOKENS, r)
         self._children: dict[tuple[object, ...], Any] = {}
         self._attempt_series: dict[tuple[object, ...], _AttemptSeries] = {}
         self._request_series: dict[tuple[str, str, str, str], Histogram] = {}
@@ -96,6 +100,7 @@ class RouterMetrics:
         first_chunk: float | None,
         input_tokens: int | None,
         output_tokens: int | None,
+        cached_input_tokens: int | None,
         cost: float,
     ) -> None:
         key = (target, model, outcome, provider)
@@ -113,6 +118,10 @@ class RouterMetrics:
                 tokens[0].observe(input_tokens)
             if output_tokens is not None:
                 tokens[1].observe(output_tokens)
+        if input_tokens is not None:
+            # Both series appear with the first usage, so the cache-hit ratio reads 0, not nothing.
+            self._child(self.input_tokens, route, target).inc(max(0, input_tokens))
+            self._child(self.cached_input_tokens, route, target).inc(max(0, cached_input_tokens or 0))
         if cost > 0 and outcome != "ok":
             self._child(self.failed_attempt_cost, route, target).inc(cost)
 

@@ -77,15 +77,17 @@ def build_answer(reply: Reply, ex: Exchange, fake: FakeDialect) -> Answer:
 
     reasoning = reply.reasoning if kind in _REASONING_KINDS else None
     thought = math.ceil(len(reasoning) / 4) if reasoning else 0
+    cached = 0
     if reply.usage is not None:
-        input_tokens, output_tokens = reply.usage
+        input_tokens, output_tokens = reply.usage[0], reply.usage[1]
+        cached = reply.usage[2] if len(reply.usage) == 3 else 0
     else:
         input_tokens = ex.input_tokens
         produced = len(text or "") + len(refusal or "") + sum(len(c.text) + len(c.name) for c in calls)
         output_tokens = max(1, math.ceil(produced / 4)) + thought
         if stop == "length":
             output_tokens = fake.max_tokens(ex.body) or output_tokens
-    answer = Answer(text, calls, stop, refusal, input_tokens, output_tokens)
+    answer = Answer(text, calls, stop, refusal, input_tokens, output_tokens, cached_tokens=cached)
     if reasoning is not None:
         answer.reasoning = reasoning
         answer.reasoning_tokens = min(thought, output_tokens)

@@ -155,9 +155,10 @@ def ok(a: Answer, ex: Exchange) -> Rendered:
         "stop_reason": _STOP[a.stop],
         "stop_sequence": None,
         "usage": {
-            "input_tokens": a.input_tokens,
+            # Anthropic's input_tokens leaves out the cache reads (and writes): they are their own fields.
+            "input_tokens": a.input_tokens - a.cached_tokens,
             "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
+            "cache_read_input_tokens": a.cached_tokens,
             "output_tokens": a.output_tokens,
             "service_tier": "standard",
         },
@@ -201,9 +202,9 @@ def _stream(a: Answer, ex: Exchange) -> Rendered:
             "stop_reason": None,
             "stop_sequence": None,
             "usage": {
-                "input_tokens": a.input_tokens,
+                "input_tokens": a.input_tokens - a.cached_tokens,
                 "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
+                "cache_read_input_tokens": a.cached_tokens,
                 "output_tokens": 1,
                 "service_tier": "standard",
             },

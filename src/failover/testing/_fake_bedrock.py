@@ -4,7 +4,8 @@ What each renderer sends follows botocore's service model of ``bedrock-runtime``
 Bedrock API reference, so boto3's own client parses it (the tests point one at the kit):
 
 * ``POST /model/{modelId}/converse``: ``{"output": {"message": {role, content}}, "stopReason",
-  "usage": {inputTokens, outputTokens, totalTokens}, "metrics": {latencyMs}}`` with an
+  "usage": {inputTokens, outputTokens, totalTokens[, cacheReadInputTokens, cacheWriteInputTokens]},
+  "metrics": {latencyMs}}`` with an
   ``x-amzn-requestid`` header;
 * errors: the status of the error type, ``x-amzn-errortype: <Type>:http://internal.amazon.com/...``
   and ``{"message": ...}`` (``ThrottlingException`` 429, ``ServiceUnavailableException`` 503,
@@ -217,11 +218,16 @@ def _headers(ex: Exchange) -> Headers:
 
 
 def _usage(a: _Answer) -> dict[str, Any]:
-    return {
-        "inputTokens": a.input_tokens,
+    usage: dict[str, Any] = {
+        # Bedrock's inputTokens leaves out the cache reads (and writes): they are their own fields.
+        "inputTokens": a.input_tokens - a.cached_tokens,
         "outputTokens": a.output_tokens,
         "totalTokens": a.input_tokens + a.output_tokens,
     }
+    if a.cached_tokens:
+        usage["cacheReadInputTokens"] = a.cached_tokens
+        usage["cacheWriteInputTokens"] = 0
+    return usage
 
 
 def _content(a: _Answer) -> list[dict[str, Any]]:

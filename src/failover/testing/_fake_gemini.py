@@ -147,6 +147,9 @@ def _usage(a: Answer, *, output: bool = True) -> dict[str, Any]:
     usage["promptTokensDetails"] = [{"modality": "TEXT", "tokenCount": a.input_tokens}]
     if output and a.reasoning_tokens:
         usage["thoughtsTokenCount"] = a.reasoning_tokens
+    if a.cached_tokens:  # part of promptTokenCount; Gemini leaves the field out when nothing was cached
+        usage["cachedContentTokenCount"] = a.cached_tokens
+        usage["cacheTokensDetails"] = [{"modality": "TEXT", "tokenCount": a.cached_tokens}]
     return usage
 
 

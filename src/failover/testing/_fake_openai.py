@@ -119,7 +119,7 @@ def _usage(a: Answer) -> dict[str, Any]:
         "prompt_tokens": a.input_tokens,
         "completion_tokens": a.output_tokens,
         "total_tokens": a.input_tokens + a.output_tokens,
-        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": a.cached_tokens, "audio_tokens": 0},
         "completion_tokens_details": {
             "reasoning_tokens": a.reasoning_tokens,
             "audio_tokens": 0,

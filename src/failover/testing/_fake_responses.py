@@ -137,7 +137,7 @@ _OVERFLOW: Final = "Your input exceeds the context window of this model. Please 
 def _usage(a: Answer) -> dict[str, Any]:
     return {
         "input_tokens": a.input_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": a.cached_tokens},
         "output_tokens": a.output_tokens,
         "output_tokens_details": {"reasoning_tokens": a.reasoning_tokens},
         "total_tokens": a.input_tokens + a.output_tokens,

@@ -36,6 +36,7 @@ class Answer:
     signature: str = ""  # the fake signature of the reasoning (Anthropic signature, Gemini thoughtSignature)
     redacted: str | None = None  # Anthropic: the data of a redacted_thinking block
     interleave: bool = False  # OpenAI streams: interleave the fragments of parallel tool calls
+    cached_tokens: int = 0  # prompt-cache reads, part of input_tokens (each dialect's own field)
 
 
 def pieces(text: str) -> list[str]:

@@ -70,6 +70,10 @@ class FakeToolCall:
 
 
 ToolCallSpec: TypeAlias = "FakeToolCall | Mapping[str, Any] | Sequence[Any]"
+# A reply's usage: (input_tokens, output_tokens), or with the provider's cached input tokens
+# (prompt-cache reads, part of input_tokens) as a third number, which each dialect reports in
+# its own field (OpenAI prompt_tokens_details.cached_tokens, Anthropic cache_read_input_tokens...).
+UsageSpec: TypeAlias = "tuple[int, int] | tuple[int, int, int]"
 
 
 # The keyword arguments the 200 constructors share, in groups. Each constructor names its own
@@ -89,7 +93,7 @@ class _Paced(_Delivery, total=False):
 class _Content(TypedDict, total=False):
     tool_calls: Iterable[ToolCallSpec]
     json: Mapping[str, Any] | None
-    usage: tuple[int, int] | None
+    usage: UsageSpec | None
     reasoning: str | None
     redacted_thinking: bool
     interleave: bool
@@ -159,7 +163,9 @@ class Reply:
     text: str | None = None  # ok / delay / truncate: the text; refuse: the refusal message
     tool_calls: tuple[FakeToolCall, ...] = ()
     json: Mapping[str, Any] | None = None  # structured output: returned as the text (or forced tool input)
-    usage: tuple[int, int] | None = None  # (input_tokens, output_tokens); default: estimated
+    # (input_tokens, output_tokens) or (input_tokens, output_tokens, cached_input_tokens), the
+    # cached ones part of the input; default: estimated, nothing cached
+    usage: UsageSpec | None = None
     retry_after: float | None = None  # rate_limit / overloaded: seconds header (Gemini: RetryInfo)
     retry_after_ms: float | None = None  # rate_limit / overloaded: milliseconds header
     retry_after_date: float | None = None  # rate_limit / overloaded: seconds from now, as an HTTP-date
@@ -202,7 +208,11 @@ class Reply:
         ``thoughtSignature`` on the first function-call part (else on the last text part).
         ``interleave=True`` interleaves the argument fragments of parallel tool calls in an
         OpenAI stream (each call's head, then one fragment of each call in turn), as some
-        servers send them; other dialects send calls one after the other, as their APIs do."""
+        servers send them; other dialects send calls one after the other, as their APIs do.
+
+        ``usage=(input, output)`` sets the token counts; a third number is how many of the
+        input tokens were read from the provider's prompt cache, which each dialect reports
+        in its own field (Anthropic and Bedrock leave them out of their input count)."""
         return _make(cls, ReplyKind.OK, _taken(ReplyKind.OK, answer, _ANSWER), text=text, plain=plain)
 
     @classmethod
@@ -277,7 +287,7 @@ class Reply:
         cls,
         text: str | None = None,
         *,
-        usage: tuple[int, int] | None = None,
+        usage: UsageSpec | None = None,
         reasoning: str | None = None,
         redacted_thinking: bool = False,
         **paced: Unpack[_Paced],
@@ -521,8 +531,15 @@ def _settle(reply: Reply) -> None:
         raise ValueError(f"Reply.{reply.kind.value} needs the number of events to send first")
     if reply.usage is not None:
         usage = tuple(reply.usage)
-        if len(usage) != 2 or not all(isinstance(n, int) and n >= 0 for n in usage):
-            raise ValueError(f"Reply.usage is (input_tokens, output_tokens), got {reply.usage!r}")
+        if (
+            len(usage) not in (2, 3)
+            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in usage)
+            or (len(usage) == 3 and usage[2] > usage[0])
+        ):
+            raise ValueError(
+                "Reply.usage is (input_tokens, output_tokens) or (input_tokens, output_tokens, "
+                f"cached_input_tokens) with the cached ones part of the input, got {reply.usage!r}"
+            )
         object.__setattr__(reply, "usage", usage)
     calls: object = reply.tool_calls
     if not isinstance(calls, tuple) or not all(isinstance(t, FakeToolCall) for t in calls):

@@ -670,7 +670,11 @@ function renderLiveList() {
 
 function liveFacts(rec) {
   const usage = rec.attempts.reduce((u, a) => a.usage
-    ? { input: u.input + a.usage.input_tokens, output: u.output + a.usage.output_tokens } : u, { input: 0, output: 0 });
+    ? {
+      input: u.input + a.usage.input_tokens,
+      cached: u.cached + (a.usage.cached_input_tokens ?? 0),
+      output: u.output + a.usage.output_tokens,
+    } : u, { input: 0, cached: 0, output: 0 });
   const facts = [
     ["Request id", rec.request_id, "request_id"],
     ["Finished", new Date(rec.finished_at * 1000).toLocaleString(), "finished"],
@@ -684,6 +688,7 @@ function liveFacts(rec) {
     ["Added latency", ms(rec.added_latency_ms / 1000), "added"],
     ["Cost", `$${rec.total_cost.toFixed(6)}`, "cost"],
     ["Tokens (input / output)", `${usage.input} / ${usage.output}`, "tokens"],
+    ["Input tokens read from the prompt cache", String(usage.cached), "cached"],
     ["Streamed to the client", rec.stream ? "yes" : "no", "stream"],
   ];
   if (rec.recovery_reason) facts.push(["Why", rec.recovery_reason, "recovery"]);
