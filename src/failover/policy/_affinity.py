@@ -20,10 +20,10 @@ from ..model import Message, Request, TextPart, Tool
 
 # Below this many tokens no provider caches a prompt, so it has no key and is spread freely.
 # OpenAI: "Caching is enabled automatically for prompts that are 1024 tokens or longer"
-# (https://platform.openai.com/docs/guides/prompt-caching). Anthropic's minimum cacheable prompt
+# (https://developers.openai.com/docs/guides/prompt-caching). Anthropic's minimum cacheable prompt
 # is 1024 tokens for Claude Sonnet 4.5, Opus 4.1, Opus 4, Sonnet 4 and Sonnet 3.7, more for some
 # models (2048: Haiku 3.5, Haiku 3; 4096: Opus 4.5, Haiku 4.5)
-# (https://docs.claude.com/en/docs/build-with-claude/prompt-caching#cache-limitations).
+# (https://platform.claude.com/docs/en/build-with-claude/prompt-caching, "minimum cacheable prompt length").
 # 1024 is the smallest of the common floors: a prompt under it is cached nowhere.
 MIN_CACHED_TOKENS = 1024
 # A size estimate, not a count: about four characters a token for English and JSON (no
