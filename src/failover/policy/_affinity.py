@@ -18,13 +18,13 @@ from collections.abc import Sequence
 
 from ..model import Message, Request, TextPart, Tool
 
-# Below this many tokens no provider caches a prompt, so it has no key and is spread freely.
+# Below this many tokens the providers do not cache a prompt, so it has no key and is spread freely.
 # OpenAI: "Caching is enabled automatically for prompts that are 1024 tokens or longer"
 # (https://developers.openai.com/docs/guides/prompt-caching). Anthropic's minimum cacheable prompt
 # is 1024 tokens for Claude Sonnet 4.5, Opus 4.1, Opus 4, Sonnet 4 and Sonnet 3.7, more for some
 # models (2048: Haiku 3.5, Haiku 3; 4096: Opus 4.5, Haiku 4.5)
 # (https://platform.claude.com/docs/en/build-with-claude/prompt-caching, "minimum cacheable prompt length").
-# 1024 is the smallest of the common floors: a prompt under it is cached nowhere.
+# 1024 is the smallest of these floors: a prompt under it is cached by neither.
 MIN_CACHED_TOKENS = 1024
 # A size estimate, not a count: about four characters a token for English and JSON (no
 # tokenizer on this path, which runs on every request of a balanced route).
