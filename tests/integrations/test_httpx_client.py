@@ -544,3 +544,23 @@ def test_the_drop_in_imports_no_server_and_no_sdk() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+async def test_the_affinity_key_reaches_the_envelope(kit: Kit, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In process as through the gateway: x-failover-session, else the body's prompt_cache_key."""
+    router = kit.router()
+    seen: list[Envelope] = []
+    complete = router.complete
+
+    async def spy(route: str, request: Any, envelope: Envelope, **kw: Any) -> Any:
+        seen.append(envelope)
+        return await complete(route, request, envelope, **kw)
+
+    monkeypatch.setattr(router, "complete", spy)
+    async with oai(router) as client:
+        await client.chat.completions.create(model="chat", messages=HELLO, prompt_cache_key="pck")
+        await client.chat.completions.create(
+            model="chat", messages=HELLO, prompt_cache_key="pck", extra_headers={"x-failover-session": "s-1"}
+        )
+        await client.chat.completions.create(model="chat", messages=HELLO)
+    assert [e.affinity_key for e in seen] == ["pck", "s-1", None]

@@ -24,7 +24,7 @@ from ..model import Response as Answer
 from ..router import Router, Vetted
 from ._body import HEAVY_JSON_BYTES, ClientGone
 from ._disconnect import Interrupted, interruptible
-from ._envelope import envelope_from, live_reasoning_from, unmarked
+from ._envelope import affinity_from, envelope_from, live_reasoning_from, unmarked
 from ._errors import ApiError, from_wire, shutting_down, unavailable_error
 from ._gateway import Gateway
 from ._http import header_map, send_json
@@ -264,6 +264,7 @@ class Endpoint(Generic[_B, _Q, _A]):
                 gw.metrics.client_retries.labels(route).inc()
             asked = await asyncio.to_thread(self.request_for, body, headers) if big else self.request_for(body, headers)
             req = gw.origins.known(asked)  # raw reasoning we handed out: its origin
+            envelope = affinity_from(envelope, headers, req)  # x-failover-session, else the body's own key
             quotas = gw.quotas  # last: a refused request takes nothing; shared quotas await the store
             max_cost = (
                 quotas.admit(tenant, envelope.max_cost)

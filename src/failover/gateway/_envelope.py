@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
 from ..inbound import WireError
-from ..inbound._headers import envelope_with_headers, live_reasoning
+from ..inbound._headers import envelope_with_headers, live_reasoning, with_affinity
 from ..model import Envelope
 from ._errors import ApiError
 from ._settings import EnvelopeDefaults
@@ -163,5 +163,15 @@ def live_reasoning_from(headers: Mapping[str, str]) -> bool:
     value that is not a boolean is a 400 naming the header."""
     try:
         return live_reasoning(headers)
+    except WireError as err:
+        raise ApiError(err.status, err.message, type=err.type, code=err.code, param=err.param) from None
+
+
+def affinity_from(envelope: Envelope, headers: Mapping[str, str], request: object) -> Envelope:
+    """``envelope`` with the affinity key the caller named (see
+    :func:`failover.inbound._headers.with_affinity`); a malformed ``x-failover-session`` is a
+    400 naming the header."""
+    try:
+        return with_affinity(envelope, headers, request)
     except WireError as err:
         raise ApiError(err.status, err.message, type=err.type, code=err.code, param=err.param) from None

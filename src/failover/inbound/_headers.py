@@ -12,10 +12,11 @@ Request headers: ``x-failover-deadline-ms``, ``x-failover-max-attempts``, ``x-fa
 commit point: output held until that many tokens or milliseconds; 0 tokens shows output as it
 comes); ``x-failover-max-tokens-policy`` (``cap`` or ``refuse``: a max_tokens above a target's
 max output, see ``Route.max_tokens_policy``); ``x-failover-live-reasoning`` (a stream's
-reasoning as it comes, see :func:`live_reasoning`). A request that says it is a client's retry (the official SDKs'
-``x-stainless-retry-count`` above 0, or an ``Idempotency-Key`` seen before) is marked
-``Envelope.client_retry``: its attempts are charged to the retry budget, not counted as new
-traffic.
+reasoning as it comes, see :func:`live_reasoning`); ``x-failover-session`` (the prompt-cache
+affinity key, see :func:`with_affinity`; never sent upstream). A request that says it is a
+client's retry (the official SDKs' ``x-stainless-retry-count`` above 0, or an
+``Idempotency-Key`` seen before) is marked ``Envelope.client_retry``: its attempts are charged
+to the retry budget, not counted as new traffic.
 
 Response headers (:func:`record_headers`): the RouteRecord's summary, and
 ``x-failover-max-tokens`` when the answer's attempt was sent less max_tokens than the request
@@ -25,12 +26,14 @@ asked for (capped to its target's max output).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import quote
 
-from ..model import Completed, Envelope, FailureKind, RouteRecord, SideEffectMode, Unavailable
+from ..model import Completed, Dialect, Envelope, FailureKind, RouteRecord, SideEffectMode, Unavailable
 from ._wire import WireError
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
@@ -189,6 +192,70 @@ def live_reasoning(headers: Mapping[str, str]) -> bool:
     return v in _TRUE
 
 
+SESSION_HEADER = "x-failover-session"
+# The longest affinity key a caller may name (x-failover-session).
+MAX_SESSION_CHARS = 256
+# The body fields that name a conversation or an end user, first that is present wins: OpenAI's
+# prompt cache key (Chat Completions and Responses), its older ``user``; Anthropic's
+# ``metadata.user_id`` below.
+_SESSION_FIELDS = ("prompt_cache_key", "user")
+
+
+def with_affinity(envelope: Envelope, headers: Mapping[str, str], request: object) -> Envelope:
+    """``envelope`` with its ``affinity_key``: the ``x-failover-session`` header, else the body's
+    ``prompt_cache_key``, ``user`` or (Anthropic) ``metadata.user_id`` as ``request`` passes them
+    through; unchanged when none is present. With a tenant the key is prefixed with the tenant's
+    name, so one tenant cannot steer another's placement.
+
+    The header must be 1 to 256 printable characters (a 400 otherwise). A body field is the
+    provider's own, which takes longer values: one over 256 characters or not printable is
+    used by its digest instead of refused."""
+    key = _session_header(headers)
+    if key is None:
+        key = _session_field(getattr(request, "passthrough", None))
+    if key is None:
+        return envelope
+    if envelope.tenant is not None:
+        key = f"{quote(envelope.tenant, safe='')}:{key}"
+    return dataclasses.replace(envelope, affinity_key=key)
+
+
+def _session_header(headers: Mapping[str, str]) -> str | None:
+    raw = headers.get(SESSION_HEADER)
+    if raw is None:
+        return None
+    try:  # the server reads header bytes as latin-1: UTF-8 text is read back as UTF-8
+        text = raw.encode("latin-1").decode("utf-8").strip()
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        text = raw.strip()
+    if not text or len(text) > MAX_SESSION_CHARS or not text.isprintable():
+        raise _bad(
+            SESSION_HEADER,
+            f"{shown(raw)} is not 1 to {MAX_SESSION_CHARS} printable characters",
+            "send a short id of the conversation or session (e.g. its UUID), or leave the header out",
+        )
+    return text
+
+
+def _session_field(passthrough: Any) -> str | None:
+    fields = getattr(passthrough, "fields", None)
+    if not fields:
+        return None
+    for name in _SESSION_FIELDS:
+        value = fields.get(name)
+        if isinstance(value, str) and value:
+            return _usable(value)
+    metadata = fields.get("metadata") if passthrough.dialect == Dialect.ANTHROPIC else None
+    value = metadata.get("user_id") if isinstance(metadata, Mapping) else None
+    return _usable(value) if isinstance(value, str) and value else None
+
+
+def _usable(value: str) -> str:
+    if len(value) <= MAX_SESSION_CHARS and value.isprintable():
+        return value
+    return "sha256-" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 # The longest wait a client is ever told (seconds): an open breaker's next probe is at most 5 s
 # away; a provider's own Retry-After (a quota's hour) is passed on up to this, and a client that
 # comes back sooner is answered at once while the hold lasts, without an upstream request.
@@ -273,4 +340,5 @@ __all__ = [
     "record_headers",
     "retry_headers",
     "streamed_by",
+    "with_affinity",
 ]

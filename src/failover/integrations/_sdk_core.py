@@ -23,6 +23,7 @@ from ..inbound._headers import (
     record_headers,
     retry_headers,
     streamed_by,
+    with_affinity,
 )
 from ..inbound._origins import Origins
 from ..inbound._relay import mismatch_message
@@ -286,6 +287,7 @@ class Core:
                 max_deadline_ms=self.options.max_deadline_ms,
                 max_attempts_limit=self.options.max_attempts_limit,
             )
+            env = with_affinity(env, headers, call.request)
             live = live_reasoning(headers)
         except WireError as err:
             return self._error(wire, err.status, err.message, code=err.code, param=err.param)

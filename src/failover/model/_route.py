@@ -139,3 +139,10 @@ class Envelope:
     hold_seconds: float | None = None
     # This request's max_tokens_policy, in place of the route's (None: the route's).
     max_tokens_policy: MaxTokensPolicy | None = None
+    # The prompt-cache affinity key the caller named: requests with the same key go to the same
+    # one of equivalent deployments while it is healthy and not over its share, so the
+    # provider's cache of their common prompt prefix is hit. A session or conversation id; the
+    # gateway takes it from x-failover-session, else the body's prompt_cache_key, user or
+    # metadata.user_id, prefixed with the tenant's name. None: the key is the request's own
+    # cacheable prefix (its system prompt, tools and first message), when it is long enough.
+    affinity_key: str | None = None
