@@ -18,7 +18,7 @@ from dataclasses import replace
 import pytest
 
 from failover import Envelope, Limits, Request, Route, Router
-from failover.model import Balance, RouteRecord, Target
+from failover.model import Balance, Message, RouteRecord, Target
 from failover.policy import NoBreakers, Unlimited
 from failover.testing import FakeNetwork, FakeProvider, Reply, Script
 
@@ -165,3 +165,77 @@ async def test_p2c_follows_the_fast_deployments_and_probes_the_slow_one_until_it
     assert after["d2"] <= 0.02 * sum(after.values()), by_phase
     calm = [r.elapsed_ms / 1000 for r in records if SENT_AT[r.request_id] < 30]
     assert _p(calm, 0.95) <= 0.61, sorted(calm)[-20:]  # the fast ones' latency, not the slow one's
+
+
+SYSTEM = "You are the support assistant of a shop. " + "Answer from the catalogue below. " * 200  # ~1,500 tokens
+
+
+def _turn(conversation: int, turn: int) -> Request:
+    history = [Message.system(SYSTEM), Message.user(f"order #{conversation}")]
+    for t in range(1, turn):
+        history += [Message.assistant(f"answer {t}"), Message.user(f"more {t}")]
+    return Request(messages=tuple(history), max_tokens=10)
+
+
+async def _conversations(router: Router, turns: range, placed: dict[int, list[str]]) -> None:
+    for turn in turns:
+        for conversation in range(50):
+            resp = await router.complete("r", _turn(conversation, turn), Envelope(budget=30))
+            assert resp.record is not None and resp.record.target_used is not None
+            placed.setdefault(conversation, []).append(resp.record.target_used)
+
+
+def _cached_share(placed: dict[int, list[str]]) -> float:
+    """Turns after a conversation's first that land where its previous turn went (where its
+    prefix up to that turn is cached)."""
+    hits = total = 0
+    for where in placed.values():
+        for i in range(1, len(where)):
+            total += 1
+            hits += where[i] == where[i - 1]
+    return hits / total
+
+
+@pytest.mark.parametrize("affinity", [True, False])
+async def test_affinity_keeps_each_conversation_where_its_prefix_is_cached(affinity: bool) -> None:
+    """50 conversations x 10 turns over three deployments (p2c): with affinity every later turn
+    lands where the conversation's prefix is cached; without, far fewer do, by chance."""
+    providers, targets = _deployments(0.3, 0.3, 0.3, rpm=None)
+    router = Router(
+        [Route(name="r", primary=tuple(targets), balance="p2c", affinity=affinity)],
+        transport=FakeNetwork(*providers),
+        retry_budget=Unlimited(),
+        breakers=NoBreakers(),
+        balance_rng=random.Random(3),
+    )
+    placed: dict[int, list[str]] = {}
+    await _conversations(router, range(1, 11), placed)
+    share = _cached_share(placed)
+    spread = Counter(where[0] for where in placed.values())
+    assert len(spread) == 3 and min(spread.values()) >= 8, spread  # the conversations are spread
+    if affinity:
+        assert share == 1.0, share
+    else:
+        assert share < 0.6, share
+
+
+async def test_a_failing_deployment_moves_its_conversations_and_only_them() -> None:
+    providers, targets = _deployments(0.3, 0.3, 0.3, rpm=None)
+    router = Router(
+        [Route(name="r", primary=tuple(targets), balance="p2c")],
+        transport=FakeNetwork(*providers),
+        retry_budget=Unlimited(),
+        balance_rng=random.Random(3),
+    )
+    placed: dict[int, list[str]] = {}
+    await _conversations(router, range(1, 6), placed)
+    home = {c: where[0] for c, where in placed.items()}
+    assert all(len(set(where)) == 1 for where in placed.values())
+    providers[1].script = Script.always(Reply.server_error())
+    await _conversations(router, range(6, 11), placed)
+    for c, where in placed.items():
+        later = where[5:]
+        if home[c] != "d1":
+            assert set(later) == {home[c]}, (c, where)  # never moved
+        else:
+            assert "d1" not in later[1:] and len(set(later[1:])) == 1, (c, where)  # moved once, then kept

@@ -1,5 +1,6 @@
 """Pure decisions, with time passed in: deadline, backoff, retry budget, health, breakers, selection."""
 
+from ._affinity import affinity_key, rendezvous
 from ._backoff import Backoff, BackoffDecision
 from ._balance import BALANCES, LoadBoard, LoadView, Placement, balance
 from ._breaker import (
@@ -75,10 +76,12 @@ __all__ = [
     "embedding_check",
     "embedding_violation",
     "max_tokens_for",
+    "affinity_key",
     "balance",
     "plan",
     "plan_capacity",
     "render_capacity",
+    "rendezvous",
     "required_capabilities",
     "window_of",
 ]

@@ -92,13 +92,14 @@ def balance(
     rng: random.Random,
     *,
     weights: Callable[[Target], float] | None = None,
-    affine: Callable[[Sequence[Target], Sequence[float]], int | None] | None = None,
+    affine: Callable[[Sequence[Target], Sequence[float]], list[int] | None] | None = None,
 ) -> tuple[list[Target], Placement | None]:
     """``targets`` (one tier's eligible equivalents, in configured order) in the order to try
     them, and how the first was chosen (None with one target or none).
 
-    ``affine``: the affinity choice, given the targets that can go now and their requests in
-    flight: the index of the one the request's key prefers, None to let the strategy choose."""
+    ``affine``: the affinity order, given the targets that can go now and their requests in
+    flight: their indices in the order the request's key prefers them (the first within its
+    share of the load), None to let the strategy choose."""
     if len(targets) < 2:
         return list(targets), None
     ready = [t for t in targets if view.wait(t, now) <= 0]
@@ -107,10 +108,9 @@ def balance(
         return waiting, Placement(strategy, waiting[0].name, "every one is at its client-side rate limit")
     ordered, reason = _strategy(ready, strategy, view, now, rng, weights)
     if affine is not None and len(ready) > 1:
-        pick = affine(ready, [float(view.outstanding(t)) for t in ready])
-        if pick is not None:
-            chosen = ready[pick]
-            ordered = [chosen, *(t for t in ordered if t is not chosen)]
+        preferred = affine(ready, [float(view.outstanding(t)) for t in ready])
+        if preferred is not None:  # the key's order throughout: a failover goes where the key goes next
+            ordered = [ready[i] for i in preferred]
             reason = "affinity"
     if waiting and ordered[0] is not targets[0] and targets[0] in waiting and strategy == "order":
         reason = f"spill: {targets[0].name} is at its client-side rate limit"

@@ -151,7 +151,7 @@ class Generation:
             now=call.t0,
             breakers=router.breakers,
             windows=router.windows,
-            balanced=balancer(call.route, view, call.t0, router.balance_rng),
+            balanced=balancer(call.route, view, call.t0, router.balance_rng, self.request, call.env),
         )
 
     def limiter_output(self, target: Target) -> int:

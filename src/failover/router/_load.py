@@ -7,8 +7,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-from ..model import Route, Target
-from ..policy import LimiterBoard, LoadBoard, Placement, balance
+from ..model import Envelope, Request, Route, Target
+from ..policy import LimiterBoard, LoadBoard, Placement, affinity_key, balance, rendezvous
 
 
 class RequestLoad:
@@ -50,16 +50,21 @@ class RequestLoad:
 
 
 def balancer(
-    route: Route, view: RequestLoad, now: float, rng: random.Random
+    route: Route, view: RequestLoad, now: float, rng: random.Random, request: Request, envelope: Envelope
 ) -> Callable[[list[Target]], tuple[list[Target], Placement | None]]:
-    """The route's balancer for one request, as :func:`~failover.policy.plan` asks it."""
+    """The route's balancer for one request, as :func:`~failover.policy.plan` asks it (only
+    when two or more deployments could serve: the affinity key is worked out only then)."""
     weights = dict(route.weights)
 
     def weight(target: Target) -> float:
         return weights.get(target.name, 1.0)
 
+    def affine(ready: Sequence[Target], loads: Sequence[float]) -> list[int] | None:
+        key = affinity_key(request, envelope.affinity_key)
+        return None if key is None else rendezvous(key, [t.name for t in ready], loads)
+
     def order(kept: Sequence[Target]) -> tuple[list[Target], Placement | None]:
-        return balance(kept, route.balance, view, now, rng, weights=weight)
+        return balance(kept, route.balance, view, now, rng, weights=weight, affine=affine if route.affinity else None)
 
     return order
 
