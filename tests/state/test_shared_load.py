@@ -182,3 +182,38 @@ async def test_with_the_store_away_the_board_is_the_local_one(redis_server: Redi
     assert loop.time() - t0 < 0.5
     await board.aclose()
     await down.aclose()
+
+
+async def test_this_gateways_reservations_come_off_the_copy_before_the_store_answers(
+    redis_stores: Callable[[], GuardedStore],
+) -> None:
+    d = _target("d", Limits(rpm=10))  # 9 a minute after the safety margin
+    store = redis_stores()
+    limiters = LimiterBoard(store=store)
+    board = SharedLoadBoard(store, limiters=limiters)
+    limiter = limiters.limiter_for(d)
+    assert limiter is not None
+    loop = asyncio.get_running_loop()
+    await board.sync()
+    assert limiter.share_left(loop.time()) == pytest.approx(1.0)
+    burst = [
+        asyncio.create_task(limiter.acquire(input_tokens=1, max_output_tokens=1, deadline_at=loop.time() + 0.5))
+        for _ in range(5)
+    ]
+    await asyncio.sleep(0)  # each has sent its reservation; none is answered yet
+    assert limiter.share_left(loop.time()) == pytest.approx(4 / 9)
+    for res in await asyncio.gather(*burst):
+        res.settle(1, 1)
+    await limiters.drain()
+    await board.sync()
+    assert limiter.share_left(loop.time()) == pytest.approx(4 / 9)
+    more = [
+        asyncio.create_task(limiter.acquire(input_tokens=1, max_output_tokens=1, deadline_at=loop.time() + 0.3))
+        for _ in range(5)
+    ]
+    await asyncio.sleep(0)
+    assert limiter.wait_for(1, 1, loop.time()) > 0  # the copy is spent: the balancer looks elsewhere
+    done = await asyncio.gather(*more, return_exceptions=True)
+    assert sum(not isinstance(x, BaseException) for x in done) == 4  # one was refused: its take came back
+    assert limiter.share_left(loop.time()) == pytest.approx(0.0)
+    await board.aclose()
