@@ -17,7 +17,16 @@ process's requests in flight, its own headers). Latency stays per process: each 
 the deployments it calls.
 
 Staleness: another process's request is seen at most ``interval`` (its refresher) plus
-``interval`` (ours) plus a round trip after it started; this process's own at once.
+``interval`` (ours) plus a round trip after it started; this process's own at once. The
+refresher stops after ``IDLE_S`` with nothing in flight and nothing read (a Router that is
+never closed does not keep a task going) and starts again on the next read: the first requests
+after such a pause are balanced on this process's numbers, for one refresh.
+
+Why not a round trip per request: the balancer runs on every request, and a read on the store
+would add a round trip (about a millisecond on loopback) before the first byte is sent; a write
+per start and per end would double the scripts per attempt. The refresher costs each process
+``1 / interval`` round trips a second whatever its traffic (pipelined with whatever else is on
+its way), and the reads are from memory.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ log = logging.getLogger("failover.state")
 
 REFRESH_S = 0.1  # seconds between syncs while the board is in use
 LEASE_S = 3.0  # what a process said of its requests in flight holds this long unless renewed
-IDLE_S = 10.0  # the refresher stops after this long with nothing in flight and nothing read
+IDLE_S = 60.0  # the refresher stops after this long with nothing in flight and nothing read
 SHARE_TTL_S = 60.0  # a header's share with no reset time holds this long
 BOARD = "balance"  # the store key's name: one board per store prefix
 
@@ -183,6 +192,8 @@ class SharedLoadBoard(LoadBoard):
         """One exchange with the store: this process's counts and new shares out, the fleet's
         in, and the shared limiters' levels read in the same round trip. None (and the board
         reads as local) while the store is unavailable."""
+        if not self.store.up:  # the requests' own calls probe it; the refresher does not add to the fallbacks
+            return None
         loop = asyncio.get_running_loop()
         counts = {name: load.outstanding for name, load in self._loads.items() if load.outstanding > 0}
         shares: dict[str, tuple[float, float]] = {}
