@@ -166,12 +166,12 @@ class SharedLoadBoard(LoadBoard):
 
     def _used(self, now: float) -> None:
         self._touched = now
-        task = self._task
-        if task is not None and not task.done():
-            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
+            return
+        task = self._task
+        if task is not None and not task.done() and task.get_loop() is loop:
             return
         self._task = loop.create_task(self._run(), name="failover-load-board")
 
