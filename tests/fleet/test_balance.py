@@ -34,7 +34,7 @@ pytestmark = pytest.mark.e2e
 
 RPM = 10  # per deployment; x 0.9 (the limiter's safety margin): 9 requests a minute each
 ROOM = 9
-GAP = 0.4  # seconds between waves: more than two refreshes (0.1 s each) and a round trip
+GAP = 0.5  # seconds between waves: well over two refreshes (0.1 s each) and a round trip
 STRATEGIES: tuple[Balance, ...] = ("order", "weighted", "least_busy", "p2c", "quota")
 
 
