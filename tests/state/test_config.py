@@ -14,7 +14,7 @@ from failover import ConfigError, Router
 from failover.config import config_from_dict
 from failover.gateway import create_app
 from failover.gateway._settings import load_gateway_config
-from failover.policy import BreakerBoard, LimiterBoard, RetryBudget
+from failover.policy import BreakerBoard, LimiterBoard, RetryBudget, SharedLoadBoard
 from failover.state import GuardedStore, RedisStore, SQLiteStore
 from failover.testing import FakeNetwork, FakeProvider, Reply, Script
 from tests._services import RedisServer
@@ -36,6 +36,7 @@ def test_memory_is_the_default_and_builds_nothing() -> None:
     router = Router.from_config(c, transport=FakeNetwork())
     assert isinstance(router.breakers, BreakerBoard) and router.breakers.local and router.breakers.store is None
     assert router.limiters is not None and router.limiters.store is None
+    assert not isinstance(router.load, SharedLoadBoard)
 
 
 def test_redis_url_from_the_environment_never_shows() -> None:
@@ -75,6 +76,8 @@ async def test_from_config_shares_breakers_limits_and_budget(tmp_path: Path, red
     assert isinstance(store, GuardedStore) and isinstance(store.store, SQLiteStore)
     assert isinstance(router.limiters, LimiterBoard) and router.limiters.store is store
     assert isinstance(router.retry_budget, RetryBudget) and router.retry_budget.store is store
+    assert isinstance(router.load, SharedLoadBoard) and router.load.store is store
+    assert router.load.limiters is router.limiters
     await router.aclose()
     router = Router.from_config(
         cfg({"backend": "redis", "url": redis_server.url, "prefix": "cfg:"}), transport=FakeNetwork()

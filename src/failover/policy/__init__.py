@@ -34,6 +34,7 @@ from ._selection import (
     plan,
     required_capabilities,
 )
+from ._shared_load import SharedLoadBoard
 from ._windows import WindowBoard, window_of
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "Plan",
     "Reservation",
     "RetryBudget",
+    "SharedLoadBoard",
     "StatsBoard",
     "TargetHealth",
     "TargetLimiter",

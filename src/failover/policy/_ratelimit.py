@@ -297,23 +297,28 @@ class TargetLimiter:
     def room_in(self, input_tokens: int, max_output_tokens: int, now: float) -> float:
         """A lower bound on the seconds until this request could be granted (a read: nothing
         is taken or queued): a 429 block, and the local buckets' room for its amounts, not
-        counting the requests queued ahead. With a shared store only the block counts (the
-        local buckets are the fallback share, not the fleet's view). Infinite: it never fits."""
-        if self._shared is not None or not self._quota.buckets:
+        counting the requests queued ahead; with a shared store, the fleet's levels as last
+        read (the local buckets are only the fallback share). Infinite: it never fits."""
+        if not self._quota.buckets:
             return self.blocked_for(now)
         amounts = self._quota.amounts(*self._quota.parts(max(0, input_tokens), max(0, max_output_tokens)))
+        if self._shared is not None:
+            return max(self.blocked_for(now), self._shared.room(amounts, now))
         return self._quota.wait(amounts, now)[0]
 
     def wait_for(self, input_tokens: int, max_output_tokens: int, now: float) -> float:
         """:meth:`room_in`, or :data:`QUEUED_WAIT` with requests queued ahead or no slot free."""
         room = self.room_in(input_tokens, max_output_tokens, now)
-        return QUEUED_WAIT if room <= 0 and (self._queue.queued or not self._slot_free()) else room
+        full = not self._slot_free() or (self._shared is not None and not self._shared.slot_free(now))
+        return QUEUED_WAIT if room <= 0 and (self._queue.queued or full) else room
 
     def share_left(self, now: float) -> float | None:
-        """The tightest bucket's level over its capacity; None without local buckets (on a
-        shared store, the local ones are not the fleet's)."""
+        """The tightest bucket's level over its capacity, None without buckets; with a shared
+        store, the fleet's as last read (None when too old: the local ones are not the fleet's)."""
+        if self._shared is not None:
+            return self._shared.share_left(now)
         levels = [max(0.0, b.level(now)) / b.capacity for b in self._quota.buckets.values() if b.capacity > 0]
-        return None if self._shared is not None or not levels else min(levels)
+        return min(levels) if levels else None
 
     async def acquire(
         self,
@@ -660,6 +665,10 @@ class LimiterBoard:
     def existing(self, target: Target) -> TargetLimiter | None:
         """The target's limiter if one was made already (a read: creates nothing)."""
         return self._limiters.get(target.scope)
+
+    def shared_buckets(self) -> list[SharedBuckets]:
+        """The limiters' shared buckets (on a store), for the load board to read the fleet's levels."""
+        return [lim._shared for lim in self._limiters.values() if lim._shared is not None]
 
     async def drain(self) -> None:
         """Wait until every limiter's background writes have reached the store."""

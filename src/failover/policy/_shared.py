@@ -1,8 +1,8 @@
 """The policy objects of a ``state:`` config section, and closing them.
 
-``Router.from_config`` asks :func:`shared_policies` for the breakers, limiters and retry
-budget that keep their state in the configured store; the memory backend asks for nothing,
-so the router builds its usual in-process objects.
+``Router.from_config`` asks :func:`shared_policies` for the breakers, limiters, retry budget
+and balancer's load board that keep their state in the configured store; the memory backend
+asks for nothing, so the router builds its usual in-process objects.
 """
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..state import GuardedStore, StateConfig
+from ._balance import LoadBoard
 from ._breaker import BreakerBoard, NoBreakers
 from ._budget import RetryBudget, Unlimited
 from ._ratelimit import LimiterBoard
+from ._shared_load import SharedLoadBoard
 
 
 def shared_policies(state: StateConfig, retry_budget: RetryBudget) -> dict[str, Any]:
@@ -27,18 +29,26 @@ def shared_policies(state: StateConfig, retry_budget: RetryBudget) -> dict[str, 
         scope=retry_budget.scope,
         store=store,
     )
+    limiters = LimiterBoard(store=store, lease=state.lease)
     return {
         "breakers": BreakerBoard(store=store),
-        "limiters": LimiterBoard(store=store, lease=state.lease),
+        "limiters": limiters,
         "retry_budget": budget,
+        "load": SharedLoadBoard(store, limiters=limiters),
     }
 
 
 async def close_shared(
-    breakers: BreakerBoard | NoBreakers, limiters: LimiterBoard | None, budget: RetryBudget | Unlimited
+    breakers: BreakerBoard | NoBreakers,
+    limiters: LimiterBoard | None,
+    budget: RetryBudget | Unlimited,
+    load: LoadBoard | None = None,
 ) -> None:
     """Let background writes reach the store, then close it (nothing to do in memory)."""
     stores: list[GuardedStore] = []
+    if isinstance(load, SharedLoadBoard):  # first: it says goodbye to the fleet on the store
+        await load.aclose()
+        stores.append(load.store)
     if isinstance(breakers, BreakerBoard) and breakers.store is not None:
         await breakers.drain()
         stores.append(breakers.store)

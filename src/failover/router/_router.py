@@ -384,7 +384,7 @@ class Router:
     async def aclose(self) -> None:
         await self.transport.aclose()
         await self.auth.aclose()
-        await close_shared(self.breakers, self.limiters, self.retry_budget)  # failover.state, if any
+        await close_shared(self.breakers, self.limiters, self.retry_budget, self.load)  # failover.state, if any
 
     async def __aenter__(self) -> Router:
         return self

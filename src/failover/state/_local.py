@@ -28,6 +28,7 @@ from ._types import (
     BreakerView,
     BucketView,
     BudgetAnswer,
+    FleetLoad,
     Recorded,
     Reserved,
     Transition,
@@ -41,6 +42,7 @@ _NEW: dict[str, Callable[[], L.State]] = {
     "rl": L.bucket_new,
     "rb": L.budget_new,
     "ct": lambda: {"v": 0.0},
+    "lb": L.load_new,
 }
 
 
@@ -244,6 +246,23 @@ class _LogicStore:
             return float(states[0]["v"])
 
         return await self._apply([self.key("ct", name)], lambda s, n: ttl, step)
+
+    # -- fleet load ---------------------------------------------------------------------------
+
+    async def load_sync(
+        self,
+        name: str,
+        member: str,
+        counts: dict[str, int],
+        shares: dict[str, tuple[float, float]],
+        *,
+        lease: float,
+    ) -> FleetLoad:
+        def step(states: list[L.State], now: float) -> FleetLoad:
+            others, held = L.load_sync(states[0], member, counts, shares, lease=lease, now=now)
+            return FleetLoad(in_flight=others, shares=held)
+
+        return await self._apply([self.key("lb", name)], lambda s, n: L.load_ttl(s[0], n), step)
 
     async def aclose(self) -> None:
         return None

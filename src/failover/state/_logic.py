@@ -366,6 +366,48 @@ def budget_spend(
     return left > 0, max(0, left - 1)
 
 
+# -- fleet load (the balancer's requests in flight and quota headers) ------------------------------
+
+
+def load_new() -> State:
+    return {"m": {}, "s": {}}
+
+
+def load_sync(
+    k: State,
+    member: str,
+    counts: dict[str, int],
+    shares: dict[str, tuple[float, float]],
+    *,
+    lease: float,
+    now: float,
+) -> tuple[dict[str, int], dict[str, tuple[float, float, float]]]:
+    """One process's requests in flight per deployment (``counts``, replacing what it said
+    before; its lease ends ``lease`` s from now) and the quota shares its headers said
+    (deployment -> (share, seconds it holds)). Returns the other live members' counts summed
+    per deployment, and every share still current: (share, seconds left, seconds since said)."""
+    members = {m: e for m, e in k["m"].items() if e[0] > now and m != member}
+    live = {d: int(n) for d, n in counts.items() if n > 0}
+    if live:
+        members[member] = [now + lease, live]
+    k["m"] = members
+    held = {d: s for d, s in k["s"].items() if s[1] > now}
+    for d, (share, ttl) in shares.items():
+        held[d] = [share, now + ttl, now]
+    k["s"] = held
+    others: dict[str, int] = {}
+    for m, (_, c) in members.items():
+        if m != member:
+            for d, n in c.items():
+                others[d] = others.get(d, 0) + int(n)
+    return others, {d: (s[0], s[1] - now, now - s[2]) for d, s in held.items()}
+
+
+def load_ttl(k: State, now: float) -> float:
+    last: float = max([now, *(e[0] for e in k["m"].values()), *(s[1] for s in k["s"].values())])
+    return last - now + 1.0
+
+
 # -- time to live ----------------------------------------------------------------------------------
 
 

@@ -459,3 +459,49 @@ redis.call('SET', KEYS[1], cjson.encode(s), 'PX', math.ceil((window + 60) * 1000
 return {ok, left}
 """
 )
+
+# KEYS: the load key. ARGV: member, lease, n, n x (deployment, in flight), m, m x (deployment, share, ttl).
+# Returns {others: deployment, count, ...}, {shares: deployment, share, seconds left, seconds since said, ...}.
+LOAD_SYNC = (
+    _PRELUDE
+    + r"""
+local member, lease, n = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local s = load(KEYS[1], function() return {m = {}, s = {}} end)
+local members = {}
+for m, e in pairs(s.m) do if e[1] > now and m ~= member then members[m] = e end end
+local live, any = {}, false
+for i = 1, n do
+  local c = tonumber(ARGV[3 + 2 * i])
+  if c > 0 then live[ARGV[2 + 2 * i]] = c; any = true end
+end
+if any then members[member] = {now + lease, live} end
+local held = {}
+for d, x in pairs(s.s) do if x[2] > now then held[d] = x end end
+local at = 4 + 2 * n
+for i = 1, tonumber(ARGV[at]) do
+  local j = at + 3 * (i - 1)
+  held[ARGV[j + 1]] = {tonumber(ARGV[j + 2]), now + tonumber(ARGV[j + 3]), now}
+end
+local last = now
+for _, e in pairs(members) do last = math.max(last, e[1]) end
+for _, x in pairs(held) do last = math.max(last, x[2]) end
+if next(members) == nil and next(held) == nil then
+  redis.call('DEL', KEYS[1])
+else
+  save(KEYS[1], {m = members, s = held}, last - now + 1)
+end
+local others, totals = {}, {}
+for m, e in pairs(members) do
+  if m ~= member then
+    for d, c in pairs(e[2]) do totals[d] = (totals[d] or 0) + c end
+  end
+end
+for d, c in pairs(totals) do others[#others + 1] = d; others[#others + 1] = tostring(c) end
+local shares = {}
+for d, x in pairs(held) do
+  shares[#shares + 1] = d; shares[#shares + 1] = str(x[1]); shares[#shares + 1] = str(x[2] - now)
+  shares[#shares + 1] = str(now - x[3])
+end
+return {others, shares}
+"""
+)

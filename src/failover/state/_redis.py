@@ -36,6 +36,7 @@ from ._types import (
     BreakerView,
     BucketView,
     BudgetAnswer,
+    FleetLoad,
     Recorded,
     Reserved,
     Transition,
@@ -52,6 +53,7 @@ _SCRIPTS = {
     "budget": _lua.BUDGET,
     "counter": _lua.COUNTER,
     "bucket_view": _lua.BUCKET_VIEW,
+    "load_sync": _lua.LOAD_SYNC,
 }
 _DECISIONS = frozenset({"admit", "reserve"})
 _SHA = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in _SCRIPTS.items()}
@@ -330,6 +332,32 @@ class RedisStore:
 
     async def counter(self, name: str, amount: float, *, ttl: float) -> float:
         return float(_s(await self._eval("counter", [self.key("ct", name)], [_num(amount), _num(ttl)])))
+
+    # -- fleet load ------------------------------------------------------------------------------
+
+    async def load_sync(
+        self,
+        name: str,
+        member: str,
+        counts: dict[str, int],
+        shares: dict[str, tuple[float, float]],
+        *,
+        lease: float,
+    ) -> FleetLoad:
+        args = [member, _num(lease), str(len(counts))]
+        for d, c in counts.items():
+            args += [d, str(int(c))]
+        args.append(str(len(shares)))
+        for d, (share, ttl) in shares.items():
+            args += [d, _num(share), _num(ttl)]
+        raw = await self._eval("load_sync", [self.key("lb", name)], args)
+        others, held = raw[0], raw[1]
+        in_flight = {_s(others[i]): int(_s(others[i + 1])) for i in range(0, len(others), 2)}
+        said = {
+            _s(held[i]): (float(_s(held[i + 1])), float(_s(held[i + 2])), float(_s(held[i + 3])))
+            for i in range(0, len(held), 4)
+        }
+        return FleetLoad(in_flight=in_flight, shares=said)
 
     async def aclose(self) -> None:
         for t in list(self._tasks):

@@ -173,6 +173,16 @@ class BudgetAnswer:
     available: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetLoad:
+    """The answer of :meth:`StateStore.load_sync`: what the rest of the fleet has in flight per
+    deployment, and the quota shares said by any member's rate-limit headers, each as
+    (share, seconds it still holds, seconds since it was said)."""
+
+    in_flight: dict[str, int]
+    shares: dict[str, tuple[float, float, float]]
+
+
 NO_WAIT = Reserved(granted=False, wait=math.inf, dimension="concurrency")
 
 
@@ -265,6 +275,20 @@ class StateStore(Protocol):
 
     async def counter(self, name: str, amount: float, *, ttl: float) -> float:
         """Add ``amount`` (0: read only) to the counter ``name``, which lives ``ttl`` s more; the total."""
+        ...
+
+    async def load_sync(
+        self,
+        name: str,
+        member: str,
+        counts: dict[str, int],
+        shares: dict[str, tuple[float, float]],
+        *,
+        lease: float,
+    ) -> FleetLoad:
+        """A member's requests in flight per deployment (its lease renewed for ``lease`` s; none:
+        it leaves) and the quota shares it was told (deployment -> (share, seconds it holds));
+        what the other live members have in flight, and the current shares."""
         ...
 
     async def aclose(self) -> None: ...
