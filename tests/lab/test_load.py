@@ -176,3 +176,39 @@ async def test_a_deeply_nested_body_is_a_400_not_a_crash() -> None:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=lab_app()), base_url="http://lab") as c:
         r = await c.post("/api/load", content=deep, headers={"content-type": "application/json"})
     assert r.status_code == 400 and r.json()["field"] == "body"
+
+
+def test_three_deployments_share_the_load_keep_each_client_where_its_prompt_is_cached() -> None:
+    """A's model on three deployments under p2c: they share A's traffic, the fallbacks get
+    none, no request waits in a limiter's queue, and each client's prompt goes back to the
+    deployment that cached it (affinity), so nearly every input token after a client's first
+    request is a cache hit."""
+    r = _run(deployments=3, balance="p2c", schedule={})
+    s, summary = r.series, r.summary
+    assert list(s["sent"]) == ["a", "a2", "a3", "b", "c"] and list(s["breaker"]) == list(s["sent"])
+    served = summary["provider_requests"]
+    assert served["b"] == served["c"] == 0 and sum(served.values()) == summary["requests"]
+    assert min(served[n] for n in ("a", "a2", "a3")) > 0.15 * summary["requests"], served
+    assert summary["limiter_waits"] == sum(s["limiter_waits"]) == 0
+    assert len(s["cache_hit"]) == 90 and s["cache_hit"][0] is not None
+    assert summary["cache_hit"] > 0.85 and s["cache_hit"][-1] > 0.95, s["cache_hit"][-5:]
+    assert sum(s["cached_tokens"]) <= sum(s["input_tokens"])
+
+
+def test_one_deployment_at_its_limit_queues_and_the_series_count_the_waits() -> None:
+    """One deployment whose quota is under the offered rate: its limiter holds requests (or
+    they move to the fallbacks); the waits are counted by arrival second."""
+    r = _run(rpm=300, schedule={})  # 10 requests a second against 5 a second allowed
+    assert r.summary["limiter_waits"] == sum(r.series["limiter_waits"]) > 0
+    assert list(r.series["sent"]) == ["a", "b", "c"]
+
+
+def test_balance_and_deployments_are_checked() -> None:
+    for body, field in (({"deployments": 4}, "deployments"), ({"balance": "random"}, "balance")):
+        with pytest.raises(BadInput) as info:
+            parse_load(body)
+        assert info.value.field == field
+    with pytest.raises(BadInput) as info:
+        parse_load({"schedule": {"a2": []}})  # A has one deployment unless asked
+    assert info.value.field == "schedule.a2"
+    assert parse_load({"deployments": 2, "schedule": {"a2": []}}).schedule == {"a2": ()}

@@ -450,6 +450,47 @@ def test_load_mode_in_system_chromium(lab_url: str) -> None:
         publish(out)
 
 
+@pytest.mark.e2e
+def test_load_mode_shows_the_balancer_in_system_chromium(lab_url: str) -> None:
+    """Three deployments of A under p2c: the rate chart and the breaker strips have one series
+    per deployment, and the limiter-wait and prompt-cache series are plotted and summed up."""
+    with lab_page(lab_url) as page:
+        _wait_render(page, 1)
+        for field, value in (("#clients", "10"), ("#duration", "30"), ("#rate", "1"), ("#deployments", "3")):
+            _type(page, field, value)
+        page.select_option("#balance", "p2c")
+        _type(page, "#schedule", "a2:\n- {from: 10, to: 20, reply: server_error}\n")
+        page.focus("#load-run")
+        page.keyboard.press("Enter")
+        _wait_errors(page, "loads", 1)
+        body = {"clients": 10, "duration": 30, "rate": 1, "deployments": 3, "balance": "p2c"}
+        body["schedule"] = "a2:\n- {from: 10, to: 20, reply: server_error}\n"
+        with ThreadPoolExecutor(1) as pool:
+            want = pool.submit(run_load, parse_load(body)).result()
+        s, summary = want.series, want.summary
+        names = ("a", "a2", "a3", "b", "c")
+        for name in (*names, "offered"):
+            assert _points(page, "rate", name) == 30
+        assert _points(page, "balance", "limiter_waits") == 30
+        assert _points(page, "cache", "cache_hit") == sum(1 for v in s["cache_hit"] if v is not None)
+        assert page.locator("svg[data-chart=breaker] rect[data-series=a2][data-layer=target]").count() == 30
+        got = _load_summary(page)
+        assert got["provider_requests"] == " / ".join(str(summary["provider_requests"][n]) for n in names)
+        assert got["limiter_waits"] == str(summary["limiter_waits"])
+        assert got["cache_hit"] == f"{100 * summary['cache_hit']:.1f}%"
+        last = page.eval_on_selector_all("#load-table tbody tr:last-child td", "tds => tds.map(td => td.textContent)")
+        assert last[-2] == str(s["limiter_waits"][-1])
+
+
+def _points(page: Any, chart: str, series: str) -> int:
+    return int(
+        page.eval_on_selector_all(
+            f"svg[data-chart={chart}] polyline[data-series={series}]",
+            "ls => ls.reduce((n, l) => n + l.getAttribute('points').trim().split(' ').length, 0)",
+        )
+    )
+
+
 def _check_load(page: Any, want: LoadResult, *, seconds: int) -> None:
     """The plots have one point per second per series, and the summary equals the server's run."""
     s, summary = want.series, want.summary

@@ -12,7 +12,15 @@ Everything runs on a looptime virtual clock (:func:`run_arrivals`, shared with
 the same seed gives the same series, number for number. :func:`run_load` returns per-second
 series: requests reaching each provider, requests served within their deadline (count and
 share), the state of each provider's two breakers (its target breaker, and the key + model
-breaker a 429 or an exhausted quota opens), and the retry budget's grants, refusals and headroom.
+breaker a 429 or an exhausted quota opens), the retry budget's grants, refusals and headroom,
+the requests that waited in a client-side limiter's queue, and the share of input tokens the
+providers served from their prompt cache.
+
+With ``deployments`` above 1, A's model runs on that many equivalent deployments (``a``,
+``a2``, ``a3``: a primary tier the route's balancer shares by ``balance``). Each client sends
+its own prompt (a shared system prompt and the client's ~1,000-token ticket), and each fake
+provider keeps a prompt cache (:class:`~failover.lab._cache.PromptCache`): a client's request
+is a cache hit where that client's earlier one went.
 """
 
 from __future__ import annotations
@@ -23,17 +31,18 @@ import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import looptime
 
-from ..model import Envelope, Limits, Request, Route, Target, Timeouts, Unavailable
-from ..policy import Backoff, BreakerBoard, BreakerEvent, LimiterBoard, RetryBudget
+from ..model import Balance, Envelope, Limits, Message, Request, Route, RouteRecord, Target, Timeouts, Unavailable
+from ..policy import BALANCES, Backoff, BreakerBoard, BreakerEvent, LimiterBoard, RetryBudget
 from ..router import Router
 from ..testing import FakeNetwork, FakeProvider, Reply, Script
 from ..transport import HttpRequest, HttpResponse
+from ._cache import PromptCache
 from ._custom import BadInput, _reply, load_text
 
 # -- the shared engine (bench/goodput.py uses it too) --------------------------------------------
@@ -116,7 +125,18 @@ def run_arrivals(
 # -- the load mode -------------------------------------------------------------------------------
 
 PROVIDERS = ("a", "b", "c")
-HEALTHY = {"a": Reply.ok(latency=0.3), "b": Reply.ok(latency=0.4), "c": Reply.ok(latency=0.5)}
+DEPLOYMENTS = ("a", "a2", "a3")  # A's model on up to three deployments (its primary tier)
+ALL_PROVIDERS = ("a", "a2", "a3", "b", "c")
+DIALECTS = {"a": "openai", "a2": "openai", "a3": "openai", "b": "anthropic", "c": "gemini"}
+HEALTHY = {
+    "a": Reply.ok(latency=0.3),
+    "a2": Reply.ok(latency=0.35),
+    "a3": Reply.ok(latency=0.4),
+    "b": Reply.ok(latency=0.4),
+    "c": Reply.ok(latency=0.5),
+}
+SYSTEM = "You are the support desk of a shop: answer from the ticket, in two sentences. " * 8
+TICKET = " The customer wrote about an invoice, a late parcel and a refund; the notes follow." * 50
 MAX_CLIENTS = 200
 MAX_DURATION = 600.0  # seconds of virtual time
 MAX_RATE = 2.0  # requests per second per client
@@ -151,21 +171,29 @@ class LoadOptions:
     budget: float = 5.0  # each request's deadline, seconds
     a_extra_retries: int = 1
     rpm: int = 6000  # each target's rpm quota: the client-side limiter's
+    deployments: int = 1  # A's model on this many equivalent deployments (1 to 3)
+    balance: Balance = "order"  # how the route shares them
     seed: int = 0
     schedule: Mapping[str, tuple[Fault, ...]] = field(default_factory=dict)
 
 
-def parse_schedule(data: Any) -> dict[str, tuple[Fault, ...]]:
+def providers_of(deployments: int) -> tuple[str, ...]:
+    """The route's providers: A's deployments, then the fallbacks B and C."""
+    return (*DEPLOYMENTS[:deployments], "b", "c")
+
+
+def parse_schedule(data: Any, deployments: int = 1) -> dict[str, tuple[Fault, ...]]:
     """``{provider: [{from, to, reply}, ...]}`` to Faults; BadInput names ``schedule.a[0].to``."""
+    names = providers_of(deployments)
     if data is None:
         return {}
     if not isinstance(data, Mapping):
-        raise BadInput("schedule", f"must map provider names ({', '.join(PROVIDERS)}) to lists of faults")
+        raise BadInput("schedule", f"must map provider names ({', '.join(names)}) to lists of faults")
     out: dict[str, tuple[Fault, ...]] = {}
     for name, faults in data.items():
         where = f"schedule.{name}"
-        if name not in PROVIDERS:
-            raise BadInput(where, f"unknown provider; the route has {', '.join(PROVIDERS)}")
+        if name not in names:
+            raise BadInput(where, f"unknown provider; the route has {', '.join(names)}")
         if not isinstance(faults, list):
             raise BadInput(where, 'must be a list like [{from: 60, to: 120, reply: "server_error"}]')
         parsed: list[Fault] = []
@@ -190,7 +218,8 @@ def parse_load(body: Any) -> LoadOptions:
     """The page's load settings (a JSON object) as LoadOptions; BadInput names the bad field."""
     if not isinstance(body, Mapping):
         raise BadInput("body", "must be a JSON object")
-    known = {"clients", "duration", "rate", "budget", "a_extra_retries", "rpm", "seed", "schedule"}
+    known = {"clients", "duration", "rate", "budget", "a_extra_retries", "rpm", "deployments", "balance", "seed"}
+    known.add("schedule")
     unknown = sorted(set(map(str, body)) - known)
     if unknown:
         raise BadInput(unknown[0], f"unknown field; expected {', '.join(sorted(known))}")
@@ -205,6 +234,10 @@ def parse_load(body: Any) -> LoadOptions:
             f"clients x rate x duration = {expected:,.0f} requests; keep it under {MAX_REQUESTS:,} "
             "(fewer clients, a lower rate or a shorter run)",
         )
+    deployments = _int(body, "deployments", d.deployments, 1, len(DEPLOYMENTS))
+    balance = body.get("balance", d.balance)
+    if balance not in BALANCES:
+        raise BadInput("balance", f"must be one of {', '.join(BALANCES)}, got {balance!r}")
     schedule = body.get("schedule", DEFAULT_SCHEDULE)
     if isinstance(schedule, str):
         try:
@@ -218,8 +251,10 @@ def parse_load(body: Any) -> LoadOptions:
         budget=_num(body, "budget", d.budget, 0.1, 60.0),
         a_extra_retries=_int(body, "a_extra_retries", d.a_extra_retries, 0, 10),
         rpm=_int(body, "rpm", d.rpm, 1, 10**7),
+        deployments=deployments,
+        balance=cast(Balance, balance),
         seed=_int(body, "seed", d.seed, 0, 2**31),
-        schedule=parse_schedule(schedule),
+        schedule=parse_schedule(schedule, deployments),
     )
 
 
@@ -247,31 +282,39 @@ class ScheduledNetwork:
     """A Transport over a FakeNetwork whose providers answer by the fault schedule, by loop time.
 
     The reply is chosen when a request arrives and handed to the fake with no await in between,
-    so each request gets the answer of its own moment. Every arrival is logged.
+    so each request gets the answer of its own moment. Every arrival is logged, and every answer
+    with a body carries the usage of the provider's prompt cache (``tokens``: arrival, input
+    tokens, cached input tokens).
     """
 
     enforces_total = True
 
     def __init__(self, schedule: Mapping[str, Sequence[Fault]]) -> None:
         self.providers = {
-            n: FakeProvider(n, d) for n, d in zip(PROVIDERS, ("openai", "anthropic", "gemini"), strict=True)
+            n: FakeProvider(n, DIALECTS[n], model="a-model" if n in DEPLOYMENTS else None) for n in ALL_PROVIDERS
         }
         self.network = FakeNetwork(*self.providers.values())
         self.schedule = schedule
-        self.healthy = {n: Script.always(r) for n, r in HEALTHY.items()}
         self.log: list[tuple[float, str]] = []  # (arrival, provider)
+        self.cache = PromptCache()
+        self.tokens: list[tuple[float, int, int]] = []
 
-    def _script(self, name: str, now: float) -> Script:
+    def _reply(self, name: str, now: float) -> Reply:
         for f in self.schedule.get(name, ()):
             if f.start <= now < f.end:
-                return Script.always(f.reply)
-        return self.healthy[name]
+                return f.reply
+        return HEALTHY[name]
 
     async def send(self, request: HttpRequest, *, connect_timeout: float, total_timeout: float) -> HttpResponse:
         now = asyncio.get_running_loop().time()
         name = (urlsplit(request.url).hostname or "").removesuffix(".fake")
         self.log.append((now, name))
-        self.providers[name].load(self._script(name, now))
+        reply = self._reply(name, now)
+        if reply.has_ok_body:
+            inp, cached = self.cache.usage(name, request.json)
+            self.tokens.append((now, inp, cached))
+            reply = replace(reply, usage=(inp, 16, cached))
+        self.providers[name].load(Script.always(reply))
         return await self.network.send(request, connect_timeout=connect_timeout, total_timeout=total_timeout)
 
     async def aclose(self) -> None:
@@ -305,16 +348,25 @@ class LoadResult:
 
 
 def _targets(net: ScheduledNetwork, opts: LoadOptions) -> dict[str, Target]:
-    attempts = {"a": 1 + opts.a_extra_retries, "b": 1, "c": 1}
     return {
         n: net.providers[n].target(
             timeouts=Timeouts(connect=1.0, total=2.0, min_useful=0.05),
-            max_attempts=attempts[n],
+            max_attempts=1 + opts.a_extra_retries if n in DEPLOYMENTS else 1,
             limits=Limits(rpm=opts.rpm),
             tokenizer="estimate",
+            equivalence_key="a-model" if n in DEPLOYMENTS else None,
         )
-        for n in PROVIDERS
+        for n in providers_of(opts.deployments)
     }
+
+
+def _prompts(opts: LoadOptions) -> list[Request]:
+    """Each client's request: the shared system prompt, then its own ticket (~1,250 tokens in
+    all, so a provider caches it, and the route's affinity keys it per client)."""
+    return [
+        Request(messages=(Message.system(SYSTEM), Message.user(f"Ticket of client {i}:{TICKET}")), max_tokens=64)
+        for i in range(opts.clients)
+    ]
 
 
 def run_load(opts: LoadOptions) -> LoadResult:
@@ -327,10 +379,14 @@ def run_load(opts: LoadOptions) -> LoadResult:
     budget = CountingBudget()
     seconds = math.ceil(opts.duration)
     headroom: list[int] = [0] * seconds
-    request = Request.simple("Summarise this ticket: 'my invoice is wrong'.", max_tokens=64)
+    prompts = _prompts(opts)
+    pick = random.Random(opts.seed + 2)
+    client_of = [pick.randrange(opts.clients) for _ in times]  # which client sent each arrival
+    queued = [False] * len(times)  # each arrival: it waited in a limiter's queue
 
     def make_call() -> Call:
-        route = Route(name="seed", primary=(targets["a"],), fallbacks=(targets["b"], targets["c"]))
+        primary = tuple(targets[n] for n in DEPLOYMENTS[: opts.deployments])
+        route = Route(name="seed", primary=primary, fallbacks=(targets["b"], targets["c"]), balance=opts.balance)
         router = Router(
             [route],
             transport=net,
@@ -339,14 +395,20 @@ def run_load(opts: LoadOptions) -> LoadResult:
             limiters=LimiterBoard(),
             backoff=Backoff(),
             rng=random.Random(opts.seed + 1),
+            balance_rng=random.Random(opts.seed + 3),
         )
 
         async def call() -> bool:
+            i = CALLER.get()
+            record: RouteRecord | None
             try:
-                await router.complete("seed", request, Envelope(budget=opts.budget))
-            except Unavailable:
-                return False
-            return True
+                record = (await router.complete("seed", prompts[client_of[i]], Envelope(budget=opts.budget))).record
+            except Unavailable as exc:
+                record, ok = exc.record, False
+            else:
+                ok = True
+            queued[i] = record is not None and any(w.reason == "rate_limit" for w in record.waits)
+            return ok
 
         return call
 
@@ -363,10 +425,15 @@ def run_load(opts: LoadOptions) -> LoadResult:
     callers, wall = run_arrivals(times, make_call, opts.duration + opts.budget + 1.0, setup=setup)
     cpu = time.thread_time() - cpu0
     series = _series(opts, seconds, callers, net.log, events, budget.log, headroom)
+    series.update(_balance_series(seconds, callers, queued, net.tokens))
+    summary = _summary(opts, callers, net.log, events, budget.log, wall, cpu)
+    inp, cached = sum(t[1] for t in net.tokens), sum(t[2] for t in net.tokens)
+    summary["limiter_waits"] = sum(queued)
+    summary["cache_hit"] = round(cached / inp, 4) if inp else None
     return LoadResult(
         options=opts,
         series=series,
-        summary=_summary(opts, callers, net.log, events, budget.log, wall, cpu),
+        summary=summary,
         breaker_events=[
             {
                 "target": _provider_of(e.scope),
@@ -386,7 +453,7 @@ def run_load(opts: LoadOptions) -> LoadResult:
 def _provider_of(scope: str) -> str:
     """The provider a breaker scope belongs to: both of a target's scopes start with its base URL
     (``http://a.fake/...``)."""
-    return next((name for name in PROVIDERS if f"{name}.fake" in scope), scope)
+    return next((name for name in ALL_PROVIDERS if f"//{name}.fake" in scope), scope)
 
 
 def _series(
@@ -398,7 +465,8 @@ def _series(
     withdrawals: Sequence[tuple[float, bool]],
     headroom: Sequence[int],
 ) -> dict[str, Any]:
-    sent = {n: [0] * seconds for n in PROVIDERS}
+    names = providers_of(opts.deployments)
+    sent = {n: [0] * seconds for n in names}
     for t, name in log:
         if t < seconds:
             sent[name][int(t)] += 1
@@ -417,11 +485,32 @@ def _series(
         "sent": sent,
         "ok": ok,
         "ok_share": [round(w / n, 4) if n else None for w, n in zip(ok, offered, strict=True)],
-        "breaker": _breaker_states(seconds, events, "target"),
-        "key_breaker": _breaker_states(seconds, events, "key_model"),
+        "breaker": _breaker_states(seconds, events, "target", names),
+        "key_breaker": _breaker_states(seconds, events, "key_model", names),
         "retries_granted": granted,
         "retries_refused": refused,
         "retry_headroom": list(headroom),
+    }
+
+
+def _balance_series(
+    seconds: int, callers: Sequence[CallerOutcome], queued: Sequence[bool], tokens: Sequence[tuple[float, int, int]]
+) -> dict[str, Any]:
+    """Per second: requests (by arrival) that waited in a limiter's queue, and the input and
+    cached input tokens of the answers the providers started then, with their ratio."""
+    waits = [0] * seconds
+    for c, q in zip(callers, queued, strict=True):
+        waits[int(c.arrival)] += q
+    inp, cached = [0] * seconds, [0] * seconds
+    for t, n, hit in tokens:
+        if t < seconds:
+            inp[int(t)] += n
+            cached[int(t)] += hit
+    return {
+        "limiter_waits": waits,
+        "input_tokens": inp,
+        "cached_tokens": cached,
+        "cache_hit": [round(h / n, 4) if n else None for h, n in zip(cached, inp, strict=True)],
     }
 
 
@@ -429,7 +518,9 @@ def _won(c: CallerOutcome, budget: float) -> bool:
     return c.ok and c.done - c.arrival <= budget + 1e-9
 
 
-def _breaker_states(seconds: int, events: Sequence[BreakerEvent], layer: str) -> dict[str, list[str]]:
+def _breaker_states(
+    seconds: int, events: Sequence[BreakerEvent], layer: str, names: Sequence[str]
+) -> dict[str, list[str]]:
     """Each provider's breaker of ``layer`` (``target`` or ``key_model``): its state at the end of
     each second (closed before any event). A target is called only while both are closed (or
     half-open and probing): a 429 opens the key + model breaker alone, so its target breaker
@@ -442,7 +533,7 @@ def _breaker_states(seconds: int, events: Sequence[BreakerEvent], layer: str) ->
     for e in events:
         if e.layer == layer:  # each provider has one scope per layer (one key, one model)
             by_provider.setdefault(_provider_of(e.scope), []).append(e)
-    for name in PROVIDERS:
+    for name in names:
         mine = by_provider.get(name, [])
         states, state, i = [], "closed", 0
         for s in range(seconds):
@@ -464,13 +555,14 @@ def _summary(
     cpu: float,
 ) -> dict[str, Any]:
     won = sum(_won(c, opts.budget) for c in callers)
+    names = providers_of(opts.deployments)
     return {
         "requests": len(callers),
         "served_in_deadline": won,
         "success_share": round(won / len(callers), 4) if callers else None,
-        "provider_requests": {n: sum(1 for _, p in log if p == n) for n in PROVIDERS},
-        "breaker_opened": _opened(events, "target"),
-        "key_breaker_opened": _opened(events, "key_model"),
+        "provider_requests": {n: sum(1 for _, p in log if p == n) for n in names},
+        "breaker_opened": _opened(events, "target", names),
+        "key_breaker_opened": _opened(events, "key_model", names),
         "retries_granted": sum(1 for _, yes in withdrawals if yes),
         "retries_refused": sum(1 for _, yes in withdrawals if not yes),
         "virtual_seconds": opts.duration,
@@ -479,11 +571,11 @@ def _summary(
     }
 
 
-def _opened(events: Sequence[BreakerEvent], layer: str) -> dict[str, int]:
+def _opened(events: Sequence[BreakerEvent], layer: str, names: Sequence[str]) -> dict[str, int]:
     """How often each provider's breaker of ``layer`` opened."""
     return {
         n: sum(1 for e in events if e.layer == layer and e.new.value == "open" and _provider_of(e.scope) == n)
-        for n in PROVIDERS
+        for n in names
     }
 
 
@@ -493,6 +585,7 @@ __all__ = [
     "MAX_CLIENTS",
     "MAX_DURATION",
     "MAX_REQUESTS",
+    "PROVIDERS",
     "CallerOutcome",
     "Fault",
     "LoadOptions",
@@ -501,6 +594,7 @@ __all__ = [
     "parse_load",
     "parse_schedule",
     "poisson_arrivals",
+    "providers_of",
     "run_arrivals",
     "run_load",
 ]

@@ -147,6 +147,8 @@ def load_body(result: LoadResult) -> dict[str, Any]:
             "budget": o.budget,
             "a_extra_retries": o.a_extra_retries,
             "rpm": o.rpm,
+            "deployments": o.deployments,
+            "balance": o.balance,
             "seed": o.seed,
         },
         "schedule": {

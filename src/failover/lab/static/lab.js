@@ -245,8 +245,9 @@ async function run() {
 const LOAD_FIELDS = {
   clients: "clients", rate: "rate", duration: "duration", budget: "load-budget",
   a_extra_retries: "load-retries", seed: "seed", schedule: "schedule",
+  deployments: "deployments", balance: "balance", rpm: "load-rpm",
 };
-const PROVIDER_COLORS = { a: "var(--a)", b: "var(--b)", c: "var(--c)" };
+const PROVIDER_COLORS = { a: "var(--a)", a2: "#54aeff", a3: "#8250df", b: "var(--b)", c: "var(--c)" };
 const BREAKER_COLORS = { closed: "#dafbe1", half_open: "#d4a72c", open: "#b42318" };
 
 function loadSettings() {
@@ -254,6 +255,7 @@ function loadSettings() {
   return {
     clients: num("clients"), rate: num("rate"), duration: num("duration"), budget: num("load-budget"),
     a_extra_retries: num("load-retries"), seed: num("seed"), schedule: $("schedule").value,
+    deployments: num("deployments"), balance: $("balance").value, rpm: num("load-rpm"),
   };
 }
 
@@ -281,7 +283,7 @@ function lineChart({ key, title, yLabel, t, lines, yMax, faults, fmt }) {
     return `${s.label}: peak ${fmt ? fmt(peak) : peak}`;
   }).join("; ");
   root.append(svg("desc", { id: descId }, `${desc}. The data table below has every second.`));
-  const order = ["a", "b", "c"];
+  const order = ["a", "a2", "a3", "b", "c"];
   for (const f of faults) {
     root.append(svg("rect", { class: "fault", x: x(f.from), y: T, width: Math.max(1, x(f.to) - x(f.from)), height: H - T - B }));
   }
@@ -367,15 +369,19 @@ function breakerChart(series) {
 
 function renderLoad(data) {
   const s = data.series, sum = data.summary;
+  const names = Object.keys(s.sent); // A's deployments, then B and C
+  const upper = (n) => n.toUpperCase();
   const faults = Object.entries(data.schedule).flatMap(([name, fs]) => fs.map((f) => ({ ...f, name })));
   const pc = (v) => (v === null || v === undefined ? "–" : `${(100 * v).toFixed(1)}%`);
   const facts = [
     ["Requests sent by the clients", sum.requests, "requests"],
     ["Served within the deadline", `${sum.served_in_deadline} (${pc(sum.success_share)})`, "served"],
-    ["Requests reaching A / B / C", ["a", "b", "c"].map((n) => sum.provider_requests[n]).join(" / "), "provider_requests"],
-    ["Times each target breaker opened (A / B / C)", ["a", "b", "c"].map((n) => sum.breaker_opened[n]).join(" / "), "breaker_opened"],
-    ["Times each key + model breaker opened (A / B / C)", ["a", "b", "c"].map((n) => sum.key_breaker_opened[n]).join(" / "), "key_breaker_opened"],
+    [`Requests reaching ${names.map(upper).join(" / ")}`, names.map((n) => sum.provider_requests[n]).join(" / "), "provider_requests"],
+    [`Times each target breaker opened (${names.map(upper).join(" / ")})`, names.map((n) => sum.breaker_opened[n]).join(" / "), "breaker_opened"],
+    [`Times each key + model breaker opened (${names.map(upper).join(" / ")})`, names.map((n) => sum.key_breaker_opened[n]).join(" / "), "key_breaker_opened"],
     ["Retries granted / refused by the budget", `${sum.retries_granted} / ${sum.retries_refused}`, "retries"],
+    ["Requests that waited in a rate limiter's queue", sum.limiter_waits, "limiter_waits"],
+    ["Input tokens served from the providers' prompt cache", pc(sum.cache_hit), "cache_hit"],
     ["Virtual time / CPU time to simulate it", `${sum.virtual_seconds} s / ${sum.cpu_seconds} s`, "time"],
   ];
   const dl = $("load-summary");
@@ -386,7 +392,7 @@ function renderLoad(data) {
     lineChart({
       key: "rate", title: "Requests reaching each provider, per second", yLabel: "requests / s", t: s.t, faults,
       lines: [
-        ...["a", "b", "c"].map((n) => ({ key: n, label: `reaching ${n.toUpperCase()}`, values: s.sent[n], color: PROVIDER_COLORS[n] })),
+        ...names.map((n) => ({ key: n, label: `reaching ${upper(n)}`, values: s.sent[n], color: PROVIDER_COLORS[n] })),
         { key: "offered", label: "sent by the clients", values: s.offered, color: "#1f2328", dash: "3 3" },
       ],
     }),
@@ -397,6 +403,18 @@ function renderLoad(data) {
     }),
     breakerChart(s),
     lineChart({
+      key: "balance", title: "Requests that waited in a rate limiter's queue, per second (by arrival)",
+      yLabel: "requests", t: s.t, faults,
+      lines: [
+        { key: "limiter_waits", label: "waited in a limiter's queue", values: s.limiter_waits, color: "#b42318" },
+      ],
+    }),
+    lineChart({
+      key: "cache", title: "Prompt cache: cached input tokens / input tokens, per second", yLabel: "cached share",
+      t: s.t, faults, yMax: 1, fmt: (v) => `${Math.round(100 * v)}%`,
+      lines: [{ key: "cache_hit", label: "cached share of input tokens", values: s.cache_hit, color: "var(--ok)" }],
+    }),
+    lineChart({
       key: "budget", title: "Retry budget: retries granted and refused per second, headroom at each second's end",
       yLabel: "retries", t: s.t, faults,
       lines: [
@@ -406,20 +424,21 @@ function renderLoad(data) {
       ],
     }),
   );
-  const head = ["second", "sent by clients", "reaching A", "reaching B", "reaching C", "served in deadline", "share",
-    "breaker A", "breaker B", "breaker C", "key+model breaker A", "key+model breaker B", "key+model breaker C",
-    "retries granted", "retries refused", "budget headroom"];
+  const head = ["second", "sent by clients", ...names.map((n) => `reaching ${upper(n)}`), "served in deadline", "share",
+    ...names.map((n) => `breaker ${upper(n)}`), ...names.map((n) => `key+model breaker ${upper(n)}`),
+    "retries granted", "retries refused", "budget headroom", "waited in a limiter's queue", "cached share of input"];
   const table = $("load-table");
   table.replaceChildren(el("caption", {}, "Per second: the numbers behind the plots"),
     el("thead", {}, el("tr", {}, ...head.map((h) => el("th", { scope: "col" }, h)))));
   const body = el("tbody");
   s.t.forEach((sec, i) => body.append(el("tr", {},
     el("th", { scope: "row" }, String(sec)), el("td", {}, String(s.offered[i])),
-    ...["a", "b", "c"].map((n) => el("td", {}, String(s.sent[n][i]))),
+    ...names.map((n) => el("td", {}, String(s.sent[n][i]))),
     el("td", {}, String(s.ok[i])), el("td", {}, pc(s.ok_share[i])),
-    ...["a", "b", "c"].map((n) => el("td", {}, s.breaker[n][i])),
-    ...["a", "b", "c"].map((n) => el("td", {}, s.key_breaker[n][i])),
-    el("td", {}, String(s.retries_granted[i])), el("td", {}, String(s.retries_refused[i])), el("td", {}, String(s.retry_headroom[i])))));
+    ...names.map((n) => el("td", {}, s.breaker[n][i])),
+    ...names.map((n) => el("td", {}, s.key_breaker[n][i])),
+    el("td", {}, String(s.retries_granted[i])), el("td", {}, String(s.retries_refused[i])), el("td", {}, String(s.retry_headroom[i])),
+    el("td", {}, String(s.limiter_waits[i])), el("td", {}, pc(s.cache_hit[i])))));
   table.append(body);
   $("load-results").hidden = false;
 }
