@@ -80,6 +80,7 @@ class Upstreams:
 
     def route(self, shape: str, **kw: Any) -> Route:
         prim, fb = SHAPES[shape]
+        kw.setdefault("balance", "order")  # the faulty target first: its recovery is what is checked
         return Route(
             name="r",
             primary=tuple(self.targets[n] for n in prim),

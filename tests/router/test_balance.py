@@ -99,11 +99,11 @@ async def test_three_quotas_at_two_thirds_of_their_sum_serve_everything_without_
 
 
 async def test_order_keeps_the_configured_order_until_the_first_is_at_its_limit() -> None:
-    """``order`` (the default) sends everything to the first deployment while it has room, so
-    its prompt cache stays warm, and spills to the next only when its quota is spent."""
+    """``order`` sends every request without an affinity key to the first deployment while it
+    has room, and spills to the next only when its quota is spent."""
     providers, targets = _deployments(0.30, 0.35, 0.40, rpm=60)
     router = Router(
-        [Route(name="r", primary=tuple(targets))],
+        [Route(name="r", primary=tuple(targets), balance="order")],
         transport=FakeNetwork(*providers),
         retry_budget=Unlimited(),
         breakers=NoBreakers(),

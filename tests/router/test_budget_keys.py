@@ -67,7 +67,10 @@ async def answers(router: Router, n: int) -> list[object]:
 async def test_a_key_answering_429_does_not_starve_an_idle_second_key() -> None:
     k1 = FakeProvider("k1", "openai", Script.always(Reply.rate_limit(latency=0.2)))  # no hint
     k2 = FakeProvider("k2", "openai", Script.always(Reply.ok("fine", latency=0.2)))
-    router = Router([Route(name="r", primary=(key(k1), key(k2)))], transport=KeyedNetwork(k1, k2))
+    router = Router(
+        [Route(name="r", primary=(key(k1), key(k2)), balance="order")],  # every request tries k1 first
+        transport=KeyedNetwork(k1, k2),
+    )
     assert router.retry_budget.pool_of(key(k1)) == router.retry_budget.pool_of(key(k2))  # one pool
 
     out = await answers(router, 50)
@@ -86,7 +89,10 @@ async def test_an_upstream_fault_still_draws_the_failover_to_another_key_from_th
     pool's budget (floor 10 + 10% of 50 first attempts) caps them."""
     k1 = FakeProvider("k1", "openai", Script.always(Reply.server_error(latency=0.2)))
     k2 = FakeProvider("k2", "openai", Script.always(Reply.ok("fine", latency=0.2)))
-    router = Router([Route(name="r", primary=(key(k1), key(k2)))], transport=KeyedNetwork(k1, k2))
+    router = Router(
+        [Route(name="r", primary=(key(k1), key(k2)), balance="order")],  # every request tries k1 first
+        transport=KeyedNetwork(k1, k2),
+    )
 
     out = await answers(router, 50)
 

@@ -147,7 +147,7 @@ class RouteSpec(_Strict):
     fallbacks: list[str] = []
     ranking: Literal["order", "health", "latency", "cost"] = "order"
     # how the primary tier's deployments share requests (failover.policy.balance)
-    balance: Literal["order", "weighted", "least_busy", "p2c", "quota"] = "order"
+    balance: Literal["order", "weighted", "least_busy", "p2c", "quota"] = "least_busy"
     weights: dict[str, float] = {}  # balance: weighted; target name -> weight (1 when not listed)
     affinity: StrictBool = True  # requests with a prompt-cache key keep to one deployment
     hedge_after: float | None = Field(None, gt=0)

@@ -43,8 +43,10 @@ class Contract:
 
 Ranking = Literal["order", "health", "latency", "cost"]
 # How a route's primary tier (one model's deployments) shares its requests: see
-# failover.policy.balance. ``order`` keeps the configured order, but a deployment at its
-# client-side rate limit never holds a request while an equivalent has room.
+# failover.policy.balance. The default, ``least_busy`` (the fewest requests in flight, the
+# configured order among equals), was chosen by measurement (bench/balance.py); with every
+# strategy a deployment at its client-side rate limit never holds a request while an
+# equivalent has room.
 Balance = Literal["order", "weighted", "least_busy", "p2c", "quota"]
 # A request's max_tokens above a target's max_output_tokens: ``cap`` keeps the target eligible
 # and sends it its max_output_tokens (a target giving the full amount is preferred within its
@@ -74,7 +76,7 @@ class Route:
     # The primary tier's balancer (policy.balance) and its weights (target name -> weight,
     # ``weighted`` only; 1 when not given); ``affinity``: requests with a prompt-cache key go to
     # the deployment it hashes to while that one has room and is not over its share.
-    balance: Balance = "order"
+    balance: Balance = "least_busy"
     weights: tuple[tuple[str, float], ...] = ()
     affinity: bool = True
     hedge_after: float | None = None  # seconds; race the next candidate if no answer by then

@@ -120,7 +120,9 @@ def _dumps(value: object) -> bytes:
         return repr(value).encode("utf-8", "surrogatepass")
 
 
-def rendezvous(key: str, names: Sequence[str], load: Sequence[float], *, slack: float = 0.25) -> list[int]:
+def rendezvous(
+    key: str, names: Sequence[str], load: Sequence[float], *, slack: float = 0.25, floor: float = 0.0
+) -> list[int]:
     """The indices of ``names`` in the order ``key`` should try them: highest-random-weight
     (rendezvous) hashing with bounded load.
 
@@ -131,7 +133,8 @@ def rendezvous(key: str, names: Sequence[str], load: Sequence[float], *, slack: 
     candidate moves only the keys whose first choice it was; adding one moves about 1/n of them;
     with equal loads, keys spread evenly. Some candidate is always within the bound (the least
     loaded is at most the mean). ``load`` is in any unit (requests in flight, tokens), one
-    number per name; ``slack`` >= 0. Names must be distinct.
+    number per name; ``slack`` >= 0. ``floor``: a load no candidate is over its share at
+    (a deployment with a few requests in flight is not overloaded). Names must be distinct.
     """
     n = len(names)
     if len(load) != n:
@@ -144,7 +147,7 @@ def rendezvous(key: str, names: Sequence[str], load: Sequence[float], *, slack: 
         for name in names
     ]
     order = sorted(range(n), key=weights.__getitem__, reverse=True)
-    bound = (1.0 + slack) * (sum(load) + 1.0) / n if n else 0.0
+    bound = max(floor, (1.0 + slack) * (sum(load) + 1.0) / n) if n else 0.0
     for pos, i in enumerate(order):
         if load[i] <= bound:
             if pos:

@@ -7,9 +7,10 @@ it: balancing never crosses the contract), by the route's ``balance``:
 
 ``order``        the configured order (the first is preferred while it can take the request)
 ``weighted``     a weighted random draw (``Route.weights``, 1 each by default)
-``least_busy``   the fewest requests in flight here, the configured order among equals
-``p2c``          power of two random choices over a peak-EWMA of latency times the requests in
-                 flight (Finagle, Linkerd): the faster and less loaded of two random picks
+``least_busy``   the fewest requests in flight, the configured order among equals (the
+                 default: never worse than second over the scenarios of bench/balance.py)
+``p2c``          power of two random choices over a peak-EWMA of latency x (1 + 0.1 x requests
+                 in flight): the faster and less loaded of two random picks
 ``quota``        the most of its quota left (the client-side limiter's buckets, and the share
                  the provider's rate-limit headers say remains), the least busy among equals
 
@@ -102,8 +103,9 @@ def balance(
     share of the load), None to let the strategy choose."""
     if len(targets) < 2:
         return list(targets), None
-    ready = [t for t in targets if view.wait(t, now) <= 0]
-    waiting = sorted((t for t in targets if t not in ready), key=lambda t: view.wait(t, now))
+    waits = {t.name: view.wait(t, now) for t in targets}
+    ready = [t for t in targets if waits[t.name] <= 0]
+    waiting = sorted((t for t in targets if waits[t.name] > 0), key=lambda t: waits[t.name])
     if not ready:  # every one would hold it: the shortest wait first
         return waiting, Placement(strategy, waiting[0].name, "every one is at its client-side rate limit")
     ordered, reason = _strategy(ready, strategy, view, now, rng, weights)
@@ -163,19 +165,16 @@ def _p2c(ready: list[Target], view: LoadView, now: float, rng: random.Random) ->
     """Two distinct random picks; the one of lower cost first, then the rest by cost. A
     deployment with no latency yet costs the highest known one (zero when none is known), so a
     new one is tried without being flooded."""
-    known = [x for t in ready if (x := view.latency(t, now)) is not None]
-    default = max(known, default=0.0)
-
-    def cost(t: Target) -> float:
-        latency = view.latency(t, now)
-        base = default if latency is None else latency
-        return base * (1.0 + LOAD_WEIGHT * view.outstanding(t)) / _share(view, t, now)
-
+    latencies = [view.latency(t, now) for t in ready]
+    default = max((x for x in latencies if x is not None), default=0.0)
+    costs = [
+        (default if latency is None else latency) * (1.0 + LOAD_WEIGHT * view.outstanding(t)) / _share(view, t, now)
+        for t, latency in zip(ready, latencies, strict=True)
+    ]
     i, j = rng.sample(range(len(ready)), 2)
-    a, b = ready[i], ready[j]
-    first = a if cost(a) <= cost(b) else b
-    rest = sorted((t for t in ready if t is not first), key=cost)
-    return [first, *rest]
+    first = i if costs[i] <= costs[j] else j
+    rest = sorted((k for k in range(len(ready)) if k != first), key=costs.__getitem__)
+    return [ready[first], *(ready[k] for k in rest)]
 
 
 # -- what the balancer reads: one process's view ----------------------------------------------
