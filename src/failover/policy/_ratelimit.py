@@ -663,7 +663,14 @@ class LimiterBoard:
         return limiter
 
     def existing(self, target: Target) -> TargetLimiter | None:
-        """The target's limiter if one was made already (a read: creates nothing)."""
+        """The target's limiter if one was made already (a read: creates nothing). Without a
+        limiter at all, or for a target that configures no limit, no scope string is built
+        (the balancer asks for every deployment of every request)."""
+        if not self._limiters:
+            return None
+        limits = target.limits
+        if limits.rpm is None and limits.input_tpm is None and limits.output_tpm is None and limits.concurrency is None:
+            return None
         return self._limiters.get(target.scope)
 
     def shared_buckets(self) -> list[SharedBuckets]:
