@@ -32,26 +32,37 @@ _MALLOC_TRIM = _malloc_trim()
 
 
 class Reclaimer:
-    """One pending reclaim at a time: a full collection, then ``malloc_trim`` in a thread."""
+    """One pending reclaim at a time: a full collection, then ``malloc_trim`` in a thread. A
+    request that asks while a reclaim is already collecting gets one more round after it (what
+    it left came too late for the one under way)."""
 
-    __slots__ = ("_task",)
+    __slots__ = ("_again", "_collecting", "_task")
 
     def __init__(self) -> None:
         self._task: asyncio.Task[None] | None = None
+        self._collecting = False
+        self._again = False
 
     def soon(self) -> None:
         """Reclaim :data:`RECLAIM_AFTER_S` from now, unless a reclaim is pending already."""
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._later())
+        elif self._collecting:
+            self._again = True
 
     async def _later(self) -> None:
         try:
-            await asyncio.sleep(RECLAIM_AFTER_S)  # the request that caused it has usually ended by then
-            gc.collect()
-            if _MALLOC_TRIM is not None:
-                await asyncio.to_thread(_MALLOC_TRIM, 0)
+            while True:
+                await asyncio.sleep(RECLAIM_AFTER_S)  # the request that caused it has usually ended by then
+                self._collecting, self._again = True, False
+                gc.collect()
+                if _MALLOC_TRIM is not None:
+                    await asyncio.to_thread(_MALLOC_TRIM, 0)
+                self._collecting = False
+                if not self._again:
+                    return
         finally:
-            self._task = None
+            self._task, self._collecting = None, False
 
 
 __all__ = ["RECLAIM_AFTER_S", "Reclaimer"]
