@@ -114,7 +114,7 @@ def balance(
         if preferred is not None:  # the key's order throughout: a failover goes where the key goes next
             ordered = [ready[i] for i in preferred]
             reason = "affinity"
-    if waiting and ordered[0] is not targets[0] and targets[0] in waiting and strategy == "order":
+    if strategy == "order" and targets[0] in waiting:
         reason = f"spill: {targets[0].name} is at its client-side rate limit"
     return ordered + waiting, Placement(strategy, ordered[0].name, reason)
 

@@ -141,7 +141,11 @@ class Generation:
         await self.count_near_window()
         call = self.call
         router = call.router
-        view = RequestLoad(router.load, router.limiters, self.input_tokens, self.limiter_output)
+        route = call.route
+        balanced = None
+        if len(route.primary) > 1:  # one deployment: nothing to balance, nothing built for it
+            view = RequestLoad(router.load, router.limiters, self.input_tokens, self.limiter_output)
+            balanced = balancer(route, view, call.t0, router.balance_rng, self.request, call.env)
         return plan(
             call.route,
             self.request,
@@ -151,7 +155,7 @@ class Generation:
             now=call.t0,
             breakers=router.breakers,
             windows=router.windows,
-            balanced=balancer(call.route, view, call.t0, router.balance_rng, self.request, call.env),
+            balanced=balanced,
         )
 
     def limiter_output(self, target: Target) -> int:

@@ -59,7 +59,7 @@ def balancer(
 ) -> Callable[[list[Target]], tuple[list[Target], Placement | None]]:
     """The route's balancer for one request, as :func:`~failover.policy.plan` asks it (only
     when two or more deployments could serve: the affinity key is worked out only then)."""
-    weights = dict(route.weights)
+    weights = dict(route.weights) if route.balance == "weighted" else {}
 
     def weight(target: Target) -> float:
         return weights.get(target.name, 1.0)
