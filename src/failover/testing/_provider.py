@@ -19,6 +19,7 @@ import asyncio
 import math
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..model import Dialect, Secret, Target
@@ -26,6 +27,7 @@ from ..model._record import mark_connected
 from ._dialects import SPOKEN, check_request, endpoint_for, fake_for, render, render_unknown_path, requested_model
 from ._exchange import Exchange, Rendered
 from ._kinds import ReplyKind
+from ._quota import Quota, with_headers
 from ._records import Outcome, ReceivedCall, _Slot, redact_headers, redact_query
 from ._reply import Reply
 from ._script import Script, ScriptSpec
@@ -86,6 +88,12 @@ class FakeProvider:
     * ``prefill``: False answers a conversation that ends with an assistant message (a prefill
       of the answer) with the 400 models that do not support it send ("This model does not
       support assistant message prefill. The conversation must end with a user message.").
+    * ``rpm``: the provider's own request quota, over any 60 s of the loop clock. A request past
+      it gets the real 429 (with ``retry-after`` until a slot frees) instead of its scripted
+      reply, which it does not consume; every answer then carries the quota's rate-limit
+      headers, as the real APIs send them (OpenAI and Responses ``x-ratelimit-limit-requests``
+      / ``-remaining-requests`` / ``-reset-requests``, Anthropic
+      ``anthropic-ratelimit-requests-limit`` / ``-remaining`` / ``-reset``).
 
     Calls rejected by ``api_key``, ``validate`` or ``prefill`` are recorded with ``scripted=False`` and do
     not consume a scripted reply.
@@ -115,6 +123,7 @@ class FakeProvider:
         connect_latency: float = 0.0,
         secret_key: str | None = None,
         prefill: bool = True,
+        rpm: int | None = None,
     ) -> None:
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ValueError(
@@ -143,6 +152,7 @@ class FakeProvider:
         self._api_key = api_key
         self._secret_key = secret_key
         self._script = Script.parse(script, where=f"FakeProvider {name!r} script")
+        self.quota = Quota(rpm) if rpm is not None else None
         self._position = 0
         self._slots: list[_Slot] = []
         self._serial = 0
@@ -284,6 +294,8 @@ class FakeProvider:
             reply = problem
         elif not self.prefill and _ends_with_assistant(data):
             reply = Reply.invalid(PREFILL_REFUSED)
+        elif self.quota is not None and (over := self.quota.admit(arrived)) is not None:
+            reply = over
         else:
             reply = self._script.reply_for(self._position)
             self._position += 1
@@ -360,6 +372,9 @@ class FakeProvider:
             prompt_chars=fake_for(dialect).prompt_chars,
         )
         rendered = render(reply if reply is not None else Reply.ok(), exchange)
+        if self.quota is not None:
+            quota = self.quota.headers(dialect, loop.time())
+            rendered = replace(rendered, headers=with_headers(rendered.headers, quota))
         slot.update(status=rendered.status)
         return slot, rendered
 
