@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import timeit
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -86,11 +85,40 @@ def test_lone_surrogates_and_odd_parameters_do_not_break_the_key() -> None:
     assert affinity_key(Request(messages=(Message.user("\udfff"),), tools=(odd,))) is not None
 
 
-def test_the_key_is_fast_on_a_50_tool_request() -> None:
-    req = conversation("Fix the failing test", turns=10, tools=TOOLS)
-    affinity_key(req)
-    per_call = min(timeit.repeat(lambda: affinity_key(req), number=200, repeat=5)) / 200
-    assert per_call < 50e-6, f"{per_call * 1e6:.1f} us"
+def test_the_key_reads_a_bounded_sample_of_a_long_prompt() -> None:
+    """The key is worked out on the loop for every balanced request: what it hashes must not grow
+    with the prompt (an agent's prompt is 50-100 KB), yet it still tells prompts apart by length
+    and by their ends."""
+    from failover.policy import _affinity
+
+    hashed: list[int] = []
+    real = _affinity._dumps
+
+    def counting(value: object) -> bytes:
+        out = real(value)
+        hashed.append(len(out))
+        return out
+
+    tools = tuple(Tool(name=f"t{i}", description="d" * 50_000, parameters=TOOLS[0].parameters) for i in range(5))
+    big = conversation("q" * 1_000_000, system="s" * 1_000_000, tools=tools)
+    _affinity._dumps = counting  # type: ignore[assignment]
+    try:
+        assert affinity_key(big, tokens=500_000) is not None
+    finally:
+        _affinity._dumps = real  # type: ignore[assignment]
+    assert hashed and max(hashed) < 4_000, hashed
+    assert affinity_key(conversation("q" * 1_000_001, system="s" * 1_000_000)) != affinity_key(
+        conversation("q" * 1_000_000, system="s" * 1_000_000)
+    )
+    assert affinity_key(conversation("q" * 999_999 + "r", system="s" * 1_000_000)) != affinity_key(
+        conversation("q" * 1_000_000, system="s" * 1_000_000)
+    )
+
+
+def test_counted_tokens_decide_whether_a_prompt_is_cached() -> None:
+    """Given the request's counted tokens, the key follows them rather than the estimate."""
+    assert affinity_key(Request.simple("Hi"), tokens=MIN_CACHED_TOKENS) is not None
+    assert affinity_key(conversation("Hi"), tokens=MIN_CACHED_TOKENS - 1) is None
 
 
 # -- rendezvous -----------------------------------------------------------------------------------
@@ -165,3 +193,27 @@ def test_rendezvous_refuses_mismatched_loads_and_negative_slack() -> None:
     with pytest.raises(ValueError, match="slack"):
         rendezvous("k", ["a"], [0.0], slack=-0.1)
     assert rendezvous("k", [], []) == []
+
+
+def test_the_size_estimate_stops_reading_a_huge_schema_once_it_has_enough() -> None:
+    """Without a key to hash (a short prompt), a request is still sized on every balanced call:
+    a tool schema of a million properties is walked only until the prompt is worth caching."""
+    from failover.policy import _affinity
+
+    walked = 0
+    real = _affinity._chars
+
+    def counting(value: object, enough: int) -> int:
+        nonlocal walked
+        walked += 1
+        return real(value, enough)
+
+    huge = Tool(
+        name="t", parameters={"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(10**6)}}
+    )
+    _affinity._chars = counting  # type: ignore[assignment]
+    try:
+        assert affinity_key(Request(messages=(Message.user("Hi"),), tools=(huge,))) is not None
+    finally:
+        _affinity._chars = real  # type: ignore[assignment]
+    assert 0 < walked < 2_000, walked

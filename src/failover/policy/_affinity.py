@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import marshal
-import threading
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..model import Message, Request, TextPart, Tool
 
@@ -33,24 +31,31 @@ _MIN_CHARS = MIN_CACHED_TOKENS * _CHARS_PER_TOKEN
 # An image counts as at least OpenAI's 85 tokens of a low-detail image.
 _IMAGE_CHARS = 85 * _CHARS_PER_TOKEN
 
-# The tools of a request, by identity: a library caller usually builds its tools once and sends
-# the same tuple with every request. The entry holds the tuple itself, so its id is not reused
-# while it is cached. Tools are frozen; a caller mutating a parameters dict in place after
-# building the Tool would only misplace requests (a key is a placement hint, never an answer).
-_TOOLS_CACHE_SIZE = 64
-_tools_cache: OrderedDict[int, tuple[tuple[Tool, ...], bytes, int]] = OrderedDict()
-_tools_lock = threading.Lock()
+# A text longer than this is read as its length and its first and last _SAMPLE characters.
+# The key is a placement hint, never part of an answer: two prefixes that share a key only go to
+# the same deployment, as any two keys do with probability 1/n, and the bounded load still holds.
+# So it need not read every character, and it must not: the key is worked out on the event loop
+# for every request of a balanced route, and a coding agent's prompt is 50-100 KB. Reading
+# everything cost ~29 instructions a byte under callgrind (sha256 without SHA-NI): +21% on a
+# request with a 6 KB system prompt. Two long prompts that differ only in their middle share a key.
+_SAMPLE = 128
+# A tool's description is read as its length and its first and last _TOOL_SAMPLE characters;
+# its parameters as their top-level keys and the names of their properties.
+_TOOL_SAMPLE = 64
 
 
-def affinity_key(request: Request, explicit: str | None = None) -> str | None:
+def affinity_key(request: Request, explicit: str | None = None, *, tokens: int | None = None) -> str | None:
     """The affinity key of ``request``: ``explicit`` when given (a session id the caller named,
     see ``Envelope.affinity_key``), else a 32-character hex digest of what providers cache as a
-    prefix: the leading system message(s), the tools (name, description, parameters, strict) and
-    the first message after them. Later turns of one conversation keep its key; two conversations
-    with the same system prompt and tools but another first message get different keys.
+    prefix: the leading system message(s), the tools (name, description, parameters' keys,
+    strict) and the first message after them. Later turns of one conversation keep its key; two
+    conversations with the same system prompt and tools but another first message get different
+    keys. A long text is read as a sample (its length, its first and last 128 characters), so
+    the cost is bounded whatever the prompt's size.
 
-    None when the whole request is estimated under :data:`MIN_CACHED_TOKENS` (about four
-    characters a token): no provider would cache it, so nothing is lost by spreading it.
+    None when the request is under :data:`MIN_CACHED_TOKENS`: ``tokens``, the request's input
+    tokens when the caller has counted them, else an estimate of about four characters a token.
+    No provider would cache such a prompt, so nothing is lost by spreading it.
     """
     if explicit is not None:
         return explicit
@@ -60,18 +65,47 @@ def affinity_key(request: Request, explicit: str | None = None) -> str | None:
     while i < count and messages[i].role == "system":
         i += 1
     head = messages[: i + 1]  # the leading system messages and the first message after them
-    size = sum(_size(m) for m in head)
-    tools_digest = b""
-    if request.tools:
-        tools_digest, tools_size = _tools(request.tools)
-        size += tools_size
-    i += 1
-    while size < _MIN_CHARS and i < count:  # the rest counts toward the size only
-        size += _size(messages[i])
-        i += 1
-    if size < _MIN_CHARS:
+    if (tokens if tokens is not None else _estimate(request)) < MIN_CACHED_TOKENS:
         return None
-    return hashlib.sha256(_dumps((tools_digest, tuple(_material(m) for m in head)))).hexdigest()[:32]
+    tools = tuple(map(_tool_material, request.tools)) if request.tools else ()
+    material = _dumps((tools, tuple(map(_material, head))))
+    return hashlib.blake2b(material, digest_size=16).hexdigest()
+
+
+def _estimate(request: Request) -> int:
+    """Tokens, estimated from characters (no tokenizer here), read only until there are enough:
+    the messages first (a length each), then the tools (their schemas walked, not serialized)."""
+    size = 0
+    for m in request.messages:
+        if size >= _MIN_CHARS:
+            return size // _CHARS_PER_TOKEN
+        size += _size(m)
+    for t in request.tools:
+        if size >= _MIN_CHARS:
+            break
+        size += len(t.name) + len(t.description) + _chars(t.parameters, _MIN_CHARS - size)
+    return size // _CHARS_PER_TOKEN
+
+
+def _chars(value: object, enough: int) -> int:
+    """About the characters of ``value`` as JSON, counted until there are ``enough``."""
+    if isinstance(value, str):
+        return len(value) + 2
+    if isinstance(value, Mapping):
+        n = 2
+        for k, v in value.items():
+            if n >= enough:
+                break
+            n += len(str(k)) + 4 + _chars(v, enough - n)
+        return n
+    if isinstance(value, list | tuple):
+        n = 2
+        for v in value:
+            if n >= enough:
+                break
+            n += 1 + _chars(v, enough - n)
+        return n
+    return 5  # a number, true, false or null
 
 
 def _size(m: Message) -> int:
@@ -84,40 +118,62 @@ def _size(m: Message) -> int:
     return n
 
 
+def _sample(text: str, edge: int = _SAMPLE) -> str | tuple[int, str, str]:
+    """``text``, or its length and its first and last ``edge`` characters when it is longer."""
+    return text if len(text) <= 2 * edge else (len(text), text[:edge], text[-edge:])
+
+
 def _material(m: Message) -> tuple[object, ...]:
-    """What of a message a provider caches, as plain values (see :func:`_dumps`)."""
-    parts = tuple(p.text if isinstance(p, TextPart) else ("image", p.url) for p in m.content)
-    calls = tuple((c.name, c.arguments) for c in m.tool_calls)
+    """What of a message a provider caches, sampled, as plain values (see :func:`_dumps`)."""
+    parts: list[object] = []
+    for p in m.content:  # a loop, not a generator: this runs for every balanced request
+        parts.append(_sample(p.text) if isinstance(p, TextPart) else ("image", _sample(p.url)))
+    calls = [(c.name, _sample(c.arguments)) for c in m.tool_calls] if m.tool_calls else None
     return (m.role, m.name, m.tool_call_id, parts, calls)
 
 
-def _tools(tools: tuple[Tool, ...]) -> tuple[bytes, int]:
-    """(digest, size in characters) of ``tools``, cached by the identity of the tuple."""
-    ident = id(tools)
-    got = _tools_cache.get(ident)
-    if got is not None and got[0] is tools:
-        return got[1], got[2]
-    # Key order counts, as it does for the provider's cache (the bytes sent); a sorted json.dumps
-    # took ~300 us for 50 tools of 40 KB, this ~100 us.
-    data = _dumps(tuple((t.name, t.description, t.parameters, t.strict) for t in tools))
-    digest = hashlib.sha256(data).digest()[:16]
-    with _tools_lock:
-        _tools_cache[ident] = (tools, digest, len(data))
-        while len(_tools_cache) > _TOOLS_CACHE_SIZE:
-            _tools_cache.popitem(last=False)
-    return digest, len(data)
+def _tool_material(tool: Tool) -> tuple[object, ...]:
+    """A tool, sampled: its name, strict, its description's sample, its parameters' keys."""
+    params = tool.parameters
+    props = params.get("properties")
+    names = tuple(str(k) for k in props) if isinstance(props, Mapping) else ()
+    description = _sample(tool.description, _TOOL_SAMPLE) if tool.description else None
+    return (tool.name, tool.strict, description, tuple(str(k) for k in params), names)
 
 
 def _dumps(value: object) -> bytes:
     """``value`` as bytes that are equal exactly when the values are: marshal format 2, which
     has no back-references (later formats depend on which objects are shared, not only on
     their values) and is stable across processes and Python versions; ``repr`` for a value
-    marshal cannot write (a mappingproxy or another Mapping of the parameters). sha256 of it:
-    hardware-accelerated on current CPUs, twice as fast as blake2b here."""
+    marshal cannot write (a mappingproxy or another Mapping of the parameters). blake2b of it:
+    half the instructions of sha256 where the CPU has no SHA extensions, and the sample is
+    small enough that either is a few microseconds where it has."""
     try:
         return marshal.dumps(value, 2)  # type: ignore[arg-type]  # ValueError below when not
     except ValueError:
         return repr(value).encode("utf-8", "surrogatepass")
+
+
+# The weight order of recent (key, names): the turns of one conversation ask for it again.
+_ORDERS_SIZE = 4096
+_orders: dict[tuple[str, tuple[str, ...]], tuple[int, ...]] = {}
+
+
+def _weight_order(key: str, names: tuple[str, ...]) -> tuple[int, ...]:
+    """The indices of ``names`` by their rendezvous weight for ``key``, highest first."""
+    got = _orders.get((key, names))
+    if got is not None:
+        return got
+    prefix = key.encode("utf-8", "surrogatepass") + b"\0"
+    weights = [
+        int.from_bytes(hashlib.blake2b(prefix + name.encode("utf-8", "surrogatepass"), digest_size=8).digest())
+        for name in names
+    ]
+    order = tuple(sorted(range(len(names)), key=weights.__getitem__, reverse=True))
+    if len(_orders) >= _ORDERS_SIZE:  # full: start again (cheaper than an LRU; safe across threads)
+        _orders.clear()
+    _orders[key, names] = order
+    return order
 
 
 def rendezvous(
@@ -141,12 +197,7 @@ def rendezvous(
         raise ValueError(f"rendezvous: {n} names but {len(load)} loads; pass one load per name")
     if slack < 0:
         raise ValueError(f"rendezvous: slack must be >= 0, got {slack}")
-    prefix = key.encode("utf-8", "surrogatepass") + b"\0"
-    weights = [
-        int.from_bytes(hashlib.blake2b(prefix + name.encode("utf-8", "surrogatepass"), digest_size=8).digest())
-        for name in names
-    ]
-    order = sorted(range(n), key=weights.__getitem__, reverse=True)
+    order = list(_weight_order(key, tuple(names)))
     bound = max(floor, (1.0 + slack) * (sum(load) + 1.0) / n) if n else 0.0
     for pos, i in enumerate(order):
         if load[i] <= bound:

@@ -19,7 +19,7 @@ AFFINITY_FLOOR = 4.0
 class RequestLoad:
     """The :class:`~failover.policy.LoadView` of one request."""
 
-    __slots__ = ("input_tokens", "limiters", "load", "output_tokens")
+    __slots__ = ("input_tokens", "latency", "limiters", "load", "output_tokens", "outstanding")
 
     def __init__(
         self,
@@ -32,12 +32,9 @@ class RequestLoad:
         self.limiters = limiters
         self.input_tokens = input_tokens
         self.output_tokens = output_tokens
-
-    def outstanding(self, target: Target) -> int:
-        return self.load.outstanding(target)
-
-    def latency(self, target: Target, now: float) -> float | None:
-        return self.load.latency(target, now)
+        # the board's own methods, bound once: the balancer reads them for every deployment
+        self.outstanding: Callable[[Target], int] = load.outstanding
+        self.latency: Callable[[Target, float], float | None] = load.latency
 
     def share_left(self, target: Target, now: float) -> float | None:
         said = self.load.share_left(target, now)
