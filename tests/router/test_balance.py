@@ -239,3 +239,29 @@ async def test_a_failing_deployment_moves_its_conversations_and_only_them() -> N
             assert set(later) == {home[c]}, (c, where)  # never moved
         else:
             assert "d1" not in later[1:] and len(set(later[1:])) == 1, (c, where)  # moved once, then kept
+
+
+@pytest.mark.parametrize("strategy", ["quota", "order"])
+async def test_quota_reads_the_providers_headers_and_moves_away_before_a_429(strategy: Balance) -> None:
+    """No client-side limit: each provider enforces 10 requests a minute and says what is left
+    in ``x-ratelimit-*-requests`` on every answer. 24 requests in a minute fit the three
+    together; ``quota`` reads the headers and provokes no 429, ``order`` learns of d0's quota
+    only from its 429s (the failover still answers)."""
+    providers = [FakeProvider(f"d{i}", "openai", Reply.ok(f"from d{i}", latency=0.2), rpm=10) for i in range(3)]
+    targets = [target(p, cap=10.0, key="gpt-x") for p in providers]
+    router = Router(
+        [Route(name="r", primary=tuple(targets), balance=strategy, affinity=False)],
+        transport=FakeNetwork(*providers),
+        retry_budget=Unlimited(),
+        breakers=NoBreakers(),
+        balance_rng=random.Random(2),
+    )
+    records = await _offer(router, 24, 2.5)
+    assert [r.outcome for r in records].count("ok") == 24
+    rejected = sum(c.status == 429 for p in providers for c in p.calls)
+    if strategy == "quota":
+        assert rejected == 0, Counter(r.target_used for r in records)
+        assert all(r.placement and "most quota left" in r.placement for r in records[1:])
+        assert max(Counter(r.target_used for r in records).values()) <= 10
+    else:
+        assert rejected > 0

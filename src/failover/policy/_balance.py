@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import math
 import random
+from bisect import insort
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ..model import Balance, RateLimitInfo, Target
 
@@ -71,11 +72,11 @@ class LoadView(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class Placement:
+class Placement(NamedTuple):
     """How the balancer chose, for the record: ``strategy``, the deployment put first, and why
     in a few words (``affinity`` when a key decided it, ``spill`` when the preferred one had
-    no room)."""
+    no room). A tuple: one is made for every balanced request, and a frozen dataclass costs
+    three ``object.__setattr__`` calls to build."""
 
     strategy: str
     chosen: str
@@ -103,17 +104,21 @@ def balance(
     share of the load), None to let the strategy choose."""
     if len(targets) < 2:
         return list(targets), None
-    waits = {t.name: view.wait(t, now) for t in targets}
-    ready = [t for t in targets if waits[t.name] <= 0]
-    waiting = sorted((t for t in targets if waits[t.name] > 0), key=lambda t: waits[t.name])
+    waits = [view.wait(t, now) for t in targets]
+    if max(waits) > 0:
+        ready = [t for t, w in zip(targets, waits, strict=True) if w <= 0]
+        held = sorted((w, i) for i, w in enumerate(waits) if w > 0)  # the shortest wait first
+        waiting = [targets[i] for _, i in held]
+    else:  # the usual case: every one can take it now
+        ready, waiting = list(targets), []
     if not ready:  # every one would hold it: the shortest wait first
         return waiting, Placement(strategy, waiting[0].name, "every one is at its client-side rate limit")
-    ordered, reason = _strategy(ready, strategy, view, now, rng, weights)
-    if affine is not None and len(ready) > 1:
-        preferred = affine(ready, [float(view.outstanding(t)) for t in ready])
-        if preferred is not None:  # the key's order throughout: a failover goes where the key goes next
-            ordered = [ready[i] for i in preferred]
-            reason = "affinity"
+    busy = [view.outstanding(t) for t in ready]  # read once: the key and the strategies use it
+    preferred = affine(ready, busy) if affine is not None and len(ready) > 1 else None
+    if preferred is not None:  # the key's order throughout: a failover goes where the key goes next
+        ordered, reason = [ready[i] for i in preferred], "affinity"
+    else:
+        ordered, reason = _strategy(ready, busy, strategy, view, now, rng, weights)
     if strategy == "order" and targets[0] in waiting:
         reason = f"spill: {targets[0].name} is at its client-side rate limit"
     return ordered + waiting, Placement(strategy, ordered[0].name, reason)
@@ -121,6 +126,7 @@ def balance(
 
 def _strategy(
     ready: list[Target],
+    busy: list[int],
     strategy: Balance,
     view: LoadView,
     now: float,
@@ -129,13 +135,14 @@ def _strategy(
 ) -> tuple[list[Target], str]:
     if strategy == "order" or len(ready) < 2:
         return ready, "configured order"
-    if strategy == "least_busy":
-        return sorted(ready, key=view.outstanding), "fewest in flight"
+    if strategy == "least_busy":  # sorted is stable: the configured order among equals
+        return [ready[i] for i in sorted(range(len(ready)), key=busy.__getitem__)], "fewest in flight"
     if strategy == "quota":
-        return sorted(ready, key=lambda t: (-_share(view, t, now), view.outstanding(t))), "most quota left"
+        keys = [(-_share(view, t, now), n) for t, n in zip(ready, busy, strict=True)]
+        return [ready[i] for i in sorted(range(len(ready)), key=keys.__getitem__)], "most quota left"
     if strategy == "weighted":
         return _weighted(ready, weights or (lambda t: 1.0), rng), "weighted draw"
-    return _p2c(ready, view, now, rng), "lower latency x load of two"
+    return _p2c(ready, busy, view, now, rng), "lower latency x load of two"
 
 
 def _share(view: LoadView, t: Target, now: float) -> float:
@@ -161,20 +168,34 @@ def _weighted(ready: list[Target], weight: Callable[[Target], float], rng: rando
     return out
 
 
-def _p2c(ready: list[Target], view: LoadView, now: float, rng: random.Random) -> list[Target]:
+def _p2c(ready: list[Target], busy: list[int], view: LoadView, now: float, rng: random.Random) -> list[Target]:
     """Two distinct random picks; the one of lower cost first, then the rest by cost. A
     deployment with no latency yet costs the highest known one (zero when none is known), so a
     new one is tried without being flooded."""
-    latencies = [view.latency(t, now) for t in ready]
-    default = max((x for x in latencies if x is not None), default=0.0)
-    costs = [
-        (default if latency is None else latency) * (1.0 + LOAD_WEIGHT * view.outstanding(t)) / _share(view, t, now)
-        for t, latency in zip(ready, latencies, strict=True)
-    ]
-    i, j = rng.sample(range(len(ready)), 2)
+    # Loops rather than generators and helpers: this runs for every request of a p2c route.
+    costs: list[float] = []
+    unmeasured: list[tuple[int, float]] = []
+    slowest = 0.0
+    for k, t in enumerate(ready):
+        share = view.share_left(t, now)
+        factor = (1.0 + LOAD_WEIGHT * busy[k]) / (1.0 if share is None else share if share > MIN_SHARE else MIN_SHARE)
+        latency = view.latency(t, now)
+        if latency is None:
+            unmeasured.append((k, factor))
+            costs.append(0.0)
+        else:
+            slowest = latency if latency > slowest else slowest
+            costs.append(latency * factor)
+    for k, factor in unmeasured:  # costed at the slowest measured latency
+        costs[k] = slowest * factor
+    n = len(ready)  # two distinct picks, uniform over the pairs (random.sample's Python is ~5x this)
+    i = int(rng.random() * n)
+    j = int(rng.random() * (n - 1))
+    j += j >= i
     first = i if costs[i] <= costs[j] else j
-    rest = sorted((k for k in range(len(ready)) if k != first), key=costs.__getitem__)
-    return [ready[first], *(ready[k] for k in rest)]
+    rest = sorted(range(n), key=costs.__getitem__)
+    rest.remove(first)
+    return [ready[first], *[ready[k] for k in rest]]
 
 
 # -- what the balancer reads: one process's view ----------------------------------------------
@@ -214,7 +235,7 @@ class LoadBoard:
     def started(self, target: Target, now: float) -> None:
         load = self._of(target)
         load.outstanding += 1
-        load.starts.append(now)
+        insort(load.starts, now)  # kept in order: the oldest is the first (at the end, as a rule)
 
     def ended(self, target: Target, started: float, latency: float | None, now: float) -> None:
         """An attempt on ``target`` that started at ``started`` is over; ``latency``: how long it
@@ -242,9 +263,10 @@ class LoadBoard:
         load = self._loads.get(target.name)
         if load is None or load.cost is None:  # not measured yet: the balancer assumes one
             return None
-        waiting = now - min(load.starts) if load.starts else None
-        decayed = load.cost * math.exp(-max(0.0, now - load.stamp) / self.decay)
-        return decayed if waiting is None else max(decayed, waiting)
+        since = now - load.stamp
+        decayed = load.cost * math.exp(-since / self.decay) if since > 0 else load.cost
+        starts = load.starts  # in the order they started: the oldest first
+        return decayed if not starts or now - starts[0] <= decayed else now - starts[0]
 
     def observe(self, target: Target, info: RateLimitInfo | None, now: float) -> None:
         """Follow a response's rate-limit headers: the tightest remaining/limit, until its reset."""
