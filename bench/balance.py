@@ -12,8 +12,10 @@ and a rerun gives the same numbers. The scenarios:
 * ``quotas``: three deployments answering in 0.30 / 0.35 / 0.40 s, each with ``limits: rpm
   300`` (the client-side limiter); 600 requests, one every 0.1 s (10/s: two thirds of what
   the three allow together, twice what one does).
-* ``quotas-429``: the same, without a client-side limit: each fake provider answers 429 (with
-  a Retry-After to when its minute has room) above 300 requests in any 60 s.
+* ``quotas-429``: the same, without a client-side limit: each fake provider enforces 300
+  requests in any 60 s (``FakeProvider(rpm=300)``): it answers 429 past it, with a Retry-After
+  to when its minute has room, and says what is left on every answer in OpenAI's
+  ``x-ratelimit-*-requests`` headers, which ``quota`` reads.
 * ``latency``: deployments of 0.3 / 0.6 / 2 s, no limits, 10/s for 90 s; the fastest answers
   in 3 s from 30 s to 60 s, then recovers.
 * ``affinity``: 50 conversations x 10 turns over three deployments (0.30 / 0.35 / 0.40 s, no
@@ -56,7 +58,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,17 +85,16 @@ class Deployments:
     """A Transport over a FakeNetwork of three OpenAI-dialect deployments ``d0``..``d2``.
 
     Each request gets, with no await before the fake answers it: the deployment's latency at
-    that moment (``latency(name, now)``), a 429 when ``quota`` requests already reached it in
-    the last 60 s, and its usage with the cached tokens of its own prompt cache."""
+    that moment (``latency(name, now)``) and its usage with the cached tokens of its own prompt
+    cache. With ``quota``, each fake enforces that many requests a minute itself (``rpm``): a
+    429 past it, and its rate-limit headers on every answer."""
 
     enforces_total = True
 
     def __init__(self, latency: Callable[[str, float], float], quota: int | None = None) -> None:
-        self.providers = {f"d{i}": FakeProvider(f"d{i}", "openai", model="gpt-x") for i in range(3)}
+        self.providers = {f"d{i}": FakeProvider(f"d{i}", "openai", model="gpt-x", rpm=quota) for i in range(3)}
         self.network = FakeNetwork(*self.providers.values())
         self.latency = latency
-        self.quota = quota
-        self.window: dict[str, deque[float]] = {n: deque() for n in self.providers}
         self.cache = PromptCache()
         self.rejected: Counter[str] = Counter()
         self.input_tokens = 0
@@ -103,19 +104,13 @@ class Deployments:
         now = asyncio.get_running_loop().time()
         name = request.url.split("//", 1)[1].split(".fake", 1)[0]
         provider = self.providers[name]
-        window = self.window[name]
-        while window and window[0] <= now - 60.0:
-            window.popleft()
-        if self.quota is not None and len(window) >= self.quota:
+        if provider.quota is not None and provider.quota.full(now):  # the fake answers 429 itself
             self.rejected[name] += 1
-            provider.load(Script.always(Reply.rate_limit(retry_after=math.ceil(window[0] + 60.0 - now), latency=0.05)))
         else:
-            window.append(now)
             inp, cached = self.cache.usage(name, request.json)
             self.input_tokens += inp
             self.cached_tokens += cached
-            reply = Reply.ok("ok", latency=self.latency(name, now), usage=(inp, 10, cached))
-            provider.load(Script.always(reply))
+            provider.load(Script.always(Reply.ok("ok", latency=self.latency(name, now), usage=(inp, 10, cached))))
         return await self.network.send(request, connect_timeout=connect_timeout, total_timeout=total_timeout)
 
     async def aclose(self) -> None:

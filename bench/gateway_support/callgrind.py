@@ -3,6 +3,14 @@ not move when other work shares the machine (wall-clock latency and even process
 
     .bench-venv/bin/python bench/gateway_support/callgrind.py                      # this tree
     .bench-venv/bin/python bench/gateway_support/callgrind.py old=/tmp/old/src new=src --stream
+    .bench-venv/bin/python bench/gateway_support/callgrind.py off=src on=src --off off --equivalents 3 --long
+
+``--equivalents N`` serves the route from N deployments of one model (all on the one upstream),
+``--balance`` names the route's strategy (left out: the tree's default, so an older tree without
+the field reads the same file), and ``--long`` sends a ~1,500-token system prompt, which gives
+the request a prompt-cache affinity key. ``--off NAME`` runs that variant with the balancer
+switched off (``no_balancer.py``: no balancer in the plan, no load board books), so one run
+measures what the balancer costs on the gateway's hot path.
 
 Each ``name=PYTHONPATH`` runs the gateway with that source tree first on the path (e.g. an
 older commit unpacked with ``git archive <commit> src | tar -x -C /tmp/old``). The gateway runs
@@ -36,11 +44,15 @@ from gateway import free_port, wait_http  # noqa: E402
 PY = sys.executable
 
 
-async def _load(url: str, n: int, concurrency: int, stream: bool) -> int:
+# ~1,500 tokens of system prompt: over the 1,024 tokens from which providers cache a prefix.
+LONG_SYSTEM = "You are a careful assistant. Answer in plain words and check every figure twice. " * 75
+
+
+async def _load(url: str, n: int, concurrency: int, stream: bool, long: bool = False) -> int:
     body: dict[str, object] = {
         "model": "bench",
         "messages": [
-            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "system", "content": LONG_SYSTEM if long else "You are a helpful assistant."},
             {"role": "user", "content": "Say hello."},
         ],
         "max_tokens": 64,
@@ -78,6 +90,10 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--stream", action="store_true")
+    ap.add_argument("--equivalents", type=int, default=1, metavar="N", help="deployments of the route's model")
+    ap.add_argument("--balance", default=None, help="the route's balance strategy (default: the tree's)")
+    ap.add_argument("--long", action="store_true", help="a ~1,500-token system prompt")
+    ap.add_argument("--off", action="append", default=[], metavar="NAME", help="run NAME with the balancer off")
     a = ap.parse_args()
     variants = [v.split("=", 1) for v in a.variants] or [["tree", str(HERE.parent.parent / "src")]]
     work = Path(tempfile.mkdtemp(prefix="failover-callgrind-"))
@@ -87,12 +103,15 @@ def main() -> int:
         start_new_session=True,
     )
     cfg = work / "failover.yaml"
-    cfg.write_text(
-        "targets:\n  up:\n    dialect: openai\n"
+    names = ["up"] if a.equivalents == 1 else [f"up{i}" for i in range(a.equivalents)]
+    targets = "".join(
+        f"  {name}:\n    dialect: openai\n"
         f"    base_url: http://127.0.0.1:{up}/v1\n    model: gpt-4o-mini\n"
         "    api_key_env: BENCH_UPSTREAM_KEY\n    capabilities: [chat, streaming]\n"
-        "routes:\n  bench:\n    primary: [up]\n"
+        for name in names
     )
+    balance = f"    balance: {a.balance}\n" if a.balance else ""
+    cfg.write_text(f"targets:\n{targets}routes:\n  bench:\n    primary: [{', '.join(names)}]\n{balance}")
     try:
         if not wait_http(f"http://127.0.0.1:{up}/v1/models", 15):
             raise RuntimeError("upstream did not start")
@@ -100,7 +119,8 @@ def main() -> int:
             port = free_port()
             out = str(work / f"callgrind.{name}.out")
             env = {**os.environ, "BENCH_UPSTREAM_KEY": "sk-bench", "PYTHONPATH": str(Path(path).resolve())}
-            cmd = [PY, "-m", "failover.cli", "serve", "--config", str(cfg), "--port", str(port)]
+            entry = [str(HERE / "no_balancer.py")] if name in a.off else ["-m", "failover.cli"]
+            cmd = [PY, *entry, "serve", "--config", str(cfg), "--port", str(port)]
             vg = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}.%p"]
             log = open(work / f"{name}.log", "w")  # noqa: SIM115
             gw = subprocess.Popen(
@@ -110,10 +130,10 @@ def main() -> int:
                 if not wait_http(f"http://127.0.0.1:{port}/healthz", 300):
                     raise RuntimeError(f"{name}: the gateway did not start (see {work})")
                 url = f"http://127.0.0.1:{port}/v1/chat/completions"
-                asyncio.run(_load(url, 30, a.concurrency, a.stream))  # warm-up, not counted
+                asyncio.run(_load(url, 30, a.concurrency, a.stream, a.long))  # warm-up, not counted
                 subprocess.run(["callgrind_control", "-i", "on", str(gw.pid)], check=True, capture_output=True)
                 t0 = time.monotonic()
-                ok = asyncio.run(_load(url, a.requests, a.concurrency, a.stream))
+                ok = asyncio.run(_load(url, a.requests, a.concurrency, a.stream, a.long))
                 subprocess.run(["callgrind_control", "-i", "off", str(gw.pid)], check=True, capture_output=True)
             finally:
                 os.killpg(gw.pid, signal.SIGTERM)
