@@ -1,10 +1,16 @@
 """The shape of the source: no import circle inside a package, no module over 700 lines, no
-class over 400.
+class over 400, and one failure renderer.
 
 A circle is found on every import between two modules of one package, whatever kind it is:
 at module level, under ``if TYPE_CHECKING:`` (the modules still cannot be read apart), or
 inside a function (deferred, but a circle all the same). A report names each import of a
 circle with its kind. ``python tests/test_shape.py`` prints the report for every package.
+
+How a failure is answered is decided in one module, ``inbound/_failures.py``, for the gateway
+and the in-process SDK drop-in alike: no other module maps failure kinds to statuses, defines an
+``error_response`` of its own or converts a WireError into another error to answer it, and the
+credential pattern and the scrubber that applies it are each defined once.
+``python tests/test_shape.py --renderer <src dir>`` prints the renderer report for another tree.
 """
 
 from __future__ import annotations
@@ -188,6 +194,96 @@ def size_report(package: str) -> list[str]:
     return lines
 
 
+RENDERER = "inbound/_failures.py"
+_STATUSES = range(400, 600)
+
+
+def _status_constant(node: ast.expr) -> bool:
+    """An HTTP error status, or a call given one (``Row(502, 401)``, ``_Mapping(504, ...)``)."""
+    if isinstance(node, ast.Constant):
+        return type(node.value) is int and node.value in _STATUSES
+    return isinstance(node, ast.Call) and any(_status_constant(a) for a in node.args)
+
+
+def _kind_key(node: ast.expr | None) -> bool:
+    """``FailureKind.X`` (or an alias of it, ``K.X``): an attribute in FailureKind's spelling."""
+    return isinstance(node, ast.Attribute) and node.attr.isupper() and isinstance(node.value, ast.Name)
+
+
+def _catches_wire_error(handler: ast.ExceptHandler) -> bool:
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(isinstance(k, ast.Name) and k.id == "WireError" for k in kinds)
+
+
+def renderer_report(root: Path | None = None) -> list[str]:
+    """Every place outside the renderer that decides how a failure is answered."""
+    root = ROOT if root is None else root
+    lines: list[str] = []
+    keylike: list[str] = []
+    scrubbers: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            where = f"{rel}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Dict) and rel != RENDERER and len(node.keys) >= 2:
+                if all(_kind_key(k) for k in node.keys) and any(_status_constant(v) for v in node.values):
+                    lines.append(f"{where}: a failure kind -> status table outside {RENDERER}")
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "error_response":
+                if rel != "gateway/_errors.py":
+                    lines.append(f"{where}: an error_response of its own (use gateway/_errors.error_response)")
+            elif isinstance(node, ast.FunctionDef) and node.name == "from_wire":
+                lines.append(f"{where}: from_wire converts a WireError (endpoints catch WireError once)")
+            elif isinstance(node, ast.ExceptHandler) and _catches_wire_error(node) and rel.startswith("gateway/"):
+                if any(
+                    isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call) for b in node.body for n in ast.walk(b)
+                ):
+                    lines.append(f"{where}: a WireError converted to answer it (endpoints catch WireError once)")
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Name) and t.id.lstrip("_") == "KEYLIKE" for t in targets):
+                    keylike.append(where)
+            elif isinstance(node, ast.ClassDef) and "scrub" in node.name.lower():
+                scrubbers.append(f"{where} {node.name}")
+    if len(keylike) != 1:
+        lines.append(f"the credential pattern KEYLIKE is defined {len(keylike)} times, not once: {keylike}")
+    if len(scrubbers) != 1:
+        lines.append(f"{len(scrubbers)} scrubber classes, not one: {scrubbers}")
+    return lines
+
+
+def test_one_failure_renderer() -> None:
+    assert renderer_report() == []
+
+
+def test_the_renderer_check_finds_a_second_table(tmp_path: Path) -> None:
+    """The checker itself, on the shapes the renderer replaced: a second kind -> status table,
+    an error_response delegate, a from_wire conversion, a second KEYLIKE and scrubber."""
+    (tmp_path / "gateway").mkdir()
+    (tmp_path / "inbound").mkdir()
+    (tmp_path / RENDERER).write_text(
+        "TABLE = {FailureKind.TIMEOUT: Row(None, 504), FailureKind.TRUNCATED: Row(422, 422)}\n"
+        "KEYLIKE = 1\nclass Scrubber: ...\n"
+    )
+    assert renderer_report(tmp_path) == []
+    (tmp_path / "gateway" / "_chat.py").write_text(
+        "_STATUS = {FailureKind.TIMEOUT: 504, FailureKind.TRUNCATED: 422}\n"
+        "def error_response(err): return gw.error_response(err)\n"
+        "def from_wire(exc): ...\n"
+        "def parse(data):\n    try:\n        return wire.parse(data)\n"
+        "    except WireError as exc:\n        raise ApiError(exc.status, exc.message) from None\n"
+        "_KEYLIKE = 2\nclass _Scrub: ...\n"
+    )
+    report = renderer_report(tmp_path)
+    assert {line.split(": ", 1)[0] for line in report[:4]} == {
+        "gateway/_chat.py:1",
+        "gateway/_chat.py:2",
+        "gateway/_chat.py:3",
+        "gateway/_chat.py:7",
+    }
+    assert "KEYLIKE is defined 2 times" in report[4] and "2 scrubber classes" in report[5]
+
+
 REPORTS = {"circle": circle_report, "size": size_report}
 CHECKED = [(p, rule) for p in packages() for rule in RULES]
 
@@ -221,6 +317,10 @@ def test_finds_circles_of_every_kind(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--renderer"]:
+        for line in renderer_report(Path(sys.argv[2]) / "failover" if len(sys.argv) > 2 else None):
+            print(line)
+        sys.exit(0)
     for p in packages():
         for line in circle_report(p) + size_report(p):
             print(line)

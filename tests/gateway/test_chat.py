@@ -382,7 +382,7 @@ async def test_provider_secret_never_leaves(caplog: pytest.LogCaptureFixture) ->
 
 
 def test_scrubber_removes_configured_secrets_and_key_shapes() -> None:
-    from failover.gateway._errors import Scrubber
+    from failover.inbound._failures import Scrubber
 
     scrub = Scrubber(["hunter2-provider-secret"])
     out = scrub("x hunter2-provider-secret y sk-proj-abcdef123 z AIzaSyA1234567890abcdef Bearer abcdefghijk ?key=zzz")

@@ -12,7 +12,7 @@ import pytest
 
 from failover import Envelope, FailureKind, Request, Route, Router, Unavailable
 from failover.gateway import EnvelopeDefaults, GatewaySettings, create_app
-from failover.gateway._errors import Scrubber, status_for, unavailable_error
+from failover.inbound._failures import CHAT, Scrubber, status_for, unavailable
 from failover.integrations._httpx import status_for as client_status_for
 from failover.policy import Backoff, BreakerBoard, BreakerConfig, Unlimited
 from failover.testing import FakeNetwork, FakeProvider, Reply, Script
@@ -44,8 +44,8 @@ async def turned_away_by(reply: Reply) -> Unavailable:
 async def test_a_request_turned_away_by_an_open_circuit_is_503_with_retry_after(reply: Reply) -> None:
     exc = await turned_away_by(reply)
     assert exc.retryable and exc.retry_after_ms == 30_000
-    err = unavailable_error(exc, Scrubber([]))
-    assert status_for(exc) == err.status == 503
+    err = unavailable(exc, CHAT, Scrubber([]))
+    assert status_for(exc, CHAT) == err.status == 503
     assert err.headers["retry-after"] == "30" and err.headers["x-should-retry"] == "false"
     assert err.headers["x-failover-retryable"] == "true"
     assert err.code == exc.reason.value
@@ -60,7 +60,7 @@ async def test_the_same_kind_from_an_attempt_stays_final() -> None:
         await r.complete("r", Request.simple("x"), Envelope(budget=10))
     exc = ei.value
     assert exc.reason is FailureKind.AUTHENTICATION_OR_PERMISSION and not exc.retryable
-    assert status_for(exc) == 502 and client_status_for(exc, "openai") == 401
+    assert status_for(exc, CHAT) == 502 and client_status_for(exc, "openai") == 401
 
 
 async def test_the_gateway_answers_503_with_retry_after_on_both_endpoints() -> None:

@@ -3,8 +3,8 @@ translation to a Request, and whole requests through the gateway to fake upstrea
 
 Values are arbitrary JSON-ish data with what breaks naive code: lone surrogates, huge ints,
 deep nesting, NaN / Infinity, wrong types, in every field of a valid body. The only exceptions
-allowed are the gateway's own typed refusals (ApiError, WireError, the Router's InvalidRequest),
-and no answer is a 5xx the gateway caused.
+allowed are the gateway's own typed refusals (WireError, the gateway's ApiError among them, and
+the Router's InvalidRequest), and no answer is a 5xx the gateway caused.
 
 The budget is fixed and derandomized so the suite is repeatable and fast; a longer run:
 ``FAILOVER_FUZZ_EXAMPLES=5000 pytest -q tests/hostile/test_fuzz.py tests/gateway/test_openapi.py``.
@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from failover import InvalidRequest
-from failover.gateway._errors import ApiError
 from failover.gateway._gateway import Gateway
 from failover.gateway._openai import parse_body as chat_parse
 from failover.gateway._openai import to_request as chat_request
@@ -181,7 +180,7 @@ def mutated(base: dict[str, Any]) -> st.SearchStrategy[Any]:
 
 
 def _through_chat(data: Any) -> None:
-    with contextlib.suppress(ApiError, InvalidRequest):
+    with contextlib.suppress(WireError, InvalidRequest):
         check_text(chat_request(chat_parse(data)))
 
 
@@ -237,14 +236,14 @@ def test_decoding_a_body_raises_only_a_4xx(raw: bytes) -> None:
     try:
         data = _GATEWAY.decode_json(raw)
         body = _GATEWAY.chat_body(raw)  # the one-pass path (pydantic's JSON parser) and the general one
-    except ApiError as exc:
+    except WireError as exc:
         status = exc.status
         assert 400 <= status < 500, (status, exc.code)  # noqa: PT017 - the fuzz cannot use pytest.raises
         return
     # what decodes holds no lone surrogate: the Router's own check never fires after it
     try:
         request = chat_request(body)
-    except ApiError:
+    except WireError:
         pass
     else:
         check_text(request)

@@ -41,7 +41,7 @@ from failover import (
     Unavailable,
 )
 from failover.gateway import GatewaySettings, create_app
-from failover.gateway._errors import Scrubber, unavailable_error
+from failover.inbound._failures import CHAT, Scrubber, unavailable
 from failover.model import TextDelta
 from failover.policy import Backoff, NoBreakers, Unlimited
 from failover.providers._common import DETAIL_LIMIT
@@ -542,7 +542,7 @@ async def test_no_part_of_the_key_survives_the_cut_of_an_error_body(
                 "failure.detail": attempt.failure.detail or "",
                 "unavailable": str(exc) + exc.message,
                 "record": repr(exc.record),
-                "gateway error": unavailable_error(exc, Scrubber([])).message,  # no secrets known: ours only
+                "gateway error": unavailable(exc, CHAT, Scrubber([])).message,  # no secrets known: ours only
             }
             assert "500" in seen["gateway error"]  # the provider's words are shown: the check means something
             # the gateway itself: it scrubs the whole keys it knows, but a part of one it cannot

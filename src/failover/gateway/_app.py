@@ -29,9 +29,8 @@ from ..inbound._headers import record_headers  # shared with failover.httpx_clie
 from ..router import Router
 from ._chat import ChatCompletions
 from ._embeddings import EmbeddingsEndpoint
-from ._errors import ApiError
+from ._errors import ApiError, error_response
 from ._gateway import Gateway
-from ._http import json_response
 from ._listing import model_listing
 from ._messages import Messages, count_tokens
 from ._ops import ops_routes
@@ -82,11 +81,8 @@ async def _http_error(request: HttpRequest, exc: Exception) -> Response:
     message = f"{request.method} {request.url.path}: " + (
         exc.detail if isinstance(exc, HTTPException) else "internal gateway error"
     )
-    err = ApiError(status, message, code=code)
-    headers = dict(err.headers)
-    if isinstance(exc, HTTPException) and exc.headers:  # a 405's Allow
-        headers.update(exc.headers)
-    return json_response(status, err.body(), headers)
+    extra = exc.headers if isinstance(exc, HTTPException) else None  # a 405's Allow
+    return error_response(ApiError(status, message, code=code, headers=extra))
 
 
 def create_app(

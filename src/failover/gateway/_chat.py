@@ -7,9 +7,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from starlette.responses import Response
-
 from ..inbound import SchemaField
+from ..inbound._failures import CHAT
 from ..inbound._headers import answered_by, record_headers
 from ..inbound.openai import ChunkRenderer
 from ..inbound.openai import error_body as openai_error_body
@@ -19,7 +18,6 @@ from ..model import Response as Answer
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
 from ._endpoint import Endpoint, honourable
-from ._errors import ApiError
 from ._gateway import Gateway
 from ._openai import ChatCompletionBody, completion_body, parse_body, to_request
 from ._stream_reply import SseWire
@@ -62,11 +60,6 @@ class ChatCompletions(Endpoint[ChatCompletionBody]):
         out = completion_body(resp, completion_id=_new_completion_id(), created=int(time.time()), model=model)
         return _dumps(out), record_headers(request_id, record)
 
-    def error_response(
-        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
-    ) -> Response:
-        return self.gw.error_response(err, request_id=request_id, record=record)
-
 
 def _sse_data(chunks: list[dict[str, Any]]) -> bytes:
     if len(chunks) == 1:  # the common case: one chunk per event
@@ -79,6 +72,7 @@ class _ChatWire:
     ``data: [DONE]``; a failure after the first byte is one ``data: {"error": ...}`` event."""
 
     headers: Mapping[str, str] = {}
+    shape = CHAT
 
     def __init__(self, gw: Gateway, renderer: ChunkRenderer) -> None:
         self.gw = gw
@@ -99,11 +93,6 @@ class _ChatWire:
 
     def partial(self, event: PartialOutput, message: str) -> bytes:
         return self.failure("partial_output", message)
-
-    def error_response(
-        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
-    ) -> Response:
-        return self.gw.error_response(err, request_id=request_id, record=record)
 
 
 __all__ = ["ChatCompletions"]

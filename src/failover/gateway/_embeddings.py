@@ -18,9 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.responses import Response
-
-from ..inbound import SchemaField, WireError
+from ..inbound import SchemaField
 from ..inbound._headers import answered_by, record_headers
 from ..inbound.embeddings import EmbeddingsBody, embeddings_body, embeddings_json, parse_body, to_embed_request
 from ..model import Embeddings, EmbedRequest, Envelope, RouteRecord
@@ -28,7 +26,7 @@ from ..model._json import dumps
 from ..router import Router
 from ..router._embed import route_cannot_embed
 from ._endpoint import Endpoint
-from ._errors import ApiError, from_wire
+from ._errors import ApiError
 from ._sizes import field_of, too_many
 
 HEAVY_ANSWER_VALUES = 256 * 1024  # more floats than this (~2.5 MB of JSON): written in a worker thread, in slices
@@ -58,10 +56,7 @@ class EmbeddingsEndpoint(Endpoint[EmbeddingsBody, _Asked, _Answer]):
     path = "/v1/embeddings"
 
     def from_json(self, data: Any) -> EmbeddingsBody:
-        try:
-            return parse_body(data)
-        except WireError as exc:
-            raise from_wire(exc) from None
+        return parse_body(data)
 
     def to_request(self, body: EmbeddingsBody) -> _Asked:
         route = self.gw.router.routes.get(body.model)
@@ -74,12 +69,7 @@ class EmbeddingsEndpoint(Endpoint[EmbeddingsBody, _Asked, _Answer]):
                 code="embeddings_unsupported",
                 param="model",
             )
-        try:
-            return _Asked(
-                to_embed_request(body, max_inputs=self.gw.settings.max_embedding_inputs), body.encoding_format
-            )
-        except WireError as exc:
-            raise from_wire(exc) from None
+        return _Asked(to_embed_request(body, max_inputs=self.gw.settings.max_embedding_inputs), body.encoding_format)
 
     def check_counts(self, body: Any) -> None:
         """At most ``max_embedding_inputs`` texts, and inputs x dimensions (asked for, else the
@@ -124,11 +114,6 @@ class EmbeddingsEndpoint(Endpoint[EmbeddingsBody, _Asked, _Answer]):
             return body_bytes, record_headers(request_id, record)
         out = embeddings_body(resp.embeddings, model=model, encoding_format=resp.encoding_format)
         return dumps(out), record_headers(request_id, record)
-
-    def error_response(
-        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
-    ) -> Response:
-        return self.gw.error_response(err, request_id=request_id, record=record)
 
 
 def _release(out: Embeddings) -> None:

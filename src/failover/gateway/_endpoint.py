@@ -19,13 +19,15 @@ from starlette.types import Receive, Scope, Send
 from typing_extensions import TypeVar
 
 from ..inbound import SchemaField, WireError, check_schema_limits
+from ..inbound._failures import CHAT, Shape, unavailable
+from ..inbound._headers import live_reasoning, with_affinity
 from ..model import Envelope, Request, RouteRecord, Unavailable
 from ..model import Response as Answer
 from ..router import Router, Vetted
 from ._body import HEAVY_JSON_BYTES, ClientGone
 from ._disconnect import Interrupted, interruptible
-from ._envelope import affinity_from, envelope_from, live_reasoning_from, unmarked
-from ._errors import ApiError, from_wire, shutting_down, unavailable_error
+from ._envelope import envelope_from, unmarked
+from ._errors import ApiError, error_response, shutting_down
 from ._gateway import Gateway
 from ._http import header_map, send_json
 from ._settings import Tenant
@@ -118,6 +120,7 @@ class Endpoint(Generic[_B, _Q, _A]):
     sent straight to the server (:func:`~failover.gateway._http.send_json`), not through a Starlette ``Response``."""
 
     path: str  # for the 405 message
+    shape: Shape = CHAT  # how its client is told of a failure (see inbound._failures)
     raw_reasoning: str | None = None  # the reasoning format handed to this dialect's client raw (see inbound._origins)
 
     def __init__(self, gateway: Gateway) -> None:
@@ -157,7 +160,7 @@ class Endpoint(Generic[_B, _Q, _A]):
         else:
             return body
         del body  # its hundreds of thousands of objects are freed here, not by the loop (~30 ms)
-        raise from_wire(problem) from None
+        raise problem from None
 
     def check_counts(self, body: Any) -> None:
         """A 400 when ``body`` (the decoded JSON, or the parsed body) holds more tools, messages
@@ -201,16 +204,6 @@ class Endpoint(Generic[_B, _Q, _A]):
         """The router call of a plain answer: ``complete`` for a chat dialect."""
         return cast("Coroutine[Any, Any, _A]", router.complete(route, cast(Request, req), envelope))
 
-    def error_response(
-        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
-    ) -> Response:
-        """An ApiError in this dialect's error format."""
-        raise NotImplementedError
-
-    def status(self, err: ApiError) -> int:
-        """The HTTP status this dialect answers ``err`` with (and counts it under)."""
-        return err.status
-
     # -- the lifecycle --------------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -219,7 +212,7 @@ class Endpoint(Generic[_B, _Q, _A]):
         started = time.perf_counter()
         if scope["method"] != "POST":
             err = ApiError(405, f"use POST for {self.path}", code="method_not_allowed", headers={"allow": "POST"})
-            await self.error_response(err)(scope, receive, send)
+            await error_response(err, self.shape)(scope, receive, send)
             return
         headers = header_map(scope)
         tenant: Tenant | None = None
@@ -259,12 +252,12 @@ class Endpoint(Generic[_B, _Q, _A]):
                 recent=gw.recent,
                 repeat=unmarked(headers) and gw.recent.failed_before(digest),
             )
-            live = live_reasoning_from(headers)  # x-failover-live-reasoning: a stream's reasoning as it comes
+            live = live_reasoning(headers)  # x-failover-live-reasoning: a stream's reasoning as it comes
             if envelope.client_retry:  # charged to the retry budget: counted apart from new requests
                 gw.metrics.client_retries.labels(route).inc()
             asked = await asyncio.to_thread(self.request_for, body, headers) if big else self.request_for(body, headers)
             req = gw.origins.known(asked)  # raw reasoning we handed out: its origin
-            envelope = affinity_from(envelope, headers, req)  # x-failover-session, else the body's own key
+            envelope = with_affinity(envelope, headers, req)  # x-failover-session, else the body's own key
             quotas = gw.quotas  # last: a refused request takes nothing; shared quotas await the store
             max_cost = (
                 quotas.admit(tenant, envelope.max_cost)
@@ -296,9 +289,10 @@ class Endpoint(Generic[_B, _Q, _A]):
                 note="client disconnected while sending the body",
             )
             return
-        except ApiError as err:
+        except WireError as err:  # a refusal (an ApiError is one): the one place it is answered
+            response = error_response(err, self.shape)
             gw.finish(
-                status=self.status(err),
+                status=response.status_code,
                 route=route,
                 tenant=tenant,
                 request_id=None,
@@ -306,7 +300,7 @@ class Endpoint(Generic[_B, _Q, _A]):
                 started=started,
                 code=err.code,
             )
-            await self.error_response(err)(scope, receive, send)
+            await response(scope, receive, send)
             return
         stop = gw.enter(router)
         gw.recent.started(envelope.request_id, digest, envelope.budget)  # gw.finish says how it ended
@@ -350,9 +344,10 @@ class Endpoint(Generic[_B, _Q, _A]):
         try:
             outcome = await interruptible(call, scope, receive, stop)
         except Unavailable as exc:
-            err = unavailable_error(exc, gw.scrub)
+            err = unavailable(exc, self.shape, gw.scrub)
+            response = error_response(err, self.shape, request_id=exc.request_id, record=exc.record)
             gw.finish(
-                status=self.status(err),
+                status=response.status_code,
                 route=route,
                 tenant=tenant,
                 request_id=exc.request_id,
@@ -361,7 +356,6 @@ class Endpoint(Generic[_B, _Q, _A]):
                 note=exc.reason.value,
                 code=err.code,
             )
-            response = self.error_response(err, request_id=exc.request_id, record=exc.record)
         except Exception as exc:
             log.error("internal error on route %s request %s: %s", route, envelope.request_id, type(exc).__name__)
             err = ApiError(500, f"internal gateway error (request id {envelope.request_id})", type="server_error")
@@ -374,7 +368,7 @@ class Endpoint(Generic[_B, _Q, _A]):
                 started=started,
                 note=f"internal error {type(exc).__name__}",
             )
-            response = self.error_response(err, request_id=envelope.request_id)
+            response = error_response(err, self.shape, request_id=envelope.request_id)
         else:
             if isinstance(outcome, Interrupted):  # the client left or the drain cut us: upstream cancelled
                 cut = outcome.reason == "drain"
@@ -394,7 +388,7 @@ class Endpoint(Generic[_B, _Q, _A]):
                     raise outcome.outer
                 if not cut:
                     return
-                response = self.error_response(shutting_down(), request_id=envelope.request_id)
+                response = error_response(shutting_down(), self.shape, request_id=envelope.request_id)
             else:
                 record = outcome.record
                 request_id = record.request_id if record is not None else envelope.request_id

@@ -14,10 +14,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
-from ..inbound import WireError
-from ..inbound._headers import envelope_with_headers, live_reasoning, with_affinity
+from ..inbound._headers import envelope_with_headers
 from ..model import Envelope
-from ._errors import ApiError
 from ._settings import EnvelopeDefaults
 
 # An answer with one of these statuses may be followed by the client's own retry of the same
@@ -143,35 +141,13 @@ def envelope_from(
         side_effects=d.side_effects,
         tenant=tenant,
     )
-    try:
-        env = envelope_with_headers(
-            base,
-            headers,
-            max_deadline_ms=d.max_deadline_ms,
-            max_attempts_limit=d.max_attempts_limit,
-            replayed=None if recent is None else recent.checker(tenant),
-        )
-    except WireError as err:
-        raise ApiError(err.status, err.message, type=err.type, code=err.code, param=err.param) from None
+    env = envelope_with_headers(  # a header that does not parse: a WireError naming it
+        base,
+        headers,
+        max_deadline_ms=d.max_deadline_ms,
+        max_attempts_limit=d.max_attempts_limit,
+        replayed=None if recent is None else recent.checker(tenant),
+    )
     if repeat and not env.client_retry:
         env = dataclasses.replace(env, client_retry=True)
     return env
-
-
-def live_reasoning_from(headers: Mapping[str, str]) -> bool:
-    """``x-failover-live-reasoning`` (see :func:`failover.inbound._headers.live_reasoning`); a
-    value that is not a boolean is a 400 naming the header."""
-    try:
-        return live_reasoning(headers)
-    except WireError as err:
-        raise ApiError(err.status, err.message, type=err.type, code=err.code, param=err.param) from None
-
-
-def affinity_from(envelope: Envelope, headers: Mapping[str, str], request: object) -> Envelope:
-    """``envelope`` with the affinity key the caller named (see
-    :func:`failover.inbound._headers.with_affinity`); a malformed ``x-failover-session`` is a
-    400 naming the header."""
-    try:
-        return with_affinity(envelope, headers, request)
-    except WireError as err:
-        raise ApiError(err.status, err.message, type=err.type, code=err.code, param=err.param) from None

@@ -1,30 +1,25 @@
-"""OpenAI-style error bodies, and which HTTP status each failure kind becomes.
+"""The gateway's error answers: :class:`ApiError` (a refusal the gateway raises), the drain's
+503, and :func:`error_response`, the one place an error becomes a Starlette response.
 
-Every error the gateway answers has the body OpenAI clients know::
-
-    {"error": {"message": "...", "type": "...", "code": "...", "param": null}}
-
-so the official SDKs raise their usual exception classes (BadRequestError for 400,
-AuthenticationError for 401, PermissionDeniedError for 403, NotFoundError for 404,
-UnprocessableEntityError for 422, InternalServerError for 5xx...).
-
-Provider messages are never passed through for credential problems (they may quote part
-of OUR provider key), and every message is scrubbed of the configured provider secrets and
-of anything shaped like an API key before it leaves the gateway.
+Which status, type, body and headers a failure gets, for each client shape, is decided by
+:mod:`failover.inbound._failures` (one table for the gateway and the in-process drop-in). Every
+endpoint catches :class:`~failover.inbound.WireError` (of which ApiError is one) once and
+answers with :func:`error_response` in its own shape.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Mapping
+
+from starlette.responses import Response
 
 from ..inbound import WireError
-from ..inbound._headers import retry_headers
-from ..model import FailureKind, Unavailable
-from ..model._secrets import KEYLIKE
+from ..inbound._failures import CHAT, Shape, render
+from ..model import RouteRecord
+from ..model._json import dumps as _dumps
 
 
-class ApiError(Exception):
+class ApiError(WireError):
     """An error answer: status, OpenAI-style body fields, extra headers."""
 
     def __init__(
@@ -35,20 +30,13 @@ class ApiError(Exception):
         type: str = "invalid_request_error",
         code: str | None = None,
         param: str | None = None,
-        headers: dict[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type
-        self.code = code
-        self.param = param
         # One layer owns retries: no answer of the gateway invites a client's own retry (the
         # SDKs would otherwise retry a 408, 409 or 5xx by themselves)
-        self.headers = {"x-should-retry": "false", **(headers or {})}
-
-    def body(self) -> dict[str, object]:
-        return {"error": {"message": self.message, "type": self.type, "code": self.code, "param": self.param}}
+        super().__init__(
+            status, message, type=type, code=code, param=param, headers={"x-should-retry": "false", **(headers or {})}
+        )
 
 
 def shutting_down() -> ApiError:
@@ -64,81 +52,10 @@ def shutting_down() -> ApiError:
     )
 
 
-def from_wire(exc: WireError) -> ApiError:
-    """The gateway's answer to a body a dialect refused (``failover.inbound``)."""
-    return ApiError(exc.status, exc.message, type=exc.type, code=exc.code, param=exc.param)
-
-
-@dataclass(frozen=True, slots=True)
-class _Mapping:
-    status: int
-    type: str
-    public: bool  # may the (scrubbed) router message be shown?
-
-
-_UPSTREAM = "upstream_error"
-# Failure kind -> status. Retryable kinds not listed here become 503, others 502.
-_BY_KIND: dict[FailureKind, _Mapping] = {
-    FailureKind.DEADLINE_EXHAUSTED: _Mapping(504, "timeout_error", True),
-    FailureKind.INVALID_REQUEST: _Mapping(400, "invalid_request_error", True),
-    FailureKind.CONTEXT_OVERFLOW: _Mapping(400, "invalid_request_error", True),
-    FailureKind.CONTENT_FILTERED: _Mapping(400, "invalid_request_error", True),
-    FailureKind.CONTRACT_FAILURE: _Mapping(422, "invalid_request_error", True),
-    FailureKind.SCHEMA_INVALID: _Mapping(422, "invalid_request_error", True),
-    FailureKind.TOOL_CALL_MALFORMED: _Mapping(422, "invalid_request_error", True),
-    FailureKind.TRUNCATED: _Mapping(422, "invalid_request_error", True),
-    FailureKind.SIDE_EFFECT_UNCERTAIN: _Mapping(409, "invalid_request_error", True),
-    # Our side is misconfigured: the caller's key is fine, the gateway's provider credential,
-    # model name or account is not. Nothing the provider said is shown.
-    FailureKind.AUTHENTICATION_OR_PERMISSION: _Mapping(502, _UPSTREAM, False),
-    FailureKind.MODEL_NOT_FOUND: _Mapping(502, _UPSTREAM, False),
-    FailureKind.QUOTA_EXHAUSTED: _Mapping(502, _UPSTREAM, False),
-}
-
-_PRIVATE_MESSAGE = {
-    FailureKind.AUTHENTICATION_OR_PERMISSION: "the gateway's provider credentials were rejected upstream; "
-    "this is a gateway configuration problem, not your API key",
-    FailureKind.MODEL_NOT_FOUND: "the upstream provider does not serve the model this route is configured with; "
-    "this is a gateway configuration problem",
-    FailureKind.QUOTA_EXHAUSTED: "the gateway's provider account is out of quota or credit; "
-    "this is a gateway configuration problem",
-}
-
-
-class Scrubber:
-    """Removes the configured provider secrets (and key-shaped strings) from text."""
-
-    def __init__(self, secrets: Iterable[str]) -> None:
-        self._secrets = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for s in self._secrets:
-            if s in text:
-                text = text.replace(s, "***")
-        return KEYLIKE.sub("***", text)
-
-
-def _mapping(exc: Unavailable) -> _Mapping:
-    m = _BY_KIND.get(exc.reason)
-    if m is None:
-        return _Mapping(503, "service_unavailable", True) if exc.retryable else _Mapping(502, _UPSTREAM, True)
-    if exc.retryable and m.status == 502:
-        # A circuit opened by this kind (say, rejected credentials) turned the request away for
-        # now: the caller may come back after Retry-After, so 503, not a final 502.
-        return _Mapping(503, "service_unavailable", m.public)
-    return m
-
-
-def status_for(exc: Unavailable) -> int:
-    return _mapping(exc).status
-
-
-def unavailable_error(exc: Unavailable, scrub: Scrubber) -> ApiError:
-    """The error answer for a typed failure."""
-    m = _mapping(exc)
-    if m.public:
-        message = scrub(f"{exc.reason.value}: {exc.message}")
-    else:
-        message = f"{exc.reason.value}: {_PRIVATE_MESSAGE.get(exc.reason, 'upstream failure')}"
-    message += f" (request id {exc.request_id})"
-    return ApiError(m.status, message, type=m.type, code=exc.reason.value, headers=retry_headers(exc))
+def error_response(
+    err: WireError, shape: Shape = CHAT, *, request_id: str | None = None, record: RouteRecord | None = None
+) -> Response:
+    """``err`` in ``shape``'s error format, with the ``x-failover-*`` headers when the request
+    got as far as an id."""
+    out = render(err, shape, request_id=request_id, record=record)
+    return Response(_dumps(out.body), status_code=out.status, headers=out.headers, media_type="application/json")

@@ -14,11 +14,10 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
 from starlette.requests import Request as HttpRequest
-from starlette.responses import Response
 from starlette.types import Receive, Scope
 
-from ..inbound import SchemaField, WireError, check_schemas
-from ..inbound._headers import record_headers
+from ..inbound import SchemaField, check_schemas
+from ..inbound._failures import Scrubber
 from ..inbound._origins import Origins
 from ..model import RouteRecord
 from ..model._json import may_overflow
@@ -26,8 +25,6 @@ from ..router import Router
 from ._auth import authenticate, authenticate_admin
 from ._body import HEAVY_JSON_BYTES, ClientGone, decode_json, read_body
 from ._envelope import RecentRequests
-from ._errors import ApiError, Scrubber, from_wire
-from ._http import json_response
 from ._logs import ACCESS_LOGGER
 from ._metrics import GatewayMetrics
 from ._openai import ChatCompletionBody, parse_body
@@ -59,8 +56,7 @@ class Gateway:
         router.schema_limits = settings.schema_limits  # what the router checks of a request not vetted here
         self.router = router
         self.settings = settings
-        secrets = [t.api_key.reveal() for r in router.routes.values() for t in r.targets if t.api_key]
-        self.scrub = Scrubber(secrets)
+        self.scrub = Scrubber.of(router.routes.values())
         self.started = int(time.time())
         self.quotas = TenantQuotas(settings.tenants, store=store_of(router))  # fleet-wide with a `state:` store
         self.in_flight: dict[asyncio.Future[None], Router] = {}  # request -> the router it runs on
@@ -124,10 +120,14 @@ class Gateway:
         Tenant quota state carries over for tenants whose limits did not change."""
         old = self.router
         router.schema_limits = settings.schema_limits
-        secrets = [t.api_key.reveal() for r in router.routes.values() for t in r.targets if t.api_key]
         quotas = TenantQuotas(settings.tenants, clock=self.quotas.clock, wall=self.quotas.wall, store=store_of(router))
         quotas.carry_over(self.quotas)
-        self.router, self.settings, self.scrub, self.quotas = router, settings, Scrubber(secrets), quotas
+        self.router, self.settings, self.scrub, self.quotas = (
+            router,
+            settings,
+            Scrubber.of(router.routes.values()),
+            quotas,
+        )
 
         async def retire() -> None:
             if old is router:
@@ -181,13 +181,10 @@ class Gateway:
     async def check_schemas(self, fields: list[SchemaField]) -> None:
         """Meta-validate and compile the request's client schemas (cached) off the event loop:
         a large new schema takes tens of milliseconds, and none of it may stall other tenants.
-        A refused one is a 400 naming the field."""
+        A refused one is a 400 naming the field (a WireError)."""
         if not fields:
             return
-        try:
-            await asyncio.to_thread(check_schemas, fields, self.settings.schema_limits)
-        except WireError as exc:
-            raise from_wire(exc) from None
+        await asyncio.to_thread(check_schemas, fields, self.settings.schema_limits)
 
     def chat_body(self, raw: bytes) -> ChatCompletionBody:
         """Decode and validate a chat body in one pass (pydantic's JSON parser) when the body
@@ -199,15 +196,7 @@ class Gateway:
                 return ChatCompletionBody.model_validate_json(raw)
         return parse_body(self.decode_json(raw))
 
-    # -- responses --------------------------------------------------------------------------------
-
-    def error_response(
-        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
-    ) -> Response:
-        headers = dict(err.headers)
-        if request_id is not None:
-            headers.update(record_headers(request_id, record))
-        return json_response(err.status, err.body(), headers)
+    # -- the end of a request -------------------------------------------------------------------
 
     def finish(
         self,

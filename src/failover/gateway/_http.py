@@ -10,8 +10,9 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 from starlette.types import Scope, Send
 
+from ..inbound import WireError
 from ..model._json import dumps as _dumps
-from ._errors import ApiError
+from ._errors import error_response
 
 
 def json_response(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Response:
@@ -45,13 +46,13 @@ def header_map(scope: Scope) -> dict[str, str]:
 
 
 def answers_errors(fn: Callable[[HttpRequest], Awaitable[Response]]) -> Callable[[HttpRequest], Awaitable[Response]]:
-    """A Starlette handler whose ApiError becomes its JSON answer."""
+    """A Starlette handler whose refusal (an ApiError or WireError) becomes its JSON answer."""
 
     async def run(request: HttpRequest) -> Response:
         try:
             return await fn(request)
-        except ApiError as err:
-            return json_response(err.status, err.body(), err.headers)
+        except WireError as err:
+            return error_response(err)
 
     return run
 

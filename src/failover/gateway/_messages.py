@@ -29,6 +29,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
 from ..inbound import SchemaField, WireError, anthropic
+from ..inbound._failures import MESSAGES
 from ..inbound._headers import answered_by, record_headers
 from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord
 from ..model import Response as Answer
@@ -38,7 +39,7 @@ from ..model._reasoning import ANTHROPIC
 from ..tokens import counter_for
 from ._body import HEAVY_JSON_BYTES, ClientGone
 from ._endpoint import Endpoint, honourable
-from ._errors import ApiError, from_wire
+from ._errors import ApiError, error_response
 from ._gateway import Gateway
 from ._settings import Tenant
 from ._sizes import check_counts
@@ -47,35 +48,6 @@ from ._stream_reply import SseWire
 
 def _new_message_id() -> str:
     return new_id("msg_")
-
-
-def _status(err: ApiError) -> int:
-    """Anthropic clients know overload as 529; every other status is the chat endpoint's."""
-    return 529 if err.status == 503 and err.code == "provider_overloaded" else err.status
-
-
-def _type(err: ApiError, status: int) -> str | None:
-    """``overloaded_error`` only for an unavailability the client may come back from at a known
-    moment (a ``Retry-After``: an open breaker's next probe, a cool-down's end, a drain). Claude
-    Code retries every ``overloaded_error`` whatever ``x-should-retry`` says, sleeping the
-    ``Retry-After``; any other 5xx it leaves alone when told ``x-should-retry: false``. So a
-    failure the gateway already retried, with nothing known about when to come back, is an
-    ``api_error``: the client does not run the whole routing again at once."""
-    if status in (503, 529):
-        return "overloaded_error" if "retry-after" in err.headers else "api_error"
-    return None
-
-
-def error_response(err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None) -> Response:
-    """An ApiError in Anthropic's error format, with the ``x-failover-*`` headers when the
-    request got as far as an id (and ``request-id``, which the anthropic SDK reads)."""
-    status = _status(err)
-    headers = dict(err.headers)
-    if request_id is not None:
-        headers.update(record_headers(request_id, record))
-        headers["request-id"] = request_id
-    body = anthropic.error_body(status, err.message, type=_type(err, status), code=err.code, request_id=request_id)
-    return Response(_dumps(body), status_code=status, headers=headers, media_type="application/json")
 
 
 def _credentials(settings_open: bool, headers: Mapping[str, str]) -> Mapping[str, str]:
@@ -99,6 +71,8 @@ def _sse(events: list[anthropic.Event]) -> bytes:
 class _MessagesWire:
     """Anthropic's named SSE events (:class:`~failover.inbound.anthropic.EventRenderer`)."""
 
+    shape = MESSAGES
+
     def __init__(self, renderer: anthropic.EventRenderer, request_id: str) -> None:
         self.renderer = renderer
         self.headers: Mapping[str, str] = {"request-id": request_id}
@@ -120,35 +94,25 @@ class _MessagesWire:
     def partial(self, event: PartialOutput, message: str) -> bytes:
         return self.failure("partial_output", message)
 
-    def error_response(
-        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
-    ) -> Response:
-        return error_response(err, request_id=request_id, record=record)
-
 
 class Messages(Endpoint[anthropic.MessagesBody]):
     """``POST /v1/messages``: the Anthropic dialect of :class:`~failover.gateway._endpoint.Endpoint`."""
 
     path = "/v1/messages"
+    shape = MESSAGES
     raw_reasoning = ANTHROPIC  # thinking blocks keep their own signature
 
     def credentials(self, headers: dict[str, str]) -> Mapping[str, str]:
         return _credentials(self.gw.settings.open, headers)
 
     def from_json(self, data: Any) -> anthropic.MessagesBody:
-        try:
-            return anthropic.parse_body(data)
-        except WireError as exc:
-            raise from_wire(exc) from None
+        return anthropic.parse_body(data)
 
     def to_request(self, body: anthropic.MessagesBody) -> Request:
         return self.request_for(body, {})
 
     def request_for(self, body: anthropic.MessagesBody, headers: Mapping[str, str]) -> Request:
-        try:
-            req = anthropic.to_request(body, limits=self.gw.settings.schema_limits, schemas=False, headers=headers)
-        except WireError as exc:
-            raise from_wire(exc) from None
+        req = anthropic.to_request(body, limits=self.gw.settings.schema_limits, schemas=False, headers=headers)
         honourable(self.gw.router, body.model, req)
         return req
 
@@ -165,14 +129,6 @@ class Messages(Endpoint[anthropic.MessagesBody]):
         out = anthropic.message_body(resp, message_id=_new_message_id(), model=answered_by(record, route))
         return _dumps(out), {**record_headers(request_id, record), "request-id": request_id}
 
-    def error_response(
-        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
-    ) -> Response:
-        return error_response(err, request_id=request_id, record=record)
-
-    def status(self, err: ApiError) -> int:
-        return _status(err)
-
 
 def count_tokens(gw: Gateway) -> Callable[[HttpRequest], Awaitable[Response]]:
     """``POST /v1/messages/count_tokens``: ``{"input_tokens": N}`` for a Messages body.
@@ -187,19 +143,13 @@ def count_tokens(gw: Gateway) -> Callable[[HttpRequest], Awaitable[Response]]:
         check_counts(gw.settings, data)  # before the body is validated, translated and counted
         if isinstance(data, dict):
             data = {**data, "max_tokens": 1, "stream": False}  # not part of a count request
-        try:
-            body = anthropic.parse_body(data)
-        except WireError as exc:
-            raise from_wire(exc) from None
+        body = anthropic.parse_body(data)
         route = gw.router.routes.get(body.model)
         if route is None or (tenant is not None and not tenant.allows(body.model)):
             raise ApiError(404, f"the model {body.model!r} does not exist", code="model_not_found", param="model")
         if not route.primary:
             raise ApiError(404, f"the route {body.model!r} has no primary target", code="model_not_found")
-        try:
-            req = anthropic.to_request(body, limits=gw.settings.schema_limits, schemas=False, headers=headers)
-        except WireError as exc:
-            raise from_wire(exc) from None
+        req = anthropic.to_request(body, limits=gw.settings.schema_limits, schemas=False, headers=headers)
         return counter_for(route.primary[0]).count(req)
 
     async def run(request: HttpRequest) -> Response:
@@ -217,10 +167,10 @@ def count_tokens(gw: Gateway) -> Callable[[HttpRequest], Awaitable[Response]]:
             else:
                 n = counted(gw.decode_json(raw), tenant, request.headers)
             return Response(_dumps({"input_tokens": n}), media_type="application/json")
-        except ApiError as err:
-            return error_response(err)
+        except WireError as err:
+            return error_response(err, MESSAGES)
 
     return run
 
 
-__all__ = ["Messages", "count_tokens", "error_response"]
+__all__ = ["Messages", "count_tokens"]

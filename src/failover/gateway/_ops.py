@@ -18,7 +18,7 @@ from starlette.types import ASGIApp
 
 from ..model._json import dumps as _dumps
 from ..policy import BreakerSnapshot
-from ._errors import ApiError
+from ._errors import ApiError, error_response
 from ._gateway import Gateway
 from ._http import answers_errors, json_response
 from ._metrics import CONTENT_TYPE
@@ -122,7 +122,7 @@ def _lab_app(gw: Gateway) -> ASGIApp:
         try:
             gw.authenticate_admin(request.scope, request.headers)
         except ApiError as err:
-            return json_response(err.status, err.body(), err.headers)
+            return error_response(err)
         return None
 
     return lab_app(

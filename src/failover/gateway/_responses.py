@@ -28,7 +28,8 @@ from typing import Any
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
-from ..inbound import SchemaField, WireError, responses
+from ..inbound import SchemaField, responses
+from ..inbound._failures import RESPONSES
 from ..inbound._headers import answered_by, record_headers
 from ..inbound._responses_stream import Event
 from ..model import Completed, Dialect, Envelope, PartialOutput, Request, Route, RouteRecord
@@ -37,7 +38,7 @@ from ..model._ids import new_id
 from ..model._json import dumps as _dumps
 from ..model._reasoning import OPENAI_RESPONSES
 from ._endpoint import Endpoint, honourable
-from ._errors import ApiError, from_wire
+from ._errors import ApiError, error_response
 from ._gateway import Gateway
 from ._stream_reply import SseWire
 
@@ -52,6 +53,7 @@ class _ResponsesWire:
     """The Responses API's named SSE events (:class:`~failover.inbound.responses.EventRenderer`)."""
 
     headers: Mapping[str, str] = {}
+    shape = RESPONSES
 
     def __init__(self, gw: Gateway, renderer: responses.EventRenderer) -> None:
         self.gw = gw
@@ -73,29 +75,19 @@ class _ResponsesWire:
     def partial(self, event: PartialOutput, message: str) -> bytes:
         return _sse(self.renderer.partial(event, message))
 
-    def error_response(
-        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
-    ) -> Response:
-        return self.gw.error_response(err, request_id=request_id, record=record)
-
 
 class Responses(Endpoint[responses.ResponsesBody]):
     """``POST /v1/responses``: the OpenAI Responses dialect of :class:`~failover.gateway._endpoint.Endpoint`."""
 
     path = "/v1/responses"
+    shape = RESPONSES
     raw_reasoning = OPENAI_RESPONSES  # reasoning items keep their own encrypted_content
 
     def from_json(self, data: Any) -> responses.ResponsesBody:
-        try:
-            return responses.parse_body(data)
-        except WireError as exc:
-            raise from_wire(exc) from None
+        return responses.parse_body(data)
 
     def to_request(self, body: responses.ResponsesBody) -> Request:
-        try:
-            req = responses.to_request(body, limits=self.gw.settings.schema_limits, schemas=False)
-        except WireError as exc:
-            raise from_wire(exc) from None
+        req = responses.to_request(body, limits=self.gw.settings.schema_limits, schemas=False)
         if req.hosted_tools or req.freeform_calls:
             req = _hosted_for(self.gw.router.routes.get(body.model), body, req)
         honourable(self.gw.router, body.model, req)
@@ -122,11 +114,6 @@ class Responses(Endpoint[responses.ResponsesBody]):
         model = answered_by(record, route)  # the model that answered; the route is in x-failover-route
         out = responses.response_body(resp, response_id=new_id("resp_"), created=now, model=model, body=body, now=now)
         return _dumps(out), record_headers(request_id, record)
-
-    def error_response(
-        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
-    ) -> Response:
-        return self.gw.error_response(err, request_id=request_id, record=record)
 
 
 def _hosted_for(route: Route | None, body: responses.ResponsesBody, req: Request) -> Request:
@@ -189,7 +176,7 @@ def stored_response(gw: Gateway) -> Callable[[HttpRequest], Awaitable[Response]]
                 )
             raise ApiError(404, message, code="response_not_stored")
         except ApiError as err:
-            return gw.error_response(err)
+            return error_response(err, RESPONSES)
 
     return run
 

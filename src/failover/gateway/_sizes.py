@@ -21,13 +21,13 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..inbound import SchemaField, WireError, check_schemas
+from ..inbound import SchemaField, check_schemas
 from ..model import InvalidRequest, Request, Route
 from ..router import Vetted
 from ..router._router import check_text
 from ..tokens import counter_for
 from ..validation import SchemaLimits
-from ._errors import ApiError, from_wire
+from ._errors import ApiError
 from ._settings import GatewaySettings
 
 TOO_MANY = "too_many_items"
@@ -111,15 +111,13 @@ async def vet(
     """``request`` checked (its client schemas, then its text) and, for a ``big`` body, its
     tokens counted, all in a worker thread; a small body's text is checked on the loop (its
     schemas, when it has any, in a worker thread: compiling a new one can take milliseconds).
-    A refusal is a 400 naming the field."""
+    A refusal is a 400 naming the field (a schema's a WireError, answered as any)."""
     try:
         if big:
             return await asyncio.to_thread(_vet_here, route, request, fields, limits)
         if fields:
             await asyncio.to_thread(check_schemas, fields, limits)
         check_text(request)
-    except WireError as exc:
-        raise from_wire(exc) from None
     except InvalidRequest as exc:
         raise ApiError(400, str(exc), code="invalid_unicode", param=exc.field) from None
     return Vetted(request)

@@ -9,16 +9,16 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
-from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..inbound import RelayMismatch
+from ..inbound._failures import Shape, unavailable
 from ..inbound._headers import capped_to, record_headers, streamed_by
 from ..inbound._relay import mismatch_message
 from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord, Unavailable
 from ..router import Router, RouteStream, Vetted
 from ._disconnect import Disconnect, gone_note
-from ._errors import ApiError, shutting_down, unavailable_error
+from ._errors import ApiError, error_response, shutting_down
 from ._gateway import Gateway
 from ._settings import Tenant
 
@@ -28,10 +28,11 @@ log = logging.getLogger("failover.gateway")
 class SseWire(Protocol):
     """What one dialect writes on an SSE answer: bytes for the start, each stream event, the
     end, a failure after the first byte (``partial`` for a cut answer, ``failure`` for anything
-    else), and its error answer before the first byte. ``start`` gets the model that answers
+    else), and the client shape of its error answer before the first byte. ``start`` gets the model that answers
     (see :func:`~failover.inbound._headers.streamed_by`), which every event that names a model carries from then on."""
 
     headers: Mapping[str, str]  # extra response headers for the stream
+    shape: Shape  # how a failure before the first byte is answered (see inbound._failures)
 
     def start(self, model: str) -> bytes: ...
 
@@ -42,10 +43,6 @@ class SseWire(Protocol):
     def failure(self, code: str, message: str) -> bytes: ...
 
     def partial(self, event: PartialOutput, message: str) -> bytes: ...
-
-    def error_response(
-        self, err: ApiError, *, request_id: str | None = None, record: RouteRecord | None = None
-    ) -> Response: ...
 
 
 class StreamReply:
@@ -148,7 +145,7 @@ class StreamReply:
                 )
                 await send({"type": "http.response.body", "body": event, "more_body": False})
             else:
-                response = self.wire.error_response(shutting_down(), request_id=self.envelope.request_id)
+                response = error_response(shutting_down(), self.wire.shape, request_id=self.envelope.request_id)
                 await response(scope, receive, send)
 
     async def _start(self, send: Send, target: str | None, capped: int | None = None) -> None:
@@ -176,8 +173,8 @@ class StreamReply:
         except StopAsyncIteration:
             first = None
         except Unavailable as exc:
-            err = unavailable_error(exc, gw.scrub)
-            response = self.wire.error_response(err, request_id=exc.request_id, record=exc.record)
+            err = unavailable(exc, self.wire.shape, gw.scrub)
+            response = error_response(err, self.wire.shape, request_id=exc.request_id, record=exc.record)
             gw.finish(
                 status=response.status_code,  # the wire's: Anthropic's overload is 529
                 route=self.route,
@@ -204,7 +201,7 @@ class StreamReply:
                 stream=True,
                 note=f"internal error {type(exc).__name__}",
             )
-            await self.wire.error_response(err, request_id=self.envelope.request_id)(scope, receive, send)
+            await error_response(err, self.wire.shape, request_id=self.envelope.request_id)(scope, receive, send)
             return
         shown, capped = rs.target, rs.max_tokens_capped_to
         if isinstance(first, Completed):  # the first event ends it: its record names who answered

@@ -21,7 +21,9 @@ SchemaField = tuple[str, Mapping[str, Any]]  # (the field's dotted path, the cli
 
 class WireError(Exception):
     """A request body the dialect refuses: ``status`` (400 unless said), a message that names
-    the field and the fix, ``param`` (the dotted field path), ``type`` and ``code``."""
+    the field and the fix, ``param`` (the dotted field path), ``type`` and ``code``; any error
+    answer a server gives (``headers``: what it adds to the answer), rendered for each client
+    by :func:`failover.inbound._failures.render`."""
 
     def __init__(
         self,
@@ -31,6 +33,7 @@ class WireError(Exception):
         param: str | None = None,
         type: str = "invalid_request_error",
         code: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -38,6 +41,7 @@ class WireError(Exception):
         self.param = param
         self.type = type
         self.code = code
+        self.headers: dict[str, str] = dict(headers) if headers else {}
 
     def __repr__(self) -> str:
         return f"WireError({self.status}, {self.message!r}, param={self.param!r})"

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ..inbound import RelayMismatch, WireError
+from ..inbound import _failures as failures
+from ..inbound._failures import Scrubber
 from ..inbound._headers import (
     answered_by,
     capped_to,
     envelope_with_headers,
     live_reasoning,
     record_headers,
-    retry_headers,
     streamed_by,
     with_affinity,
 )
@@ -30,7 +31,6 @@ from ..inbound._relay import mismatch_message
 from ..model import (
     Completed,
     Envelope,
-    FailureKind,
     InvalidRequest,
     PartialOutput,
     RouteRecord,
@@ -40,7 +40,6 @@ from ..model import (
 )
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
-from ..model._secrets import KEYLIKE
 from ..router import Router, RouteStream
 from ._sdk_wire import SUPPORTED, WIRES, Call, Wire, WireDialect, dialect_of, error_dialect
 
@@ -93,52 +92,12 @@ Answer = Plain | Streamed
 
 # -- Unavailable -> status ------------------------------------------------------------------------
 
-# Statuses chosen so that the SDKs raise the exception a caller would catch for the same
-# problem from the provider itself. In-process, the caller owns the router's credentials, so
-# an authentication failure upstream is shown as one (the message says it is the target's key).
-_STATUS: dict[FailureKind, int] = {
-    FailureKind.DEADLINE_EXHAUSTED: 504,
-    FailureKind.TIMEOUT: 504,
-    FailureKind.RATE_LIMITED: 429,
-    FailureKind.QUOTA_EXHAUSTED: 429,
-    FailureKind.INVALID_REQUEST: 400,
-    FailureKind.CONTEXT_OVERFLOW: 400,
-    FailureKind.CONTENT_FILTERED: 400,
-    FailureKind.CONTRACT_FAILURE: 422,
-    FailureKind.SCHEMA_INVALID: 422,
-    FailureKind.TOOL_CALL_MALFORMED: 422,
-    FailureKind.TRUNCATED: 422,
-    FailureKind.SIDE_EFFECT_UNCERTAIN: 409,
-    FailureKind.AUTHENTICATION_OR_PERMISSION: 401,
-    FailureKind.MODEL_NOT_FOUND: 404,
-}
-
 
 def status_for(exc: Unavailable, dialect: WireDialect) -> int:
-    """The HTTP status an Unavailable is answered with (the SDK picks its exception class by it)."""
-    if exc.reason is FailureKind.PROVIDER_OVERLOADED:
-        return 529 if dialect == "anthropic" else 503  # anthropic.OverloadedError
-    status = _STATUS.get(exc.reason)
-    if status is not None and exc.retryable and status in (401, 404):
-        # An open circuit tripped by rejected credentials or an unknown model turned the request
-        # away for now: a 401/404 would tell the SDK (and the user) to give up for good.
-        return 503
-    if status is not None:
-        return status
-    return 503 if exc.retryable else 502
-
-
-class _Scrub:
-    """Removes the router's provider secrets (and key-shaped strings) from a message."""
-
-    def __init__(self, router: Router) -> None:
-        found = {t.api_key.reveal() for r in router.routes.values() for t in r.targets if t.api_key}
-        self._secrets = sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for s in self._secrets:
-            text = text.replace(s, "***")
-        return KEYLIKE.sub("***", text)
+    """The HTTP status an Unavailable is answered with (the SDK picks its exception class by it):
+    the in-process column of :data:`failover.inbound._failures.TABLE`, which says why it differs
+    from the gateway's."""
+    return failures.status_for(exc, WIRES[dialect].shape)
 
 
 # -- the envelope of one call -----------------------------------------------------------------------
@@ -210,7 +169,7 @@ class Core:
     def __init__(self, router: Router, options: Options) -> None:
         self.router = router
         self.options = options
-        self.scrub = _Scrub(router)
+        self.scrub = Scrubber.of(router.routes.values())
         self._warned_retries = False
         self.origins = Origins()  # who wrote the reasoning handed out raw: kept from another model
 
@@ -222,17 +181,19 @@ class Core:
         *,
         code: str | None,
         param: str | None = None,
-        headers: Mapping[str, str] | None = None,
     ) -> Plain:
-        """An error answer; ``x-should-retry: false`` because the router already did the retrying."""
-        h = {"content-type": "application/json", "x-should-retry": "false", **(headers or {})}
-        return Plain(status, h, _dumps(wire.error(status, message, code=code, param=param)))
+        """An error answer, rendered for the wire's SDK (see :mod:`failover.inbound._failures`)."""
+        return self._plain(failures.problem(status, message, wire.shape, code=code, param=param), wire)
+
+    def _plain(
+        self, err: WireError, wire: Wire, request_id: str | None = None, record: RouteRecord | None = None
+    ) -> Plain:
+        out = failures.render(err, wire.shape, request_id=request_id, record=record)
+        return Plain(out.status, {"content-type": "application/json", **out.headers}, _dumps(out.body))
 
     def _unavailable(self, wire: Wire, exc: Unavailable) -> Plain:
-        status = status_for(exc, wire.name)
-        message = self.scrub(f"{exc.reason.value}: {exc.message}") + f" (request id {exc.request_id})"
-        headers = {**record_headers(exc.request_id, exc.record), **retry_headers(exc)}
-        return self._error(wire, status, message, code=exc.reason.value, headers=headers)
+        err = failures.unavailable(exc, wire.shape, self.scrub)
+        return self._plain(err, wire, exc.request_id, exc.record)
 
     def _done(self, record: RouteRecord | None) -> None:
         if record is None:

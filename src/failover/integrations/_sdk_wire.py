@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol
 
 from ..inbound import anthropic as ant
 from ..inbound import openai as oai
+from ..inbound._failures import SDK_CHAT, SDK_MESSAGES, Shape
 from ..model import Completed, Request, Response, StreamEvent
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
@@ -60,27 +61,17 @@ class _Renderer(Protocol):
 
 class Wire(Protocol):
     name: WireDialect
+    shape: Shape  # how its SDK is told of a failure (see failover.inbound._failures)
     raw_reasoning: str | None  # the reasoning format handed to the SDK raw (see failover.inbound._origins)
 
     def parse(self, data: Any, headers: Mapping[str, str] | None = None) -> Call: ...
     def body(self, resp: Response, model: str) -> dict[str, Any]: ...
-    def error(self, status: int, message: str, *, code: str | None, param: str | None = None) -> dict[str, Any]: ...
     def renderer(self, call: Call, request_id: str, model: str) -> _Renderer: ...
-
-
-def _openai_type(status: int) -> str:
-    return {
-        401: "authentication_error",
-        403: "permission_error",
-        404: "not_found_error",
-        429: "rate_limit_error",
-        503: "service_unavailable",
-        504: "timeout_error",
-    }.get(status, "invalid_request_error" if status < 500 else "server_error")
 
 
 class _OpenAIWire:
     name: WireDialect = "openai"
+    shape = SDK_CHAT
     raw_reasoning: str | None = None  # reasoning_content text only
 
     def parse(self, data: Any, headers: Mapping[str, str] | None = None) -> Call:
@@ -91,9 +82,6 @@ class _OpenAIWire:
     def body(self, resp: Response, model: str) -> dict[str, Any]:
         cid = new_id("chatcmpl-")
         return oai.completion_body(resp, completion_id=cid, created=int(time.time()), model=model)
-
-    def error(self, status: int, message: str, *, code: str | None, param: str | None = None) -> dict[str, Any]:
-        return oai.error_body(status, message, type=_openai_type(status), code=code, param=param)
 
     def renderer(self, call: Call, request_id: str, model: str) -> _Renderer:
         return _OpenAIChunks(self, call, request_id, model)
@@ -122,11 +110,12 @@ class _OpenAIChunks:
 
     def error(self, code: str, message: str) -> bytes:
         # The openai SDK raises APIError for a data line whose object has an "error" key.
-        return self._sse([self.wire.error(500, message, code=code)])
+        return self._sse([oai.error_body(500, message, type="server_error", code=code)])
 
 
 class _AnthropicWire:
     name: WireDialect = "anthropic"
+    shape = SDK_MESSAGES
     raw_reasoning: str | None = ANTHROPIC  # thinking blocks keep their own signature
 
     def parse(self, data: Any, headers: Mapping[str, str] | None = None) -> Call:
@@ -139,9 +128,6 @@ class _AnthropicWire:
 
     def body(self, resp: Response, model: str) -> dict[str, Any]:
         return ant.message_body(resp, message_id=new_id("msg_"), model=model)
-
-    def error(self, status: int, message: str, *, code: str | None, param: str | None = None) -> dict[str, Any]:
-        return ant.error_body(status, message, type=ant.error_type_for(status), code=code)
 
     def renderer(self, call: Call, request_id: str, model: str) -> _Renderer:
         return _AnthropicEvents(request_id, model)
