@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from failover import InvalidRequest
+from failover.gateway._body import decode_json
 from failover.gateway._gateway import Gateway
 from failover.gateway._openai import parse_body as chat_parse
 from failover.gateway._openai import to_request as chat_request
@@ -234,7 +235,7 @@ def _has_surrogate(text: str) -> bool:
 @given(st.one_of(mutated(CHAT), mutated(MESSAGES), mutated(RESPONSES)).flatmap(_encoded))
 def test_decoding_a_body_raises_only_a_4xx(raw: bytes) -> None:
     try:
-        data = _GATEWAY.decode_json(raw)
+        data = decode_json(raw, _GATEWAY.settings.max_json_depth)
         body = _GATEWAY.chat_body(raw)  # the one-pass path (pydantic's JSON parser) and the general one
     except WireError as exc:
         status = exc.status

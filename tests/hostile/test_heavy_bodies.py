@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from failover.gateway import GatewaySettings, _body
-from failover.gateway._body import heavy_json
+from failover.gateway._body import decode_json, heavy_json
 from failover.gateway._errors import ApiError
 from failover.gateway._gateway import Gateway
 from tests.gateway._kit import Kit
@@ -47,11 +47,11 @@ def test_the_slow_decoder_reads_what_json_loads_reads(value: Any) -> None:
         mp.setattr(_body, "HEAVY_JSON_VALUES", -1)
         assert heavy_json(raw)
         try:
-            heavy: Any = gw.decode_json(raw)
+            heavy: Any = decode_json(raw, gw.settings.max_json_depth)
         except ApiError as exc:
             heavy = ("refused", exc.code)
     try:
-        fast: Any = gw.decode_json(raw)
+        fast: Any = decode_json(raw, gw.settings.max_json_depth)
     except ApiError as exc:
         fast = ("refused", exc.code)
     assert heavy == fast
@@ -73,5 +73,5 @@ def test_the_slow_decoder_refuses_what_json_loads_refuses(
     monkeypatch.setattr(_body, "HEAVY_JSON_BYTES", 0)
     monkeypatch.setattr(_body, "HEAVY_JSON_VALUES", -1)
     with pytest.raises(ApiError) as info:
-        _gateway().decode_json(raw)
+        decode_json(raw, _gateway().settings.max_json_depth)
     assert info.value.code == code

@@ -24,10 +24,12 @@ from ..inbound._headers import live_reasoning, with_affinity
 from ..model import Envelope, Request, RouteRecord, Unavailable
 from ..model import Response as Answer
 from ..router import Router, Vetted
-from ._body import HEAVY_JSON_BYTES, ClientGone
+from ._auth import authenticate
+from ._body import HEAVY_JSON_BYTES, ClientGone, decode_json, read_body
 from ._disconnect import Interrupted, interruptible
 from ._envelope import envelope_from, unmarked
 from ._errors import ApiError, error_response, shutting_down
+from ._exchange import Exchange
 from ._gateway import Gateway
 from ._http import header_map, send_json
 from ._settings import Tenant
@@ -129,15 +131,15 @@ class Endpoint(Generic[_B, _Q, _A]):
     # -- what a dialect gives -------------------------------------------------------------------
 
     def credentials(self, headers: dict[str, str]) -> Mapping[str, str]:
-        """The headers :meth:`Gateway.authenticate` reads (by default the request's own)."""
+        """The headers :func:`~failover.gateway._auth.authenticate` reads (by default the request's own)."""
         return headers
 
     def parse(self, raw: bytes) -> _B:
-        """The body decoded and validated; an ApiError (400 naming the field) if it is not."""
-        return self.from_json(self.gw.decode_json(raw))
+        """The body decoded and validated; a WireError (400 naming the field) if it is not."""
+        return self.from_json(decode_json(raw, self.gw.settings.max_json_depth))
 
     def from_json(self, data: Any) -> _B:
-        """The decoded body validated; an ApiError (400 naming the field) if it is not."""
+        """The decoded body validated; a WireError (400 naming the field) if it is not."""
         raise NotImplementedError
 
     def parse_heavy(self, raw: bytes) -> _B:
@@ -145,7 +147,7 @@ class Endpoint(Generic[_B, _Q, _A]):
         (:meth:`check_counts`, on the decoded JSON, before it is validated) and its schemas'
         limits are checked there too, so an oversized one is refused before the loop spends any
         time on it (translating it, counting its tokens). Meta-validation still waits for admission."""
-        data = self.gw.decode_json(raw)  # the pure-Python scanner for a body of many values
+        data = decode_json(raw, self.gw.settings.max_json_depth)  # the pure-Python scanner for a body of many values
         try:
             self.check_counts(data)
         except ApiError:
@@ -175,7 +177,7 @@ class Endpoint(Generic[_B, _Q, _A]):
         return False
 
     def to_request(self, body: _B) -> _Q:
-        """The body as the router's Request; an ApiError if it cannot be translated. Its JSON
+        """The body as the router's Request; a WireError if it cannot be translated. Its JSON
         Schemas are not looked at here (before the tenant is admitted): :meth:`Gateway.check_schemas`
         checks their limits and compiles them once it is."""
         raise NotImplementedError
@@ -208,20 +210,19 @@ class Endpoint(Generic[_B, _Q, _A]):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         gw = self.gw
-        router = gw.router  # a reload swaps gw.router; this request finishes on the one it started with
-        started = time.perf_counter()
+        # a reload swaps gw.router; this request finishes on the one it started with
+        ex = Exchange(gw.router, time.perf_counter())
+        router = ex.router
         if scope["method"] != "POST":
             err = ApiError(405, f"use POST for {self.path}", code="method_not_allowed", headers={"allow": "POST"})
             await error_response(err, self.shape)(scope, receive, send)
             return
         headers = header_map(scope)
-        tenant: Tenant | None = None
-        route: str | None = None
         try:
             if gw.draining:
                 raise shutting_down()
-            tenant = gw.authenticate(scope, self.credentials(headers))
-            raw = await gw.read_body(receive, headers)
+            ex.tenant = tenant = authenticate(gw.settings, scope, self.credentials(headers))
+            raw = await read_body(gw.settings, receive, headers)
             # A body over 64 KiB is decoded, counted and validated in a worker thread: even its
             # scans (for many values, surrogates, numbers no float holds) took ~45 ms of the loop
             # for 8 MiB. One of many JSON values takes the pure-Python scanner there (a C decoder
@@ -236,7 +237,7 @@ class Endpoint(Generic[_B, _Q, _A]):
                 body = self.parse(raw)
                 self.check_counts(body)
             # ... and translated, checked and counted once, in a worker thread (see _sizes)
-            route = body.model
+            ex.route = route = body.model
             _check_route(router, route, tenant)
             tenant_name = tenant.name if tenant is not None else None
             # a client with no Idempotency-Key of its own: a repeat of a body that failed is its retry
@@ -279,63 +280,35 @@ class Endpoint(Generic[_B, _Q, _A]):
             else:
                 await gw.check_schemas(self.schema_fields(body))
         except ClientGone:
-            gw.finish(
-                status=499,
-                route=route,
-                tenant=tenant,
-                request_id=None,
-                record=None,
-                started=started,
-                note="client disconnected while sending the body",
-            )
+            gw.finish(ex, 499, note="client disconnected while sending the body")
             return
         except WireError as err:  # a refusal (an ApiError is one): the one place it is answered
             response = error_response(err, self.shape)
-            gw.finish(
-                status=response.status_code,
-                route=route,
-                tenant=tenant,
-                request_id=None,
-                record=None,
-                started=started,
-                code=err.code,
-            )
+            gw.finish(ex, response.status_code, code=err.code)
             await response(scope, receive, send)
             return
-        stop = gw.enter(router)
+        ex.envelope, ex.request_id = envelope, envelope.request_id
+        ex.stop = stop = gw.enter(router)
         gw.recent.started(envelope.request_id, digest, envelope.budget)  # gw.finish says how it ended
         try:
             if body.stream:
+                ex.stream = True
                 wire = self.wire(body, route, envelope)
-                chat = cast(Request, req)  # only chat dialects stream
-                reply = StreamReply(gw, router, route, chat, envelope, tenant, started, stop, wire, live)
+                reply = StreamReply(gw, ex, cast(Request, req), wire, live)  # only chat dialects stream
                 reply.raw_reasoning = self.raw_reasoning
                 reply.vetted = vetted
                 await reply(scope, receive, send)
             else:
-                await self._complete(
-                    scope, receive, send, router, route, req, envelope, tenant, started, stop, body, vetted
-                )
+                await self._complete(ex, scope, receive, send, req, body, vetted)
         finally:
             gw.leave(stop)
 
     async def _complete(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        router: Router,
-        route: str,
-        req: _Q,
-        envelope: Envelope,
-        tenant: Tenant | None,
-        started: float,
-        stop: asyncio.Future[None],
-        body: _B,
-        vetted: Vetted | None,
+        self, ex: Exchange, scope: Scope, receive: Receive, send: Send, req: _Q, body: _B, vetted: Vetted | None
     ) -> None:
         """One plain answer; a client that leaves (or the drain) cancels the upstream call."""
-        gw = self.gw
+        gw, router = self.gw, ex.router
+        route, envelope, stop = ex.admitted()
         response: Response
         if vetted is not None:  # a chat request the gateway checked: the router need not again
             call = cast("Coroutine[Any, Any, _A]", router.complete(route, vetted.request, envelope, vetted=vetted))
@@ -346,39 +319,19 @@ class Endpoint(Generic[_B, _Q, _A]):
         except Unavailable as exc:
             err = unavailable(exc, self.shape, gw.scrub)
             response = error_response(err, self.shape, request_id=exc.request_id, record=exc.record)
-            gw.finish(
-                status=response.status_code,
-                route=route,
-                tenant=tenant,
-                request_id=exc.request_id,
-                record=exc.record,
-                started=started,
-                note=exc.reason.value,
-                code=err.code,
-            )
+            ex.request_id = exc.request_id
+            gw.finish(ex, response.status_code, record=exc.record, note=exc.reason.value, code=err.code)
         except Exception as exc:
             log.error("internal error on route %s request %s: %s", route, envelope.request_id, type(exc).__name__)
             err = ApiError(500, f"internal gateway error (request id {envelope.request_id})", type="server_error")
-            gw.finish(
-                status=500,
-                route=route,
-                tenant=tenant,
-                request_id=envelope.request_id,
-                record=None,
-                started=started,
-                note=f"internal error {type(exc).__name__}",
-            )
+            gw.finish(ex, 500, note=f"internal error {type(exc).__name__}")
             response = error_response(err, self.shape, request_id=envelope.request_id)
         else:
             if isinstance(outcome, Interrupted):  # the client left or the drain cut us: upstream cancelled
                 cut = outcome.reason == "drain"
                 gw.finish(
-                    status=503 if cut else 499,
-                    route=route,
-                    tenant=tenant,
-                    request_id=envelope.request_id,
-                    record=None,
-                    started=started,
+                    ex,
+                    503 if cut else 499,
                     code="shutting_down" if cut else None,
                     note="cut by shutdown drain; upstream cancelled"
                     if cut
@@ -401,9 +354,8 @@ class Endpoint(Generic[_B, _Q, _A]):
                 try:
                     await send_json(send, 200, out, out_headers)
                 finally:  # the access line, metrics and the tenant's charge after the answer left, not before
-                    gw.finish(
-                        status=200, route=route, tenant=tenant, request_id=request_id, record=record, started=started
-                    )
+                    ex.request_id = request_id
+                    gw.finish(ex, 200, record=record)
                 return
         await response(scope, receive, send)
 

@@ -8,13 +8,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Coroutine, Mapping
 from typing import Any, Protocol
 
 from pydantic import ValidationError
-from starlette.requests import ClientDisconnect
-from starlette.requests import Request as HttpRequest
-from starlette.types import Receive, Scope
 
 from ..inbound import SchemaField, check_schemas
 from ..inbound._failures import Scrubber
@@ -22,15 +18,15 @@ from ..inbound._origins import Origins
 from ..model import RouteRecord
 from ..model._json import may_overflow
 from ..router import Router
-from ._auth import authenticate, authenticate_admin
-from ._body import HEAVY_JSON_BYTES, ClientGone, decode_json, read_body
+from ._body import decode_json
 from ._envelope import RecentRequests
+from ._exchange import Exchange
 from ._logs import ACCESS_LOGGER
 from ._metrics import GatewayMetrics
 from ._openai import ChatCompletionBody, parse_body
 from ._quota import TenantQuotas, store_of
 from ._reclaim import Reclaimer
-from ._settings import GatewaySettings, Tenant
+from ._settings import GatewaySettings
 
 log = logging.getLogger("failover.gateway")
 access_log = logging.getLogger(ACCESS_LOGGER)
@@ -144,39 +140,12 @@ class Gateway:
         self._retiring = task
         return task
 
-    # -- auth (see _auth) -----------------------------------------------------------------------
-
-    def authenticate(self, scope: Scope, headers: Mapping[str, str]) -> Tenant | None:
-        """The caller's tenant (None on an open gateway); 401 for a missing or wrong key."""
-        return authenticate(self.settings, scope, headers)
-
-    def authenticate_admin(self, scope: Scope, headers: Mapping[str, str]) -> None:
-        authenticate_admin(self.settings, scope, headers)
-
-    # -- body (see _body) -----------------------------------------------------------------------
-
-    def read_body(self, receive: Receive, headers: Mapping[str, str]) -> Coroutine[Any, Any, bytes]:
-        """The whole request body, within ``max_body_bytes`` and ``body_timeout_s`` (the
-        coroutine of :func:`~failover.gateway._body.read_body` itself: no frame of its own on
-        the hot path)."""
-        return read_body(self.settings, receive, headers)
+    # -- the request's work -------------------------------------------------------------------
 
     def reclaim_soon(self) -> None:
         """Reclaim, a moment from now, what a hostile or cut request left behind (see _reclaim);
         one pending reclaim at a time."""
         self._reclaimer.soon()
-
-    def decode_json(self, raw: bytes) -> Any:
-        """Decode a body: a 400 for invalid JSON or nesting deeper than ``max_json_depth``."""
-        return decode_json(raw, self.settings.max_json_depth)
-
-    async def read_json(self, request: HttpRequest) -> Any:
-        """The decoded JSON body of a Starlette request (limits as :meth:`read_body`)."""
-        try:
-            raw = await self.read_body(request.receive, request.headers)
-        except ClientGone:
-            raise ClientDisconnect() from None
-        return await asyncio.to_thread(self.decode_json, raw) if len(raw) > HEAVY_JSON_BYTES else self.decode_json(raw)
 
     async def check_schemas(self, fields: list[SchemaField]) -> None:
         """Meta-validate and compile the request's client schemas (cached) off the event loop:
@@ -194,24 +163,17 @@ class Gateway:
         if raw.count(b"{") + raw.count(b"[") < self.settings.max_json_depth and not may_overflow(raw):
             with contextlib.suppress(ValidationError):
                 return ChatCompletionBody.model_validate_json(raw)
-        return parse_body(self.decode_json(raw))
+        return parse_body(decode_json(raw, self.settings.max_json_depth))
 
     # -- the end of a request -------------------------------------------------------------------
 
     def finish(
-        self,
-        *,
-        status: int,
-        route: str | None,
-        tenant: Tenant | None,
-        request_id: str | None,
-        record: RouteRecord | None,
-        started: float,
-        stream: bool = False,
-        note: str = "",
-        code: str | None = None,
+        self, ex: Exchange, status: int, *, record: RouteRecord | None = None, note: str = "", code: str | None = None
     ) -> None:
-        """The end of one chat request: charge the tenant, count it, log one access line."""
+        """The end of one request: how it ended is kept on ``ex``; charge the tenant, count it,
+        log one access line."""
+        ex.status, ex.record, ex.note, ex.code = status, record, note, code
+        tenant, route, request_id, stream = ex.tenant, ex.route, ex.request_id, ex.stream
         tenant_name = tenant.name if tenant is not None else None
         # a stream's note is its failure; an answer given without any upstream attempt (a hold,
         # a limiter or budget refusal) cost nothing upstream: the client coming back is new
@@ -230,7 +192,7 @@ class Gateway:
             log.error("accounting failed for request %s: %s", request_id, type(exc).__name__)
         if not access_log.isEnabledFor(logging.INFO):
             return
-        elapsed = round((time.perf_counter() - started) * 1000, 1)
+        elapsed = round((time.perf_counter() - ex.started) * 1000, 1)
         fields: dict[str, Any] = {
             "event": "request",
             "request_id": request_id,

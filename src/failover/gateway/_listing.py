@@ -11,6 +11,7 @@ from typing import Any
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
+from ._auth import authenticate
 from ._errors import ApiError
 from ._gateway import Gateway
 from ._http import answers_errors, json_response
@@ -30,7 +31,7 @@ def model_listing(gw: Gateway) -> tuple[Handler, Handler]:
         anthropic_client = "anthropic-version" in headers
         key = headers.get("x-api-key") if anthropic_client else None
         creds: Mapping[str, str] = {"authorization": f"Bearer {key.strip()}"} if key else headers
-        return gw.authenticate(request.scope, creds), anthropic_client
+        return authenticate(gw.settings, request.scope, creds), anthropic_client
 
     def model_entry(name: str, anthropic_client: bool) -> dict[str, Any]:
         if not anthropic_client:

@@ -37,7 +37,8 @@ from ..model._ids import new_id
 from ..model._json import dumps as _dumps
 from ..model._reasoning import ANTHROPIC
 from ..tokens import counter_for
-from ._body import HEAVY_JSON_BYTES, ClientGone
+from ._auth import authenticate
+from ._body import HEAVY_JSON_BYTES, ClientGone, decode_json, read_body
 from ._endpoint import Endpoint, honourable
 from ._errors import ApiError, error_response
 from ._gateway import Gateway
@@ -51,7 +52,7 @@ def _new_message_id() -> str:
 
 
 def _credentials(settings_open: bool, headers: Mapping[str, str]) -> Mapping[str, str]:
-    """The headers ``Gateway.authenticate`` reads: ``x-api-key`` becomes a bearer key."""
+    """The headers :func:`~failover.gateway._auth.authenticate` reads: ``x-api-key`` becomes a bearer key."""
     key = headers.get("x-api-key")
     if key is not None:
         return {"authorization": f"Bearer {key.strip()}"}
@@ -154,18 +155,21 @@ def count_tokens(gw: Gateway) -> Callable[[HttpRequest], Awaitable[Response]]:
 
     async def run(request: HttpRequest) -> Response:
         try:
-            tenant = gw.authenticate(request.scope, _credentials(gw.settings.open, request.headers))
+            settings = gw.settings
+            tenant = authenticate(settings, request.scope, _credentials(settings.open, request.headers))
             try:
-                raw = await gw.read_body(request.receive, request.headers)
+                raw = await read_body(settings, request.receive, request.headers)
             except ClientGone:
                 raise ClientDisconnect() from None
             if len(raw) > HEAVY_JSON_BYTES:  # decoded, translated and counted in a worker thread
                 try:
-                    n = await asyncio.to_thread(lambda: counted(gw.decode_json(raw), tenant, request.headers))
+                    n = await asyncio.to_thread(
+                        lambda: counted(decode_json(raw, settings.max_json_depth), tenant, request.headers)
+                    )
                 finally:
                     gw.reclaim_soon()
             else:
-                n = counted(gw.decode_json(raw), tenant, request.headers)
+                n = counted(decode_json(raw, settings.max_json_depth), tenant, request.headers)
             return Response(_dumps({"input_tokens": n}), media_type="application/json")
         except WireError as err:
             return error_response(err, MESSAGES)

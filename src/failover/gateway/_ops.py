@@ -18,6 +18,7 @@ from starlette.types import ASGIApp
 
 from ..model._json import dumps as _dumps
 from ..policy import BreakerSnapshot
+from ._auth import authenticate_admin
 from ._errors import ApiError, error_response
 from ._gateway import Gateway
 from ._http import answers_errors, json_response
@@ -32,7 +33,7 @@ def ops_routes(gw: Gateway) -> list[BaseRoute]:
 
     @answers_errors
     async def admin_health(request: HttpRequest) -> Response:
-        gw.authenticate_admin(request.scope, request.headers)
+        authenticate_admin(gw.settings, request.scope, request.headers)
         now = asyncio.get_running_loop().time()
         breakers = [_breaker_entry(b, now) for b in gw.router.breakers.snapshots(now)]
         limiters: dict[str, Any] = {}
@@ -71,7 +72,7 @@ def ops_routes(gw: Gateway) -> list[BaseRoute]:
     @answers_errors
     async def metrics(request: HttpRequest) -> Response:
         if s.metrics_require_admin_key:
-            gw.authenticate_admin(request.scope, request.headers)
+            authenticate_admin(gw.settings, request.scope, request.headers)
         return Response(gw.metrics.render(), status_code=200, media_type=CONTENT_TYPE)
 
     return [
@@ -120,7 +121,7 @@ def _lab_app(gw: Gateway) -> ASGIApp:
 
     async def authorize(request: HttpRequest) -> Response | None:
         try:
-            gw.authenticate_admin(request.scope, request.headers)
+            authenticate_admin(gw.settings, request.scope, request.headers)
         except ApiError as err:
             return error_response(err)
         return None

@@ -37,6 +37,7 @@ from ..model import Response as Answer
 from ..model._ids import new_id
 from ..model._json import dumps as _dumps
 from ..model._reasoning import OPENAI_RESPONSES
+from ._auth import authenticate
 from ._endpoint import Endpoint, honourable
 from ._errors import ApiError, error_response
 from ._gateway import Gateway
@@ -161,7 +162,7 @@ def stored_response(gw: Gateway) -> Callable[[HttpRequest], Awaitable[Response]]
 
     async def run(request: HttpRequest) -> Response:
         try:
-            gw.authenticate(request.scope, request.headers)
+            authenticate(gw.settings, request.scope, request.headers)
             rest = request.path_params["id"]
             first = rest.split("/", 1)[0]
             shown = f"{request.method} /v1/responses/{rest[:80]}"

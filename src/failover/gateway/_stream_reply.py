@@ -15,12 +15,12 @@ from ..inbound import RelayMismatch
 from ..inbound._failures import Shape, unavailable
 from ..inbound._headers import capped_to, record_headers, streamed_by
 from ..inbound._relay import mismatch_message
-from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord, Unavailable
-from ..router import Router, RouteStream, Vetted
+from ..model import Completed, PartialOutput, Request, RouteRecord, Unavailable
+from ..router import RouteStream, Vetted
 from ._disconnect import Disconnect, gone_note
 from ._errors import ApiError, error_response, shutting_down
+from ._exchange import Exchange
 from ._gateway import Gateway
-from ._settings import Tenant
 
 log = logging.getLogger("failover.gateway")
 
@@ -55,27 +55,14 @@ class StreamReply:
     """
 
     def __init__(
-        self,
-        gw: Gateway,
-        router: Router,
-        route: str,
-        request: Request,
-        envelope: Envelope,
-        tenant: Tenant | None,
-        started: float,
-        stop: asyncio.Future[None],
-        wire: SseWire,
-        live_reasoning: bool = False,
+        self, gw: Gateway, ex: Exchange, request: Request, wire: SseWire, live_reasoning: bool = False
     ) -> None:
         self.gw = gw
+        self.ex = ex
         self.live_reasoning = live_reasoning
-        self.router = router
-        self.stop = stop
-        self.route = route
+        self.router = ex.router
+        self.route, self.envelope, self.stop = ex.admitted()
         self.request = request
-        self.envelope = envelope
-        self.tenant = tenant
-        self.started = started
         self.sent_headers = False
         self.wire = wire
         self.gone: asyncio.Future[None] | None = None  # resolves when the client is gone
@@ -112,31 +99,13 @@ class StreamReply:
             if cut:
                 await self._cut(scope, receive, send)
             elif left:
-                self.gw.finish(
-                    status=499,
-                    route=self.route,
-                    tenant=self.tenant,
-                    request_id=self.envelope.request_id,
-                    record=rs.record,  # outcome "cancelled": the stream was cut when the client left
-                    started=self.started,
-                    stream=True,
-                    note=gone_note(scope),
-                )
+                # the record's outcome is "cancelled": the stream was cut when the client left
+                self.gw.finish(self.ex, 499, record=rs.record, note=gone_note(scope))
 
     async def _cut(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The drain timed out on this stream: end it cleanly (an error event, or a 503 before any byte)."""
         gw = self.gw
-        gw.finish(
-            status=503,
-            route=self.route,
-            tenant=self.tenant,
-            request_id=self.envelope.request_id,
-            record=None,
-            started=self.started,
-            stream=True,
-            code="shutting_down",
-            note="cut by shutdown drain; upstream stream closed",
-        )
+        gw.finish(self.ex, 503, code="shutting_down", note="cut by shutdown drain; upstream stream closed")
         with contextlib.suppress(OSError, RuntimeError):
             if self.sent_headers:
                 event = self.wire.failure(
@@ -175,32 +144,15 @@ class StreamReply:
         except Unavailable as exc:
             err = unavailable(exc, self.wire.shape, gw.scrub)
             response = error_response(err, self.wire.shape, request_id=exc.request_id, record=exc.record)
-            gw.finish(
-                status=response.status_code,  # the wire's: Anthropic's overload is 529
-                route=self.route,
-                tenant=self.tenant,
-                request_id=exc.request_id,
-                record=exc.record,
-                started=self.started,
-                stream=True,
-                note=exc.reason.value,
-                code=err.code,
-            )
+            self.ex.request_id = exc.request_id
+            # the shape's status: Anthropic's overload is 529
+            gw.finish(self.ex, response.status_code, record=exc.record, note=exc.reason.value, code=err.code)
             await response(scope, receive, send)
             return
         except Exception as exc:
             log.error("internal error on stream %s: %s", self.envelope.request_id, type(exc).__name__)
             err = ApiError(500, f"internal gateway error (request id {self.envelope.request_id})", type="server_error")
-            gw.finish(
-                status=500,
-                route=self.route,
-                tenant=self.tenant,
-                request_id=self.envelope.request_id,
-                record=None,
-                started=self.started,
-                stream=True,
-                note=f"internal error {type(exc).__name__}",
-            )
+            gw.finish(self.ex, 500, note=f"internal error {type(exc).__name__}")
             await error_response(err, self.wire.shape, request_id=self.envelope.request_id)(scope, receive, send)
             return
         shown, capped = rs.target, rs.max_tokens_capped_to
@@ -253,16 +205,7 @@ class StreamReply:
         gone = self.gone
         if gone is not None and gone.done():  # the sends since the client left went nowhere
             status, status_note = 499, gone_note(scope)
-        gw.finish(
-            status=status,
-            route=self.route,
-            tenant=self.tenant,
-            request_id=self.envelope.request_id,
-            record=record,
-            started=self.started,
-            stream=True,
-            note=status_note,
-        )
+        gw.finish(self.ex, status, record=record, note=status_note)
 
 
 __all__ = ["SseWire", "StreamReply"]
