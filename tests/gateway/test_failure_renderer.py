@@ -164,6 +164,7 @@ def test_a_refusal_renders_in_each_envelope() -> None:
             "param": "model",
         }
     }
+    assert err.body() == openai.body
     anthropic = render(err, MESSAGES)
     assert anthropic.body == {
         "type": "error",

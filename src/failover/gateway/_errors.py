@@ -10,6 +10,7 @@ answers with :func:`error_response` in its own shape.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from starlette.responses import Response
 
@@ -37,6 +38,10 @@ class ApiError(WireError):
         super().__init__(
             status, message, type=type, code=code, param=param, headers={"x-should-retry": "false", **(headers or {})}
         )
+
+    def body(self) -> dict[str, Any]:
+        """The OpenAI-style body the gateway's Chat Completions clients receive."""
+        return render(self, CHAT).body
 
 
 def shutting_down() -> ApiError:
