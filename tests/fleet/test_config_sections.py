@@ -16,9 +16,9 @@ import pytest
 from failover import Envelope, FailureKind, Request, Route, Router, SideEffectMode, Unavailable
 from failover.config import load_config
 from failover.gateway._envelope import envelope_from
-from failover.gateway._errors import ApiError
 from failover.gateway._ledger import ledger_spec_from, open_ledger
 from failover.gateway._settings import EnvelopeDefaults, load_gateway_config
+from failover.inbound import WireError
 from failover.ledger import Ledger, MemoryStore, SQLiteStore
 from failover.model import ConfigError
 from failover.policy import BreakerBoard, NoBreakers, Unlimited
@@ -71,7 +71,7 @@ def test_the_task_id_header_sets_the_envelope() -> None:
     env = envelope_from({"x-failover-task-id": "task-9"}, EnvelopeDefaults(), tenant=None)
     assert env.task_id == "task-9"
     assert envelope_from({}, EnvelopeDefaults(), tenant=None).task_id is None
-    with pytest.raises(ApiError) as ei:
+    with pytest.raises(WireError) as ei:  # answered as a 400 naming the header
         envelope_from({"x-failover-task-id": "no spaces"}, EnvelopeDefaults(), tenant=None)
     assert ei.value.param == "x-failover-task-id"
 
