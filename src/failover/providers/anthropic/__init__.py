@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..model import (
+from ...model import (
     Failure,
     ImagePart,
     Message,
@@ -32,14 +32,14 @@ from ..model import (
     ToolCall,
     ToolChoice,
 )
-from ..model._reasoning import ANTHROPIC as REASONING_SOURCE
-from ..transport._types import HttpRequest, HttpResponse
-from ._anthropic_parse import REQUEST_ID_HEADERS, error, parse_message
-from ._anthropic_stream import MessageStream
-from ._base import StreamParser
-from ._common import as_dict, decode_json, non_finite, unreadable, with_query
-from ._headers import anthropic_rate_limits, read_meta
-from ._vertex import ANTHROPIC_VERTEX_VERSION, anthropic_count_url, model_url
+from ...model._reasoning import ANTHROPIC as REASONING_SOURCE
+from ...transport._types import HttpRequest, HttpResponse
+from .._base import StreamParser
+from .._common import as_dict, decode_json, non_finite, unreadable, with_query
+from .._headers import anthropic_rate_limits, read_meta
+from .._vertex import ANTHROPIC_VERTEX_VERSION, anthropic_count_url, model_url
+from ._parse import REQUEST_ID_HEADERS, error, parse_message
+from ._stream import MessageStream
 
 __all__ = ["AnthropicDialect"]
 

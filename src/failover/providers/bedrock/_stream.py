@@ -1,6 +1,6 @@
 """Bedrock ConverseStream events to stream events; ``finish`` reuses the body parse's rules.
 
-The events arrive as :class:`~._base.SSEEvent` objects made by :mod:`._eventstream` from the
+The events arrive as :class:`~failover.providers._base.SSEEvent` objects made by :mod:`._eventstream` from the
 AWS event-stream frames: the event name is the frame's ``:event-type`` (or
 ``:exception-type``), the data its JSON payload. A message is ``messageStart``, then per
 content block (by ``contentBlockIndex``) an optional ``contentBlockStart`` (only tool use
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ..model import (
+from ...model import (
     Failure,
     Reasoning,
     ReasoningDelta,
@@ -37,13 +37,13 @@ from ..model import (
     Usage,
     UsageUpdate,
 )
-from ..model import Stop as StopEvent
-from ._base import SSEEvent, StreamFailed
-from ._bedrock_parse import JSON_TOOL, REASONING_SOURCE, STATUS, STOP, error, judge, result_of, usage_of
-from ._common import as_dict, as_str, tool_arguments
+from ...model import Stop as StopEvent
+from .._base import SSEEvent, StreamFailed
+from .._common import as_dict, as_str, tool_arguments
+from .._headers import HeaderMeta
+from .._streaming import EMPTY, event_response, incomplete, load_event, malformed, with_partial
 from ._eventstream import MALFORMED
-from ._headers import HeaderMeta
-from ._streaming import EMPTY, event_response, incomplete, load_event, malformed, with_partial
+from ._parse import JSON_TOOL, REASONING_SOURCE, STATUS, STOP, error, judge, result_of, usage_of
 
 __all__ = ["ConverseStreamParser"]
 

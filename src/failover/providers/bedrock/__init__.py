@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
-from ..model import (
+from ...model import (
     Failure,
     ImagePart,
     Message,
@@ -39,15 +39,15 @@ from ..model import (
     ToolCall,
     ToolChoice,
 )
-from ..model._json import dumps
-from ..transport._types import HttpRequest, HttpResponse
-from ._base import StreamDecoder, StreamParser
-from ._bedrock_parse import JSON_TOOL, REASONING_SOURCE, REQUEST_ID_HEADERS, error, parse_converse
-from ._bedrock_stream import ConverseStreamParser
-from ._common import as_dict, decode_json, non_finite, unreadable, with_query
+from ...model._json import dumps
+from ...transport._types import HttpRequest, HttpResponse
+from .._base import StreamDecoder, StreamParser
+from .._common import as_dict, decode_json, non_finite, unreadable, with_query
+from .._headers import read_meta
+from ..anthropic import _THINKING_BUDGET
 from ._eventstream import EventStreamDecoder
-from ._headers import read_meta
-from .anthropic import _THINKING_BUDGET
+from ._parse import JSON_TOOL, REASONING_SOURCE, REQUEST_ID_HEADERS, error, parse_converse
+from ._stream import ConverseStreamParser
 
 __all__ = ["JSON_TOOL", "BedrockDialect"]
 

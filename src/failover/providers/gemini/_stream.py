@@ -1,19 +1,19 @@
 """Gemini ``streamGenerateContent?alt=sse`` chunks to stream events; ``finish`` reuses the body
-parse's rules (:mod:`._gemini_parse`)."""
+parse's rules (:mod:`._parse`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..model import Failure, Response, StopReason, StreamEvent, Target, Usage, UsageUpdate
-from ..model import Stop as StopEvent
-from ._base import SSEEvent, StreamFailed
-from ._common import as_dict, as_str
-from ._gemini_parse import error, judge, no_candidates, result_of, stop_reason, usage_of
-from ._gemini_parts import Parts
-from ._headers import HeaderMeta
-from ._streaming import EMPTY, event_response, incomplete, load_event, with_partial
+from ...model import Failure, Response, StopReason, StreamEvent, Target, Usage, UsageUpdate
+from ...model import Stop as StopEvent
+from .._base import SSEEvent, StreamFailed
+from .._common import as_dict, as_str
+from .._headers import HeaderMeta
+from .._streaming import EMPTY, event_response, incomplete, load_event, with_partial
+from ._parse import error, judge, no_candidates, result_of, stop_reason, usage_of
+from ._parts import Parts
 
 
 class ChunkStream:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from ..model import (
+from ...model import (
     Failure,
     ImagePart,
     Message,
@@ -29,14 +29,14 @@ from ..model import (
     ToolCall,
     ToolChoice,
 )
-from ..model._reasoning import GEMINI as REASONING_SOURCE
-from ..transport._types import HttpRequest, HttpResponse
-from ._base import StreamParser
-from ._common import as_dict, decode_json, non_finite, unreadable, with_query
-from ._gemini_parse import REQUEST_ID_HEADERS, error, parse_generation
-from ._gemini_stream import ChunkStream
-from ._headers import read_meta
-from ._vertex import model_url
+from ...model._reasoning import GEMINI as REASONING_SOURCE
+from ...transport._types import HttpRequest, HttpResponse
+from .._base import StreamParser
+from .._common import as_dict, decode_json, non_finite, unreadable, with_query
+from .._headers import read_meta
+from .._vertex import model_url
+from ._parse import REQUEST_ID_HEADERS, error, parse_generation
+from ._stream import ChunkStream
 
 __all__ = ["GeminiDialect"]
 

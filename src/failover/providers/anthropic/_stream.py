@@ -1,5 +1,5 @@
 """Anthropic Messages stream events to stream events; ``finish`` reuses the body parse's rules
-(:mod:`._anthropic_parse`)."""
+(:mod:`._parse`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ..model import (
+from ...model import (
     Failure,
     Reasoning,
     ReasoningDelta,
@@ -24,13 +24,13 @@ from ..model import (
     Usage,
     UsageUpdate,
 )
-from ..model import Stop as StopEvent
-from ..model._reasoning import ANTHROPIC as REASONING_SOURCE
-from ._anthropic_parse import STOP, error, judge, redacted, result_of, usage_of
-from ._base import SSEEvent, StreamFailed
-from ._common import as_dict, as_str, tool_arguments
-from ._headers import HeaderMeta
-from ._streaming import EMPTY, event_response, incomplete, load_event, malformed, with_partial
+from ...model import Stop as StopEvent
+from ...model._reasoning import ANTHROPIC as REASONING_SOURCE
+from .._base import SSEEvent, StreamFailed
+from .._common import as_dict, as_str, tool_arguments
+from .._headers import HeaderMeta
+from .._streaming import EMPTY, event_response, incomplete, load_event, malformed, with_partial
+from ._parse import STOP, error, judge, redacted, result_of, usage_of
 
 
 class _ToolBlock:

@@ -10,7 +10,7 @@ and most servers) or ``reasoning`` (vLLM >= 0.11, OpenRouter) and sent back as
 
 Streams (``stream_parser``) are ``chat.completion.chunk`` events. The Responses API
 (``/v1/responses``, ``response.output_text.delta`` events) is its own dialect
-(``providers/responses.py``); the two share OpenAI's error vocabulary (``_openai_errors``).
+(``providers/responses/``); the two share OpenAI's error vocabulary (``_errors``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 from urllib.parse import quote
 
-from ..model import (
+from ...model import (
     Failure,
     FailureKind,
     ImagePart,
@@ -44,11 +44,11 @@ from ..model import (
     Usage,
     UsageUpdate,
 )
-from ..model import Stop as StopEvent
-from ..model._reasoning import OPENAI as _SOURCE
-from ..transport._types import HttpRequest, HttpResponse
-from ._base import SSEEvent, StreamFailed, StreamParser
-from ._common import (
+from ...model import Stop as StopEvent
+from ...model._reasoning import OPENAI as _SOURCE
+from ...transport._types import HttpRequest, HttpResponse
+from .._base import SSEEvent, StreamFailed, StreamParser
+from .._common import (
     as_dict,
     as_int,
     as_list,
@@ -60,9 +60,9 @@ from ._common import (
     unreadable,
     with_query,
 )
-from ._headers import HeaderMeta, openai_rate_limits, read_meta
-from ._openai_errors import openai_error
-from ._streaming import EMPTY, event_response, incomplete, load_event, with_partial
+from .._headers import HeaderMeta, openai_rate_limits, read_meta
+from .._streaming import EMPTY, event_response, incomplete, load_event, with_partial
+from ._errors import openai_error
 
 __all__ = ["OpenAIDialect"]
 
