@@ -61,7 +61,7 @@ from .._common import (
     with_query,
 )
 from .._headers import HeaderMeta, openai_rate_limits, read_meta
-from .._streaming import EMPTY, event_response, incomplete, load_event, with_partial
+from .._streaming import EMPTY, ParserBase, event_response, incomplete, load_event, with_partial
 from ._errors import openai_error
 
 __all__ = ["OpenAIDialect"]
@@ -420,7 +420,7 @@ class _Call:
         return ToolCall(id=self.id, name=self.name, arguments=arguments, parsed=parsed)
 
 
-class _ChunkStream:
+class _ChunkStream(ParserBase):
     """``chat.completion.chunk`` events to stream events; ``finish`` reuses the body parse's rules.
 
     Only choice 0 is followed (as ``parse`` reads ``choices[0]``), up to its ``finish_reason``.
@@ -455,16 +455,13 @@ class _ChunkStream:
         "_blocks",
         "_calls",
         "_finish",
-        "_headers",
         "_id",
         "_last",
-        "_meta",
         "_model",
         "_next_wire",
         "_origin",
         "_placed",
         "_refusal",
-        "_target",
         "_text",
         "_thinking",
         "_usage",
@@ -472,9 +469,7 @@ class _ChunkStream:
     )
 
     def __init__(self, target: Target, headers: Mapping[str, str], meta: HeaderMeta) -> None:
-        self._target = target
-        self._headers = headers
-        self._meta = meta
+        super().__init__(target, headers, meta)
         self._id: str | None = None
         self._model: str | None = None
         self._text: list[str] = []
