@@ -3,24 +3,10 @@
 from ._affinity import affinity_key, rendezvous
 from ._backoff import Backoff, BackoffDecision
 from ._balance import BALANCES, LoadBoard, LoadView, Placement, balance
-from ._breaker import (
-    BreakerBoard,
-    BreakerConfig,
-    BreakerEvent,
-    BreakerSettings,
-    BreakerSnapshot,
-    BreakerState,
-    CircuitBreaker,
-    NoBreakers,
-    Permit,
-)
 from ._budget import RetryBudget, Unlimited
 from ._canary import CanaryGate, CandidateStats, StatsBoard, canary_problems
-from ._capacity import CapacityReport, plan_capacity
-from ._capacity import render as render_capacity
 from ._deadline import Deadline
 from ._health import HealthBoard, TargetHealth
-from ._ratelimit import LimiterBoard, LimitWaitTooLong, Reservation, TargetLimiter
 from ._selection import (
     Candidate,
     Plan,
@@ -36,6 +22,19 @@ from ._selection import (
 )
 from ._shared_load import SharedLoadBoard
 from ._windows import WindowBoard, window_of
+from .breakers import (
+    BreakerBoard,
+    BreakerConfig,
+    BreakerEvent,
+    BreakerSettings,
+    BreakerSnapshot,
+    BreakerState,
+    CircuitBreaker,
+    NoBreakers,
+    Permit,
+)
+from .limits import CapacityReport, LimiterBoard, LimitWaitTooLong, Reservation, TargetLimiter, plan_capacity
+from .limits import render as render_capacity
 
 __all__ = [
     "BALANCES",

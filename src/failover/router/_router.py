@@ -64,10 +64,10 @@ from ..policy import (
     Unlimited,
     WindowBoard,
 )
-from ..policy._breaker import BreakerEvent
 from ..policy._canary import StatsBoard, canary_problems
 from ..policy._selection import Hold, hold_of
 from ..policy._shared import close_shared, shared_policies
+from ..policy.breakers._board import BreakerEvent
 from ..providers import dialect_for
 from ..telemetry import Hook, Hooks
 from ..tokens import (

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from ..model import EmbedRequest, Envelope, ExclusionCode, Failure, FailureKind, Phase, Request, Target
 from ..policy import Candidate
-from ..policy._breaker import key_model_scope
 from ..policy._selection import Hold
+from ..policy.breakers._board import key_model_scope
 
 # Faults of one key, not of its upstream: a failover to another key of the same pool after one
 # of them is that key's first attempt (see charged).

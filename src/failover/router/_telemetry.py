@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..model import Attempt, Failure, Response, RouteRecord, Target
-from ..policy._breaker import BreakerEvent
+from ..policy.breakers._board import BreakerEvent
 from ..telemetry import AttemptEnded, BreakerChanged, RequestEnded
 from ..telemetry._instruments import answered
 
