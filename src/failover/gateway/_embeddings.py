@@ -20,13 +20,10 @@ from typing import Any
 
 from starlette.responses import Response
 
-from ..inbound import SchemaField, WireError
-from ..inbound._headers import answered_by, record_headers
+from ..inbound import SchemaField, WireError, answered_by, record_headers
 from ..inbound.embeddings import EmbeddingsBody, embeddings_body, embeddings_json, parse_body, to_embed_request
-from ..model import Embeddings, EmbedRequest, Envelope, RouteRecord
-from ..model._json import dumps
-from ..router import Router
-from ..router._embed import route_cannot_embed
+from ..model import Embeddings, EmbedRequest, Envelope, RouteRecord, dumps
+from ..router import Router, route_cannot_embed
 from ._endpoint import Endpoint
 from ._errors import ApiError, from_wire
 from ._sizes import field_of, too_many

@@ -14,8 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
-from ..inbound import WireError
-from ..inbound._headers import envelope_with_headers, live_reasoning, with_affinity
+from ..inbound import WireError, envelope_with_headers, live_reasoning, with_affinity
 from ..model import Envelope
 from ._errors import ApiError
 from ._settings import EnvelopeDefaults

@@ -18,10 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..inbound import WireError
-from ..inbound._headers import retry_headers
-from ..model import FailureKind, Unavailable
-from ..model._secrets import KEYLIKE
+from ..inbound import WireError, retry_headers
+from ..model import KEYLIKE, FailureKind, Unavailable
 
 
 class ApiError(Exception):

@@ -17,11 +17,8 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 from starlette.types import Receive, Scope
 
-from ..inbound import SchemaField, WireError, check_schemas
-from ..inbound._headers import record_headers
-from ..inbound._origins import Origins
-from ..model import RouteRecord
-from ..model._json import may_overflow
+from ..inbound import Origins, SchemaField, WireError, check_schemas, record_headers
+from ..model import RouteRecord, may_overflow
 from ..router import Router
 from ._auth import authenticate, authenticate_admin
 from ._body import HEAVY_JSON_BYTES, ClientGone, decode_json, read_body

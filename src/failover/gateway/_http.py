@@ -10,7 +10,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 from starlette.types import Scope, Send
 
-from ..model._json import dumps as _dumps
+from ..model import dumps as _dumps
 from ._errors import ApiError
 
 

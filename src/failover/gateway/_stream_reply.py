@@ -12,9 +12,7 @@ from typing import Any, Protocol
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from ..inbound import RelayMismatch
-from ..inbound._headers import capped_to, record_headers, streamed_by
-from ..inbound._relay import mismatch_message
+from ..inbound import RelayMismatch, capped_to, mismatch_message, record_headers, streamed_by
 from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord, Unavailable
 from ..router import Router, RouteStream, Vetted
 from ._disconnect import Disconnect, gone_note

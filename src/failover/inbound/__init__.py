@@ -23,10 +23,34 @@ Error tree::
 """
 
 from . import anthropic, embeddings, openai, responses
-from ._relay import RelayMismatch
+from ._headers import (
+    answered_by,
+    capped_to,
+    envelope_with_headers,
+    live_reasoning,
+    record_headers,
+    retry_headers,
+    streamed_by,
+    with_affinity,
+)
+from ._origins import Origins
+from ._relay import Relay, RelayMismatch, mismatch_message
+from ._responses_stream import Event as ResponsesEvent
 from ._wire import SchemaField, WireError, check_schema_limits, check_schemas
 
 __all__ = [
+    "Origins",
+    "Relay",
+    "ResponsesEvent",
+    "answered_by",
+    "capped_to",
+    "envelope_with_headers",
+    "live_reasoning",
+    "mismatch_message",
+    "record_headers",
+    "retry_headers",
+    "streamed_by",
+    "with_affinity",
     "RelayMismatch",
     "SchemaField",
     "WireError",

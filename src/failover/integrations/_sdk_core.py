@@ -14,20 +14,22 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ..inbound import RelayMismatch, WireError
-from ..inbound._headers import (
+from ..inbound import (
+    Origins,
+    RelayMismatch,
+    WireError,
     answered_by,
     capped_to,
     envelope_with_headers,
     live_reasoning,
+    mismatch_message,
     record_headers,
     retry_headers,
     streamed_by,
     with_affinity,
 )
-from ..inbound._origins import Origins
-from ..inbound._relay import mismatch_message
 from ..model import (
+    KEYLIKE,
     Completed,
     Envelope,
     FailureKind,
@@ -37,10 +39,9 @@ from ..model import (
     SideEffectMode,
     Unavailable,
     UnknownRoute,
+    new_id,
 )
-from ..model._ids import new_id
-from ..model._json import dumps as _dumps
-from ..model._secrets import KEYLIKE
+from ..model import dumps as _dumps
 from ..router import Router, RouteStream
 from ._sdk_wire import SUPPORTED, WIRES, Call, Wire, WireDialect, dialect_of, error_dialect
 

@@ -4,11 +4,12 @@ from ._affinity import affinity_key, rendezvous
 from ._backoff import Backoff, BackoffDecision
 from ._balance import BALANCES, LoadBoard, LoadView, Placement, balance
 from ._budget import RetryBudget, Unlimited
-from ._canary import CanaryGate, CandidateStats, StatsBoard, canary_problems
+from ._canary import CanaryGate, CandidateStats, StatsBoard, answered, canary_problems
 from ._deadline import Deadline
 from ._health import HealthBoard, TargetHealth
 from ._selection import (
     Candidate,
+    Hold,
     Plan,
     Violation,
     caps_max_tokens,
@@ -16,10 +17,12 @@ from ._selection import (
     contract_violation,
     embedding_check,
     embedding_violation,
+    hold_of,
     max_tokens_for,
     plan,
     required_capabilities,
 )
+from ._shared import close_shared, shared_policies
 from ._shared_load import SharedLoadBoard
 from ._windows import WindowBoard, window_of
 from .breakers import (
@@ -32,11 +35,27 @@ from .breakers import (
     CircuitBreaker,
     NoBreakers,
     Permit,
+    key_model_scope,
 )
-from .limits import CapacityReport, LimiterBoard, LimitWaitTooLong, Reservation, TargetLimiter, plan_capacity
+from .limits import (
+    CapacityReport,
+    LimiterBoard,
+    LimitWaitTooLong,
+    Reservation,
+    TargetLimiter,
+    WindowBucket,
+    plan_capacity,
+)
 from .limits import render as render_capacity
 
 __all__ = [
+    "Hold",
+    "WindowBucket",
+    "answered",
+    "close_shared",
+    "hold_of",
+    "key_model_scope",
+    "shared_policies",
     "BALANCES",
     "Backoff",
     "BackoffDecision",

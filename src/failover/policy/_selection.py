@@ -20,8 +20,8 @@ from ..model import (
     Request,
     Route,
     Target,
+    usd,
 )
-from ..model._money import usd
 from ._balance import Placement
 from ._health import HealthBoard
 from ._windows import WindowBoard, window_of

@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 
-from ..model import Failure, FailureKind, Response, Target, ToolCall
-from ..model._json import NonFiniteNumber, loads_strict
-from ..transport._types import HttpResponse
+from ..model import Failure, FailureKind, NonFiniteNumber, Response, Target, ToolCall, loads_strict
+from ..transport import HttpResponse
 from ._headers import HeaderMeta
 from ._window import WindowNumbers, window_numbers
 

@@ -11,9 +11,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Final
 
-from ..model import Failure, FailureKind, Response, StreamEvent, Target
-from ..model._json import NonFiniteNumber, loads_strict
-from ..transport._types import HttpResponse
+from ..model import Failure, FailureKind, NonFiniteNumber, Response, StreamEvent, Target, loads_strict
+from ..transport import HttpResponse
 from ._base import StreamFailed
 from ._common import DETAIL_LIMIT, outcome_failure, redact
 from ._headers import HeaderMeta

@@ -36,9 +36,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 from urllib.parse import quote
 
-from ..model import Dialect, Embeddings, EmbedInput, EmbedRequest, Failure, Target, Usage
-from ..model._json import dumps
-from ..transport._types import HttpRequest, HttpResponse
+from ..model import Dialect, Embeddings, EmbedInput, EmbedRequest, Failure, Target, Usage, dumps
+from ..transport import HttpRequest, HttpResponse
 from ._common import (
     as_dict,
     as_int,

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...model import REASONING_ANTHROPIC as REASONING_SOURCE
 from ...model import (
     Failure,
     ImagePart,
@@ -31,8 +32,7 @@ from ...model import (
     ToolCall,
     ToolChoice,
 )
-from ...model._reasoning import ANTHROPIC as REASONING_SOURCE
-from ...transport._types import HttpRequest, HttpResponse
+from ...transport import HttpRequest, HttpResponse
 from .._base import StreamParser
 from .._common import as_dict, decode_json, non_finite, tool_input, unreadable, with_query
 from .._headers import anthropic_rate_limits, read_meta

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
+from ...model import REASONING_ANTHROPIC as REASONING_SOURCE
 from ...model import Failure, FailureKind, Reasoning, Response, StopReason, Target, ToolCall, Usage
-from ...model._reasoning import ANTHROPIC as REASONING_SOURCE
-from ...transport._types import HttpResponse
+from ...transport import HttpResponse
 from .._common import (
     CONTEXT_OVERFLOW,
     as_dict,

@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from ...model import REASONING_ANTHROPIC as REASONING_SOURCE
 from ...model import (
     Failure,
     Reasoning,
@@ -25,7 +26,6 @@ from ...model import (
     UsageUpdate,
 )
 from ...model import Stop as StopEvent
-from ...model._reasoning import ANTHROPIC as REASONING_SOURCE
 from .._base import SSEEvent, StreamFailed
 from .._common import as_dict, as_str, tool_arguments
 from .._headers import HeaderMeta

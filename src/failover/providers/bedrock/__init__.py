@@ -36,9 +36,9 @@ from ...model import (
     TextPart,
     Tool,
     ToolChoice,
+    dumps,
 )
-from ...model._json import dumps
-from ...transport._types import HttpRequest, HttpResponse
+from ...transport import HttpRequest, HttpResponse
 from .._base import StreamDecoder, StreamParser
 from .._common import as_dict, decode_json, non_finite, tool_input, unreadable, with_query
 from .._headers import read_meta

@@ -10,9 +10,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Final
 
-from ...model import Failure, FailureKind, Reasoning, Response, StopReason, Target, ToolCall, Usage
-from ...model._failure import TimeoutPhase
-from ...transport._types import HttpResponse
+from ...model import Failure, FailureKind, Reasoning, Response, StopReason, Target, TimeoutPhase, ToolCall, Usage
+from ...transport import HttpResponse
 from .._common import (
     CONTEXT_OVERFLOW,
     as_dict,

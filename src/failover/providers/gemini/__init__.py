@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from ...model import REASONING_GEMINI as REASONING_SOURCE
 from ...model import (
     Failure,
     ImagePart,
@@ -27,8 +28,7 @@ from ...model import (
     Tool,
     ToolChoice,
 )
-from ...model._reasoning import GEMINI as REASONING_SOURCE
-from ...transport._types import HttpRequest, HttpResponse
+from ...transport import HttpRequest, HttpResponse
 from .._base import StreamParser
 from .._common import as_dict, decode_json, non_finite, tool_input, unreadable, with_query
 from .._headers import read_meta

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from ...model import Failure, FailureKind, Response, StopReason, Target, Usage
-from ...transport._types import HttpResponse
+from ...transport import HttpResponse
 from .._common import as_dict, as_int, as_list, as_str, outcome_failure
 from .._google import google_error
 from .._headers import HeaderMeta

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from ...model import REASONING_GEMINI as REASONING_SOURCE
 from ...model import (
     Reasoning,
     ReasoningDelta,
@@ -19,7 +20,6 @@ from ...model import (
     ToolCallDone,
     ToolCallStart,
 )
-from ...model._reasoning import GEMINI as REASONING_SOURCE
 from .._common import as_str
 from .._streaming import EMPTY
 

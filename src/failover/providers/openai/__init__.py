@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 from urllib.parse import quote
 
+from ...model import REASONING_OPENAI as _SOURCE
 from ...model import (
     Failure,
     FailureKind,
@@ -45,8 +46,7 @@ from ...model import (
     UsageUpdate,
 )
 from ...model import Stop as StopEvent
-from ...model._reasoning import OPENAI as _SOURCE
-from ...transport._types import HttpRequest, HttpResponse
+from ...transport import HttpRequest, HttpResponse
 from .._base import SSEEvent, StreamFailed, StreamParser
 from .._common import (
     as_dict,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ...model import Failure, FailureKind, Target
-from ...transport._types import HttpResponse
+from ...transport import HttpResponse
 from .._common import CONTEXT_OVERFLOW, as_dict, as_str, error_failure, kind_from_status
 from .._headers import HeaderMeta
 from .._window import numbers_of

@@ -56,7 +56,7 @@ from ...model import (
     ToolCall,
     ToolChoice,
 )
-from ...transport._types import HttpRequest, HttpResponse
+from ...transport import HttpRequest, HttpResponse
 from .._base import StreamParser
 from .._common import as_dict, as_str, decode_json, error_failure, non_finite, unreadable, with_query
 from .._headers import HeaderMeta, openai_rate_limits, read_meta
