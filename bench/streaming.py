@@ -292,19 +292,36 @@ def sdk_anthropic(chunks: list[bytes]) -> Any:
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _show(ref: str, where: str) -> bytes | None:
+    """``src/failover/providers/{where}`` at ``ref``, or None when git cannot show it."""
+    try:
+        return subprocess.run(
+            ["git", "show", f"{ref}:src/failover/providers/{where}"], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
 def load_baseline(ref: str) -> Any:
     """``OpenAIDialect`` as it was at ``ref``, imported as a sibling module of the current one
     (so it runs on the same helpers and model), or None when git cannot show it."""
-    try:
-        source = subprocess.run(
-            ["git", "show", f"{ref}:src/failover/providers/openai.py"], cwd=ROOT, capture_output=True, check=True
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
+    # The dialect is the package providers/openai/ now, a module providers/openai.py before: the
+    # baseline joins the package it was written in, so its relative imports resolve (an old one's
+    # ``._openai_errors`` is today's ``openai._errors``).
+    package = "failover.providers.openai"
+    source = _show(ref, "openai/__init__.py")
+    if source is None:
+        package = "failover.providers"
+        source = _show(ref, "openai.py")
+        sys.modules.setdefault(
+            "failover.providers._openai_errors", importlib.import_module("failover.providers.openai._errors")
+        )
+    if source is None:
         return None
     folder = Path(tempfile.mkdtemp(prefix="failover-bench-"))
     path = folder / "openai_baseline.py"
     path.write_bytes(source)
-    name = f"failover.providers._openai_at_{ref}"
+    name = f"{package}._openai_at_{ref}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -1,5 +1,6 @@
 """The shape of the source: no import circle inside a package, no module over 700 lines, no
-class over 400, and one failure renderer.
+class over 400, one failure renderer, and no package reaching into another one's private
+modules.
 
 A circle is found on every import between two modules of one package, whatever kind it is:
 at module level, under ``if TYPE_CHECKING:`` (the modules still cannot be read apart), or
@@ -11,6 +12,11 @@ and the in-process SDK drop-in alike: no other module maps failure kinds to stat
 ``error_response`` of its own or converts a WireError into another error to answer it, and the
 credential pattern and the scrubber that applies it are each defined once.
 ``python tests/test_shape.py --renderer <src dir>`` prints the renderer report for another tree.
+
+A package's ``__init__`` exports what other packages use: no module of ``failover.a`` (or of a
+subpackage of it) imports a ``_private`` module of ``failover.b``, in any form (``from .._x``,
+``from ..b._x``, ``from ..b import _x``, ``failover.b._x``) and of any kind. Inside one
+package (its subpackages included) the private modules are free to use; tests may import them.
 """
 
 from __future__ import annotations
@@ -40,9 +46,9 @@ class Edge:
 
 
 def packages() -> list[str]:
-    """``failover`` itself and every package under it, as dotted names."""
+    """``failover`` itself and every package under it, subpackages too, as dotted names."""
     found = ["failover"]
-    found += sorted(f"failover.{p.parent.name}" for p in ROOT.glob("*/__init__.py"))
+    found += sorted(".".join(p.parent.relative_to(SRC).parts) for p in ROOT.glob("**/*/__init__.py"))
     return found
 
 
@@ -284,6 +290,80 @@ def test_the_renderer_check_finds_a_second_table(tmp_path: Path) -> None:
     assert "KEYLIKE is defined 2 times" in report[4] and "2 scrubber classes" in report[5]
 
 
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    """The module a ``from ... import`` names, for a module of ``package``."""
+    if not node.level:
+        return node.module or ""
+    here = package.split(".")
+    base = here[: len(here) - node.level + 1]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _is_private(segment: str) -> bool:
+    return segment.startswith("_") and not segment.startswith("__")
+
+
+def private_imports() -> list[str]:
+    """Every import in src/failover of another package's private module (or private name),
+    one line each: ``file:line imports failover.b._x (kind)``."""
+    found: list[str] = []
+    for package in packages():
+        for path in _modules(package).values():
+            home = package.split(".")[:2]  # failover.a: the package a module belongs to
+            for node, kind in _imports(_tree(path)):
+                if isinstance(node, ast.Import):
+                    named = [alias.name for alias in node.names]
+                else:
+                    module = _absolute(node, package)
+                    named = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+                reported: set[str] = set()
+                for dotted in named:
+                    parts = dotted.split(".")
+                    private = next(
+                        (i for i, p in enumerate(parts) if i and p.startswith("_") and p != "__init__"), None
+                    )
+                    if parts[0] != "failover" or private is None:
+                        continue
+                    owner = parts[:private][:2]  # failover.b, whose private module (or name) this is
+                    target = ".".join(parts[: private + 1])
+                    if home[: len(owner)] != owner and target not in reported:
+                        reported.add(target)
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {target} ({kind})")
+    return found
+
+
+def test_no_package_imports_another_packages_private_modules() -> None:
+    """What a package offers the others is in its ``__init__``: import it from there."""
+    found = private_imports()
+    assert found == [], f"{len(found)} imports of another package's private module:\n" + "\n".join(found)
+
+
+def test_finds_private_imports_of_every_form(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checker itself: every form and kind of import of another package's private module."""
+    root = tmp_path / "failover"
+    for folder in ("a", "a/sub", "b"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("from .a import _x\n")  # the root reaches into failover.a
+    (root / "_extras.py").write_text("")
+    (root / "a" / "_x.py").write_text("from ..b._y import Y\nfrom .sub._z import Z\nfrom .. import _extras\n")
+    (root / "a" / "sub" / "_z.py").write_text("from .._x import X\nfrom ...b import _y\nZ = 1\n")
+    (root / "b" / "_y.py").write_text(
+        "from typing import TYPE_CHECKING\nimport failover.a._x\nif TYPE_CHECKING:\n    from failover.a.sub import _z\n"
+        "def f():\n    from ..a._x import X\nY = 1\n"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "SRC", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", root)
+    assert private_imports() == [
+        "__init__.py:1 imports failover.a._x (module)",
+        "a/_x.py:1 imports failover.b._y (module)",
+        "a/sub/_z.py:2 imports failover.b._y (module)",
+        "b/_y.py:2 imports failover.a._x (module)",
+        "b/_y.py:4 imports failover.a.sub._z (type)",
+        "b/_y.py:6 imports failover.a._x (lazy)",
+    ]
+
+
 REPORTS = {"circle": circle_report, "size": size_report}
 CHECKED = [(p, rule) for p in packages() for rule in RULES]
 
@@ -324,3 +404,5 @@ if __name__ == "__main__":
     for p in packages():
         for line in circle_report(p) + size_report(p):
             print(line)
+    for line in private_imports():
+        print(line)

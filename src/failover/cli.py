@@ -159,7 +159,7 @@ def _capacity(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from .lab._replay import ReplayOptions, run_replay
+    from .lab import ReplayOptions, run_replay
 
     opts = ReplayOptions(
         requests=args.requests,
@@ -191,8 +191,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _lab(args: argparse.Namespace) -> int:
-    from .lab import LabPolicies, SeedOptions, render, run_virtual
-    from .lab._custom import BadInput, CustomScenario, parse_custom_text
+    from .lab import BadInput, CustomScenario, LabPolicies, SeedOptions, parse_custom_text, render, run_virtual
 
     policies = LabPolicies()
     if args.config is not None:
@@ -223,7 +222,7 @@ def _lab(args: argparse.Namespace) -> int:
             return 0
     import uvicorn
 
-    from .lab._web import lab_app
+    from .lab import lab_app
 
     print(f"failover lab: http://{args.host}:{args.port}/", file=sys.stderr)
     uvicorn.run(lab_app(custom, policies=policies), host=args.host, port=args.port, log_level="warning")

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from failover.model import DISPOSITIONS, Dialect, Failure, FailureKind, HealthEffect, Target
-from failover.policy._breaker import (
+from failover.policy.breakers._board import (
     BreakerBoard,
     BreakerConfig,
     BreakerEvent,

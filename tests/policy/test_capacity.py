@@ -7,7 +7,7 @@ import math
 import pytest
 
 from failover.model import Dialect, Limits, Target
-from failover.policy._capacity import plan_capacity, render
+from failover.policy.limits._capacity import plan_capacity, render
 
 
 def target(name: str, dialect: Dialect = Dialect.ANTHROPIC, **limits: int) -> Target:

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from failover.model import Dialect, Limits, RateLimitInfo, Target
-from failover.policy._ratelimit import (
+from failover.policy.limits._limiter import (
     LimiterBoard,
     LimitWaitTooLong,
     Reservation,

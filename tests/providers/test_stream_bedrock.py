@@ -30,9 +30,9 @@ from failover.model import (
 from failover.model import Stop as StopEvent
 from failover.providers import dialect_for
 from failover.providers._base import SSEComment, SSEEvent, StreamFailed
-from failover.providers._eventstream import MALFORMED, EventStreamDecoder
 from failover.providers._sse import EventTooLarge, SSEDecoder, stream_decoder
 from failover.providers.bedrock import JSON_TOOL
+from failover.providers.bedrock._eventstream import MALFORMED, EventStreamDecoder
 from failover.testing._fake_bedrock import encode_frame, event_frame, exception_frame, malformed_frame
 
 TARGET = Target(

@@ -15,8 +15,8 @@ import pytest
 
 from failover import Dialect, Envelope, Failure, FailureKind, Phase, Request, Target, Timeouts
 from failover.policy import Backoff, BreakerBoard, BreakerConfig, Candidate, HealthBoard, RetryBudget, WindowBoard
-from failover.policy._breaker import BreakerEvent, BreakerState, CircuitBreaker
-from failover.policy._buckets import TokenBucket, WindowBucket
+from failover.policy.breakers._board import BreakerEvent, BreakerState, CircuitBreaker
+from failover.policy.limits._buckets import TokenBucket, WindowBucket
 from failover.router._engine import Lane, RunState, Sleep, decide
 from failover.router._router import _Policies
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..model import Auth, AuthKind, Dialect, Target
-from ..transport._types import HttpRequest
+from ..transport import HttpRequest
 
 __all__ = ["AuthError", "Authorizer", "Authorizers", "effective_auth"]
 

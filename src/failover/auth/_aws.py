@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..model import Auth, Target
-from ..transport._types import HttpRequest
+from ..transport import HttpRequest
 from . import AuthError
 
 __all__ = ["AwsSigner", "authorizer", "signing_region"]

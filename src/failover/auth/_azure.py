@@ -30,7 +30,7 @@ from azure.core.credentials_async import AsyncTokenCredential
 from azure.core.exceptions import AzureError, ClientAuthenticationError
 
 from ..model import Auth, Target
-from ..transport._types import HttpRequest
+from ..transport import HttpRequest
 from . import AuthError
 from ._token import MARGIN, Token, TokenCache
 

@@ -33,7 +33,7 @@ import google.oauth2.credentials
 import google.oauth2.service_account
 
 from ..model import Auth, Target
-from ..transport._types import HttpRequest
+from ..transport import HttpRequest
 from . import AuthError
 from ._token import MARGIN, Token, TokenCache
 

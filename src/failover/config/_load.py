@@ -58,11 +58,9 @@ from ..model import (
     Timeouts,
     Vertex,
 )
-from ..policy import Backoff, BreakerConfig, BreakerSettings, RetryBudget
-from ..policy._selection import contract_violation
+from ..policy import Backoff, BreakerConfig, BreakerSettings, RetryBudget, contract_violation
 from ..state import StateConfig, StateSpec, state_config
-from ..transport import Http1Transport
-from ..transport._limits import DEFAULT_MAX_DECODED_RATIO, DEFAULT_MAX_RESPONSE_BYTES
+from ..transport import DEFAULT_MAX_DECODED_RATIO, DEFAULT_MAX_RESPONSE_BYTES, Http1Transport
 from ..validation import check_contract
 from ._gateway import GatewaySpec, LedgerSpec, check_gateway, check_ledger
 from ._problems import Problems

@@ -17,8 +17,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from ..model import ConfigError, ConfigProblem
-from ..model._errors import Severity
+from ..model import ConfigError, ConfigProblem, Severity
 from ._yaml import Document, Loc, dotted
 
 # where each top-level section is documented (the "fix" of an unknown key points there)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from ..model import DEFAULT_HOLD_SECONDS, DEFAULT_HOLD_TOKENS, AuthKind, Capability, Dialect
 from ..state import StateSpec
-from ..transport._limits import DEFAULT_MAX_DECODED_RATIO, DEFAULT_MAX_RESPONSE_BYTES
+from ..transport import DEFAULT_MAX_DECODED_RATIO, DEFAULT_MAX_RESPONSE_BYTES
 from ._gateway import EnvName, GatewaySpec, LedgerSpec
 
 

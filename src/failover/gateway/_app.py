@@ -25,7 +25,7 @@ from starlette.responses import Response
 from starlette.routing import Route as HttpRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..inbound._headers import record_headers  # shared with failover.httpx_client
+from ..inbound import record_headers  # shared with failover.httpx_client
 from ..router import Router
 from ._chat import ChatCompletions
 from ._embeddings import EmbeddingsEndpoint

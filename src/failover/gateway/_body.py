@@ -19,8 +19,7 @@ from typing import Any
 
 from starlette.types import Receive
 
-from ..model._json import may_overflow
-from ..model._text import LONE_SURROGATE, LONE_SURROGATE_FIX, lone_surrogate, may_hold_surrogates
+from ..model import LONE_SURROGATE, LONE_SURROGATE_FIX, lone_surrogate, may_hold_surrogates, may_overflow
 from ._errors import ApiError
 from ._settings import GatewaySettings
 

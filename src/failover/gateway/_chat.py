@@ -7,16 +7,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..inbound import SchemaField
-from ..inbound._failures import CHAT
-from ..inbound._headers import answered_by, record_headers
+from ..inbound import CHAT, SchemaField, answered_by, record_headers
 from ..inbound.openai import ChunkRenderer
 from ..inbound.openai import error_body as openai_error_body
 from ..inbound.openai import schema_fields as openai_schema_fields
-from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord
+from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord, new_id
 from ..model import Response as Answer
-from ..model._ids import new_id
-from ..model._json import dumps as _dumps
+from ..model import dumps as _dumps
 from ._endpoint import Endpoint, honourable
 from ._gateway import Gateway
 from ._openai import ChatCompletionBody, completion_body, parse_body, to_request

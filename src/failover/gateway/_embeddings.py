@@ -18,13 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..inbound import SchemaField
-from ..inbound._headers import answered_by, record_headers
+from ..inbound import SchemaField, answered_by, record_headers
 from ..inbound.embeddings import EmbeddingsBody, embeddings_body, embeddings_json, parse_body, to_embed_request
-from ..model import Embeddings, EmbedRequest, Envelope, RouteRecord
-from ..model._json import dumps
-from ..router import Router
-from ..router._embed import route_cannot_embed
+from ..model import Embeddings, EmbedRequest, Envelope, RouteRecord, dumps
+from ..router import Router, route_cannot_embed
 from ._endpoint import Endpoint
 from ._errors import ApiError
 from ._sizes import field_of, too_many

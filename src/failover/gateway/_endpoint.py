@@ -18,9 +18,16 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 from typing_extensions import TypeVar
 
-from ..inbound import SchemaField, WireError, check_schema_limits
-from ..inbound._failures import CHAT, Shape, unavailable
-from ..inbound._headers import live_reasoning, with_affinity
+from ..inbound import (
+    CHAT,
+    SchemaField,
+    Shape,
+    WireError,
+    check_schema_limits,
+    live_reasoning,
+    unavailable,
+    with_affinity,
+)
 from ..model import Envelope, Request, RouteRecord, Unavailable
 from ..model import Response as Answer
 from ..router import Router, Vetted

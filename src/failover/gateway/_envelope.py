@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
-from ..inbound._headers import envelope_with_headers
+from ..inbound import envelope_with_headers
 from ..model import Envelope
 from ._settings import EnvelopeDefaults
 

@@ -14,10 +14,9 @@ from typing import Any
 
 from starlette.responses import Response
 
-from ..inbound import WireError
-from ..inbound._failures import CHAT, Shape, render
+from ..inbound import CHAT, Shape, WireError, render
 from ..model import RouteRecord
-from ..model._json import dumps as _dumps
+from ..model import dumps as _dumps
 
 
 class ApiError(WireError):

@@ -12,11 +12,8 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from ..inbound import SchemaField, check_schemas
-from ..inbound._failures import Scrubber
-from ..inbound._origins import Origins
-from ..model import RouteRecord
-from ..model._json import may_overflow
+from ..inbound import Origins, SchemaField, Scrubber, check_schemas
+from ..model import RouteRecord, may_overflow
 from ..router import Router
 from ._body import decode_json
 from ._envelope import RecentRequests

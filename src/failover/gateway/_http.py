@@ -11,7 +11,7 @@ from starlette.responses import Response
 from starlette.types import Scope, Send
 
 from ..inbound import WireError
-from ..model._json import dumps as _dumps
+from ..model import dumps as _dumps
 from ._errors import error_response
 
 

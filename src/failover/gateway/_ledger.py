@@ -25,8 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..config._gateway import LedgerSpec, check_ledger
-from ..config._problems import Problems
+from ..config import LedgerSpec, Problems, check_ledger
 from ..ledger import Ledger, LedgerStore, MemoryStore, SQLiteStore
 from ..model import ConfigError
 

@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from ..model._secrets import scrub_secrets
+from ..model import scrub_secrets
 
 ACCESS_LOGGER = "failover.gateway.access"
 

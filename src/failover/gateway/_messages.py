@@ -28,14 +28,11 @@ from starlette.requests import ClientDisconnect
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
-from ..inbound import SchemaField, WireError, anthropic
-from ..inbound._failures import MESSAGES
-from ..inbound._headers import answered_by, record_headers
-from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord
+from ..inbound import MESSAGES, SchemaField, WireError, answered_by, anthropic, record_headers
+from ..model import REASONING_ANTHROPIC as ANTHROPIC
+from ..model import Completed, Envelope, PartialOutput, Request, RouteRecord, new_id
 from ..model import Response as Answer
-from ..model._ids import new_id
-from ..model._json import dumps as _dumps
-from ..model._reasoning import ANTHROPIC
+from ..model import dumps as _dumps
 from ..tokens import counter_for
 from ._auth import authenticate
 from ._body import HEAVY_JSON_BYTES, ClientGone, decode_json, read_body

@@ -27,8 +27,7 @@ from ..model import RouteRecord
 from ..policy import BreakerState
 from ..router import Router
 from ..state import BackendHealth
-from ..telemetry._instruments import feed_record
-from ..telemetry._prometheus import RouterMetrics
+from ..telemetry import RouterMetrics, feed_record
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Mount
 from starlette.routing import Route as HttpRoute
 from starlette.types import ASGIApp
 
-from ..model._json import dumps as _dumps
+from ..model import dumps as _dumps
 from ..policy import BreakerSnapshot
 from ._auth import authenticate_admin
 from ._errors import ApiError, error_response
@@ -101,16 +101,17 @@ def _breaker_entry(snap: BreakerSnapshot, now: float) -> dict[str, Any]:
 
 
 def _lab_app(gw: Gateway) -> ASGIApp:
-    from ..lab._seed import LabPolicies
-    from ..lab._web import lab_app  # imported only when the lab is switched on
+    from ..lab import (
+        LabPolicies,
+        lab_app,  # imported only when the lab is switched on
+    )
 
     # the simulator runs with the served config's policies (a fresh budget with its parameters)
     policies = LabPolicies.of(gw.router.backoff, gw.router.retry_budget, "this gateway's config")
     keep = gw.settings.lab_live_keep
     if keep is None:
         return lab_app(policies=policies)
-    from ..lab._live import LiveRecords
-    from ..lab._web import LiveView
+    from ..lab import LiveRecords, LiveView
 
     def candidates(route: str) -> list[str]:
         r = gw.router.routes.get(route)

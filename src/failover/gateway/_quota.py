@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from ..model import RouteRecord
-from ..policy._ratelimit import WindowBucket
+from ..policy import WindowBucket
 from ..state import GuardedStore, StateUnavailable
 from ._errors import ApiError
 from ._settings import Period, Tenant

@@ -28,15 +28,12 @@ from typing import Any
 from starlette.requests import Request as HttpRequest
 from starlette.responses import Response
 
-from ..inbound import SchemaField, responses
-from ..inbound._failures import RESPONSES
-from ..inbound._headers import answered_by, record_headers
-from ..inbound._responses_stream import Event
-from ..model import Completed, Dialect, Envelope, PartialOutput, Request, Route, RouteRecord
+from ..inbound import RESPONSES, SchemaField, answered_by, record_headers, responses
+from ..inbound import ResponsesEvent as Event
+from ..model import REASONING_OPENAI_RESPONSES as OPENAI_RESPONSES
+from ..model import Completed, Dialect, Envelope, PartialOutput, Request, Route, RouteRecord, new_id
 from ..model import Response as Answer
-from ..model._ids import new_id
-from ..model._json import dumps as _dumps
-from ..model._reasoning import OPENAI_RESPONSES
+from ..model import dumps as _dumps
 from ._auth import authenticate
 from ._endpoint import Endpoint, honourable
 from ._errors import ApiError, error_response

@@ -39,9 +39,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..config import Config, load_config
-from ..config._gateway import (
+from ..config import (
     REQUEST_HEADERS,
+    Config,
     CorsSpec,
     EnvelopeSpec,
     GatewaySpec,
@@ -52,11 +52,12 @@ from ..config._gateway import (
     LoggingSpec,
     MetricsSpec,
     Period,
+    Problems,
     ShutdownSpec,
     TenantSpec,
     check_gateway,
+    load_config,
 )
-from ..config._problems import Problems
 from ..model import ConfigError, SideEffectMode
 from ..validation import DEFAULT_LIMITS, SchemaLimits
 

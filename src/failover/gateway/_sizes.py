@@ -23,8 +23,7 @@ from typing import Any
 
 from ..inbound import SchemaField, check_schemas
 from ..model import InvalidRequest, Request, Route
-from ..router import Vetted
-from ..router._router import check_text
+from ..router import Vetted, check_text
 from ..tokens import counter_for
 from ..validation import SchemaLimits
 from ._errors import ApiError

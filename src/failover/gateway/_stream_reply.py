@@ -11,10 +11,7 @@ from typing import Any, Protocol
 
 from starlette.types import Receive, Scope, Send
 
-from ..inbound import RelayMismatch
-from ..inbound._failures import Shape, unavailable
-from ..inbound._headers import capped_to, record_headers, streamed_by
-from ..inbound._relay import mismatch_message
+from ..inbound import RelayMismatch, Shape, capped_to, mismatch_message, record_headers, streamed_by, unavailable
 from ..model import Completed, PartialOutput, Request, RouteRecord, Unavailable
 from ..router import RouteStream, Vetted
 from ._disconnect import Disconnect, gone_note

@@ -22,11 +22,47 @@ Error tree::
      └── RelayMismatch    a finished answer that differs from what a stream client was sent
 """
 
+from . import _failures as failures
 from . import anthropic, embeddings, openai, responses
-from ._relay import RelayMismatch
+from ._failures import CHAT, MESSAGES, RESPONSES, SDK_CHAT, SDK_MESSAGES, Scrubber, Shape, render, unavailable
+from ._headers import (
+    answered_by,
+    capped_to,
+    envelope_with_headers,
+    live_reasoning,
+    record_headers,
+    retry_headers,
+    streamed_by,
+    with_affinity,
+)
+from ._origins import Origins
+from ._relay import Relay, RelayMismatch, mismatch_message
+from ._responses_stream import Event as ResponsesEvent
 from ._wire import SchemaField, WireError, check_schema_limits, check_schemas
 
 __all__ = [
+    "CHAT",
+    "MESSAGES",
+    "RESPONSES",
+    "SDK_CHAT",
+    "SDK_MESSAGES",
+    "Scrubber",
+    "Shape",
+    "failures",
+    "render",
+    "unavailable",
+    "Origins",
+    "Relay",
+    "ResponsesEvent",
+    "answered_by",
+    "capped_to",
+    "envelope_with_headers",
+    "live_reasoning",
+    "mismatch_message",
+    "record_headers",
+    "retry_headers",
+    "streamed_by",
+    "with_affinity",
     "RelayMismatch",
     "SchemaField",
     "WireError",

@@ -10,9 +10,8 @@ import binascii
 import json
 from typing import Final
 
-from ..model import Reasoning
-from ..model._reasoning import ANTHROPIC as _ANTHROPIC_SOURCE
-from ..model._reasoning import REASONING_SOURCES
+from ..model import REASONING_ANTHROPIC as _ANTHROPIC_SOURCE
+from ..model import REASONING_SOURCES, Reasoning
 from ._anthropic_body import RedactedThinkingBlock, ThinkingBlock
 from ._wire import WireError
 

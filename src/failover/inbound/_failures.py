@@ -16,8 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..model import FailureKind, Route, RouteRecord, Unavailable
-from ..model._secrets import KEYLIKE
+from ..model import KEYLIKE, FailureKind, Route, RouteRecord, Unavailable
 from ._anthropic_message import error_body as anthropic_error_body
 from ._anthropic_message import error_type_for as anthropic_type
 from ._headers import record_headers, retry_headers

@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
+from ..model import REASONING_OPENAI_RESPONSES as RESPONSES_SOURCE  # reasoning items: summary, encrypted_content
+from ..model import REASONING_SOURCES as _SOURCES
 from ..model import Reasoning, Response, StopReason, Usage
-from ..model._reasoning import OPENAI_RESPONSES as RESPONSES_SOURCE  # reasoning items: summary, encrypted_content
-from ..model._reasoning import REASONING_SOURCES as _SOURCES
 from ._wire import WireError
 
 TOKEN_MARK: Final = "failover.v1."  # never in OpenAI's own encrypted_content (Fernet tokens: base64url, no ".")

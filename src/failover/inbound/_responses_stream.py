@@ -40,8 +40,8 @@ from ..model import (
     ToolCallDone,
     ToolCallStart,
     Usage,
+    new_id,
 )
-from ..model._ids import new_id
 from ._placing import OneOpenBlock
 from ._relay import Relay
 from ._responses_items import (

@@ -78,6 +78,7 @@ from ..model import (
     Message,
     Part,
     Passthrough,
+    ReasoningEffort,
     Request,
     ResponseFormat,
     TextPart,
@@ -85,7 +86,6 @@ from ..model import (
     ToolCall,
     ToolChoice,
 )
-from ..model._request import ReasoningEffort
 from ..validation import DEFAULT_LIMITS, SchemaLimits
 from ._anthropic_body import (
     AssistantMessage,

@@ -21,9 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..model import Embeddings, EmbedInput, EmbedRequest
-from ..model._json import dumps
-from ..model._text import LONE_SURROGATE, LONE_SURROGATE_FIX, lone_surrogate
+from ..model import LONE_SURROGATE, LONE_SURROGATE_FIX, Embeddings, EmbedInput, EmbedRequest, dumps, lone_surrogate
 from ._wire import WireError, validation_error
 
 __all__ = [

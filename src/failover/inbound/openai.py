@@ -34,6 +34,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ..model import REASONING_OPENAI as _OPENAI_SOURCE
 from ..model import (
     Completed,
     Dialect,
@@ -56,7 +57,6 @@ from ..model import (
     ToolChoice,
     Usage,
 )
-from ..model._reasoning import OPENAI as _OPENAI_SOURCE
 from ..validation import DEFAULT_LIMITS, SchemaLimits
 from ._passthrough import passthrough
 from ._relay import Relay, RelayMismatch

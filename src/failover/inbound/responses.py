@@ -71,6 +71,7 @@ from ..model import (
     Message,
     Part,
     Reasoning,
+    ReasoningEffort,
     Request,
     Response,
     ResponseFormat,
@@ -78,9 +79,8 @@ from ..model import (
     Tool,
     ToolCall,
     ToolChoice,
+    new_id,
 )
-from ..model._ids import new_id
-from ..model._request import ReasoningEffort
 from ..validation import DEFAULT_LIMITS, SchemaLimits
 from ._passthrough import check_responses_settings, passthrough
 from ._relay import RelayMismatch

@@ -12,9 +12,17 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..model import Envelope, FailureKind, PartialOutput, Reasoning, Request, Response, Unavailable
-from ..model._ids import new_id
-from ..model._reasoning import REASONING_SOURCES
+from ..model import (
+    REASONING_SOURCES,
+    Envelope,
+    FailureKind,
+    PartialOutput,
+    Reasoning,
+    Request,
+    Response,
+    Unavailable,
+    new_id,
+)
 
 
 def fresh_envelope(template: Envelope | None) -> Envelope:

@@ -14,20 +14,21 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ..inbound import RelayMismatch, WireError
-from ..inbound import _failures as failures
-from ..inbound._failures import Scrubber
-from ..inbound._headers import (
+from ..inbound import (
+    Origins,
+    RelayMismatch,
+    Scrubber,
+    WireError,
     answered_by,
     capped_to,
     envelope_with_headers,
+    failures,
     live_reasoning,
+    mismatch_message,
     record_headers,
     streamed_by,
     with_affinity,
 )
-from ..inbound._origins import Origins
-from ..inbound._relay import mismatch_message
 from ..model import (
     Completed,
     Envelope,
@@ -37,9 +38,9 @@ from ..model import (
     SideEffectMode,
     Unavailable,
     UnknownRoute,
+    new_id,
 )
-from ..model._ids import new_id
-from ..model._json import dumps as _dumps
+from ..model import dumps as _dumps
 from ..router import Router, RouteStream
 from ._sdk_wire import SUPPORTED, WIRES, Call, Wire, WireDialect, dialect_of, error_dialect
 

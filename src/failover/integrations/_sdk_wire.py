@@ -9,13 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from ..inbound import SDK_CHAT, SDK_MESSAGES, Shape
 from ..inbound import anthropic as ant
 from ..inbound import openai as oai
-from ..inbound._failures import SDK_CHAT, SDK_MESSAGES, Shape
-from ..model import Completed, Request, Response, StreamEvent
-from ..model._ids import new_id
-from ..model._json import dumps as _dumps
-from ..model._reasoning import ANTHROPIC
+from ..model import REASONING_ANTHROPIC as ANTHROPIC
+from ..model import Completed, Request, Response, StreamEvent, new_id
+from ..model import dumps as _dumps
 
 WireDialect = Literal["openai", "anthropic"]
 

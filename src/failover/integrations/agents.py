@@ -62,9 +62,8 @@ from openai.types.responses import ResponseReasoningItem
 from openai.types.responses.response_prompt_param import ResponsePromptParam
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
-from ..inbound import RelayMismatch
+from ..inbound import RelayMismatch, streamed_by
 from ..inbound import openai as oai
-from ..inbound._headers import streamed_by
 from ..model import (
     Completed,
     Envelope,

@@ -48,7 +48,8 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict
 
-from ..inbound._relay import Relay
+from ..inbound import Relay
+from ..model import REASONING_OPENAI as OPENAI
 from ..model import (
     Completed,
     Envelope,
@@ -64,7 +65,6 @@ from ..model import (
     ToolCallStart,
     Usage,
 )
-from ..model._reasoning import OPENAI
 from ..router import Router, SyncRouter
 from ._common import answered_model, block_data, fresh_envelope, openai_request, partial_unavailable, reasoning_block
 

@@ -71,9 +71,10 @@ from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
-from ..inbound import RelayMismatch
-from ..inbound._headers import streamed_by
-from ..inbound._relay import Relay
+from ..inbound import Relay, RelayMismatch, streamed_by
+from ..model import REASONING_ANTHROPIC as ANTHROPIC
+from ..model import REASONING_GEMINI as GEMINI
+from ..model import REASONING_OPENAI as OPENAI
 from ..model import (
     Completed,
     Envelope,
@@ -100,9 +101,7 @@ from ..model import (
     Usage,
 )
 from ..model import TextPart as OurText
-from ..model._reasoning import ANTHROPIC, GEMINI, OPENAI
-from ..router import Router
-from ..router._stream import RouteStream
+from ..router import Router, RouteStream
 from ._common import answered_model, fresh_envelope, partial_unavailable
 
 __all__ = ["FailoverModel"]

@@ -29,8 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import FailureKind, RouteRecord, Workflow
-from ..model._json import dumps
+from ..model import FailureKind, RouteRecord, Workflow, dumps
 from ._custom import BadInput
 
 DEFAULT_KEEP = 200

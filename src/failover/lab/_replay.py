@@ -37,8 +37,7 @@ from ..model import (
     Target,
     Unavailable,
 )
-from ..policy import NoBreakers, Unlimited, caps_max_tokens, contract_violation, required_capabilities
-from ..policy._canary import answered
+from ..policy import NoBreakers, Unlimited, answered, caps_max_tokens, contract_violation, required_capabilities
 from ..router import Router
 from ..tokens import counter_for
 from ..transport import Http1Transport, Transport

@@ -1,9 +1,11 @@
 """The vocabulary every module speaks: plain typed data, no I/O."""
 
 from ._embedding import Embeddings, EmbedInput, EmbedRequest
-from ._errors import ConfigError, ConfigProblem, FailoverError, InvalidRequest, Unavailable, UnknownRoute
+from ._errors import ConfigError, ConfigProblem, FailoverError, InvalidRequest, Severity, Unavailable, UnknownRoute
 from ._failure import (
+    CANNOT_EMBED,
     DISPOSITIONS,
+    SLOW_READER,
     Action,
     Disposition,
     FailureKind,
@@ -11,7 +13,14 @@ from ._failure import (
     TimeoutPhase,
     disposition,
 )
-from ._reasoning import Reasoning, readable_by
+from ._ids import new_id
+from ._json import NonFiniteNumber, dumps, loads_strict, may_overflow
+from ._money import usd
+from ._reasoning import ANTHROPIC as REASONING_ANTHROPIC
+from ._reasoning import GEMINI as REASONING_GEMINI
+from ._reasoning import OPENAI as REASONING_OPENAI
+from ._reasoning import OPENAI_RESPONSES as REASONING_OPENAI_RESPONSES
+from ._reasoning import REASONING_SOURCES, Reasoning, readable_by
 from ._record import (
     Attempt,
     Exclusion,
@@ -24,12 +33,16 @@ from ._record import (
     Validation,
     Wait,
     Workflow,
+    mark_connected,
+    watch_connect,
 )
 from ._request import (
+    LOWER_EFFORT,
     ImagePart,
     Message,
     Part,
     Passthrough,
+    ReasoningEffort,
     Request,
     ResponseFormat,
     Role,
@@ -49,6 +62,7 @@ from ._route import (
     Route,
     SideEffectMode,
 )
+from ._secrets import KEYLIKE, scrub_secrets
 from ._stream import (
     Completed,
     PartialOutput,
@@ -65,9 +79,35 @@ from ._stream import (
     UsageUpdate,
 )
 from ._target import Auth, AuthKind, Capability, Dialect, Limits, Price, Secret, Target, Timeouts, Vertex
+from ._text import LONE_SURROGATE, LONE_SURROGATE_FIX, lone_surrogate, may_hold_surrogates, request_surrogate
 from ._usage import RateLimitInfo, Usage
 
 __all__ = [
+    "CANNOT_EMBED",
+    "KEYLIKE",
+    "LONE_SURROGATE",
+    "LONE_SURROGATE_FIX",
+    "LOWER_EFFORT",
+    "NonFiniteNumber",
+    "REASONING_ANTHROPIC",
+    "REASONING_GEMINI",
+    "REASONING_OPENAI",
+    "REASONING_OPENAI_RESPONSES",
+    "REASONING_SOURCES",
+    "ReasoningEffort",
+    "SLOW_READER",
+    "Severity",
+    "dumps",
+    "loads_strict",
+    "lone_surrogate",
+    "mark_connected",
+    "may_hold_surrogates",
+    "may_overflow",
+    "new_id",
+    "request_surrogate",
+    "scrub_secrets",
+    "usd",
+    "watch_connect",
     "DEFAULT_HOLD_SECONDS",
     "DEFAULT_HOLD_TOKENS",
     "DISPOSITIONS",

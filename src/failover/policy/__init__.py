@@ -3,7 +3,29 @@
 from ._affinity import affinity_key, rendezvous
 from ._backoff import Backoff, BackoffDecision
 from ._balance import BALANCES, LoadBoard, LoadView, Placement, balance
-from ._breaker import (
+from ._budget import RetryBudget, Unlimited
+from ._canary import CanaryGate, CandidateStats, StatsBoard, answered, canary_problems
+from ._deadline import Deadline
+from ._health import HealthBoard, TargetHealth
+from ._selection import (
+    Candidate,
+    Hold,
+    Plan,
+    Violation,
+    caps_max_tokens,
+    contract_check,
+    contract_violation,
+    embedding_check,
+    embedding_violation,
+    hold_of,
+    max_tokens_for,
+    plan,
+    required_capabilities,
+)
+from ._shared import close_shared, shared_policies
+from ._shared_load import SharedLoadBoard
+from ._windows import WindowBoard, window_of
+from .breakers import (
     BreakerBoard,
     BreakerConfig,
     BreakerEvent,
@@ -13,31 +35,27 @@ from ._breaker import (
     CircuitBreaker,
     NoBreakers,
     Permit,
+    key_model_scope,
 )
-from ._budget import RetryBudget, Unlimited
-from ._canary import CanaryGate, CandidateStats, StatsBoard, canary_problems
-from ._capacity import CapacityReport, plan_capacity
-from ._capacity import render as render_capacity
-from ._deadline import Deadline
-from ._health import HealthBoard, TargetHealth
-from ._ratelimit import LimiterBoard, LimitWaitTooLong, Reservation, TargetLimiter
-from ._selection import (
-    Candidate,
-    Plan,
-    Violation,
-    caps_max_tokens,
-    contract_check,
-    contract_violation,
-    embedding_check,
-    embedding_violation,
-    max_tokens_for,
-    plan,
-    required_capabilities,
+from .limits import (
+    CapacityReport,
+    LimiterBoard,
+    LimitWaitTooLong,
+    Reservation,
+    TargetLimiter,
+    WindowBucket,
+    plan_capacity,
 )
-from ._shared_load import SharedLoadBoard
-from ._windows import WindowBoard, window_of
+from .limits import render as render_capacity
 
 __all__ = [
+    "Hold",
+    "WindowBucket",
+    "answered",
+    "close_shared",
+    "hold_of",
+    "key_model_scope",
+    "shared_policies",
     "BALANCES",
     "Backoff",
     "BackoffDecision",

@@ -21,8 +21,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ..model import Attempt, ExclusionCode, FailureKind, Route, RouteRecord
-from ..model._money import usd
+from ..model import Attempt, ExclusionCode, FailureKind, Route, RouteRecord, usd
 
 CANARY_REASON = "canary"
 """Exclusion reasons written for a fallback left out by its canary draw start with this."""

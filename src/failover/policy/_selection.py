@@ -20,12 +20,12 @@ from ..model import (
     Request,
     Route,
     Target,
+    usd,
 )
-from ..model._money import usd
 from ._balance import Placement
-from ._breaker import BreakerBoard, NoBreakers
 from ._health import HealthBoard
 from ._windows import WindowBoard, window_of
+from .breakers import BreakerBoard, NoBreakers
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

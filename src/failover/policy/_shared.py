@@ -11,10 +11,10 @@ from typing import Any
 
 from ..state import GuardedStore, StateConfig
 from ._balance import LoadBoard
-from ._breaker import BreakerBoard, NoBreakers
 from ._budget import RetryBudget, Unlimited
-from ._ratelimit import LimiterBoard
 from ._shared_load import SharedLoadBoard
+from .breakers import BreakerBoard, NoBreakers
+from .limits import LimiterBoard
 
 
 def shared_policies(state: StateConfig, retry_budget: RetryBudget) -> dict[str, Any]:

@@ -6,7 +6,7 @@ said. It never puts a round trip on a request's path: each process keeps its own
 latency in memory (the board's usual bookkeeping), and a background refresher, every
 ``interval`` seconds while the board is in use, sends them to the store and reads back the
 rest of the fleet's, in one script (``load_sync``) pipelined with a read of each shared
-limiter's levels (:meth:`~failover.policy._shared_buckets.SharedBuckets.refresh`), so the
+limiter's levels (:meth:`~failover.policy.limits._shared.SharedBuckets.refresh`), so the
 balancer also sees how much of each quota the fleet has left.
 
 What a process says is a lease: it holds ``lease`` seconds unless renewed, so a process that
@@ -41,8 +41,7 @@ from dataclasses import dataclass
 from ..model import RateLimitInfo, Target
 from ..state import FleetLoad, GuardedStore, StateUnavailable
 from ._balance import PEAK_DECAY_S, LoadBoard
-from ._ratelimit import LimiterBoard
-from ._shared_buckets import SharedBuckets
+from .limits import LimiterBoard, SharedBuckets
 
 log = logging.getLogger("failover.state")
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..model import Dialect
-from ._base import DialectAdapter
+from ._base import DialectAdapter, SSEComment, StreamFailed
+from ._sse import MAX_EVENT_CHARS, EventTooLarge, stream_decoder
 from .anthropic import AnthropicDialect
 from .bedrock import BedrockDialect
 from .gemini import GeminiDialect
@@ -17,6 +18,11 @@ from .openai import OpenAIDialect
 from .responses import OpenAIResponsesDialect
 
 __all__ = [
+    "EventTooLarge",
+    "MAX_EVENT_CHARS",
+    "SSEComment",
+    "StreamFailed",
+    "stream_decoder",
     "AnthropicDialect",
     "BedrockDialect",
     "DialectAdapter",

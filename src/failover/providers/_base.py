@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..model import Failure, Request, Response, StreamEvent, Target
-from ..transport._types import HttpRequest, HttpResponse
+from ..transport import HttpRequest, HttpResponse
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

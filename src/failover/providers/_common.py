@@ -1,4 +1,4 @@
-"""Helpers the three dialects share: decoding bodies, building Failures, status fallbacks.
+"""Helpers the dialects share: decoding bodies, building Failures, status fallbacks, tool arguments.
 
 Nothing here knows a provider's error vocabulary; each dialect maps its own codes and
 falls back to :func:`kind_from_status` for shapes it does not recognise.
@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 
-from ..model import Failure, FailureKind, Response, Target
-from ..model._json import NonFiniteNumber, loads_strict
-from ..transport._types import HttpResponse
+from ..model import Failure, FailureKind, NonFiniteNumber, Response, Target, ToolCall, loads_strict
+from ..transport import HttpResponse
 from ._headers import HeaderMeta
 from ._window import WindowNumbers, window_numbers
 
@@ -276,3 +275,15 @@ def with_query(url: str, pairs: tuple[tuple[str, str], ...]) -> str:
     if not pairs:
         return url
     return url + ("&" if "?" in url else "?") + urlencode(pairs)
+
+
+def tool_input(tc: ToolCall) -> dict[str, Any]:
+    """A tool call's arguments as the object a dialect replays (Anthropic's and Bedrock's
+    ``input``, Gemini's ``args``): what the model sent when it was one, else ``{}``."""
+    if tc.parsed is not None:
+        return dict(tc.parsed)
+    try:
+        parsed = json.loads(tc.arguments) if tc.arguments.strip() else {}
+    except (ValueError, RecursionError):
+        return {}
+    return parsed if isinstance(parsed, dict) else {}

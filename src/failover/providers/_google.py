@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from ..model import Failure, FailureKind, Target
-from ..transport._types import HttpResponse
+from ..transport import HttpResponse
 from ._common import CONTEXT_OVERFLOW, as_dict, as_list, as_str, error_failure, kind_from_status
 from ._headers import HeaderMeta, parse_duration
 

@@ -1,4 +1,4 @@
-"""What the three stream parsers share: reading one event's JSON and the stream-level Failures.
+"""What the stream parsers share: their base, reading one event's JSON and the stream-level Failures.
 
 Everything a provider's answer MEANS (usage, stop reasons, refusals, tool arguments, error
 classification) stays in the dialect modules and is shared with their non-streaming parse;
@@ -11,18 +11,38 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Final
 
-from ..model import Failure, FailureKind, Response, StreamEvent, Target
-from ..model._json import NonFiniteNumber, loads_strict
-from ..transport._types import HttpResponse
+from ..model import Failure, FailureKind, NonFiniteNumber, Response, StreamEvent, Target, loads_strict
+from ..transport import HttpResponse
 from ._base import StreamFailed
 from ._common import DETAIL_LIMIT, outcome_failure, redact
 from ._headers import HeaderMeta
 
-__all__ = ["EMPTY", "INCOMPLETE", "event_response", "incomplete", "load_event", "malformed", "with_partial"]
+__all__ = [
+    "EMPTY",
+    "INCOMPLETE",
+    "ParserBase",
+    "event_response",
+    "incomplete",
+    "load_event",
+    "malformed",
+    "with_partial",
+]
 
 EMPTY: Final[tuple[StreamEvent, ...]] = ()  # what ``feed`` returns for pings and role-only chunks
 INCOMPLETE: Final = "stream ended before completion"
 _EXCERPT = 120
+
+
+class ParserBase:
+    """What every dialect's stream parser is made with: the target it reads for, the answer's
+    headers, and what they said (request id, rate limits)."""
+
+    __slots__ = ("_headers", "_meta", "_target")
+
+    def __init__(self, target: Target, headers: Mapping[str, str], meta: HeaderMeta) -> None:
+        self._target = target
+        self._headers = headers
+        self._meta = meta
 
 
 def load_event(data: str, provider: str, target: Target, meta: HeaderMeta) -> dict[str, Any]:

@@ -36,10 +36,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 from urllib.parse import quote
 
-from ..model import Dialect, Embeddings, EmbedInput, EmbedRequest, Failure, Target, Usage
-from ..model._json import dumps
-from ..transport._types import HttpRequest, HttpResponse
-from . import _bedrock_parse as _bedrock
+from ..model import Dialect, Embeddings, EmbedInput, EmbedRequest, Failure, Target, Usage, dumps
+from ..transport import HttpRequest, HttpResponse
 from ._common import (
     as_dict,
     as_int,
@@ -53,8 +51,9 @@ from ._common import (
 )
 from ._google import google_error
 from ._headers import first_header, openai_rate_limits, parse_int, read_meta
-from ._openai_errors import openai_error
 from ._vertex import model_url
+from .bedrock import _parse as _bedrock
+from .openai._errors import openai_error
 
 __all__ = ["EmbedAdapter", "embed_adapter_for"]
 

@@ -32,8 +32,7 @@ from ..model import (
     Target,
     Validation,
 )
-from ..policy import LimitWaitTooLong, Reservation, TargetLimiter
-from ..policy._selection import Hold, Violation, hold_of
+from ..policy import Hold, LimitWaitTooLong, Reservation, TargetLimiter, Violation, hold_of
 from ..telemetry import AttemptStarted
 from ..telemetry import Backoff as Waited
 from ._engine import attempt_cost

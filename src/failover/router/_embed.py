@@ -39,6 +39,7 @@ from dataclasses import replace
 
 from ..auth import AuthError
 from ..model import (
+    CANNOT_EMBED,
     Capability,
     Embeddings,
     EmbedInput,
@@ -54,14 +55,12 @@ from ..model import (
     Target,
     Usage,
     Validation,
+    watch_connect,
 )
-from ..model._failure import CANNOT_EMBED
-from ..model._record import watch_connect
 from ..policy import Plan, Violation, embedding_check, plan
 from ..providers.embeddings import EmbedAdapter, dimensions_of, embed_adapter_for
 from ..tokens import counter_for
-from ..transport import HttpResponse, TransportError
-from ..transport._limits import DEFAULT_MAX_RESPONSE_BYTES
+from ..transport import DEFAULT_MAX_RESPONSE_BYTES, HttpResponse, TransportError
 from ._exchange import exchange_failure, maybe_billed
 from ._work import Call, Exchanged
 

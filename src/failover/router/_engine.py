@@ -56,10 +56,8 @@ import math
 import random
 from typing import Protocol
 
-from ..model import Action, ExclusionCode, Failure, FailureKind, Target
-from ..model._money import usd
-from ..policy import BackoffDecision
-from ..policy._selection import Hold
+from ..model import Action, ExclusionCode, Failure, FailureKind, Target, usd
+from ..policy import BackoffDecision, Hold
 from ._state import Decision, Go, Lane, Next, Repair, RunState, Sleep, Stop
 
 # A candidate the health board has not yet seen answer is assumed to need this long (seconds);

@@ -20,9 +20,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from ..auth import AuthError
-from ..model import Capability, Embeddings, EmbedRequest, Failure, FailureKind, Request, Response, Target
+from ..model import Capability, Embeddings, EmbedRequest, Failure, FailureKind, Request, Response, Target, watch_connect
 from ..model import Validation as Checked
-from ..model._record import watch_connect
 from ..policy import Plan, caps_max_tokens, max_tokens_for, plan
 from ..tokens import count_exactly, counter_for, counts_remotely, near_window, observe_usage, reserved_output
 from ..transport import TransportError

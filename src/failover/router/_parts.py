@@ -23,10 +23,10 @@ if TYPE_CHECKING:
         LoadBoard,
         NoBreakers,
         RetryBudget,
+        StatsBoard,
         Unlimited,
         WindowBoard,
     )
-    from ..policy._canary import StatsBoard
     from ..providers import DialectAdapter
     from ..telemetry import Hooks
     from ..tokens import CompactionHook

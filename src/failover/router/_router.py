@@ -35,6 +35,8 @@ from ..auth import Authorizers
 from ..config import Config, load_config
 from ..ledger import Ledger
 from ..model import (
+    LONE_SURROGATE,
+    LONE_SURROGATE_FIX,
     ConfigError,
     Embeddings,
     EmbedInput,
@@ -49,25 +51,28 @@ from ..model import (
     Target,
     Unavailable,
     UnknownRoute,
+    request_surrogate,
 )
-from ..model._text import LONE_SURROGATE, LONE_SURROGATE_FIX, request_surrogate
 from ..policy import (
     Backoff,
     BackoffDecision,
     BreakerBoard,
+    BreakerEvent,
     BreakerState,
     HealthBoard,
+    Hold,
     LimiterBoard,
     LoadBoard,
     NoBreakers,
     RetryBudget,
+    StatsBoard,
     Unlimited,
     WindowBoard,
+    canary_problems,
+    close_shared,
+    hold_of,
+    shared_policies,
 )
-from ..policy._breaker import BreakerEvent
-from ..policy._canary import StatsBoard, canary_problems
-from ..policy._selection import Hold, hold_of
-from ..policy._shared import close_shared, shared_policies
 from ..providers import dialect_for
 from ..telemetry import Hook, Hooks
 from ..tokens import (

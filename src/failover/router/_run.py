@@ -52,9 +52,7 @@ from ..model import (
     Unavailable,
     disposition,
 )
-from ..policy import Candidate
-from ..policy._canary import CanaryGate
-from ..policy._selection import Violation
+from ..policy import CanaryGate, Candidate, Violation
 from ..telemetry import RequestStarted
 from ..validation import repair_request
 from ._attempt import Attempts

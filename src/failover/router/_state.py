@@ -11,9 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..model import EmbedRequest, Envelope, ExclusionCode, Failure, FailureKind, Phase, Request, Target
-from ..policy import Candidate
-from ..policy._breaker import key_model_scope
-from ..policy._selection import Hold
+from ..policy import Candidate, Hold, key_model_scope
 
 # Faults of one key, not of its upstream: a failover to another key of the same pool after one
 # of them is that key's first attempt (see charged).

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..auth import AuthError
 from ..model import (
+    SLOW_READER,
     Completed,
     Failure,
     FailureKind,
@@ -54,12 +55,10 @@ from ..model import (
     ToolCallStart,
     Unavailable,
     UsageUpdate,
+    new_id,
 )
 from ..model import Stop as ModelStop
-from ..model._failure import SLOW_READER
-from ..model._ids import new_id
-from ..providers._base import SSEComment, StreamFailed
-from ..providers._sse import MAX_EVENT_CHARS, EventTooLarge, stream_decoder
+from ..providers import MAX_EVENT_CHARS, EventTooLarge, SSEComment, StreamFailed, stream_decoder
 from ..transport import HttpResponse, StreamingTransport, TransportError
 from ._exchange import exchange_failure
 from ._hooks import degraded

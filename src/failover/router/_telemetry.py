@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from ..model import Attempt, Failure, Response, RouteRecord, Target
-from ..policy._breaker import BreakerEvent
-from ..telemetry import AttemptEnded, BreakerChanged, RequestEnded
-from ..telemetry._instruments import answered
+from ..policy import BreakerEvent
+from ..telemetry import AttemptEnded, BreakerChanged, RequestEnded, answered
 
 
 def attempt_ended(request_id: str, route: str, target: Target, a: Attempt, t0: float, outcome: object) -> AttemptEnded:

@@ -3,7 +3,7 @@
 :class:`MemoryStore` and :class:`SQLiteStore` run these directly (SQLite inside one
 ``BEGIN IMMEDIATE`` transaction); ``_lua.py`` is the same logic for Redis, and the contract
 tests in tests/state run every backend against the same expectations. The rules are those of
-``policy/_breaker.py`` (CircuitBreaker) and ``policy/_buckets.py`` (WindowBucket), with two
+``policy/breakers/_circuit.py`` (CircuitBreaker) and ``policy/limits/_buckets.py`` (WindowBucket), with two
 changes that a fleet needs:
 
 * half-open probe slots are leases (``probe_lease`` seconds), so a process that crashed while

@@ -12,11 +12,15 @@ structlog when configured.
 
 from ._events import AttemptEnded, AttemptStarted, Backoff, BreakerChanged, Event, RequestEnded, RequestStarted
 from ._hooks import Hook, Hooks
+from ._instruments import answered, feed_record
 from ._logging import LoggingHook
 from ._otel import OpenTelemetryHook
-from ._prometheus import PrometheusHook
+from ._prometheus import PrometheusHook, RouterMetrics
 
 __all__ = [
+    "RouterMetrics",
+    "answered",
+    "feed_record",
     "AttemptEnded",
     "AttemptStarted",
     "Backoff",

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from ..auth import Authorizer, Authorizers
 from ..model import Auth, AuthKind, Target
-from ..transport._types import HttpRequest
+from ..transport import HttpRequest
 
 __all__ = ["FAKE_AWS_KEY_ID", "FAKE_AWS_SECRET", "FAKE_TOKEN", "fake_authorizers"]
 

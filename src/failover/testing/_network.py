@@ -21,14 +21,14 @@ import math
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
-from ..transport._types import HttpRequest, HttpResponse, StreamingResponse, TransportError
+from ..transport import HttpRequest, HttpResponse, StreamingResponse, TransportError
 from ._exchange import Rendered
 from ._provider import FakeProvider, _ConnectFailed, _events_in, _Reset
 from ._records import Outcome, ReceivedCall, _Slot
 from ._stream import Dropped, Playback
 
 if TYPE_CHECKING:
-    from ..transport._types import StreamingTransport
+    from ..transport import StreamingTransport
 
 __all__ = ["FakeNetwork"]
 

@@ -22,8 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..model import Dialect, Secret, Target
-from ..model._record import mark_connected
+from ..model import Dialect, Secret, Target, mark_connected
 from ._dialects import SPOKEN, check_request, endpoint_for, fake_for, render, render_unknown_path, requested_model
 from ._exchange import Exchange, Rendered
 from ._kinds import ReplyKind

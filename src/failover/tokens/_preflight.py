@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..model import Dialect, Request, Target
-from ..transport._types import Transport
+from ..transport import Transport
 from ._choose import counter_for
 from ._counter import TokenCounter
 from ._remote import count_exactly, counts_remotely, near_window

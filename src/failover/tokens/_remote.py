@@ -16,7 +16,7 @@ from typing import Protocol, TypeGuard, runtime_checkable
 
 from ..model import Failure, Request, Target
 from ..providers import dialect_for
-from ..transport._types import HttpRequest, HttpResponse, Transport
+from ..transport import HttpRequest, HttpResponse, Transport
 
 __all__ = ["CountingDialect", "count_exactly", "counts_remotely", "near_window"]
 

@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._http1 import Http1Transport
+from ._limits import DEFAULT_MAX_DECODED_RATIO, DEFAULT_MAX_RESPONSE_BYTES
 from ._types import HttpRequest, HttpResponse, StreamingResponse, StreamingTransport, Transport, TransportError
 
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "DEFAULT_MAX_DECODED_RATIO",
+    "DEFAULT_MAX_RESPONSE_BYTES",
     "AiohttpTransport",
     "HttpRequest",
     "Http1Transport",

@@ -43,7 +43,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..model._record import mark_connected
+from ..model import mark_connected
 from ._dial import dial, is_ip
 from ._http1_conn import Connection, Http1Stream
 from ._limits import DEFAULT_MAX_DECODED_RATIO, DEFAULT_MAX_RESPONSE_BYTES, check_limits

@@ -16,7 +16,7 @@ try:
 except ModuleNotFoundError as exc:  # an extra: say which
     raise missing("HttpxTransport", exc) from exc
 
-from ..model._record import mark_connected
+from ..model import mark_connected
 from ._limits import (
     DEFAULT_MAX_DECODED_RATIO,
     DEFAULT_MAX_RESPONSE_BYTES,

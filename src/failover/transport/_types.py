@@ -7,7 +7,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..model._json import dumps
+from ..model import dumps
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

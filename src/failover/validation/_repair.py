@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..model import Failure, FailureKind, Message, Request, Target, ToolChoice
-from ..model._request import LOWER_EFFORT
+from ..model import LOWER_EFFORT, Failure, FailureKind, Message, Request, Target, ToolChoice
 from ._contract import Check, failed_checks
 
 REPAIR_PROMPT = (

@@ -56,8 +56,7 @@ from jsonschema.validators import extend
 from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource, Unresolvable
 
-from ..model import FailoverError, Request
-from ..model._text import LONE_SURROGATE, LONE_SURROGATE_FIX, lone_surrogate
+from ..model import LONE_SURROGATE, LONE_SURROGATE_FIX, FailoverError, Request, lone_surrogate
 
 __all__ = [
     "CACHE_BYTES",

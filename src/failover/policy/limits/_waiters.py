@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar, cast
 
-from ..model import FailoverError
+from ...model import FailoverError
 from ._buckets import Bucket, BucketSet, Dimension
 
 DEFAULT_TENANT = ""  # the tenant of requests that name none

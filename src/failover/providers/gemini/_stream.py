@@ -1,22 +1,22 @@
 """Gemini ``streamGenerateContent?alt=sse`` chunks to stream events; ``finish`` reuses the body
-parse's rules (:mod:`._gemini_parse`)."""
+parse's rules (:mod:`._parse`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..model import Failure, Response, StopReason, StreamEvent, Target, Usage, UsageUpdate
-from ..model import Stop as StopEvent
-from ._base import SSEEvent, StreamFailed
-from ._common import as_dict, as_str
-from ._gemini_parse import error, judge, no_candidates, result_of, stop_reason, usage_of
-from ._gemini_parts import Parts
-from ._headers import HeaderMeta
-from ._streaming import EMPTY, event_response, incomplete, load_event, with_partial
+from ...model import Failure, Response, StopReason, StreamEvent, Target, Usage, UsageUpdate
+from ...model import Stop as StopEvent
+from .._base import SSEEvent, StreamFailed
+from .._common import as_dict, as_str
+from .._headers import HeaderMeta
+from .._streaming import EMPTY, ParserBase, event_response, incomplete, load_event, with_partial
+from ._parse import error, judge, no_candidates, result_of, stop_reason, usage_of
+from ._parts import Parts
 
 
-class ChunkStream:
+class ChunkStream(ParserBase):
     """``streamGenerateContent?alt=sse``: each event is a whole GenerateContentResponse chunk,
     as the google-genai SDK yields them (one response per SSE event; it has no accumulator).
 
@@ -33,20 +33,15 @@ class ChunkStream:
         "_block",
         "_finish",
         "_finish_message",
-        "_headers",
         "_id",
-        "_meta",
         "_model",
         "_parts",
-        "_target",
         "_usage",
         "_usage_raw",
     )
 
     def __init__(self, target: Target, headers: Mapping[str, str], meta: HeaderMeta) -> None:
-        self._target = target
-        self._headers = headers
-        self._meta = meta
+        super().__init__(target, headers, meta)
         self._id: str | None = None
         self._model: str | None = None
         self._parts = Parts(target.key)

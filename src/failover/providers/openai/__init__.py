@@ -10,7 +10,7 @@ and most servers) or ``reasoning`` (vLLM >= 0.11, OpenRouter) and sent back as
 
 Streams (``stream_parser``) are ``chat.completion.chunk`` events. The Responses API
 (``/v1/responses``, ``response.output_text.delta`` events) is its own dialect
-(``providers/responses.py``); the two share OpenAI's error vocabulary (``_openai_errors``).
+(``providers/responses/``); the two share OpenAI's error vocabulary (``_errors``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 from urllib.parse import quote
 
-from ..model import (
+from ...model import REASONING_OPENAI as _SOURCE
+from ...model import (
     Failure,
     FailureKind,
     ImagePart,
@@ -44,11 +45,10 @@ from ..model import (
     Usage,
     UsageUpdate,
 )
-from ..model import Stop as StopEvent
-from ..model._reasoning import OPENAI as _SOURCE
-from ..transport._types import HttpRequest, HttpResponse
-from ._base import SSEEvent, StreamFailed, StreamParser
-from ._common import (
+from ...model import Stop as StopEvent
+from ...transport import HttpRequest, HttpResponse
+from .._base import SSEEvent, StreamFailed, StreamParser
+from .._common import (
     as_dict,
     as_int,
     as_list,
@@ -60,9 +60,9 @@ from ._common import (
     unreadable,
     with_query,
 )
-from ._headers import HeaderMeta, openai_rate_limits, read_meta
-from ._openai_errors import openai_error
-from ._streaming import EMPTY, event_response, incomplete, load_event, with_partial
+from .._headers import HeaderMeta, openai_rate_limits, read_meta
+from .._streaming import EMPTY, ParserBase, event_response, incomplete, load_event, with_partial
+from ._errors import openai_error
 
 __all__ = ["OpenAIDialect"]
 
@@ -420,7 +420,7 @@ class _Call:
         return ToolCall(id=self.id, name=self.name, arguments=arguments, parsed=parsed)
 
 
-class _ChunkStream:
+class _ChunkStream(ParserBase):
     """``chat.completion.chunk`` events to stream events; ``finish`` reuses the body parse's rules.
 
     Only choice 0 is followed (as ``parse`` reads ``choices[0]``), up to its ``finish_reason``.
@@ -455,16 +455,13 @@ class _ChunkStream:
         "_blocks",
         "_calls",
         "_finish",
-        "_headers",
         "_id",
         "_last",
-        "_meta",
         "_model",
         "_next_wire",
         "_origin",
         "_placed",
         "_refusal",
-        "_target",
         "_text",
         "_thinking",
         "_usage",
@@ -472,9 +469,7 @@ class _ChunkStream:
     )
 
     def __init__(self, target: Target, headers: Mapping[str, str], meta: HeaderMeta) -> None:
-        self._target = target
-        self._headers = headers
-        self._meta = meta
+        super().__init__(target, headers, meta)
         self._id: str | None = None
         self._model: str | None = None
         self._text: list[str] = []

@@ -30,11 +30,11 @@ board falls back to its in-process breakers (fail open) until the store is back.
 
 The board is assembled from parts, one module each:
 
-* ``_breaker_config``: :class:`BreakerConfig`, how one breaker judges its scope;
-* ``_breaker_window``: the sliding count and time windows with their running totals;
+* ``_config``: :class:`BreakerConfig`, how one breaker judges its scope;
+* ``_window``: the sliding count and time windows with their running totals;
 * ``_circuit``: :class:`CircuitBreaker`, the state machine, its permits, events and snapshots;
 * ``_grace``: the overload grace, which spares a target that still serves while overloaded;
-* ``_shared_breakers``: the breakers kept in a shared store for the fleet.
+* ``_shared``: the breakers kept in a shared store for the fleet.
 """
 
 from __future__ import annotations
@@ -43,9 +43,8 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ..model import Dialect, Failure, HealthEffect, Target
-from ..state import GuardedStore
-from ._breaker_config import BreakerConfig, WindowKind, breaker_params
+from ...model import Dialect, Failure, HealthEffect, Target
+from ...state import GuardedStore
 from ._circuit import (
     BreakerEvent,
     BreakerHold,
@@ -59,8 +58,9 @@ from ._circuit import (
     SharedPermit,
     emit,
 )
+from ._config import BreakerConfig, WindowKind, breaker_params
 from ._grace import OverloadGrace
-from ._shared_breakers import SharedBreakers
+from ._shared import SharedBreakers
 
 __all__ = [
     "BreakerBoard",
@@ -277,7 +277,7 @@ class BreakerBoard:
     ) -> bool:
         """Whether this outcome is an overload of a target that still serves (the breaker ignores it).
 
-        Decided by the target breaker's :class:`~failover.policy._grace.OverloadGrace`, with this
+        Decided by the target breaker's :class:`~failover.policy.breakers._grace.OverloadGrace`, with this
         board's ``overload_grace`` and ``overload_min_success``. Shared by the in-process and the
         shared-store record paths.
         """

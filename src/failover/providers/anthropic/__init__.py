@@ -15,11 +15,11 @@ Google's envelope when Vertex itself refuses the request (``_google``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..model import (
+from ...model import REASONING_ANTHROPIC as REASONING_SOURCE
+from ...model import (
     Failure,
     ImagePart,
     Message,
@@ -32,14 +32,13 @@ from ..model import (
     ToolCall,
     ToolChoice,
 )
-from ..model._reasoning import ANTHROPIC as REASONING_SOURCE
-from ..transport._types import HttpRequest, HttpResponse
-from ._anthropic_parse import REQUEST_ID_HEADERS, error, parse_message
-from ._anthropic_stream import MessageStream
-from ._base import StreamParser
-from ._common import as_dict, decode_json, non_finite, unreadable, with_query
-from ._headers import anthropic_rate_limits, read_meta
-from ._vertex import ANTHROPIC_VERTEX_VERSION, anthropic_count_url, model_url
+from ...transport import HttpRequest, HttpResponse
+from .._base import StreamParser
+from .._common import as_dict, decode_json, non_finite, tool_input, unreadable, with_query
+from .._headers import anthropic_rate_limits, read_meta
+from .._vertex import ANTHROPIC_VERTEX_VERSION, anthropic_count_url, model_url
+from ._parse import REQUEST_ID_HEADERS, error, parse_message
+from ._stream import MessageStream
 
 __all__ = ["AnthropicDialect"]
 
@@ -280,21 +279,10 @@ def _part(p: TextPart | ImagePart) -> dict[str, Any]:
 
 
 def _tool_use(tc: ToolCall) -> dict[str, Any]:
-    out = {"type": "tool_use", "id": tc.id, "name": tc.name, "input": _tool_input(tc)}
+    out = {"type": "tool_use", "id": tc.id, "name": tc.name, "input": tool_input(tc)}
     if tc.cache_control is not None:
         out["cache_control"] = tc.cache_control
     return out
-
-
-def _tool_input(tc: ToolCall) -> Mapping[str, Any]:
-    """tool_use.input must be an object; replay what the model sent when it was one."""
-    if tc.parsed is not None:
-        return dict(tc.parsed)
-    try:
-        parsed = json.loads(tc.arguments) if tc.arguments.strip() else {}
-    except (ValueError, RecursionError):
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def _tool(t: Tool) -> dict[str, Any]:

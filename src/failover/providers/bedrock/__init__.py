@@ -19,14 +19,13 @@ A ConverseStream answer is AWS event-stream framing, decoded by :mod:`._eventstr
 
 from __future__ import annotations
 
-import json
 import mimetypes
 import re
 from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import quote, urlsplit
 
-from ..model import (
+from ...model import (
     Failure,
     ImagePart,
     Message,
@@ -36,18 +35,17 @@ from ..model import (
     Target,
     TextPart,
     Tool,
-    ToolCall,
     ToolChoice,
+    dumps,
 )
-from ..model._json import dumps
-from ..transport._types import HttpRequest, HttpResponse
-from ._base import StreamDecoder, StreamParser
-from ._bedrock_parse import JSON_TOOL, REASONING_SOURCE, REQUEST_ID_HEADERS, error, parse_converse
-from ._bedrock_stream import ConverseStreamParser
-from ._common import as_dict, decode_json, non_finite, unreadable, with_query
+from ...transport import HttpRequest, HttpResponse
+from .._base import StreamDecoder, StreamParser
+from .._common import as_dict, decode_json, non_finite, tool_input, unreadable, with_query
+from .._headers import read_meta
+from ..anthropic import _THINKING_BUDGET
 from ._eventstream import EventStreamDecoder
-from ._headers import read_meta
-from .anthropic import _THINKING_BUDGET
+from ._parse import JSON_TOOL, REASONING_SOURCE, REQUEST_ID_HEADERS, error, parse_converse
+from ._stream import ConverseStreamParser
 
 __all__ = ["JSON_TOOL", "BedrockDialect"]
 
@@ -180,7 +178,7 @@ def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
             if m.text:
                 blocks.append({"text": m.text})
             blocks.extend(
-                {"toolUse": {"toolUseId": tool_use_id(tc.id), "name": tc.name, "input": _tool_input(tc)}}
+                {"toolUse": {"toolUseId": tool_use_id(tc.id), "name": tc.name, "input": tool_input(tc)}}
                 for tc in m.tool_calls
             )
             if not m.text and not m.tool_calls:
@@ -218,17 +216,6 @@ def _part(p: TextPart | ImagePart) -> dict[str, Any] | None:
 def _image_format(media_type: str) -> str:
     kind = media_type.lower()
     return _IMAGE_FORMATS.get(kind) or kind.rpartition("/")[2] or "png"
-
-
-def _tool_input(tc: ToolCall) -> Mapping[str, Any]:
-    """toolUse.input must be an object; replay what the model sent when it was one."""
-    if tc.parsed is not None:
-        return dict(tc.parsed)
-    try:
-        parsed = json.loads(tc.arguments) if tc.arguments.strip() else {}
-    except (ValueError, RecursionError):
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def _reasoning_block(r: Reasoning) -> dict[str, Any] | None:

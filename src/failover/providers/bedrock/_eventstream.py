@@ -29,8 +29,8 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from ._base import SSEComment, SSEEvent
-from ._sse import MAX_EVENT_CHARS, EventTooLarge
+from .._base import SSEComment, SSEEvent
+from .._sse import MAX_EVENT_CHARS, EventTooLarge
 
 __all__ = ["MALFORMED", "EventStreamDecoder"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..model import Failure, FailureKind
+from ...model import Failure, FailureKind
 
 
 class OverloadGrace:

@@ -17,7 +17,7 @@ import asyncio
 import os
 from collections.abc import Callable, Sequence
 
-from ..state import BreakerOutcome, BreakerParams, BreakerView, GuardedStore, StateUnavailable, Transition
+from ...state import BreakerOutcome, BreakerParams, BreakerView, GuardedStore, StateUnavailable, Transition
 from ._circuit import (
     HALF_OPEN_RETRY,
     BreakerEvent,

@@ -10,14 +10,14 @@ google-genai's ``types.py``.
 
 from __future__ import annotations
 
-import json
 import mimetypes
 import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from ..model import (
+from ...model import REASONING_GEMINI as REASONING_SOURCE
+from ...model import (
     Failure,
     ImagePart,
     Message,
@@ -26,17 +26,15 @@ from ..model import (
     Target,
     TextPart,
     Tool,
-    ToolCall,
     ToolChoice,
 )
-from ..model._reasoning import GEMINI as REASONING_SOURCE
-from ..transport._types import HttpRequest, HttpResponse
-from ._base import StreamParser
-from ._common import as_dict, decode_json, non_finite, unreadable, with_query
-from ._gemini_parse import REQUEST_ID_HEADERS, error, parse_generation
-from ._gemini_stream import ChunkStream
-from ._headers import read_meta
-from ._vertex import model_url
+from ...transport import HttpRequest, HttpResponse
+from .._base import StreamParser
+from .._common import as_dict, decode_json, non_finite, tool_input, unreadable, with_query
+from .._headers import read_meta
+from .._vertex import model_url
+from ._parse import REQUEST_ID_HEADERS, error, parse_generation
+from ._stream import ChunkStream
 
 __all__ = ["GeminiDialect"]
 
@@ -230,7 +228,7 @@ def _model_parts(m: Message, sentinel: bool) -> list[dict[str, Any]]:
     bare = [r.signature for r in blocks if not r.text and r.signature]
     calls: list[dict[str, Any]] = []
     for i, tc in enumerate(m.tool_calls):
-        call: dict[str, Any] = {"functionCall": {"name": tc.name, "args": _args(tc)}}
+        call: dict[str, Any] = {"functionCall": {"name": tc.name, "args": tool_input(tc)}}
         if i < len(bare):
             call["thoughtSignature"] = bare[i]
         elif sentinel and i == 0:
@@ -258,16 +256,6 @@ def _part(p: TextPart | ImagePart) -> dict[str, Any]:
     if guessed:  # optional in FileData; sent when the URL's extension says it
         file_data["mimeType"] = guessed
     return {"fileData": file_data}
-
-
-def _args(tc: ToolCall) -> dict[str, Any]:
-    if tc.parsed is not None:
-        return dict(tc.parsed)
-    try:
-        parsed = json.loads(tc.arguments) if tc.arguments.strip() else {}
-    except (ValueError, RecursionError):
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def _declaration(t: Tool) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Gemini's answer parts, read in order: the same reader for a whole GenerateContentResponse
-(:mod:`._gemini_parse`) and for a stream's chunks (:mod:`._gemini_stream`)."""
+(:mod:`._parse`) and for a stream's chunks (:mod:`._stream`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from ..model import (
+from ...model import REASONING_GEMINI as REASONING_SOURCE
+from ...model import (
     Reasoning,
     ReasoningDelta,
     ReasoningDone,
@@ -19,9 +20,8 @@ from ..model import (
     ToolCallDone,
     ToolCallStart,
 )
-from ..model._reasoning import GEMINI as REASONING_SOURCE
-from ._common import as_str
-from ._streaming import EMPTY
+from .._common import as_str
+from .._streaming import EMPTY
 
 
 class _Thought:

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Container, Iterator, Mapping
 from typing import Protocol
 
-from ..model import RateLimitInfo
+from ...model import RateLimitInfo
 
 
 class _Granted(Protocol):

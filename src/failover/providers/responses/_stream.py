@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
-from ..model import (
+from ...model import (
     Failure,
     Reasoning,
     ReasoningDelta,
@@ -49,12 +49,13 @@ from ..model import (
     Usage,
     UsageUpdate,
 )
-from ..model import Stop as StopEvent
-from ._base import SSEEvent, StreamFailed
-from ._common import as_dict, as_str, tool_arguments
-from ._headers import HeaderMeta
-from ._openai_errors import openai_error
-from ._responses_read import (
+from ...model import Stop as StopEvent
+from .._base import SSEEvent, StreamFailed
+from .._common import as_dict, as_str, tool_arguments
+from .._headers import HeaderMeta
+from .._streaming import EMPTY, ParserBase, event_response, incomplete, load_event, with_partial
+from ..openai._errors import openai_error
+from ._read import (
     PROVIDER,
     SOURCE,
     SUMMARY_JOIN,
@@ -68,7 +69,6 @@ from ._responses_read import (
     stop_reason,
     usage,
 )
-from ._streaming import EMPTY, event_response, incomplete, load_event, with_partial
 
 __all__ = ["ResponsesStream"]
 
@@ -112,7 +112,7 @@ class _Item:
         self.block: Reasoning | None = None  # reasoning: complete
 
 
-class ResponsesStream:
+class ResponsesStream(ParserBase):
     """One streamed response (see the module docstring); ``finish`` reuses the body's rules."""
 
     __slots__ = (
@@ -122,22 +122,17 @@ class ResponsesStream:
         "_calls",
         "_done",
         "_final",
-        "_headers",
         "_hosted",
         "_id",
-        "_meta",
         "_model",
         "_origin",
         "_refusal",
-        "_target",
         "_text",
         "_usage",
     )
 
     def __init__(self, target: Target, headers: Mapping[str, str], meta: HeaderMeta) -> None:
-        self._target = target
-        self._headers = headers
-        self._meta = meta
+        super().__init__(target, headers, meta)
         self._origin = target.key
         self._by_index: dict[int, _Item] = {}
         self._by_id: dict[str, _Item] = {}

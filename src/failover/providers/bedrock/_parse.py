@@ -1,6 +1,6 @@
 """Bedrock Converse answers and errors: what a body, a stream and an error mean.
 
-Shared by the plain parse (:mod:`.bedrock`) and the stream parser (:mod:`._bedrock_stream`).
+Shared by the plain parse (:mod:`failover.providers.bedrock`) and the stream parser (:mod:`._stream`).
 """
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Final
 
-from ..model import Failure, FailureKind, Reasoning, Response, StopReason, Target, ToolCall, Usage
-from ..model._failure import TimeoutPhase
-from ..transport._types import HttpResponse
-from ._common import (
+from ...model import Failure, FailureKind, Reasoning, Response, StopReason, Target, TimeoutPhase, ToolCall, Usage
+from ...transport import HttpResponse
+from .._common import (
     CONTEXT_OVERFLOW,
     as_dict,
     as_int,
@@ -23,7 +22,7 @@ from ._common import (
     kind_from_status,
     outcome_failure,
 )
-from ._headers import HeaderMeta
+from .._headers import HeaderMeta
 
 # Bedrock carries Claude's thinking as-is (text + signature, or redacted data): the format
 # Anthropic's API reads, so Claude's blocks go back and forth between the two.

@@ -32,7 +32,7 @@ top-level fields of its ``passthrough`` (a Request from a Responses client), eac
 field failover writes itself has the name (``stream_options`` only on a streamed request).
 
 Errors come in OpenAI's envelope, read by the same table as Chat Completions
-(``_openai_errors``); so are the ``error`` stream event and a ``failed`` response's ``error``.
+(``openai._errors``); so are the ``error`` stream event and a ``failed`` response's ``error``.
 Azure OpenAI serves this API at ``https://<resource>.openai.azure.com/openai/v1`` (the
 deployment is the ``model``); ``azure_deployment`` sends the key in the ``api-key`` header.
 """
@@ -43,7 +43,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..model import (
+from ...model import (
     Failure,
     FailureKind,
     ImagePart,
@@ -56,14 +56,14 @@ from ..model import (
     ToolCall,
     ToolChoice,
 )
-from ..transport._types import HttpRequest, HttpResponse
-from ._base import StreamParser
-from ._common import as_dict, as_str, decode_json, error_failure, non_finite, unreadable, with_query
-from ._headers import HeaderMeta, openai_rate_limits, read_meta
-from ._openai_errors import openai_error
-from ._responses_read import PROVIDER, SOURCE, judge, raw_stop, read_output, result, usage
-from ._responses_stream import ResponsesStream
-from ._streaming import with_partial
+from ...transport import HttpRequest, HttpResponse
+from .._base import StreamParser
+from .._common import as_dict, as_str, decode_json, error_failure, non_finite, unreadable, with_query
+from .._headers import HeaderMeta, openai_rate_limits, read_meta
+from .._streaming import with_partial
+from ..openai._errors import openai_error
+from ._read import PROVIDER, SOURCE, judge, raw_stop, read_output, result, usage
+from ._stream import ResponsesStream
 
 __all__ = ["OpenAIResponsesDialect"]
 

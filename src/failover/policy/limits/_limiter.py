@@ -21,7 +21,7 @@ The limiter is assembled from four parts, one module each:
 * ``_buckets``: bucket arithmetic (:class:`WindowBucket`, the default, and :class:`TokenBucket`);
 * ``_waiters``: the waiting queue, fair across tenants, that refuses what cannot make its deadline;
 * ``_calibration``: following the provider's rate-limit headers;
-* ``_shared_buckets``: the buckets and slots of a quota kept in a shared store for the fleet,
+* ``_shared``: the buckets and slots of a quota kept in a shared store for the fleet,
   with this process's buckets at ``local_share`` as the fallback while the store is away.
 
 All times are seconds on the event loop's clock (``loop.time()``), so the limiter runs on
@@ -36,8 +36,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..model import Dialect, Limits, RateLimitInfo, Target
-from ..state import GuardedStore
+from ...model import Dialect, Limits, RateLimitInfo, Target
+from ...state import GuardedStore
 from ._buckets import (
     _DIMS,
     WINDOW,
@@ -53,7 +53,7 @@ from ._buckets import (
     new_bucket,
 )
 from ._calibration import HeaderCalibration
-from ._shared_buckets import SharedBuckets, settle_amounts
+from ._shared import SharedBuckets, settle_amounts
 from ._waiters import DEFAULT_TENANT, FairQueue, LimitWaitTooLong, Waiter, too_large
 
 __all__ = [

@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..model import Failure, FailureKind, Reasoning, Response, StopReason, ToolCall, Usage
-from ..model._reasoning import OPENAI_RESPONSES as SOURCE
-from ._common import as_dict, as_int, as_list, as_str, outcome_failure, tool_arguments
-from ._headers import HeaderMeta
+from ...model import REASONING_OPENAI_RESPONSES as SOURCE
+from ...model import Failure, FailureKind, Reasoning, Response, StopReason, ToolCall, Usage
+from .._common import as_dict, as_int, as_list, as_str, outcome_failure, tool_arguments
+from .._headers import HeaderMeta
 
 __all__ = [
     "PROVIDER",

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..model import Failure, FailureKind, Target
-from ..transport._types import HttpResponse
-from ._common import CONTEXT_OVERFLOW, as_dict, as_str, error_failure, kind_from_status
-from ._headers import HeaderMeta
-from ._window import numbers_of
+from ...model import Failure, FailureKind, Target
+from ...transport import HttpResponse
+from .._common import CONTEXT_OVERFLOW, as_dict, as_str, error_failure, kind_from_status
+from .._headers import HeaderMeta
+from .._window import numbers_of
 
 __all__ = ["CODE_KINDS", "FILTER_CODES", "TYPE_KINDS", "classify", "openai_error", "status_code"]
 

@@ -1,7 +1,7 @@
 """Gemini answers and errors: what a GenerateContentResponse, an assembled stream and an
 error body mean.
 
-Shared by the plain parse (:mod:`.gemini`) and the stream parser (:mod:`._gemini_stream`).
+Shared by the plain parse (:mod:`failover.providers.gemini`) and the stream parser (:mod:`._stream`).
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Final
 
-from ..model import Failure, FailureKind, Response, StopReason, Target, Usage
-from ..transport._types import HttpResponse
-from ._common import as_dict, as_int, as_list, as_str, outcome_failure
-from ._gemini_parts import Parts
-from ._google import google_error
-from ._headers import HeaderMeta
+from ...model import Failure, FailureKind, Response, StopReason, Target, Usage
+from ...transport import HttpResponse
+from .._common import as_dict, as_int, as_list, as_str, outcome_failure
+from .._google import google_error
+from .._headers import HeaderMeta
+from ._parts import Parts
 
 REQUEST_ID_HEADERS: Final = ("x-goog-request-id", "x-request-id")
 

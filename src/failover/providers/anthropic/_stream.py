@@ -1,5 +1,5 @@
 """Anthropic Messages stream events to stream events; ``finish`` reuses the body parse's rules
-(:mod:`._anthropic_parse`)."""
+(:mod:`._parse`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ..model import (
+from ...model import REASONING_ANTHROPIC as REASONING_SOURCE
+from ...model import (
     Failure,
     Reasoning,
     ReasoningDelta,
@@ -24,13 +25,12 @@ from ..model import (
     Usage,
     UsageUpdate,
 )
-from ..model import Stop as StopEvent
-from ..model._reasoning import ANTHROPIC as REASONING_SOURCE
-from ._anthropic_parse import STOP, error, judge, redacted, result_of, usage_of
-from ._base import SSEEvent, StreamFailed
-from ._common import as_dict, as_str, tool_arguments
-from ._headers import HeaderMeta
-from ._streaming import EMPTY, event_response, incomplete, load_event, malformed, with_partial
+from ...model import Stop as StopEvent
+from .._base import SSEEvent, StreamFailed
+from .._common import as_dict, as_str, tool_arguments
+from .._headers import HeaderMeta
+from .._streaming import EMPTY, ParserBase, event_response, incomplete, load_event, malformed, with_partial
+from ._parse import STOP, error, judge, redacted, result_of, usage_of
 
 
 class _ToolBlock:
@@ -85,7 +85,7 @@ _TEXT: Final = "text"  # a text block: its deltas go straight to the answer's te
 _Block = _ToolBlock | _ThinkingBlock | str
 
 
-class MessageStream:
+class MessageStream(ParserBase):
     """Messages stream events to stream events; ``finish`` reuses the body parse's rules.
 
     The event's ``type`` field decides (the SSE ``event:`` name repeats it). Content blocks
@@ -112,23 +112,18 @@ class MessageStream:
         "_blocks",
         "_calls",
         "_details",
-        "_headers",
         "_id",
         "_last_index",
-        "_meta",
         "_model",
         "_reasoning",
         "_stop",
-        "_target",
         "_text",
         "_usage",
         "_usage_raw",
     )
 
     def __init__(self, target: Target, headers: Mapping[str, str], meta: HeaderMeta) -> None:
-        self._target = target
-        self._headers = headers
-        self._meta = meta
+        super().__init__(target, headers, meta)
         self._id: str | None = None
         self._model: str | None = None
         self._text: list[str] = []

@@ -2,7 +2,7 @@
 
 :class:`BreakerConfig` is validated once, on construction, and names every field it refuses;
 :func:`breaker_params` gives the same numbers to the shared store (``failover.state``), whose
-breakers follow the rules of :class:`~failover.policy._circuit.CircuitBreaker`.
+breakers follow the rules of :class:`~failover.policy.breakers._circuit.CircuitBreaker`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from ..state import BreakerParams
+from ...state import BreakerParams
 
 WindowKind = Literal["count", "time"]
 

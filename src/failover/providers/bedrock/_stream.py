@@ -1,6 +1,6 @@
 """Bedrock ConverseStream events to stream events; ``finish`` reuses the body parse's rules.
 
-The events arrive as :class:`~._base.SSEEvent` objects made by :mod:`._eventstream` from the
+The events arrive as :class:`~failover.providers._base.SSEEvent` objects made by :mod:`._eventstream` from the
 AWS event-stream frames: the event name is the frame's ``:event-type`` (or
 ``:exception-type``), the data its JSON payload. A message is ``messageStart``, then per
 content block (by ``contentBlockIndex``) an optional ``contentBlockStart`` (only tool use
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ..model import (
+from ...model import (
     Failure,
     Reasoning,
     ReasoningDelta,
@@ -37,13 +37,13 @@ from ..model import (
     Usage,
     UsageUpdate,
 )
-from ..model import Stop as StopEvent
-from ._base import SSEEvent, StreamFailed
-from ._bedrock_parse import JSON_TOOL, REASONING_SOURCE, STATUS, STOP, error, judge, result_of, usage_of
-from ._common import as_dict, as_str, tool_arguments
+from ...model import Stop as StopEvent
+from .._base import SSEEvent, StreamFailed
+from .._common import as_dict, as_str, tool_arguments
+from .._headers import HeaderMeta
+from .._streaming import EMPTY, ParserBase, event_response, incomplete, load_event, malformed, with_partial
 from ._eventstream import MALFORMED
-from ._headers import HeaderMeta
-from ._streaming import EMPTY, event_response, incomplete, load_event, malformed, with_partial
+from ._parse import JSON_TOOL, REASONING_SOURCE, STATUS, STOP, error, judge, result_of, usage_of
 
 __all__ = ["ConverseStreamParser"]
 
@@ -95,19 +95,17 @@ class _ThinkingBlock:
 _Block = _ToolBlock | _ThinkingBlock | str
 
 
-class ConverseStreamParser:
+class ConverseStreamParser(ParserBase):
     """One ConverseStream answer. Blocks are kept by ``contentBlockIndex``, so fragments of
     several open blocks may interleave; calls and reasoning blocks are numbered in the order
     they start. A block is final at its own ``contentBlockStop`` (``ToolCallDone`` /
     ``ReasoningDone``); a fragment for a stopped block is dropped. ``messageStop`` is the
     terminal marker; ``metadata`` (usage) follows it."""
 
-    __slots__ = ("_blocks", "_calls", "_headers", "_meta", "_reasoning", "_stop", "_target", "_text", "_usage")
+    __slots__ = ("_blocks", "_calls", "_reasoning", "_stop", "_text", "_usage")
 
     def __init__(self, target: Target, headers: Mapping[str, str], meta: HeaderMeta) -> None:
-        self._target = target
-        self._headers = headers
-        self._meta = meta
+        super().__init__(target, headers, meta)
         self._text: list[str] = []
         self._blocks: dict[Any, _Block] = {}
         self._calls: list[_ToolBlock] = []

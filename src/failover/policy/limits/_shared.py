@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ..state import BucketView, GuardedStore, Reserved, StateUnavailable
+from ...state import BucketView, GuardedStore, Reserved, StateUnavailable
 from ._buckets import Dimension
 from ._waiters import LimitWaitTooLong
 

@@ -41,10 +41,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
-from ..model import FailureKind
-from ._breaker_config import BreakerConfig
-from ._breaker_window import CountWindow, TimeWindow, Totals
+from ...model import FailureKind
+from ._config import BreakerConfig
 from ._grace import OverloadGrace
+from ._window import CountWindow, TimeWindow, Totals
 
 logger = logging.getLogger("failover.breaker")
 

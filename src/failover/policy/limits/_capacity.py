@@ -23,8 +23,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model import Target
-from ._ratelimit import combined_tpm
+from ...model import Target
+from ._limiter import combined_tpm
 
 __all__ = ["CapacityReport", "DimensionPlan", "TargetPlan", "plan_capacity", "render"]
 

@@ -1,7 +1,7 @@
 """Anthropic Messages answers and errors: what a message body, an assembled stream and an
 error body mean.
 
-Shared by the plain parse (:mod:`.anthropic`) and the stream parser (:mod:`._anthropic_stream`).
+Shared by the plain parse (:mod:`failover.providers.anthropic`) and the stream parser (:mod:`._stream`).
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from ..model import Failure, FailureKind, Reasoning, Response, StopReason, Target, ToolCall, Usage
-from ..model._reasoning import ANTHROPIC as REASONING_SOURCE
-from ..transport._types import HttpResponse
-from ._common import (
+from ...model import REASONING_ANTHROPIC as REASONING_SOURCE
+from ...model import Failure, FailureKind, Reasoning, Response, StopReason, Target, ToolCall, Usage
+from ...transport import HttpResponse
+from .._common import (
     CONTEXT_OVERFLOW,
     as_dict,
     as_int,
@@ -23,8 +23,8 @@ from ._common import (
     kind_from_status,
     outcome_failure,
 )
-from ._google import google_envelope, google_error
-from ._headers import HeaderMeta
+from .._google import google_envelope, google_error
+from .._headers import HeaderMeta
 
 REQUEST_ID_HEADERS: Final = ("request-id", "x-request-id")
 
