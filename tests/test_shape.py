@@ -1,6 +1,6 @@
 """The shape of the source: no import circle inside a package, no module over 700 lines, no
-class over 400, one failure renderer, and no package reaching into another one's private
-modules.
+class over 400, no one-letter parameter name, one failure renderer, and no package reaching
+into another one's private modules.
 
 A circle is found on every import between two modules of one package, whatever kind it is:
 at module level, under ``if TYPE_CHECKING:`` (the modules still cannot be read apart), or
@@ -34,7 +34,17 @@ ROOT = SRC / "failover"
 MAX_MODULE_LINES = 700
 MAX_CLASS_LINES = 400
 
-RULES = ("circle", "size")
+RULES = ("circle", "size", "names")
+
+# The one-letter parameters kept, by (function's qualified name, parameter): the name of a
+# module-level function is its own, a method's is Class.method. Keyed by name, not file, so
+# a module that moves keeps its entry.
+ONE_LETTER_KEPT = {
+    ("Backoff.schedule", "n"): "public API (failover.policy.Backoff, documented); n of the formula",
+    ("Backoff.wait", "n"): "public API (failover.policy.Backoff, documented); n of the formula",
+    ("dialect_for", "d"): "public API (exported by failover.providers, named in the docs)",
+    ("_quantile", "q"): "math: the q of a q-quantile, in a pure numeric helper",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,12 +375,43 @@ def test_finds_private_imports_of_every_form(tmp_path: Path, monkeypatch: pytest
 
 
 REPORTS = {"circle": circle_report, "size": size_report}
+
+
+def _one_letter(node: ast.AST, qualname: list[str]) -> list[tuple[str, ast.arg]]:
+    """Every def's one-letter parameters (not ``_``), with the def's qualified name; lambdas
+    are left out, as comprehension variables are."""
+    found: list[tuple[str, ast.arg]] = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            inner = [*qualname, child.name]
+            if not isinstance(child, ast.ClassDef):
+                a = child.args
+                every = [*a.posonlyargs, *a.args, *a.kwonlyargs, *(x for x in (a.vararg, a.kwarg) if x)]
+                found += [(".".join(inner), arg) for arg in every if len(arg.arg) == 1 and arg.arg != "_"]
+            found += _one_letter(child, inner)
+        else:
+            found += _one_letter(child, qualname)
+    return found
+
+
+def names_report(package: str) -> list[str]:
+    lines = []
+    for path in _modules(package).values():
+        rel = path.relative_to(ROOT)
+        for qualname, arg in _one_letter(_tree(path), []):
+            if (qualname, arg.arg) not in ONE_LETTER_KEPT:
+                lines.append(f"{rel}:{arg.lineno}: {qualname} has a one-letter parameter {arg.arg!r}")
+    return lines
+
+
+REPORTS = {"circle": circle_report, "size": size_report, "names": names_report}
 CHECKED = [(p, rule) for p in packages() for rule in RULES]
 
 
 @pytest.mark.parametrize(("package", "rule"), CHECKED, ids=[f"{short(p)}-{r}" for p, r in CHECKED])
 def test_package_keeps_the_rule(package: str, rule: str) -> None:
-    assert REPORTS[rule](package) == []
+    report = REPORTS[rule](package)
+    assert report == [], "\n".join(report)
 
 
 def test_finds_circles_of_every_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -396,13 +437,45 @@ def test_finds_circles_of_every_kind(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert circles("failover.demo") == []
 
 
+def test_finds_one_letter_parameters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checker itself: a def's or a method's one-letter parameter is found, with its line;
+    a lambda's, ``_`` and the allowlisted ones are not."""
+    pkg = tmp_path / "failover" / "demo"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_a.py").write_text(
+        "def f(text, _, *, t):\n    return lambda x: x\n"
+        "class C:\n    async def m(self, *a, **k):\n        def inner(y): ...\n"
+        "def dialect_for(d): ...\n"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "SRC", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path / "failover")
+    assert names_report("failover.demo") == [
+        "demo/_a.py:1: f has a one-letter parameter 't'",
+        "demo/_a.py:4: C.m has a one-letter parameter 'a'",
+        "demo/_a.py:4: C.m has a one-letter parameter 'k'",
+        "demo/_a.py:5: C.m.inner has a one-letter parameter 'y'",
+    ]
+
+
+def test_every_kept_one_letter_parameter_is_still_there() -> None:
+    """An allowlist entry whose parameter was renamed or removed goes too."""
+    present = {
+        (qualname, arg.arg)
+        for p in packages()
+        for path in _modules(p).values()
+        for qualname, arg in _one_letter(_tree(path), [])
+    }
+    assert set(ONE_LETTER_KEPT) - present == set()
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--renderer"]:
         for line in renderer_report(Path(sys.argv[2]) / "failover" if len(sys.argv) > 2 else None):
             print(line)
         sys.exit(0)
     for p in packages():
-        for line in circle_report(p) + size_report(p):
+        for line in circle_report(p) + size_report(p) + names_report(p):
             print(line)
     for line in private_imports():
         print(line)

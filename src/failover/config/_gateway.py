@@ -70,8 +70,8 @@ class KeySpec(_Strict):
 
     @field_validator("key_sha256")
     @classmethod
-    def _hex(cls, v: list[str]) -> list[str]:
-        return _hex_list(v)
+    def _hex(cls, digests: list[str]) -> list[str]:
+        return _hex_list(digests)
 
 
 Period = Literal["minute", "hour", "day", "week", "month"]
@@ -165,8 +165,8 @@ class GatewaySpec(_Strict):
 
     @field_validator("lab_live", mode="before")
     @classmethod
-    def _lab_live_flag(cls, v: Any) -> Any:
-        return {"enabled": v} if isinstance(v, bool) else v
+    def _lab_live_flag(cls, value: Any) -> Any:
+        return {"enabled": value} if isinstance(value, bool) else value
 
 
 class LedgerSpec(_Strict):

@@ -360,7 +360,7 @@ class _Check:
 
     # --- routes --------------------------------------------------------------------------
 
-    def route(self, rname: str, r: RouteSpec, targets: Mapping[str, Target], broken: _Broken) -> Route | None:
+    def route(self, rname: str, spec: RouteSpec, targets: Mapping[str, Target], broken: _Broken) -> Route | None:
         """The Route, or None when it has an error (each recorded) or names a broken target."""
         before = len(self.out.errors)
         known = ", ".join(sorted({*targets, *broken.targets}))
@@ -368,7 +368,7 @@ class _Check:
         complete = True
         seen: set[str] = set()
         for group in ("primary", "fallbacks"):
-            for i, tname in enumerate(getattr(r, group)):
+            for i, tname in enumerate(getattr(spec, group)):
                 where: Loc = ("routes", rname, group, i)
                 if tname in seen:
                     self.out.error(where, f"target {tname!r} is listed twice", "list each target once per route")
@@ -387,11 +387,11 @@ class _Check:
                 "primary targets must be equivalent (same equivalence_key), got " + ", ".join(sorted(keys)),
                 "give them one equivalence_key, or move the other models to fallbacks",
             )
-        fallback_names = [str(t) for t in r.fallbacks]
-        for tname, share in r.canary.items():
+        fallback_names = [str(t) for t in spec.fallbacks]
+        for tname, share in spec.canary.items():
             at: Loc = ("routes", rname, "canary", tname)
             if tname not in fallback_names:
-                what = "a primary target" if tname in r.primary else "not a target of this route"
+                what = "a primary target" if tname in spec.primary else "not a target of this route"
                 self.out.error(
                     at,
                     f"{tname!r} is {what}; only fallbacks can be on canary",
@@ -404,9 +404,9 @@ class _Check:
                     f"share {share!r} is outside (0, 1]",
                     "give the share of eligible failures that may use it, e.g. 0.1 for 10% (1: fully enabled)",
                 )
-        for at, problem, fix in _weight_problems(rname, r.primary, fallback_names, r.weights, r.balance):
+        for at, problem, fix in _weight_problems(rname, spec.primary, fallback_names, spec.weights, spec.balance):
             self.out.error(at, problem, fix)
-        c = r.contract
+        c = spec.contract
         contract = Contract(
             capabilities=frozenset(c.capabilities),
             min_context=c.min_context,
@@ -434,33 +434,33 @@ class _Check:
             contract=contract,
             primary=tuple(resolved["primary"]),
             fallbacks=tuple(resolved["fallbacks"]),
-            ranking=r.ranking,
-            balance=r.balance,
-            weights=tuple(r.weights.items()),
-            affinity=r.affinity,
-            hedge_after=r.hedge_after,
-            canary=tuple(r.canary.items()),
-            fallback_reserve=r.fallback_reserve,
-            replay_timeouts=r.replay_timeouts,
-            hold_tokens=r.hold_tokens,
-            hold_seconds=r.hold_seconds,
-            max_tokens_policy=r.max_tokens_policy,
+            ranking=spec.ranking,
+            balance=spec.balance,
+            weights=tuple(spec.weights.items()),
+            affinity=spec.affinity,
+            hedge_after=spec.hedge_after,
+            canary=tuple(spec.canary.items()),
+            fallback_reserve=spec.fallback_reserve,
+            replay_timeouts=spec.replay_timeouts,
+            hold_tokens=spec.hold_tokens,
+            hold_seconds=spec.hold_seconds,
+            max_tokens_policy=spec.max_tokens_policy,
         )
 
     # --- shared policies -----------------------------------------------------------------
 
-    def breakers(self, b: BreakerSpec | None) -> BreakerSettings | None:
-        if b is None:
+    def breakers(self, spec: BreakerSpec | None) -> BreakerSettings | None:
+        if spec is None:
             return None
-        fields = b.model_dump(exclude={"overload_grace", "overload_min_success", "key_model"})
+        fields = spec.model_dump(exclude={"overload_grace", "overload_min_success", "key_model"})
         config = key_config = None
         try:
             config = BreakerConfig(**fields)
         except ValueError as exc:
             self.out.error(("breakers",), str(exc), "correct the values it names (docs/health.md)")
-        if b.key_model is not None:
+        if spec.key_model is not None:
             try:
-                key_config = BreakerConfig(**b.key_model.model_dump())
+                key_config = BreakerConfig(**spec.key_model.model_dump())
             except ValueError as exc:
                 self.out.error(("breakers", "key_model"), str(exc), "correct the values it names (docs/health.md)")
         if config is None:
@@ -468,8 +468,8 @@ class _Check:
         return BreakerSettings(
             config=config,
             key_config=key_config,
-            overload_grace=b.overload_grace,
-            overload_min_success=b.overload_min_success,
+            overload_grace=spec.overload_grace,
+            overload_min_success=spec.overload_min_success,
         )
 
     def state(self, spec: StateSpec) -> StateConfig:

@@ -53,8 +53,8 @@ def _members(annotation: Any) -> tuple[Any, ...]:
     return (annotation,)
 
 
-def _is_model(t: Any) -> bool:
-    return isinstance(t, type) and issubclass(t, BaseModel)
+def _is_model(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, BaseModel)
 
 
 def allowed_keys(model: type[BaseModel], loc: Loc) -> list[str] | None:

@@ -67,17 +67,19 @@ class VertexSpec(_Strict):
     # Both go into the request URL (the location into the host name): refuse what cannot be one.
     @field_validator("project")
     @classmethod
-    def _project(cls, v: str) -> str:
-        if not _PROJECT.fullmatch(v):
-            raise ValueError(f"{v!r} is not a Google Cloud project ID (such as my-project, or example.com:my-project)")
-        return v
+    def _project(cls, project: str) -> str:
+        if not _PROJECT.fullmatch(project):
+            raise ValueError(
+                f"{project!r} is not a Google Cloud project ID (such as my-project, or example.com:my-project)"
+            )
+        return project
 
     @field_validator("location")
     @classmethod
-    def _location(cls, v: str) -> str:
-        if not _LOCATION.fullmatch(v):
-            raise ValueError(f"{v!r} is not a Vertex AI location (a region such as us-east5, or global)")
-        return v
+    def _location(cls, location: str) -> str:
+        if not _LOCATION.fullmatch(location):
+            raise ValueError(f"{location!r} is not a Vertex AI location (a region such as us-east5, or global)")
+        return location
 
 
 class TargetSpec(_Strict):
@@ -111,17 +113,17 @@ class TargetSpec(_Strict):
 
     @field_validator("base_url")
     @classmethod
-    def _url(cls, v: str | None) -> str | None:
-        if v is None:
+    def _url(cls, url: str | None) -> str | None:
+        if url is None:
             return None
-        if not v.startswith(("http://", "https://")):
+        if not url.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
-        return v.rstrip("/")
+        return url.rstrip("/")
 
     @field_validator("auth", mode="before")
     @classmethod
-    def _auth_kind(cls, v: Any) -> Any:
-        return {"kind": v} if isinstance(v, str) else v
+    def _auth_kind(cls, auth: Any) -> Any:
+        return {"kind": auth} if isinstance(auth, str) else auth
 
 
 class ContractSpec(_Strict):

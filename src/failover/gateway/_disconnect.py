@@ -79,12 +79,12 @@ async def interruptible(
     assert task is not None
     why: list[str] = []
 
-    def on_client(f: asyncio.Future[None]) -> None:
-        if not why and not f.cancelled():
+    def on_client(future: asyncio.Future[None]) -> None:
+        if not why and not future.cancelled():
             why.append("client")
             task.cancel()
 
-    def on_drain(f: asyncio.Future[None]) -> None:
+    def on_drain(future: asyncio.Future[None]) -> None:
         if not why:
             why.append("drain")
             task.cancel()

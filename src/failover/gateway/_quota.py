@@ -89,10 +89,10 @@ class _State:
     spent: float = 0.0
 
 
-def _budget_error(t: Tenant, period_end: float, now: float) -> ApiError:
+def _budget_error(tenant: Tenant, period_end: float, now: float) -> ApiError:
     return ApiError(
         429,
-        f"tenant {t.name!r} has spent its budget of ${t.budget_usd:g} for this {t.budget_period}; "
+        f"tenant {tenant.name!r} has spent its budget of ${tenant.budget_usd:g} for this {tenant.budget_period}; "
         f"it resets at {datetime.fromtimestamp(period_end, UTC).isoformat()}",
         type="insufficient_quota",
         code="budget_exhausted",
@@ -110,13 +110,13 @@ def _rate_error(what: str, limit: int | None, wait: float) -> ApiError:
     )
 
 
-def _share(t: Tenant, share: float) -> Tenant:
-    """``t`` with ``share`` of each limit: what one process allows while the shared store is away."""
+def _share(tenant: Tenant, share: float) -> Tenant:
+    """``tenant`` with ``share`` of each limit: what one process allows while the shared store is away."""
     return replace(
-        t,
-        rpm=None if t.rpm is None else max(1, math.floor(t.rpm * share)),
-        tpm=None if t.tpm is None else max(1, math.floor(t.tpm * share)),
-        budget_usd=None if t.budget_usd is None else t.budget_usd * share,
+        tenant,
+        rpm=None if tenant.rpm is None else max(1, math.floor(tenant.rpm * share)),
+        tpm=None if tenant.tpm is None else max(1, math.floor(tenant.tpm * share)),
+        budget_usd=None if tenant.budget_usd is None else tenant.budget_usd * share,
     )
 
 
@@ -229,11 +229,11 @@ class TenantQuotas:
             return self.fallback.admit(tenant, max_cost)
         return _ceiling(left, max_cost)
 
-    def _period_key(self, t: Tenant) -> tuple[str, float, float]:
-        """The budget counter of ``t``'s current period: (name, period end, seconds to keep it)."""
+    def _period_key(self, tenant: Tenant) -> tuple[str, float, float]:
+        """The budget counter of ``tenant``'s current period: (name, period end, seconds to keep it)."""
         now = self.wall()
-        start, end = period_bounds(t.budget_period, now)
-        return f"tenant:{t.name}:budget:{t.budget_period}:{start:.0f}", end, end - now + 60.0
+        start, end = period_bounds(tenant.budget_period, now)
+        return f"tenant:{tenant.name}:budget:{tenant.budget_period}:{start:.0f}", end, end - now + 60.0
 
     def _charge_shared(self, tenant: Tenant | None, record: RouteRecord | None) -> None:
         st = self._states.get(tenant.name) if tenant is not None else None

@@ -46,10 +46,10 @@ class UrlSource(_Edge):
 
     @field_validator("url")
     @classmethod
-    def _scheme(cls, v: str) -> str:
-        if not v.startswith(("https://", "http://")):
+    def _scheme(cls, url: str) -> str:
+        if not url.startswith(("https://", "http://")):
             raise ValueError("must be an http(s) URL (send other images as a base64 source)")
-        return v
+        return url
 
 
 ImageSource = Annotated[Base64Source | UrlSource, Field(discriminator="type")]
@@ -175,10 +175,10 @@ class _ChoiceBase(_Edge):
 
     @field_validator("disable_parallel_tool_use")
     @classmethod
-    def _parallel(cls, v: bool | None) -> bool | None:
-        if v:
+    def _parallel(cls, disabled: bool | None) -> bool | None:
+        if disabled:
             raise ValueError(_PARALLEL)
-        return v
+        return disabled
 
 
 class ChoiceAuto(_ChoiceBase):
@@ -266,10 +266,10 @@ class MessagesBody(_Edge):
 
     @field_validator("top_k", "container", "mcp_servers", "inference_geo")
     @classmethod
-    def _refused(cls, v: Any, info: Any) -> Any:
-        if v is not None:
+    def _refused(cls, value: Any, info: Any) -> Any:
+        if value is not None:
             raise ValueError(_REFUSED[info.field_name])
-        return v
+        return value
 
 
 _UNION_FIELDS = frozenset({"content", "system", "source", "tool_choice", "thinking"})

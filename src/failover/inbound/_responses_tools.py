@@ -53,8 +53,8 @@ class HostedTool(BaseModel):
     type: str = Field(min_length=1)
 
 
-def _tool_kind(v: Any) -> str:
-    kind = v.get("type") if isinstance(v, dict) else getattr(v, "type", None)
+def _tool_kind(tool: Any) -> str:
+    kind = tool.get("type") if isinstance(tool, dict) else getattr(tool, "type", None)
     return kind if kind in ("function", "namespace") else "hosted"
 
 

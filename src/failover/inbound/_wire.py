@@ -119,11 +119,13 @@ def check_schema_limits(fields: Sequence[SchemaField], limits: SchemaLimits = DE
             raise schema_refused(exc, param) from None
 
 
-def image_url(v: str) -> str:
+def image_url(url: str) -> str:
     """A client's image URL as the OpenAI wire formats take it: http(s), or a base64 data URL."""
-    if not v.startswith(("https://", "http://", "data:image/")) or (v.startswith("data:") and ";base64," not in v):
+    if not url.startswith(("https://", "http://", "data:image/")) or (
+        url.startswith("data:") and ";base64," not in url
+    ):
         raise ValueError("must be an http(s) URL or a data:image/...;base64 URL")
-    return v
+    return url
 
 
 def record_summary(resp: Response, request_id: str | None = None) -> dict[str, Any]:

@@ -122,11 +122,15 @@ def _system(content: str | list[TextBlock] | None) -> list[Message]:
     return [Message(role="system", content=(_text(b),)) for b in content if b.text]
 
 
-def _inline_system(m: SystemMessage) -> Message:
+def _inline_system(message: SystemMessage) -> Message:
     """A ``role: "system"`` message of ``messages``: one system message where the client put it,
     every block (and its ``cache_control``) kept, with the client's JSON object (``inline``)."""
-    content = (TextPart(text=m.content),) if isinstance(m.content, str) else tuple(_text(b) for b in m.content)
-    return Message(role="system", content=content, inline=MappingProxyType(m.raw))
+    content = (
+        (TextPart(text=message.content),)
+        if isinstance(message.content, str)
+        else tuple(_text(b) for b in message.content)
+    )
+    return Message(role="system", content=content, inline=MappingProxyType(message.raw))
 
 
 def _text(block: TextBlock) -> TextPart:
@@ -147,21 +151,21 @@ def _tool_result_text(block: ToolResultBlock) -> str:
     return text
 
 
-def _user(m: UserMessage) -> list[Message]:
+def _user(message: UserMessage) -> list[Message]:
     """Tool results first (one tool message each), then the user's own text and images."""
-    if isinstance(m.content, str):
-        return [Message.user(m.content)]
+    if isinstance(message.content, str):
+        return [Message.user(message.content)]
     results = [
         Message(
             role="tool",
             content=(TextPart(text=_tool_result_text(b), cache_control=b.cache_control),),
             tool_call_id=b.tool_use_id,
         )
-        for b in m.content
+        for b in message.content
         if isinstance(b, ToolResultBlock)
     ]
     parts: list[Part] = []
-    for b in m.content:
+    for b in message.content:
         if isinstance(b, TextBlock):
             parts.append(_text(b))
         elif isinstance(b, ImageBlock):
@@ -170,11 +174,11 @@ def _user(m: UserMessage) -> list[Message]:
     return results + user
 
 
-def _assistant(m: AssistantMessage, at: str) -> Message | None:
+def _assistant(message: AssistantMessage, at: str) -> Message | None:
     """One assistant turn; ``at`` is its field path (for a refused signature)."""
-    if isinstance(m.content, str):
-        return Message.assistant(m.content) if m.content else None
-    texts = [b for b in m.content if isinstance(b, TextBlock)]
+    if isinstance(message.content, str):
+        return Message.assistant(message.content) if message.content else None
+    texts = [b for b in message.content if isinstance(b, TextBlock)]
     text = "".join(b.text for b in texts)
     calls = tuple(
         ToolCall(
@@ -184,14 +188,14 @@ def _assistant(m: AssistantMessage, at: str) -> Message | None:
             parsed=b.input,
             cache_control=b.cache_control,
         )
-        for b in m.content
+        for b in message.content
         if isinstance(b, ToolUseBlock)
     )
     if not text and not calls:
         return None  # only thinking blocks: no answer in it
     reasoning = tuple(
         history_reasoning(b, f"{at}.content[{i}]")
-        for i, b in enumerate(m.content)
+        for i, b in enumerate(message.content)
         if isinstance(b, ThinkingBlock | RedactedThinkingBlock)
     )
     if any(b.cache_control is not None for b in texts):  # one part per block, to keep each marker

@@ -78,8 +78,8 @@ class ImageURL(_Edge):
 
     @field_validator("url")
     @classmethod
-    def _scheme(cls, v: str) -> str:
-        return image_url(v)
+    def _scheme(cls, url: str) -> str:
+        return image_url(url)
 
 
 class ImageContent(_Edge):
@@ -209,17 +209,17 @@ class ChatCompletionBody(_Edge):
 
     @field_validator("stop")
     @classmethod
-    def _stop(cls, v: str | list[str] | None) -> str | list[str] | None:
-        if isinstance(v, list) and len(v) > 4:
+    def _stop(cls, stop: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(stop, list) and len(stop) > 4:
             raise ValueError("at most 4 stop sequences")
-        return v
+        return stop
 
     @field_validator("logprobs")
     @classmethod
-    def _logprobs(cls, v: bool | None) -> bool | None:
-        if v:
+    def _logprobs(cls, logprobs: bool | None) -> bool | None:
+        if logprobs:
             raise ValueError("logprobs are not supported by the gateway (the answer may come from any approved model)")
-        return v
+        return logprobs
 
 
 _UNION_FIELDS = frozenset({"response_format", "tool_choice", "content", "stop"})
@@ -291,36 +291,36 @@ def schema_fields(body: ChatCompletionBody) -> list[SchemaField]:
     return out
 
 
-def _call(c: ToolCallIn) -> ToolCall:
-    args = c.function.arguments
-    return ToolCall(id=c.id, name=c.function.name, arguments=args, parsed=_parsed_args(args))
+def _call(call: ToolCallIn) -> ToolCall:
+    args = call.function.arguments
+    return ToolCall(id=call.id, name=call.function.name, arguments=args, parsed=_parsed_args(args))
 
 
-def _message(m: ChatMessage, at: str) -> Message:
+def _message(message: ChatMessage, at: str) -> Message:
     """One message; ``at`` is its field path. Refuses the shapes no provider takes (an empty
     parts array, an assistant turn with nothing in it) here, naming them, rather than upstream."""
-    if not m.content and isinstance(m.content, list):
+    if not message.content and isinstance(message.content, list):
         problem = f"{at}.content: an empty array; give a string or at least one content part"
         raise WireError(400, problem, param=f"{at}.content")
-    if isinstance(m, SystemMessage):
-        return Message(role="system", content=(TextPart(text=_text(m.content)),), name=m.name)
-    if isinstance(m, UserMessage):
-        return Message(role="user", content=_user_parts(m.content), name=m.name)
-    if isinstance(m, ToolMessage):
-        return Message.tool(m.tool_call_id, _text(m.content))
-    if m.content is None and not m.tool_calls and m.refusal is None:
+    if isinstance(message, SystemMessage):
+        return Message(role="system", content=(TextPart(text=_text(message.content)),), name=message.name)
+    if isinstance(message, UserMessage):
+        return Message(role="user", content=_user_parts(message.content), name=message.name)
+    if isinstance(message, ToolMessage):
+        return Message.tool(message.tool_call_id, _text(message.content))
+    if message.content is None and not message.tool_calls and message.refusal is None:
         problem = f"{at}.content: an assistant message needs content or tool_calls"
         raise WireError(400, problem, param=f"{at}.content")
-    calls = tuple(_call(c) for c in m.tool_calls or ())
-    text = _text(m.content)
+    calls = tuple(_call(c) for c in message.tool_calls or ())
+    text = _text(message.content)
     # vLLM sends the same text in both fields: one block, from the first that has any
-    thought = m.reasoning_content or m.reasoning
+    thought = message.reasoning_content or message.reasoning
     reasoning = (Reasoning(text=thought, source=_OPENAI_SOURCE),) if thought else ()
     return Message(
         role="assistant",
         content=(TextPart(text=text),) if text else (),
         tool_calls=calls,
-        name=m.name,
+        name=message.name,
         reasoning=reasoning,
     )
 

@@ -135,8 +135,8 @@ class InputImage(_Edge):
 
     @field_validator("image_url")
     @classmethod
-    def _scheme(cls, v: str) -> str:
-        return image_url(v)
+    def _scheme(cls, url: str) -> str:
+        return image_url(url)
 
 
 class OutputText(_Edge):
@@ -288,11 +288,11 @@ class ResponsesBody(_Edge):
 
     @field_validator("input", mode="before")
     @classmethod
-    def _easy_messages(cls, v: Any) -> Any:
+    def _easy_messages(cls, raw: Any) -> Any:
         """An item with a ``role`` and no ``type`` is a message (OpenAI's "easy" input message)."""
-        if not isinstance(v, list):
-            return v
-        return [{**i, "type": "message"} if isinstance(i, dict) and "type" not in i and "role" in i else i for i in v]
+        if not isinstance(raw, list):
+            return raw
+        return [{**i, "type": "message"} if isinstance(i, dict) and "type" not in i and "role" in i else i for i in raw]
 
 
 _UNION_FIELDS = frozenset({"input", "content", "output", "tool_choice", "format"})
@@ -630,13 +630,13 @@ def echo(body: ResponsesBody) -> dict[str, Any]:
     }
 
 
-def _function_echo(t: FunctionTool) -> dict[str, Any]:
+def _function_echo(tool: FunctionTool) -> dict[str, Any]:
     return {
         "type": "function",
-        "name": t.name,
-        "description": t.description,
-        "parameters": t.parameters,
-        "strict": t.strict,
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "strict": tool.strict,
     }
 
 

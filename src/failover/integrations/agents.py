@@ -381,15 +381,15 @@ def _message(resp: Response) -> dict[str, Any]:
     return oai.assistant_message(resp, _content(resp))
 
 
-def _usage(u: Usage) -> AgentsUsage:
+def _usage(usage: Usage) -> AgentsUsage:
     return AgentsUsage(
         requests=1,
-        input_tokens=u.input_tokens,
-        output_tokens=u.output_tokens,
-        total_tokens=u.total_tokens,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        total_tokens=usage.total_tokens,
         # cache_write_tokens is required by newer openai versions and unknown to older ones
         input_tokens_details=InputTokensDetails.model_validate(
-            {"cached_tokens": u.cached_input_tokens, "cache_write_tokens": 0}
+            {"cached_tokens": usage.cached_input_tokens, "cache_write_tokens": 0}
         ),
-        output_tokens_details=OutputTokensDetails(reasoning_tokens=u.reasoning_tokens),
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=usage.reasoning_tokens),
     )

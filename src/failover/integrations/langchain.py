@@ -279,13 +279,13 @@ def _parser(schema: dict[str, Any] | type) -> Callable[[AIMessage], Any]:
 # -- our Response -> LangChain -------------------------------------------------------------------
 
 
-def _usage(u: Usage) -> UsageMetadata:
+def _usage(usage: Usage) -> UsageMetadata:
     return {
-        "input_tokens": u.input_tokens,
-        "output_tokens": u.output_tokens,
-        "total_tokens": u.total_tokens,
-        "input_token_details": {"cache_read": u.cached_input_tokens},
-        "output_token_details": {"reasoning": u.reasoning_tokens},
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "input_token_details": {"cache_read": usage.cached_input_tokens},
+        "output_token_details": {"reasoning": usage.reasoning_tokens},
     }
 
 

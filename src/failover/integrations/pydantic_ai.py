@@ -272,9 +272,9 @@ def _tool_choice(settings: ModelSettings | None, params: ModelRequestParameters)
     return ToolChoice(mode=resolved)
 
 
-def _request_messages(m: ModelRequest) -> list[Message]:
+def _request_messages(request: ModelRequest) -> list[Message]:
     out: list[Message] = []
-    for part in _sendable_request_parts(m.parts):
+    for part in _sendable_request_parts(request.parts):
         if isinstance(part, SystemPromptPart):
             out.append(Message.system(part.content))
         elif isinstance(part, UserPromptPart):
@@ -312,16 +312,16 @@ def _user_parts(content: str | Sequence[Any]) -> tuple[Part, ...]:
     return tuple(parts)
 
 
-def _response_message(m: ModelResponse) -> list[Message]:
-    texts = [p.content for p in m.parts if isinstance(p, TextPart)]
+def _response_message(response: ModelResponse) -> list[Message]:
+    texts = [p.content for p in response.parts if isinstance(p, TextPart)]
     calls = tuple(
         ToolCall(id=p.tool_call_id, name=p.tool_name, arguments=p.args_as_json_str(), parsed=p.args_as_dict())
-        for p in m.parts
+        for p in response.parts
         if isinstance(p, ToolCallPart)
     )
     text = "\n\n".join(texts)
     # native tool and file parts are the provider's own state: another model cannot read them
-    reasoning = tuple(r for p in m.parts if isinstance(p, ThinkingPart) if (r := _reasoning(p)) is not None)
+    reasoning = tuple(r for p in response.parts if isinstance(p, ThinkingPart) if (r := _reasoning(p)) is not None)
     return [Message.assistant(text, tool_calls=calls, reasoning=reasoning)] if text or calls else []
 
 
@@ -360,12 +360,12 @@ def _thinking(block: Reasoning) -> ThinkingPart:
 # -- Response -> pydantic-ai -----------------------------------------------------------------------
 
 
-def _usage(u: Usage) -> RequestUsage:
+def _usage(usage: Usage) -> RequestUsage:
     return RequestUsage(
-        input_tokens=u.input_tokens,
-        output_tokens=u.output_tokens,
-        cache_read_tokens=u.cached_input_tokens,
-        details={"reasoning_tokens": u.reasoning_tokens} if u.reasoning_tokens else {},
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cached_input_tokens,
+        details={"reasoning_tokens": usage.reasoning_tokens} if usage.reasoning_tokens else {},
     )
 
 

@@ -99,14 +99,14 @@ def run_arrivals(
         call = make_call()
         tasks: list[asyncio.Future[None]] = []
 
-        async def one(i: int) -> None:
-            CALLER.set(i)  # this task's own context: the transport reads it
+        async def one(caller: int) -> None:
+            CALLER.set(caller)  # this task's own context: the transport reads it
             ok = await call()
-            c = callers[i]
+            c = callers[caller]
             c.done, c.ok = loop.time(), ok
 
-        def spawn(i: int) -> None:
-            tasks.append(asyncio.ensure_future(one(i)))
+        def spawn(caller: int) -> None:
+            tasks.append(asyncio.ensure_future(one(caller)))
 
         for i, t in enumerate(times):
             loop.call_at(t, spawn, i)
@@ -415,8 +415,8 @@ def run_load(opts: LoadOptions) -> LoadResult:
     def setup(loop: asyncio.AbstractEventLoop) -> None:
         pool_a = budget.pool_of(targets["a"])  # the retries are A's: its upstream's budget
 
-        def sample(s: int) -> None:
-            headroom[s] = budget.available(loop.time(), pool_a)
+        def sample(second: int) -> None:
+            headroom[second] = budget.available(loop.time(), pool_a)
 
         for s in range(seconds):
             loop.call_at(s + 1.0 - 1e-6, sample, s)  # the budget's headroom as each second ends
@@ -514,8 +514,8 @@ def _balance_series(
     }
 
 
-def _won(c: CallerOutcome, budget: float) -> bool:
-    return c.ok and c.done - c.arrival <= budget + 1e-9
+def _won(outcome: CallerOutcome, budget: float) -> bool:
+    return outcome.ok and outcome.done - outcome.arrival <= budget + 1e-9
 
 
 def _breaker_states(

@@ -80,14 +80,18 @@ def _seconds(value: float) -> float:
     return round(min(MAX_SECONDS, max(0.0, value)), 3)
 
 
-def _reply(a: Mapping[str, Any]) -> Reply:
+def _reply(attempt: Mapping[str, Any]) -> Reply:
     """What the provider answered to one attempt, as the fault kit's reply."""
-    base = a["connected"] if a.get("connected") is not None else a["start"]
-    end = a["first_event"] if a["outcome"] == "ok" and a.get("first_event") is not None else a["end"]
+    base = attempt["connected"] if attempt.get("connected") is not None else attempt["start"]
+    end = (
+        attempt["first_event"]
+        if attempt["outcome"] == "ok" and attempt.get("first_event") is not None
+        else attempt["end"]
+    )
     latency = _seconds(end - base)
-    failure = a.get("failure")
-    if a["outcome"] == "ok" or failure is None:
-        return Reply.hang() if a["outcome"] == "cancelled" else Reply.ok(latency=latency)
+    failure = attempt.get("failure")
+    if attempt["outcome"] == "ok" or failure is None:
+        return Reply.hang() if attempt["outcome"] == "cancelled" else Reply.ok(latency=latency)
     kind, phase = failure["kind"], failure.get("phase")
     retry_after = failure.get("retry_after")
     retry_after = None if retry_after is None else _seconds(retry_after)
@@ -98,7 +102,7 @@ def _reply(a: Mapping[str, Any]) -> Reply:
             return Reply.stall_after(1)
         return Reply.hang()
     if kind == FailureKind.TRANSPORT_TRANSIENT:
-        return Reply.connect_error() if a.get("connected") is None else Reply.reset(latency=latency)
+        return Reply.connect_error() if attempt.get("connected") is None else Reply.reset(latency=latency)
     if kind == FailureKind.RATE_LIMITED:
         return Reply.rate_limit(retry_after=retry_after, latency=latency)
     if kind == FailureKind.PROVIDER_OVERLOADED:

@@ -54,11 +54,11 @@ class RequestResult:
         }
 
 
-def _percentile(values: Sequence[float], p: float) -> float | None:
+def _percentile(values: Sequence[float], percent: float) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
-    return ordered[max(0, math.ceil(p / 100.0 * len(ordered)) - 1)]  # nearest rank
+    return ordered[max(0, math.ceil(percent / 100.0 * len(ordered)) - 1)]  # nearest rank
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,8 +101,8 @@ class CandidateSummary:
     def task_ok(self) -> int:
         return sum(r.task is True for r in self.results)
 
-    def latency_ms(self, p: float) -> float | None:
-        return _percentile([r.latency_ms for r in self.sent], p)
+    def latency_ms(self, percent: float) -> float | None:
+        return _percentile([r.latency_ms for r in self.sent], percent)
 
     @property
     def cost_total(self) -> float:
@@ -153,8 +153,8 @@ class CandidateSummary:
         return out
 
 
-def _rate(ok: int, n: int) -> float | None:
-    return round(ok / n, 6) if n else None
+def _rate(ok: int, total: int) -> float | None:
+    return round(ok / total, 6) if total else None
 
 
 def _round(value: float | None, digits: int) -> float | None:
@@ -196,17 +196,17 @@ class ReplayReport:
             "",
         ]
 
-        def ratio(ok: int, n: int) -> str:
-            return "-" if not n else f"{ok}/{n} {100.0 * ok / n:.1f}%"
+        def ratio(ok: int, total: int) -> str:
+            return "-" if not total else f"{ok}/{total} {100.0 * ok / total:.1f}%"
 
-        def ms(v: float | None) -> str:
-            return "-" if v is None else f"{v:.0f} ms"
+        def ms(millis: float | None) -> str:
+            return "-" if millis is None else f"{millis:.0f} ms"
 
-        def usd(v: float | None) -> str:
-            return "-" if v is None else f"${v:.6f}"
+        def usd(dollars: float | None) -> str:
+            return "-" if dollars is None else f"${dollars:.6f}"
 
-        def role(c: CandidateSummary) -> str:
-            return c.role if c.canary is None else f"{c.role} (canary {c.canary:g})"
+        def role(candidate: CandidateSummary) -> str:
+            return candidate.role if candidate.canary is None else f"{candidate.role} (canary {candidate.canary:g})"
 
         table: list[tuple[str, ...]] = [
             ("", *(c.target for c in self.candidates)),
@@ -241,18 +241,18 @@ class ReplayReport:
         return "\n".join(lines)
 
 
-def _label(r: RequestResult) -> str:
-    return f"line {r.line}" if r.id == f"line {r.line}" else f"line {r.line} ({r.id})"
+def _label(result: RequestResult) -> str:
+    return f"line {result.line}" if result.id == f"line {result.line}" else f"line {result.line} ({result.id})"
 
 
-def _why(r: RequestResult) -> str:
-    if r.excluded is not None:
-        return f"not sent: {r.excluded}"
-    if r.outcome != "ok":
-        if not r.message:
-            return r.outcome
-        text = f"{r.outcome}: {r.message}"
+def _why(result: RequestResult) -> str:
+    if result.excluded is not None:
+        return f"not sent: {result.excluded}"
+    if result.outcome != "ok":
+        if not result.message:
+            return result.outcome
+        text = f"{result.outcome}: {result.message}"
         return text if len(text) <= 200 else text[:197] + "..."  # the whole message is in --json
-    if r.gate_error is not None:
-        return f"quality gate error: {r.gate_error}"
+    if result.gate_error is not None:
+        return f"quality gate error: {result.gate_error}"
     return "quality gate failed"

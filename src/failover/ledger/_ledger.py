@@ -567,14 +567,14 @@ class Ledger:
         return decided
 
 
-def _outcome(v: Verdict) -> Outcome:
-    if v.kind is VerdictKind.SUCCEEDED:
-        return Outcome(state=State.SUCCEEDED, result=v.result, external_ref=v.external_ref)
-    if v.kind is VerdictKind.FAILED:
-        return Outcome(state=State.FAILED, error=v.reason, retry_safe=v.safe)
-    if v.kind in (VerdictKind.NOT_DONE, VerdictKind.RERUN):
-        return Outcome(state=State.FAILED, error=f"{v.kind.value}: {v.reason}", retry_safe=True)
-    return Outcome(state=State.UNKNOWN, error=v.reason)
+def _outcome(verdict: Verdict) -> Outcome:
+    if verdict.kind is VerdictKind.SUCCEEDED:
+        return Outcome(state=State.SUCCEEDED, result=verdict.result, external_ref=verdict.external_ref)
+    if verdict.kind is VerdictKind.FAILED:
+        return Outcome(state=State.FAILED, error=verdict.reason, retry_safe=verdict.safe)
+    if verdict.kind in (VerdictKind.NOT_DONE, VerdictKind.RERUN):
+        return Outcome(state=State.FAILED, error=f"{verdict.kind.value}: {verdict.reason}", retry_safe=True)
+    return Outcome(state=State.UNKNOWN, error=verdict.reason)
 
 
 def _describe(exc: BaseException) -> str:

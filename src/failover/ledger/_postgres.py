@@ -24,9 +24,9 @@ T = TypeVar("T")
 _COLUMNS = EXECUTION_COLUMNS
 
 
-def _schema(t: str) -> list[str]:
+def _schema(prefix: str) -> list[str]:
     return [
-        f"""CREATE TABLE IF NOT EXISTS {t}_executions (
+        f"""CREATE TABLE IF NOT EXISTS {prefix}_executions (
             operation_id TEXT NOT NULL,
             key          TEXT NOT NULL,
             tool         TEXT NOT NULL,
@@ -45,8 +45,8 @@ def _schema(t: str) -> list[str]:
             finished_at  DOUBLE PRECISION,
             updated_at   DOUBLE PRECISION NOT NULL,
             PRIMARY KEY (operation_id, key))""",
-        f"CREATE INDEX IF NOT EXISTS {t}_executions_open ON {t}_executions (state, lease_until)",
-        f"""CREATE TABLE IF NOT EXISTS {t}_checkpoints (
+        f"CREATE INDEX IF NOT EXISTS {prefix}_executions_open ON {prefix}_executions (state, lease_until)",
+        f"""CREATE TABLE IF NOT EXISTS {prefix}_checkpoints (
             task_id  TEXT PRIMARY KEY,
             state    TEXT NOT NULL,
             version  INTEGER NOT NULL,

@@ -238,8 +238,8 @@ return {'ok', tostring(v + 1)}
 """
 
 
-def _s(v: bytes | str) -> str:
-    return v.decode() if isinstance(v, bytes) else v
+def _s(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
 
 
 def _fields(flat: Sequence[bytes | str] | Mapping[bytes | str, bytes | str]) -> dict[str, str]:
@@ -249,8 +249,8 @@ def _fields(flat: Sequence[bytes | str] | Mapping[bytes | str, bytes | str]) -> 
     return dict(zip(items[0::2], items[1::2], strict=True))
 
 
-def _opt_float(v: str | None) -> float | None:
-    return None if v is None else float(v)
+def _opt_float(text: str | None) -> float | None:
+    return None if text is None else float(text)
 
 
 def _execution(flat: Sequence[bytes | str] | Mapping[bytes | str, bytes | str]) -> Execution:
@@ -276,13 +276,19 @@ def _execution(flat: Sequence[bytes | str] | Mapping[bytes | str, bytes | str]) 
     )
 
 
-def _opt(v: str | None) -> str:
-    return "" if v is None else "=" + v
+def _opt(text: str | None) -> str:
+    return "" if text is None else "=" + text
 
 
-def _outcome_args(o: Outcome) -> list[str]:
-    result = None if o.result is None else canonical_json(o.result)
-    return [o.state.value, _opt(result), _opt(o.error), _opt(o.external_ref), "1" if o.retry_safe else "0"]
+def _outcome_args(outcome: Outcome) -> list[str]:
+    result = None if outcome.result is None else canonical_json(outcome.result)
+    return [
+        outcome.state.value,
+        _opt(result),
+        _opt(outcome.error),
+        _opt(outcome.external_ref),
+        "1" if outcome.retry_safe else "0",
+    ]
 
 
 class RedisStore:

@@ -108,12 +108,12 @@ def _chars(value: object, enough: int) -> int:
     return 5  # a number, true, false or null
 
 
-def _size(m: Message) -> int:
+def _size(message: Message) -> int:
     """The characters of a message, an image counted as :data:`_IMAGE_CHARS`."""
     n = 0
-    for p in m.content:
+    for p in message.content:
         n += len(p.text) if isinstance(p, TextPart) else _IMAGE_CHARS
-    for c in m.tool_calls:
+    for c in message.tool_calls:
         n += len(c.name) + len(c.arguments)
     return n
 
@@ -123,13 +123,13 @@ def _sample(text: str, edge: int = _SAMPLE) -> str | tuple[int, str, str]:
     return text if len(text) <= 2 * edge else (len(text), text[:edge], text[-edge:])
 
 
-def _material(m: Message) -> tuple[object, ...]:
+def _material(message: Message) -> tuple[object, ...]:
     """What of a message a provider caches, sampled, as plain values (see :func:`_dumps`)."""
     parts: list[object] = []
-    for p in m.content:  # a loop, not a generator: this runs for every balanced request
+    for p in message.content:  # a loop, not a generator: this runs for every balanced request
         parts.append(_sample(p.text) if isinstance(p, TextPart) else ("image", _sample(p.url)))
-    calls = [(c.name, _sample(c.arguments)) for c in m.tool_calls] if m.tool_calls else None
-    return (m.role, m.name, m.tool_call_id, parts, calls)
+    calls = [(c.name, _sample(c.arguments)) for c in message.tool_calls] if message.tool_calls else None
+    return (message.role, message.name, message.tool_call_id, parts, calls)
 
 
 def _tool_material(tool: Tool) -> tuple[object, ...]:

@@ -145,8 +145,8 @@ def _strategy(
     return _p2c(ready, busy, view, now, rng), "lower latency x load of two"
 
 
-def _share(view: LoadView, t: Target, now: float) -> float:
-    share = view.share_left(t, now)
+def _share(view: LoadView, target: Target, now: float) -> float:
+    share = view.share_left(target, now)
     return 1.0 if share is None else max(MIN_SHARE, share)
 
 

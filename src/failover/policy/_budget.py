@@ -74,12 +74,12 @@ class _Pool:
         return max(0, allowed - _within(self.retries, horizon))
 
 
-def _within(q: deque[float], horizon: float) -> int:
-    """How many of the times in ``q`` (oldest first) are after ``horizon``."""
+def _within(times: deque[float], horizon: float) -> int:
+    """How many of ``times`` (oldest first) are after ``horizon``."""
     out = 0
-    while out < len(q) and q[out] <= horizon:
+    while out < len(times) and times[out] <= horizon:
         out += 1
-    return len(q) - out
+    return len(times) - out
 
 
 @dataclass(slots=True, kw_only=True)
@@ -160,16 +160,16 @@ class RetryBudget:
     def _key(self, pool: str) -> str:
         return self.name if pool == GLOBAL else f"{self.name}|{pool}"
 
-    def _spawn(self, pool: str, p: _Pool, op: str) -> None:
-        p.sent += 1
-        seq = p.sent
+    def _spawn(self, pool: str, pool_state: _Pool, op: str) -> None:
+        pool_state.sent += 1
+        seq = pool_state.sent
         if op == "spend":
-            p.spends.append(seq)
-        task = asyncio.get_running_loop().create_task(self._write(pool, p, op, seq))
+            pool_state.spends.append(seq)
+        task = asyncio.get_running_loop().create_task(self._write(pool, pool_state, op, seq))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _write(self, pool: str, p: _Pool, op: str, seq: int) -> None:
+    async def _write(self, pool: str, pool_state: _Pool, op: str, seq: int) -> None:
         guard = self.store
         assert guard is not None
         store, ratio, floor, window, key = guard.store, self.ratio, self.floor, self.window, self._key(pool)
@@ -180,21 +180,21 @@ class RetryBudget:
                 answer = await guard.call(store.budget_spend, key, ratio=ratio, floor=floor, window=window, force=True)
                 left = answer.available
         except StateUnavailable:
-            if op == "spend" and seq in p.spends:
-                p.spends.remove(seq)
-            p.shared_left = None  # decide locally until the store answers again
+            if op == "spend" and seq in pool_state.spends:
+                pool_state.spends.remove(seq)
+            pool_state.shared_left = None  # decide locally until the store answers again
             return
         if op == "spend":
-            p.spends.remove(seq)
-        if seq <= p.applied:
+            pool_state.spends.remove(seq)
+        if seq <= pool_state.applied:
             return  # a newer answer is already applied: this one knows less
-        p.applied = seq
+        pool_state.applied = seq
         # The spends still unanswered were already taken from the local count: keep them taken.
         # All of them, not only those sent after this write: the store runs writes that travel
         # on different connections in any order, so an older spend may not be in this answer
         # yet. (One that is counts twice until the next answer: a short underspend, never an
         # overspend.)
-        p.shared_left = left - len(p.spends)
+        pool_state.shared_left = left - len(pool_state.spends)
 
     async def drain(self) -> None:
         """Wait until every write made in the background has reached the store."""

@@ -334,8 +334,8 @@ def _frozen(route: str, target: str, acc: _Acc) -> CandidateStats:
     )
 
 
-def _ratio(ok: int, n: int) -> str:
-    return "-" if not n else f"{ok}/{n} {100.0 * ok / n:.1f}%"
+def _ratio(ok: int, total: int) -> str:
+    return "-" if not total else f"{ok}/{total} {100.0 * ok / total:.1f}%"
 
 
 __all__ = [

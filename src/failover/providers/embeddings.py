@@ -118,8 +118,8 @@ def _finite(vec: Vector) -> bool:
     return all(map(math.isfinite, vec))
 
 
-def _count_mismatch(n: int, want: int) -> str:
-    return f"the answer holds {n} embedding(s) for {want} input(s)"
+def _count_mismatch(got: int, want: int) -> str:
+    return f"the answer holds {got} embedding(s) for {want} input(s)"
 
 
 # -------------------------------------------------------------------- OpenAI
@@ -387,6 +387,6 @@ _ADAPTERS: Mapping[Dialect, EmbedAdapter] = {
 }
 
 
-def embed_adapter_for(d: Dialect) -> EmbedAdapter | None:
-    """The shared embeddings adapter of dialect ``d``; None for a dialect without embeddings."""
-    return _ADAPTERS.get(Dialect(d))
+def embed_adapter_for(dialect: Dialect) -> EmbedAdapter | None:
+    """The shared embeddings adapter of dialect ``dialect``; None for a dialect without embeddings."""
+    return _ADAPTERS.get(Dialect(dialect))

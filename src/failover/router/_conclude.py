@@ -21,13 +21,13 @@ _WINDOW_CODES = frozenset({ExclusionCode.CONTEXT_WINDOW, ExclusionCode.MIN_CONTE
 
 
 def conclude(
-    s: RunState, attempts: Sequence[Attempt], excluded: Sequence[Exclusion], now: float, budget: float
+    state: RunState, attempts: Sequence[Attempt], excluded: Sequence[Exclusion], now: float, budget: float
 ) -> Stop:
     """Why the request failed once every candidate was left (the loop found no answer)."""
     # Less than a millisecond left is none: an attempt cut at the deadline can end a hair before
     # it (a timer that fires early by the clock's resolution, a float sum of start + cap).
-    if s.deadline_at - now < _NO_TIME or s.short_of_time:
-        left = max(0.0, s.deadline_at - now)
+    if state.deadline_at - now < _NO_TIME or state.short_of_time:
+        left = max(0.0, state.deadline_at - now)
         return Stop(
             FailureKind.DEADLINE_EXHAUSTED,
             f"the {budget:.3f}s budget is spent ({left:.3f}s left) after {len(attempts)} attempt(s)",
@@ -35,13 +35,13 @@ def conclude(
     failed = [a for a in attempts if a.failure is not None]
     if not failed:
         why = "; ".join(f"{e.target}: {e.reason}" for e in excluded)
-        if s.holds:
-            first = min(s.holds, key=lambda h: h.until)
+        if state.holds:
+            first = min(state.holds, key=lambda h: h.until)
             return Stop(first.kind, f"no candidate could be tried now ({why})", retryable=True)
-        if s.budget_spent:  # every upstream it could use is failing for many requests: come back later
+        if state.budget_spent:  # every upstream it could use is failing for many requests: come back later
             return Stop(FailureKind.PROVIDER_OVERLOADED, f"no candidate could be tried now ({why})", retryable=True)
         # turned away by the client-side limiter: the target's own rate limit, retryable later
-        kind = FailureKind.RATE_LIMITED if s.limited else FailureKind.CONTRACT_FAILURE
+        kind = FailureKind.RATE_LIMITED if state.limited else FailureKind.CONTRACT_FAILURE
         return Stop(kind, f"no candidate could be tried ({why})")
     tried = ", ".join(sorted({a.target for a in attempts}))
     last = failed[-1]

@@ -125,30 +125,30 @@ def action_of(failure: Failure) -> Action:
     return failure.disposition.action
 
 
-def decide(s: RunState, lane: Lane, p: Policies, now: float, rng: random.Random) -> Decision:
-    """What ``lane`` does next. Pure: reads ``s``, ``lane`` and ``p``, changes nothing of them;
+def decide(state: RunState, lane: Lane, policies: Policies, now: float, rng: random.Random) -> Decision:
+    """What ``lane`` does next. Pure: reads ``state``, ``lane`` and ``policies``, changes nothing of them;
     a backoff's jitter is the one draw, from ``rng`` (equally seeded sources, equal decisions)."""
     t = lane.target
     f = lane.failure
-    env = s.envelope
+    env = state.envelope
     if (
         lane.fresh
         and f is None
-        and s.launched == 0
+        and state.launched == 0
         and env.max_cost is None
         and not env.client_retry
         and env.max_attempts > 0
         and env.max_added_latency is None
-        and s.deadline_at - now >= t.timeouts.min_useful
-        and not s.min_window
+        and state.deadline_at - now >= t.timeouts.min_useful
+        and not state.min_window
     ):
         # The request's first attempt, its holds just asked by the selection: the checks below
         # would all pass (nothing is spent, nothing waits, the pool is new to this request).
         # Only the time kept for the next tier is left to work out.
-        until, quiet = s.deadline_at, math.inf
-        if lane.after < len(s.candidates):
-            until, quiet = _first_share(s, lane, p, now)
-        return Go(until, False, lane.pool or p.pool(t), quiet)
+        until, quiet = state.deadline_at, math.inf
+        if lane.after < len(state.candidates):
+            until, quiet = _first_share(state, lane, policies, now)
+        return Go(until, False, lane.pool or policies.pool(t), quiet)
     wait, source = 0.0, ""
     again = f is not None  # another attempt on the same target (a replay or the repair)
     if f is not None:
@@ -157,12 +157,12 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float, rng: random.Random)
             return Stop(f.kind, f"{t.name}: {f.message}", stopped=True)
         if action is Action.NEXT:
             if f.kind is FailureKind.CONTEXT_OVERFLOW:
-                tokens, why = window_need(s, t, f, p)
+                tokens, why = window_need(state, t, f, policies)
                 return Next(min_window=tokens, window_why=why)
             return Next()
         if action is Action.REPAIR:
             if not lane.repairing:
-                if s.repaired or lane.no_repair:
+                if state.repaired or lane.no_repair:
                     return Next(ExclusionCode.NO_REPAIR, f"{f.kind} and no repair left")
                 return Repair()
         else:  # Action.REPLAY
@@ -176,22 +176,22 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float, rng: random.Random)
                 )
             if lane.tries >= t.max_attempts:
                 return Next()
-            if f.kind is FailureKind.TIMEOUT and not _replays_timeouts(s):
-                nxt = next_eligible(s, lane, p, now, now)
+            if f.kind is FailureKind.TIMEOUT and not _replays_timeouts(state):
+                nxt = next_eligible(state, lane, policies, now, now)
                 if nxt is not None:
                     return Next(ExclusionCode.NO_REPLAY, f"no replay after {f.label}: {nxt.name} is tried at once")
-            elif f.kind is not FailureKind.RATE_LIMITED and lane.took > 0 and not _replays_timeouts(s):
+            elif f.kind is not FailureKind.RATE_LIMITED and lane.took > 0 and not _replays_timeouts(state):
                 # A target that kept the caller waiting longer than the next tier needs, then
                 # failed without an answer (a silent connection closed, a slow 5xx), is expected
                 # to do it again: the next candidate goes at once, as after a timeout.
-                nxt = next_eligible(s, lane, p, now, now)
-                if nxt is not None and lane.took >= reserve_for(s, nxt, p):
+                nxt = next_eligible(state, lane, policies, now, now)
+                if nxt is not None and lane.took >= reserve_for(state, nxt, policies):
                     return Next(
                         ExclusionCode.NO_REPLAY,
                         f"no replay after {f.label} that took {lane.took:.3f}s: {nxt.name} is tried at once",
                     )
             if not lane.waited:
-                d = p.backoff(f, lane.tries - 1, rng)
+                d = policies.backoff(f, lane.tries - 1, rng)
                 if not d.acceptable:
                     return Next(
                         ExclusionCode.NO_REPLAY,
@@ -203,14 +203,14 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float, rng: random.Random)
     prefix = "no replay: " if again else ""
 
     # The envelope: nothing at all may start once it is spent.
-    made = s.launched - (1 if lane.paid else 0)  # a paid slot is this very attempt's
+    made = state.launched - (1 if lane.paid else 0)  # a paid slot is this very attempt's
     if made >= env.max_attempts:
-        return _spent(s, lane, now, ExclusionCode.MAX_ATTEMPTS, f"max_attempts {env.max_attempts} spent")
+        return _spent(state, lane, now, ExclusionCode.MAX_ATTEMPTS, f"max_attempts {env.max_attempts} spent")
     if made and env.max_added_latency is not None:
-        if now - s.t0 > env.max_added_latency:
+        if now - state.t0 > env.max_added_latency:
             why = f"max_added_latency {env.max_added_latency:.3f}s spent"
-            return _spent(s, lane, now, ExclusionCode.MAX_ADDED_LATENCY, why)
-        if at - s.t0 > env.max_added_latency:
+            return _spent(state, lane, now, ExclusionCode.MAX_ADDED_LATENCY, why)
+        if at - state.t0 > env.max_added_latency:
             return Next(
                 ExclusionCode.MAX_ADDED_LATENCY,
                 f"{prefix}{_waited(source, wait)} would exceed max_added_latency {env.max_added_latency:.3f}s",
@@ -218,13 +218,13 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float, rng: random.Random)
 
     # Time: the attempt's least useful time, and on the same target again, the next tier's share.
     need = t.timeouts.min_useful
-    left = s.deadline_at - at
+    left = state.deadline_at - at
     if left < need:
         if again:
             return Next(
                 ExclusionCode.SHORT_OF_TIME,
                 f"no replay: {_waited(source, wait)} + {need:.3f}s for an attempt exceeds the "
-                f"{max(0.0, s.deadline_at - now):.3f}s left",
+                f"{max(0.0, state.deadline_at - now):.3f}s left",
                 short_of_time=wait == 0,
             )
         return Next(
@@ -234,16 +234,16 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float, rng: random.Random)
         )
     # Until its output is committed, an attempt (a first one too) leaves the next eligible
     # candidate its reserve, and may stay silent for at most a share of the time it has.
-    until, quiet = s.deadline_at, math.inf
-    nxt = next_eligible(s, lane, p, now, at) if lane.after < len(s.candidates) else None
+    until, quiet = state.deadline_at, math.inf
+    nxt = next_eligible(state, lane, policies, now, at) if lane.after < len(state.candidates) else None
     if nxt is not None:
-        keep = reserve_for(s, nxt, p)
-        if again and made + 1 >= env.max_attempts and s.fallback_reserve != 0:
+        keep = reserve_for(state, nxt, policies)
+        if again and made + 1 >= env.max_attempts and state.fallback_reserve != 0:
             return Next(
                 ExclusionCode.MAX_ATTEMPTS,
                 f"no replay: the last of max_attempts {env.max_attempts} is kept for {nxt.name}",
             )
-        if (again or (lane.pool or p.pool(t)) in s.hung) and left - keep < need:
+        if (again or (lane.pool or policies.pool(t)) in state.hung) and left - keep < need:
             # Only a first attempt on an upstream may take the whole deadline when the reserve
             # leaves it too little: a replay, or another key of an upstream that just hung
             # (expected to hang again), leaves the next tier its time.
@@ -252,38 +252,38 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float, rng: random.Random)
                 f"{prefix}it would leave {nxt.name} less than the {keep:.3f}s kept back for it "
                 f"({max(0.0, left):.3f}s left)",
             )
-        until, quiet = _time_for(s, keep, at, need)
+        until, quiet = _time_for(state, keep, at, need)
 
-    if not again and s.min_window:
-        known = p.window(t)
-        if known is not None and known < s.min_window:
+    if not again and state.min_window:
+        known = policies.window(t)
+        if known is not None and known < state.min_window:
             how = "declared" if t.context_window is not None else "stated by its provider"
             return Next(
                 ExclusionCode.CONTEXT_WINDOW,
-                f"context window {known} ({how}) cannot hold the {s.min_window} tokens {s.window_why}",
+                f"context window {known} ({how}) cannot hold the {state.min_window} tokens {state.window_why}",
             )
     if env.max_cost is not None:
-        est = attempt_cost(s, lane)
+        est = attempt_cost(state, lane)
         # lanes still in flight (a hedge's lead, a lead's hedge) may cost their estimate too
-        flying = sum(attempt_cost(s, other) for other in s.flying if other is not lane)
-        if s.spent + flying + est > env.max_cost:
+        flying = sum(attempt_cost(state, other) for other in state.flying if other is not lane)
+        if state.spent + flying + est > env.max_cost:
             also = f" and {usd(flying)} in flight" if flying else ""
             return Next(
                 ExclusionCode.MAX_COST,
-                f"{prefix}estimated cost {usd(est)} on top of {usd(s.spent)} spent{also} "
+                f"{prefix}estimated cost {usd(est)} on top of {usd(state.spent)} spent{also} "
                 f"exceeds max_cost {usd(env.max_cost)}",
             )
 
     # Health: a breaker or cool-down that still holds the target when the wait ends.
     if again or not lane.fresh:
-        held = p.hold(t, now)
+        held = policies.hold(t, now)
         if held is not None and held.until > at + _EPS:
             return Next(ExclusionCode.HELD, f"{prefix}{held.reason}", held=held, temporary=True)
     # The client-side limiter's queue: the time it would hold the attempt is added latency.
-    start_by = math.inf if env.max_added_latency is None else s.t0 + env.max_added_latency
+    start_by = math.inf if env.max_added_latency is None else state.t0 + env.max_added_latency
     if wait > 0 or start_by < math.inf:  # else its own acquire refuses at once what cannot fit
         out = t.max_output_tokens if lane.max_tokens is None else lane.max_tokens
-        room = p.limiter_wait(t, s.input_tokens(t), out, now)
+        room = policies.limiter_wait(t, state.input_tokens(t), out, now)
         if room > 0:
             past = None
             if now + room + need > until:
@@ -300,148 +300,149 @@ def decide(s: RunState, lane: Lane, p: Policies, now: float, rng: random.Random)
                 )
 
     # The upstream's retry budget.
-    pool = lane.pool or p.pool(t)
-    retry = s.charged(t, pool)
-    if retry and not (lane.paid and lane.paid_retry) and p.budget_left(pool, now) <= 0:
+    pool = lane.pool or policies.pool(t)
+    retry = state.charged(t, pool)
+    if retry and not (lane.paid and lane.paid_retry) and policies.budget_left(pool, now) <= 0:
         return budget_spent(t, pool, prefix)
     if wait > 0:
         return Sleep(wait, source, retry, pool)
     return Go(until, retry, pool, quiet, start_by)
 
 
-def budget_spent(t: Target, pool: str, prefix: str = "") -> Next:
-    why = f"{prefix}the retry budget of {t.name}'s upstream ({pool}) is spent: it is failing for many requests"
+def budget_spent(target: Target, pool: str, prefix: str = "") -> Next:
+    why = f"{prefix}the retry budget of {target.name}'s upstream ({pool}) is spent: it is failing for many requests"
     return Next(ExclusionCode.RETRY_BUDGET, why, temporary=True, budget_spent=True)
 
 
-def _spent(s: RunState, lane: Lane, now: float, code: ExclusionCode, why: str) -> Next | Stop:
+def _spent(state: RunState, lane: Lane, now: float, code: ExclusionCode, why: str) -> Next | Stop:
     """The envelope is spent: the request ends, unless another lane (a hedge, or the lead it
     races) is still under way; then only this lane ends and the other may still answer."""
-    if any(other is not lane for other in s.running):
+    if any(other is not lane for other in state.running):
         if lane.hedge and not lane.tries:
             return Next(ExclusionCode.NO_HEDGE, f"no hedge: {why}")
         return Next(code, f"no replay: {why}")
-    return Stop(_spent_kind(s, now), why)
+    return Stop(_spent_kind(state, now), why)
 
 
-def attempt_cost(s: RunState, lane: Lane) -> float:
+def attempt_cost(state: RunState, lane: Lane) -> float:
     """The most ``lane``'s next attempt may cost: its input at the target's price, and as
     output the max_tokens that attempt sends (a repair's raised one, a max_tokens capped to
     the target's max output); with none, the most the target may write: its max output, within
     its window's room when the window is declared."""
-    return cost_on(s, lane.target, lane.max_tokens)
+    return cost_on(state, lane.target, lane.max_tokens)
 
 
-def cost_on(s: RunState, t: Target, max_tokens: int | None) -> float:
-    """The most an attempt on ``t`` that sends ``max_tokens`` may cost (see :func:`attempt_cost`)."""
-    inp = s.input_tokens(t)
+def cost_on(state: RunState, target: Target, max_tokens: int | None) -> float:
+    """The most an attempt on ``target`` that sends ``max_tokens`` may cost (see :func:`attempt_cost`)."""
+    inp = state.input_tokens(target)
     out = max_tokens
     if out is None:
-        out = t.max_output_tokens
-        if t.context_window is not None:
-            out = max(0, min(out, t.context_window - inp))
-    return t.price.cost(inp, out)
+        out = target.max_output_tokens
+        if target.context_window is not None:
+            out = max(0, min(out, target.context_window - inp))
+    return target.price.cost(inp, out)
 
 
-def next_eligible(s: RunState, lane: Lane, p: Policies, now: float, at: float) -> Target | None:
+def next_eligible(state: RunState, lane: Lane, policies: Policies, now: float, at: float) -> Target | None:
     """The first candidate after ``lane``'s group that could start at ``at`` (asked at ``now``):
     not refused already (a canary draw), with time and a window for the request, within
     max_cost on top of what is spent, not held, and with room in its pool's retry budget."""
-    for cand in s.candidates[lane.after :]:
+    for cand in state.candidates[lane.after :]:
         t = cand.target
-        if t.name in s.refused or s.deadline_at - at < t.timeouts.min_useful:
+        if t.name in state.refused or state.deadline_at - at < t.timeouts.min_useful:
             continue
-        cap = s.envelope.max_cost
-        out = None if s.max_tokens is None else min(s.max_tokens, t.max_output_tokens)
-        if cap is not None and s.spent + cost_on(s, t, out) > cap:
+        cap = state.envelope.max_cost
+        out = None if state.max_tokens is None else min(state.max_tokens, t.max_output_tokens)
+        if cap is not None and state.spent + cost_on(state, t, out) > cap:
             continue
-        if s.min_window and (known := p.window(t)) is not None and known < s.min_window:
+        if state.min_window and (known := policies.window(t)) is not None and known < state.min_window:
             continue
-        h = p.hold(t, now)
+        h = policies.hold(t, now)
         if h is not None and h.until > at + _EPS:
             continue
-        pool = p.pool(t)
-        if s.charged(t, pool) and p.budget_left(pool, at) <= 0:
+        pool = policies.pool(t)
+        if state.charged(t, pool) and policies.budget_left(pool, at) <= 0:
             continue
         return t
     return None
 
 
-def window_need(s: RunState, t: Target, f: Failure, p: Policies) -> tuple[int, str]:
-    """After ``f``, a context overflow on ``t``: the tokens another candidate's window must hold,
+def window_need(state: RunState, target: Target, failure: Failure, policies: Policies) -> tuple[int, str]:
+    """After ``failure``, a context overflow on ``target``: the tokens another candidate's window must hold,
     and where that number comes from. The provider's own count when it said one (plus the
-    request's max_tokens when it counted the input alone); else a window larger than ``t``'s
+    request's max_tokens when it counted the input alone); else a window larger than ``target``'s
     known one; else the local estimate of input + max_tokens."""
-    out = s.max_tokens or 0
-    stated = f" (its limit {f.window_limit})" if f.window_limit is not None else ""
-    if f.window_used is not None:
-        if f.window_includes_output or not out:
-            return f.window_used, f"{t.name} reported for this request{stated}"
+    out = state.max_tokens or 0
+    stated = f" (its limit {failure.window_limit})" if failure.window_limit is not None else ""
+    if failure.window_used is not None:
+        if failure.window_includes_output or not out:
+            return failure.window_used, f"{target.name} reported for this request{stated}"
         return (
-            f.window_used + out,
-            f"this request needs ({t.name} reported {f.window_used} input tokens{stated}, + max_tokens {out})",
+            failure.window_used + out,
+            f"this request needs ({target.name} reported {failure.window_used} input tokens{stated}, "
+            f"+ max_tokens {out})",
         )
-    known = p.window(t)
+    known = policies.window(target)
     if known is not None:
-        return known + 1, f"needed after {t.name}'s window of {known} overflowed"
-    return s.input_tokens(t) + out, f"this request needs by the local estimate ({t.name} gave no numbers)"
+        return known + 1, f"needed after {target.name}'s window of {known} overflowed"
+    return state.input_tokens(target) + out, f"this request needs by the local estimate ({target.name} gave no numbers)"
 
 
-def reserve_for(s: RunState, nxt: Target, p: Policies) -> float:
+def reserve_for(state: RunState, nxt: Target, policies: Policies) -> float:
     """The time kept back for ``nxt``: the route's fixed reserve, or its least useful time plus
     :data:`RESERVE_FACTOR` times its expected latency, and never less than
     :data:`UNKNOWN_LATENCY` (an answer's latency varies, and a streamed one takes longer than
     the plain calls that may have taught the health board)."""
-    if s.fallback_reserve is not None:
-        return s.fallback_reserve
-    latency = p.expected_latency(nxt)
+    if state.fallback_reserve is not None:
+        return state.fallback_reserve
+    latency = policies.expected_latency(nxt)
     expected = UNKNOWN_LATENCY if latency is None else max(UNKNOWN_LATENCY, RESERVE_FACTOR * latency)
     return nxt.timeouts.min_useful + expected
 
 
-def _first_share(s: RunState, lane: Lane, p: Policies, now: float) -> tuple[float, float]:
+def _first_share(state: RunState, lane: Lane, policies: Policies, now: float) -> tuple[float, float]:
     """A request's first attempt: ``(until, quiet)`` that leave the next eligible candidate its
     reserve; the whole deadline when there is none, or when the reserve leaves this attempt
     less than it needs."""
-    nxt = next_eligible(s, lane, p, now, now)
+    nxt = next_eligible(state, lane, policies, now, now)
     if nxt is None:
-        return s.deadline_at, math.inf
-    return _time_for(s, reserve_for(s, nxt, p), now, lane.target.timeouts.min_useful)
+        return state.deadline_at, math.inf
+    return _time_for(state, reserve_for(state, nxt, policies), now, lane.target.timeouts.min_useful)
 
 
-def _time_for(s: RunState, keep: float, at: float, need: float) -> tuple[float, float]:
+def _time_for(state: RunState, keep: float, at: float, need: float) -> tuple[float, float]:
     """``(until, quiet)`` of an uncommitted attempt starting at ``at`` that keeps ``keep`` seconds
     for the next tier; the whole deadline (a first attempt) when that would leave it less than
     the ``need`` it has to be worth starting."""
-    until = s.deadline_at - keep
+    until = state.deadline_at - keep
     if until - at < need:
-        return s.deadline_at, math.inf
-    return until, _quiet(s, until - at)
+        return state.deadline_at, math.inf
+    return until, _quiet(state, until - at)
 
 
-def _quiet(s: RunState, has: float) -> float:
+def _quiet(state: RunState, has: float) -> float:
     """How long an uncommitted stream may stay silent when a next tier waits: a share of the
     time the attempt has (none with ``fallback_reserve: 0``, which keeps nothing back)."""
-    if s.fallback_reserve == 0:
+    if state.fallback_reserve == 0:
         return math.inf
     return QUIET_SHARE * has
 
 
-def _replays_timeouts(s: RunState) -> bool:
-    if s.replay_timeouts is not None:
-        return s.replay_timeouts
-    return s.fallback_reserve is not None
+def _replays_timeouts(state: RunState) -> bool:
+    if state.replay_timeouts is not None:
+        return state.replay_timeouts
+    return state.fallback_reserve is not None
 
 
 def _waited(source: str, wait: float) -> str:
     return f"{source} {wait:.3f}s" if wait > 0 else "no wait"
 
 
-def _spent_kind(s: RunState, now: float) -> FailureKind:
+def _spent_kind(state: RunState, now: float) -> FailureKind:
     """The kind of a request ended by its envelope: the latest failure's, or the deadline's."""
-    if now >= s.deadline_at or s.last_failure is None:
+    if now >= state.deadline_at or state.last_failure is None:
         return FailureKind.DEADLINE_EXHAUSTED
-    return s.last_failure
+    return state.last_failure
 
 
 __all__ = [

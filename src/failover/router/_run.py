@@ -340,35 +340,40 @@ class Run(Generic[Answer]):
                 if why is not None:
                     s.refused[name] = why
 
-    async def carry_out(self, lane: Lane, d: Decision, now: float) -> bool:
+    async def carry_out(self, lane: Lane, decision: Decision, now: float) -> bool:
         """Every decision but Go: False when the lane is left, True to ask the engine again."""
         s, target = self.state, lane.target
-        if isinstance(d, Next):
-            s.leave(lane, d)
-            if d.code is not None and d.reason is not None:
+        if isinstance(decision, Next):
+            s.leave(lane, decision)
+            if decision.code is not None and decision.reason is not None:
                 self.rec.exclude(
-                    target.name, lane.phase, d.code, d.reason, temporary=d.temporary, replay=lane.tries > 0
+                    target.name,
+                    lane.phase,
+                    decision.code,
+                    decision.reason,
+                    temporary=decision.temporary,
+                    replay=lane.tries > 0,
                 )
             return False
-        if isinstance(d, Stop):
+        if isinstance(decision, Stop):
             if lane.tries:
                 s.note_end(target.name, lane.failure, lane.failed_at)
-            raise self.unavailable(d)
-        if isinstance(d, Repair):
+            raise self.unavailable(decision)
+        if isinstance(decision, Repair):
             assert lane.failure is not None
             assert isinstance(lane.request, Request)  # only a generation is repaired
             s.repair(lane, repair_request(lane.request, lane.failure, target, self.work.input_tokens(target)))
             return True
-        assert isinstance(d, Sleep)
+        assert isinstance(decision, Sleep)
         # the slot and the budget's token are taken with the decision, before the ledger's
         # answer and the wait are awaited
-        if not lane.paid and not self.pay(lane, d.retry, now):
+        if not lane.paid and not self.pay(lane, decision.retry, now):
             self.budget_refused(lane)
             return False
         if s.launched > 1:  # the ledger is asked before a wait too: a refusal then costs no sleep
             await self.side_effects_allow(f"{lane.phase.value} attempt on {target.name}")
         loop = self.loop
-        end = now + d.seconds
+        end = now + decision.seconds
         # An open breaker admits only its few probes when it ends, not a replay of every waiter:
         # a wait on a target whose breaker is open now is not slept (the engine then leaves it).
         opened = self.router.breakers.hold(target, now) is not None
@@ -378,7 +383,7 @@ class Run(Generic[Answer]):
                 # its breaker opened meanwhile: the wait would end in a refusal, or (a short open
                 # period) in a race of every waiter for the few half-open probe slots
                 break
-        self.attempts.waited(target.name, now, d.source)
+        self.attempts.waited(target.name, now, decision.source)
         lane.waited = True
         return True
 

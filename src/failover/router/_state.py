@@ -186,17 +186,17 @@ class RunState:
         else:
             lane.repairing, lane.request, lane.phase = True, request, Phase.REPAIR
 
-    def leave(self, lane: Lane, d: Next) -> None:
+    def leave(self, lane: Lane, step: Next) -> None:
         """The engine left the lane's candidate: keep what that says about the request."""
         if lane.tries:
             self.note_end(lane.target.name, lane.failure, lane.failed_at)
-        if d.min_window > self.min_window:
-            self.min_window, self.window_why = d.min_window, d.window_why
-        self.short_of_time |= d.short_of_time
-        self.budget_spent |= d.budget_spent
-        self.limited |= d.limited
-        if d.held is not None:
-            self.held(d.held)
+        if step.min_window > self.min_window:
+            self.min_window, self.window_why = step.min_window, step.window_why
+        self.short_of_time |= step.short_of_time
+        self.budget_spent |= step.budget_spent
+        self.limited |= step.limited
+        if step.held is not None:
+            self.held(step.held)
 
     def held(self, hold: Hold) -> None:
         """A candidate is kept away until ``hold.until`` (an open breaker, a cool-down, the limiter)."""

@@ -7,31 +7,33 @@ from ..policy import BreakerEvent
 from ..telemetry import AttemptEnded, BreakerChanged, RequestEnded, answered
 
 
-def attempt_ended(request_id: str, route: str, target: Target, a: Attempt, t0: float, outcome: object) -> AttemptEnded:
-    """``a`` is the Attempt just appended to the record; ``outcome`` what the exchange returned, if anything."""
+def attempt_ended(
+    request_id: str, route: str, target: Target, attempt: Attempt, t0: float, outcome: object
+) -> AttemptEnded:
+    """``attempt`` is the Attempt just appended to the record; ``outcome`` what the exchange returned, if anything."""
     response = outcome if isinstance(outcome, Response) else None
     if isinstance(outcome, Failure):
         response = outcome.response  # a truncation or refusal still has a stop reason
     return AttemptEnded(
         request_id=request_id,
         route=route,
-        target=a.target,
-        model=a.model,
+        target=attempt.target,
+        model=attempt.model,
         provider=str(target.dialect),
-        phase=a.phase.value,
-        index=a.index,
-        outcome=a.outcome,
-        failure=a.failure.kind.value if a.failure is not None else None,
-        status=a.status,
-        input_tokens=a.usage.input_tokens if a.usage is not None else None,
-        output_tokens=a.usage.output_tokens if a.usage is not None else None,
-        cached_input_tokens=a.usage.cached_input_tokens if a.usage is not None else None,
-        cost=a.cost,
-        duration=a.duration,
+        phase=attempt.phase.value,
+        index=attempt.index,
+        outcome=attempt.outcome,
+        failure=attempt.failure.kind.value if attempt.failure is not None else None,
+        status=attempt.status,
+        input_tokens=attempt.usage.input_tokens if attempt.usage is not None else None,
+        output_tokens=attempt.usage.output_tokens if attempt.usage is not None else None,
+        cached_input_tokens=attempt.usage.cached_input_tokens if attempt.usage is not None else None,
+        cost=attempt.cost,
+        duration=attempt.duration,
         stop_reason=response.stop_reason.value if response is not None else None,
-        provider_request_id=a.provider_request_id,
-        at=t0 + a.end,
-        first_chunk=a.first_event - a.start if a.first_event is not None else None,
+        provider_request_id=attempt.provider_request_id,
+        at=t0 + attempt.end,
+        first_chunk=attempt.first_event - attempt.start if attempt.first_event is not None else None,
     )
 
 
@@ -56,5 +58,12 @@ def request_ended(record: RouteRecord, at: float, *, tenant: str | None = None) 
     )
 
 
-def breaker_changed(e: BreakerEvent) -> BreakerChanged:
-    return BreakerChanged(scope=e.scope, layer=str(e.layer), old=e.old.value, new=e.new.value, reason=e.reason, at=e.at)
+def breaker_changed(event: BreakerEvent) -> BreakerChanged:
+    return BreakerChanged(
+        scope=event.scope,
+        layer=str(event.layer),
+        old=event.old.value,
+        new=event.new.value,
+        reason=event.reason,
+        at=event.at,
+    )

@@ -61,12 +61,12 @@ _SHA = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in _SCRIPTS.i
 _Pending = tuple[str, Sequence[str], Sequence[str], "asyncio.Future[Any]"]
 
 
-def _s(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
+def _s(raw: Any) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
-def _f(v: Any) -> float | None:
-    s = _s(v)
+def _f(raw: Any) -> float | None:
+    s = _s(raw)
     if s == "":
         return None
     return math.inf if s == "inf" else float(s)
@@ -101,8 +101,8 @@ def _transitions(raw: Sequence[Any]) -> tuple[Transition, ...]:
     )
 
 
-def _num(x: float) -> str:
-    return repr(float(x))
+def _num(value: float) -> str:
+    return repr(float(value))
 
 
 class RedisStore:
@@ -210,10 +210,10 @@ class RedisStore:
 
     # -- breakers ----------------------------------------------------------------------------
 
-    def _args(self, p: BreakerParams) -> list[str]:
-        args = self._params.get(p)
+    def _args(self, params: BreakerParams) -> list[str]:
+        args = self._params.get(params)
         if args is None:
-            args = self._params[p] = p.args()
+            args = self._params[params] = params.args()
         return args
 
     async def breaker_admit(self, scopes: list[tuple[str, BreakerParams]], permit_id: str) -> Admission:

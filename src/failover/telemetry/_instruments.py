@@ -323,10 +323,10 @@ class Measures(Protocol):
         """One request ended; ``recovery`` is the record's recovery kind when it recovered."""
 
 
-def feed(m: Measures, event: Event) -> None:
+def feed(measures: Measures, event: Event) -> None:
     """Record what one of the Router's events measures (a hook's side)."""
     if isinstance(event, AttemptEnded):
-        m.attempt(
+        measures.attempt(
             event.route,
             event.target,
             event.model,
@@ -342,9 +342,9 @@ def feed(m: Measures, event: Event) -> None:
         )
     elif isinstance(event, Backoff):
         if event.reason == "rate_limit":
-            m.limiter_wait(event.target, event.seconds)
+            measures.limiter_wait(event.target, event.seconds)
     elif isinstance(event, RequestEnded):
-        m.request(
+        measures.request(
             event.route,
             event.workflow,
             event.answered_by,
@@ -358,12 +358,12 @@ def feed(m: Measures, event: Event) -> None:
         )
 
 
-def feed_record(m: Measures, record: RouteRecord, *, route: str, tenant: str | None) -> None:
+def feed_record(measures: Measures, record: RouteRecord, *, route: str, tenant: str | None) -> None:
     """Record what a finished request's RouteRecord measures (the gateway's side): the same
     calls its events would have made. ``route`` is the label to count it under."""
     for a in record.attempts:
         usage = a.usage
-        m.attempt(
+        measures.attempt(
             route,
             a.target,
             a.model,
@@ -379,9 +379,9 @@ def feed_record(m: Measures, record: RouteRecord, *, route: str, tenant: str | N
         )
     for w in record.waits:
         if w.reason == "rate_limit":
-            m.limiter_wait(w.target, w.end - w.start)
+            measures.limiter_wait(w.target, w.end - w.start)
     by, first_chunk = answered(record)
-    m.request(
+    measures.request(
         route,
         record.workflow.value,
         by,

@@ -72,39 +72,39 @@ class LoggingHook:
             self._std.log(level, "%s %s", what, line, extra={"failover": fields})
 
 
-def _attempt_fields(e: AttemptEnded) -> dict[str, Any]:
+def _attempt_fields(event: AttemptEnded) -> dict[str, Any]:
     return {
-        "request_id": e.request_id,
-        "route": e.route,
-        "target": e.target,
-        "model": e.model,
-        "phase": e.phase,
-        "index": e.index,
-        "outcome": e.outcome,
-        "status": e.status,
-        "duration_s": round(e.duration, 3),
-        "input_tokens": e.input_tokens,
-        "output_tokens": e.output_tokens,
-        "cached_input_tokens": e.cached_input_tokens,
-        "cost": round(e.cost, 6),
-        "stop_reason": e.stop_reason,
-        "provider_request_id": e.provider_request_id,
+        "request_id": event.request_id,
+        "route": event.route,
+        "target": event.target,
+        "model": event.model,
+        "phase": event.phase,
+        "index": event.index,
+        "outcome": event.outcome,
+        "status": event.status,
+        "duration_s": round(event.duration, 3),
+        "input_tokens": event.input_tokens,
+        "output_tokens": event.output_tokens,
+        "cached_input_tokens": event.cached_input_tokens,
+        "cost": round(event.cost, 6),
+        "stop_reason": event.stop_reason,
+        "provider_request_id": event.provider_request_id,
     }
 
 
-def _request_fields(e: RequestEnded) -> dict[str, Any]:
+def _request_fields(event: RequestEnded) -> dict[str, Any]:
     return {
-        "request_id": e.request_id,
-        "route": e.route,
-        "outcome": e.outcome,
-        "workflow": e.workflow,
-        "recovered": e.recovered,
-        "degraded": e.degraded,
-        "target_used": e.target_used,
-        "attempts": e.attempts,
-        "elapsed_ms": round(e.elapsed_ms, 1),
-        "cost": round(e.total_cost, 6),
-        "tenant": e.tenant,
+        "request_id": event.request_id,
+        "route": event.route,
+        "outcome": event.outcome,
+        "workflow": event.workflow,
+        "recovered": event.recovered,
+        "degraded": event.degraded,
+        "target_used": event.target_used,
+        "attempts": event.attempts,
+        "elapsed_ms": round(event.elapsed_ms, 1),
+        "cost": round(event.total_cost, 6),
+        "tenant": event.tenant,
     }
 
 

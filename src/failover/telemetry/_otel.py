@@ -86,91 +86,91 @@ class OpenTelemetryHook:
         elif isinstance(event, RequestEnded):
             self._request_ended(event)
 
-    def _request_started(self, e: RequestStarted) -> None:
-        wall_ns = time.time_ns() - int(e.at * 1e9)
+    def _request_started(self, event: RequestStarted) -> None:
+        wall_ns = time.time_ns() - int(event.at * 1e9)
         assert self._tracer is not None
         span = self._tracer.start_span(
             "failover.request",
             kind=self._trace.SpanKind.INTERNAL,
-            attributes={"failover.request_id": e.request_id, "failover.route": e.route},
-            start_time=wall_ns + int(e.at * 1e9),
+            attributes={"failover.request_id": event.request_id, "failover.route": event.route},
+            start_time=wall_ns + int(event.at * 1e9),
         )
-        self._requests[e.request_id] = _Request(span, wall_ns)
+        self._requests[event.request_id] = _Request(span, wall_ns)
 
-    def _attempt_started(self, e: AttemptStarted) -> None:
-        req = self._requests.get(e.request_id)
+    def _attempt_started(self, event: AttemptStarted) -> None:
+        req = self._requests.get(event.request_id)
         if req is None:
             return
         assert self._tracer is not None
         span = self._tracer.start_span(
-            f"chat {e.model}",
+            f"chat {event.model}",
             context=self._trace.set_span_in_context(req.span),
             kind=self._trace.SpanKind.CLIENT,
             attributes={
                 "gen_ai.operation.name": "chat",
-                "gen_ai.request.model": e.model,
-                "failover.target": e.target,
-                "failover.phase": e.phase,
-                "failover.attempt.index": e.index,
+                "gen_ai.request.model": event.model,
+                "failover.target": event.target,
+                "failover.phase": event.phase,
+                "failover.attempt.index": event.index,
             },
-            start_time=req.ns(e.at),
+            start_time=req.ns(event.at),
         )
-        req.attempts[(e.target, e.phase)] = span
+        req.attempts[(event.target, event.phase)] = span
 
-    def _attempt_ended(self, e: AttemptEnded) -> None:
-        req = self._requests.get(e.request_id)
-        span = None if req is None else req.attempts.pop((e.target, e.phase), None)
+    def _attempt_ended(self, event: AttemptEnded) -> None:
+        req = self._requests.get(event.request_id)
+        span = None if req is None else req.attempts.pop((event.target, event.phase), None)
         if req is None or span is None:
             return
         attrs: dict[str, Any] = {
-            "gen_ai.provider.name": provider_name(e.provider),
-            "failover.attempt.index": e.index,
-            "failover.outcome": e.outcome,
-            "failover.cost": e.cost,
+            "gen_ai.provider.name": provider_name(event.provider),
+            "failover.attempt.index": event.index,
+            "failover.outcome": event.outcome,
+            "failover.cost": event.cost,
         }
-        if e.stop_reason is not None:
-            attrs["gen_ai.response.finish_reasons"] = (e.stop_reason,)
-        if e.input_tokens is not None:
-            attrs["gen_ai.usage.input_tokens"] = e.input_tokens
-        if e.output_tokens is not None:
-            attrs["gen_ai.usage.output_tokens"] = e.output_tokens
-        if e.cached_input_tokens:  # part of gen_ai.usage.input_tokens
-            attrs["gen_ai.usage.cache_read.input_tokens"] = e.cached_input_tokens
-        if e.provider_request_id is not None:
-            attrs["gen_ai.response.id"] = e.provider_request_id
-        if e.status is not None:
-            attrs["http.response.status_code"] = e.status
-        if e.failure is not None:
-            attrs["error.type"] = e.failure
+        if event.stop_reason is not None:
+            attrs["gen_ai.response.finish_reasons"] = (event.stop_reason,)
+        if event.input_tokens is not None:
+            attrs["gen_ai.usage.input_tokens"] = event.input_tokens
+        if event.output_tokens is not None:
+            attrs["gen_ai.usage.output_tokens"] = event.output_tokens
+        if event.cached_input_tokens:  # part of gen_ai.usage.input_tokens
+            attrs["gen_ai.usage.cache_read.input_tokens"] = event.cached_input_tokens
+        if event.provider_request_id is not None:
+            attrs["gen_ai.response.id"] = event.provider_request_id
+        if event.status is not None:
+            attrs["http.response.status_code"] = event.status
+        if event.failure is not None:
+            attrs["error.type"] = event.failure
         span.set_attributes(attrs)
-        if e.failure is not None:
-            span.set_status(self._trace.StatusCode.ERROR, e.outcome)
-        span.end(end_time=req.ns(e.at))
+        if event.failure is not None:
+            span.set_status(self._trace.StatusCode.ERROR, event.outcome)
+        span.end(end_time=req.ns(event.at))
 
-    def _request_ended(self, e: RequestEnded) -> None:
-        req = self._requests.pop(e.request_id, None)
+    def _request_ended(self, event: RequestEnded) -> None:
+        req = self._requests.pop(event.request_id, None)
         if req is None:
             return
-        end = req.ns(e.at)
+        end = req.ns(event.at)
         for span in req.attempts.values():  # an attempt that raised instead of ending
             span.set_attribute("failover.outcome", "interrupted")
             span.end(end_time=end)
         span = req.span
         span.set_attributes(
             {
-                "failover.outcome": e.outcome,
-                "failover.workflow": e.workflow,
-                "failover.recovered": e.recovered,
-                "failover.degraded": e.degraded,
-                "failover.attempts": e.attempts,
-                "failover.cost": e.total_cost,
+                "failover.outcome": event.outcome,
+                "failover.workflow": event.workflow,
+                "failover.recovered": event.recovered,
+                "failover.degraded": event.degraded,
+                "failover.attempts": event.attempts,
+                "failover.cost": event.total_cost,
             }
         )
-        if e.target_used is not None:
-            span.set_attribute("failover.target_used", e.target_used)
-        if e.outcome not in ("ok", "degraded"):
-            span.set_attribute("error.type", e.outcome)
-            span.set_status(self._trace.StatusCode.ERROR, e.outcome)
+        if event.target_used is not None:
+            span.set_attribute("failover.target_used", event.target_used)
+        if event.outcome not in ("ok", "degraded"):
+            span.set_attribute("error.type", event.outcome)
+            span.set_status(self._trace.StatusCode.ERROR, event.outcome)
         span.end(end_time=end)
 
 
@@ -185,13 +185,16 @@ class _Metrics:
 
         meter = metrics.get_meter("failover", meter_provider=meter_provider)
 
-        def histogram(x: i.Instrument) -> Histogram:
+        def histogram(instrument: i.Instrument) -> Histogram:
             return meter.create_histogram(
-                x.name, unit=x.unit, description=x.description, explicit_bucket_boundaries_advisory=x.buckets
+                instrument.name,
+                unit=instrument.unit,
+                description=instrument.description,
+                explicit_bucket_boundaries_advisory=instrument.buckets,
             )
 
-        def counter(x: i.Instrument) -> Counter:
-            return meter.create_counter(x.name, unit=x.unit, description=x.description)
+        def counter(instrument: i.Instrument) -> Counter:
+            return meter.create_counter(instrument.name, unit=instrument.unit, description=instrument.description)
 
         self.operation_duration = histogram(i.OPERATION_DURATION)
         self.time_to_first_chunk = histogram(i.TIME_TO_FIRST_CHUNK)

@@ -166,21 +166,21 @@ class _AttemptSeries:
     __slots__ = ("attempts", "duration", "first_chunk", "genai", "target", "tokens")
 
     def __init__(
-        self, m: RouterMetrics, target: str, model: str, provider: str, outcome: str, failure: str | None
+        self, metrics: RouterMetrics, target: str, model: str, provider: str, outcome: str, failure: str | None
     ) -> None:
         self.genai = (i.OPERATION, provider, model)
         self.target = target
-        self.attempts = m.attempts.labels(target, outcome)
-        self.duration = m.operation_duration.labels(*self.genai, i.error_type(outcome, failure), target)
+        self.attempts = metrics.attempts.labels(target, outcome)
+        self.duration = metrics.operation_duration.labels(*self.genai, i.error_type(outcome, failure), target)
         self.first_chunk: Any = None
         self.tokens: tuple[Any, Any] | None = None
 
-    def streamed(self, m: RouterMetrics) -> Any:
-        self.first_chunk = m.time_to_first_chunk.labels(*self.genai, self.target)
+    def streamed(self, metrics: RouterMetrics) -> Any:
+        self.first_chunk = metrics.time_to_first_chunk.labels(*self.genai, self.target)
         return self.first_chunk
 
-    def counted(self, m: RouterMetrics) -> tuple[Any, Any]:
-        usage = m.token_usage
+    def counted(self, metrics: RouterMetrics) -> tuple[Any, Any]:
+        usage = metrics.token_usage
         self.tokens = (
             usage.labels(*self.genai, "input", self.target),
             usage.labels(*self.genai, "output", self.target),

@@ -144,8 +144,8 @@ class FakeDialect(Protocol):
     def prompt_chars(self, body: Mapping[str, Any]) -> int:
         """The characters of the prompt, for the token estimate."""
 
-    def ok(self, a: Answer, ex: Exchange) -> Rendered:
-        """The 200 carrying ``a``: a body, or a stream when one was asked for."""
+    def ok(self, answer: Answer, ex: Exchange) -> Rendered:
+        """The 200 carrying ``answer``: a body, or a stream when one was asked for."""
 
     def error(self, reply: Reply, ex: Exchange) -> Rendered:
         """The error answer of ``reply`` (a kind with no 200 body)."""

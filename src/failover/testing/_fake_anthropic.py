@@ -118,52 +118,52 @@ def headers_of(ex: Exchange) -> Headers:
     return (("request-id", ex.request_id),)
 
 
-def _content(a: Answer) -> list[dict[str, Any]]:
+def _content(answer: Answer) -> list[dict[str, Any]]:
     content: list[dict[str, Any]] = []
-    if a.reasoning is not None:
-        content.append({"type": "thinking", "thinking": a.reasoning, "signature": a.signature})
-    if a.redacted is not None:
-        content.append({"type": "redacted_thinking", "data": a.redacted})
-    if a.text is not None:
-        content.append({"type": "text", "text": a.text})
-    for c in a.calls:
+    if answer.reasoning is not None:
+        content.append({"type": "thinking", "thinking": answer.reasoning, "signature": answer.signature})
+    if answer.redacted is not None:
+        content.append({"type": "redacted_thinking", "data": answer.redacted})
+    if answer.text is not None:
+        content.append({"type": "text", "text": answer.text})
+    for c in answer.calls:
         content.append({"type": "tool_use", "id": c.id, "name": c.name, "input": c.args})
     return content
 
 
-def _stop_details(a: Answer) -> dict[str, Any] | None:
-    if a.stop == "refusal":
+def _stop_details(answer: Answer) -> dict[str, Any] | None:
+    if answer.stop == "refusal":
         return {
             "type": "refusal",
             "category": "cyber",
-            "explanation": a.refusal or "This request was refused due to policy.",
+            "explanation": answer.refusal or "This request was refused due to policy.",
         }
-    if a.stop == "filter":
+    if answer.stop == "filter":
         return {"type": "refusal", "category": "cyber", "explanation": "This request triggered content filtering."}
     return None
 
 
-def ok(a: Answer, ex: Exchange) -> Rendered:
+def ok(answer: Answer, ex: Exchange) -> Rendered:
     if ex.stream:
-        return _stream(a, ex)
+        return _stream(answer, ex)
     body: dict[str, Any] = {
         "model": ex.model,
         "id": ex.response_id,
         "type": "message",
         "role": "assistant",
-        "content": _content(a),
-        "stop_reason": _STOP[a.stop],
+        "content": _content(answer),
+        "stop_reason": _STOP[answer.stop],
         "stop_sequence": None,
         "usage": {
             # Anthropic's input_tokens leaves out the cache reads (and writes): they are their own fields.
-            "input_tokens": a.input_tokens - a.cached_tokens,
+            "input_tokens": answer.input_tokens - answer.cached_tokens,
             "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": a.cached_tokens,
-            "output_tokens": a.output_tokens,
+            "cache_read_input_tokens": answer.cached_tokens,
+            "output_tokens": answer.output_tokens,
             "service_tier": "standard",
         },
     }
-    details = _stop_details(a)
+    details = _stop_details(answer)
     if details is not None:
         body["stop_details"] = details
     return _wire.json_answer(200, body, headers_of(ex))
@@ -181,7 +181,7 @@ _PAD = {
 PING = b'event: ping\ndata: {"type": "ping"}\n\n'
 
 
-def _stream(a: Answer, ex: Exchange) -> Rendered:
+def _stream(answer: Answer, ex: Exchange) -> Rendered:
     def event(name: str, data: Mapping[str, Any]) -> bytes:
         if name == "ping":
             return PING
@@ -202,9 +202,9 @@ def _stream(a: Answer, ex: Exchange) -> Rendered:
             "stop_reason": None,
             "stop_sequence": None,
             "usage": {
-                "input_tokens": a.input_tokens - a.cached_tokens,
+                "input_tokens": answer.input_tokens - answer.cached_tokens,
                 "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": a.cached_tokens,
+                "cache_read_input_tokens": answer.cached_tokens,
                 "output_tokens": 1,
                 "service_tier": "standard",
             },
@@ -225,29 +225,30 @@ def _stream(a: Answer, ex: Exchange) -> Rendered:
         chunks.append(event("content_block_stop", {"type": "content_block_stop", "index": index}))
         index += 1
 
-    if a.reasoning is not None:
-        thinking = [{"type": "thinking_delta", "thinking": piece} for piece in pieces(a.reasoning) if piece]
+    if answer.reasoning is not None:
+        thinking = [{"type": "thinking_delta", "thinking": piece} for piece in pieces(answer.reasoning) if piece]
         block(
             {"type": "thinking", "thinking": "", "signature": ""},
-            [*thinking, {"type": "signature_delta", "signature": a.signature}],
+            [*thinking, {"type": "signature_delta", "signature": answer.signature}],
         )
-    if a.redacted is not None:
-        block({"type": "redacted_thinking", "data": a.redacted}, ())  # arrives whole, no deltas
-    if a.text is not None or a.stop in ("refusal", "filter"):
-        text = [{"type": "text_delta", "text": piece} for piece in pieces(a.text)] if a.text else []
+    if answer.redacted is not None:
+        block({"type": "redacted_thinking", "data": answer.redacted}, ())  # arrives whole, no deltas
+    if answer.text is not None or answer.stop in ("refusal", "filter"):
+        text = [{"type": "text_delta", "text": piece} for piece in pieces(answer.text)] if answer.text else []
         block({"type": "text", "text": ""}, text)
-    for c in a.calls:
+    for c in answer.calls:
         block(
             {"type": "tool_use", "id": c.id, "name": c.name, "input": {}},
             [{"type": "input_json_delta", "partial_json": piece} for piece in ["", *split_args(c.text)]],
         )
-    delta_body: dict[str, Any] = {"stop_reason": _STOP[a.stop], "stop_sequence": None}
-    details = _stop_details(a)
+    delta_body: dict[str, Any] = {"stop_reason": _STOP[answer.stop], "stop_sequence": None}
+    details = _stop_details(answer)
     if details is not None:
         delta_body["stop_details"] = details
     chunks.append(
         event(
-            "message_delta", {"type": "message_delta", "delta": delta_body, "usage": {"output_tokens": a.output_tokens}}
+            "message_delta",
+            {"type": "message_delta", "delta": delta_body, "usage": {"output_tokens": answer.output_tokens}},
         )
     )
     chunks.append(event("message_stop", {"type": "message_stop"}))

@@ -217,43 +217,45 @@ def _headers(ex: Exchange) -> Headers:
     return (("x-amzn-requestid", ex.request_id),)
 
 
-def _usage(a: _Answer) -> dict[str, Any]:
+def _usage(answer: _Answer) -> dict[str, Any]:
     usage: dict[str, Any] = {
         # Bedrock's inputTokens leaves out the cache reads (and writes): they are their own fields.
-        "inputTokens": a.input_tokens - a.cached_tokens,
-        "outputTokens": a.output_tokens,
-        "totalTokens": a.input_tokens + a.output_tokens,
+        "inputTokens": answer.input_tokens - answer.cached_tokens,
+        "outputTokens": answer.output_tokens,
+        "totalTokens": answer.input_tokens + answer.output_tokens,
     }
-    if a.cached_tokens:
-        usage["cacheReadInputTokens"] = a.cached_tokens
+    if answer.cached_tokens:
+        usage["cacheReadInputTokens"] = answer.cached_tokens
         usage["cacheWriteInputTokens"] = 0
     return usage
 
 
-def _content(a: _Answer) -> list[dict[str, Any]]:
+def _content(answer: _Answer) -> list[dict[str, Any]]:
     content: list[dict[str, Any]] = []
-    if a.reasoning is not None:
-        content.append({"reasoningContent": {"reasoningText": {"text": a.reasoning, "signature": a.signature}}})
-    if a.redacted is not None:
-        content.append({"reasoningContent": {"redactedContent": a.redacted}})
-    if a.stop == "refusal":
-        content.append({"text": a.refusal or ""})
-    elif a.stop == "filter":
+    if answer.reasoning is not None:
+        content.append(
+            {"reasoningContent": {"reasoningText": {"text": answer.reasoning, "signature": answer.signature}}}
+        )
+    if answer.redacted is not None:
+        content.append({"reasoningContent": {"redactedContent": answer.redacted}})
+    if answer.stop == "refusal":
+        content.append({"text": answer.refusal or ""})
+    elif answer.stop == "filter":
         content.append({"text": _GUARDRAIL_TEXT})
-    elif a.text is not None:
-        content.append({"text": a.text})
-    for c in a.calls:
+    elif answer.text is not None:
+        content.append({"text": answer.text})
+    for c in answer.calls:
         content.append({"toolUse": {"toolUseId": c.id, "name": c.name, "input": c.args}})
     return content
 
 
-def ok(a: _Answer, ex: Exchange) -> Rendered:
+def ok(answer: _Answer, ex: Exchange) -> Rendered:
     if ex.stream:
-        return _stream(a, ex)
+        return _stream(answer, ex)
     body = {
-        "output": {"message": {"role": "assistant", "content": _content(a)}},
-        "stopReason": _STOP[a.stop],
-        "usage": _usage(a),
+        "output": {"message": {"role": "assistant", "content": _content(answer)}},
+        "stopReason": _STOP[answer.stop],
+        "usage": _usage(answer),
         "metrics": {"latencyMs": 321},
     }
     return _wire.json_answer(200, body, _headers(ex))
@@ -286,7 +288,7 @@ def exception_frame(name: str, payload: Mapping[str, Any]) -> bytes:
     return encode_frame(headers, json.dumps(payload, separators=(",", ":")).encode())
 
 
-def _stream(a: _Answer, ex: Exchange) -> Rendered:
+def _stream(answer: _Answer, ex: Exchange) -> Rendered:
     frames = [event_frame("messageStart", {"role": "assistant"}, pad=2)]
     index = 0
 
@@ -299,19 +301,19 @@ def _stream(a: _Answer, ex: Exchange) -> Rendered:
         frames.append(event_frame("contentBlockStop", {"contentBlockIndex": index}, pad=index + 11))
         index += 1
 
-    if a.reasoning is not None:
-        thinking = [{"reasoningContent": {"text": piece}} for piece in _pieces(a.reasoning) if piece]
-        block([*thinking, {"reasoningContent": {"signature": a.signature}}])
-    if a.redacted is not None:
-        block([{"reasoningContent": {"redactedContent": a.redacted}}])
-    text = a.refusal if a.stop == "refusal" else _GUARDRAIL_TEXT if a.stop == "filter" else a.text
+    if answer.reasoning is not None:
+        thinking = [{"reasoningContent": {"text": piece}} for piece in _pieces(answer.reasoning) if piece]
+        block([*thinking, {"reasoningContent": {"signature": answer.signature}}])
+    if answer.redacted is not None:
+        block([{"reasoningContent": {"redactedContent": answer.redacted}}])
+    text = answer.refusal if answer.stop == "refusal" else _GUARDRAIL_TEXT if answer.stop == "filter" else answer.text
     if text:
         block([{"text": piece} for piece in _pieces(text)])
-    for c in a.calls:
+    for c in answer.calls:
         start = {"toolUse": {"toolUseId": c.id, "name": c.name}}
         block([{"toolUse": {"input": piece}} for piece in _split_args(c.text)], start)
-    frames.append(event_frame("messageStop", {"stopReason": _STOP[a.stop]}, pad=5))
-    frames.append(event_frame("metadata", {"usage": _usage(a), "metrics": {"latencyMs": 321}}, pad=9))
+    frames.append(event_frame("messageStop", {"stopReason": _STOP[answer.stop]}, pad=5))
+    frames.append(event_frame("metadata", {"usage": _usage(answer), "metrics": {"latencyMs": 321}}, pad=9))
     return _wire.stream_answer(frames, (("content-type", EVENTSTREAM), *_headers(ex)))
 
 

@@ -139,21 +139,21 @@ _SAFETY_RATINGS = [
 ]
 
 
-def _usage(a: Answer, *, output: bool = True) -> dict[str, Any]:
-    usage: dict[str, Any] = {"promptTokenCount": a.input_tokens}
+def _usage(answer: Answer, *, output: bool = True) -> dict[str, Any]:
+    usage: dict[str, Any] = {"promptTokenCount": answer.input_tokens}
     if output:
-        usage["candidatesTokenCount"] = a.output_tokens - a.reasoning_tokens  # thoughts are counted apart
-    usage["totalTokenCount"] = a.input_tokens + (a.output_tokens if output else 0)
-    usage["promptTokensDetails"] = [{"modality": "TEXT", "tokenCount": a.input_tokens}]
-    if output and a.reasoning_tokens:
-        usage["thoughtsTokenCount"] = a.reasoning_tokens
-    if a.cached_tokens:  # part of promptTokenCount; Gemini leaves the field out when nothing was cached
-        usage["cachedContentTokenCount"] = a.cached_tokens
-        usage["cacheTokensDetails"] = [{"modality": "TEXT", "tokenCount": a.cached_tokens}]
+        usage["candidatesTokenCount"] = answer.output_tokens - answer.reasoning_tokens  # thoughts are counted apart
+    usage["totalTokenCount"] = answer.input_tokens + (answer.output_tokens if output else 0)
+    usage["promptTokensDetails"] = [{"modality": "TEXT", "tokenCount": answer.input_tokens}]
+    if output and answer.reasoning_tokens:
+        usage["thoughtsTokenCount"] = answer.reasoning_tokens
+    if answer.cached_tokens:  # part of promptTokenCount; Gemini leaves the field out when nothing was cached
+        usage["cachedContentTokenCount"] = answer.cached_tokens
+        usage["cacheTokensDetails"] = [{"modality": "TEXT", "tokenCount": answer.cached_tokens}]
     return usage
 
 
-def _answer_parts(a: Answer, text: str | None, calls: Sequence[Call], *, signed: bool) -> list[dict[str, Any]]:
+def _answer_parts(answer: Answer, text: str | None, calls: Sequence[Call], *, signed: bool) -> list[dict[str, Any]]:
     """The answer's parts: ``text``, then ``calls``. ``signed``: these are the last parts of
     the answer, so the thought signature goes on the first function call, else on the text
     (an empty text part when there is neither), as Gemini sends it."""
@@ -161,11 +161,11 @@ def _answer_parts(a: Answer, text: str | None, calls: Sequence[Call], *, signed:
     if text:
         parts.append({"text": text})
     parts.extend({"functionCall": {"name": c.name, "args": c.args}} for c in calls)
-    if signed and a.reasoning is not None:
+    if signed and answer.reasoning is not None:
         if not parts:
             parts.append({"text": ""})
         carrier = next((part for part in parts if "functionCall" in part), parts[-1])
-        carrier["thoughtSignature"] = a.signature
+        carrier["thoughtSignature"] = answer.signature
     return parts
 
 
@@ -173,11 +173,11 @@ def _thought(text: str) -> dict[str, Any]:
     return {"text": text, "thought": True}
 
 
-def _candidate(a: Answer, parts: list[dict[str, Any]], finish: str | None) -> dict[str, Any]:
-    if a.stop == "refusal":
+def _candidate(answer: Answer, parts: list[dict[str, Any]], finish: str | None) -> dict[str, Any]:
+    if answer.stop == "refusal":
         return {"finishReason": "SAFETY", "index": 0, "safetyRatings": _SAFETY_RATINGS}
-    if a.stop == "malformed":
-        call = a.calls[0]
+    if answer.stop == "malformed":
+        call = answer.calls[0]
         return {
             "content": {},
             "finishReason": "MALFORMED_FUNCTION_CALL",
@@ -191,39 +191,39 @@ def _candidate(a: Answer, parts: list[dict[str, Any]], finish: str | None) -> di
     return candidate
 
 
-def ok(a: Answer, ex: Exchange) -> Rendered:
-    if a.stop == "filter":
+def ok(answer: Answer, ex: Exchange) -> Rendered:
+    if answer.stop == "filter":
         body: dict[str, Any] = {
             "promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},
-            "usageMetadata": _usage(a, output=False),
+            "usageMetadata": _usage(answer, output=False),
             "modelVersion": ex.model,
             "responseId": ex.response_id,
         }
         chunks = [body]
-    elif ex.stream and a.stop not in ("refusal", "malformed"):
-        words = pieces(a.text) if a.text else []
+    elif ex.stream and answer.stop not in ("refusal", "malformed"):
+        words = pieces(answer.text) if answer.text else []
         chunks = [
-            {"candidates": [_candidate(a, [_thought(piece)], None)]}
-            for piece in (pieces(a.reasoning) if a.reasoning else ())
+            {"candidates": [_candidate(answer, [_thought(piece)], None)]}
+            for piece in (pieces(answer.reasoning) if answer.reasoning else ())
         ]
         for i, piece in enumerate(words):
-            last = i == len(words) - 1 and not a.calls
-            parts = _answer_parts(a, piece, (), signed=last)
-            chunk: dict[str, Any] = {"candidates": [_candidate(a, parts, _FINISH[a.stop] if last else None)]}
+            last = i == len(words) - 1 and not answer.calls
+            parts = _answer_parts(answer, piece, (), signed=last)
+            chunk: dict[str, Any] = {"candidates": [_candidate(answer, parts, _FINISH[answer.stop] if last else None)]}
             chunks.append(chunk)
-        if a.calls or not words:
-            parts = _answer_parts(a, None, a.calls, signed=True)
-            chunks.append({"candidates": [_candidate(a, parts, _FINISH[a.stop])]})
+        if answer.calls or not words:
+            parts = _answer_parts(answer, None, answer.calls, signed=True)
+            chunks.append({"candidates": [_candidate(answer, parts, _FINISH[answer.stop])]})
         for chunk in chunks:
             chunk["modelVersion"] = ex.model
             chunk["responseId"] = ex.response_id
-        chunks[-1]["usageMetadata"] = _usage(a)
+        chunks[-1]["usageMetadata"] = _usage(answer)
     else:
-        thought = [_thought(a.reasoning)] if a.reasoning else []
-        parts = [*thought, *_answer_parts(a, a.text, a.calls, signed=True)]
+        thought = [_thought(answer.reasoning)] if answer.reasoning else []
+        parts = [*thought, *_answer_parts(answer, answer.text, answer.calls, signed=True)]
         body = {
-            "candidates": [_candidate(a, parts, _FINISH[a.stop])],
-            "usageMetadata": _usage(a),
+            "candidates": [_candidate(answer, parts, _FINISH[answer.stop])],
+            "usageMetadata": _usage(answer),
             "modelVersion": ex.model,
             "responseId": ex.response_id,
         }

@@ -114,14 +114,14 @@ _FINISH = {
 }
 
 
-def _usage(a: Answer) -> dict[str, Any]:
+def _usage(answer: Answer) -> dict[str, Any]:
     return {
-        "prompt_tokens": a.input_tokens,
-        "completion_tokens": a.output_tokens,
-        "total_tokens": a.input_tokens + a.output_tokens,
-        "prompt_tokens_details": {"cached_tokens": a.cached_tokens, "audio_tokens": 0},
+        "prompt_tokens": answer.input_tokens,
+        "completion_tokens": answer.output_tokens,
+        "total_tokens": answer.input_tokens + answer.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": answer.cached_tokens, "audio_tokens": 0},
         "completion_tokens_details": {
-            "reasoning_tokens": a.reasoning_tokens,
+            "reasoning_tokens": answer.reasoning_tokens,
             "audio_tokens": 0,
             "accepted_prediction_tokens": 0,
             "rejected_prediction_tokens": 0,
@@ -137,20 +137,25 @@ def headers_of(ex: Exchange) -> Headers:
     )
 
 
-def ok(a: Answer, ex: Exchange) -> Rendered:
+def ok(answer: Answer, ex: Exchange) -> Rendered:
     created = int(time.time())
-    finish = _FINISH[a.stop]
+    finish = _FINISH[answer.stop]
     choice = ex.body.get("tool_choice")
-    if a.stop == "tool" and isinstance(choice, Mapping) and choice.get("type") == "function":
+    if answer.stop == "tool" and isinstance(choice, Mapping) and choice.get("type") == "function":
         finish = "stop"  # a named tool_choice ends with "stop", as the real API does
     if ex.stream:
-        return _stream(a, ex, created, finish)
-    message: dict[str, Any] = {"role": "assistant", "content": a.text, "refusal": a.refusal, "annotations": []}
-    if a.reasoning is not None:
-        message["reasoning_content"] = a.reasoning  # DeepSeek's field, beside the answer
-    if a.calls:
+        return _stream(answer, ex, created, finish)
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": answer.text,
+        "refusal": answer.refusal,
+        "annotations": [],
+    }
+    if answer.reasoning is not None:
+        message["reasoning_content"] = answer.reasoning  # DeepSeek's field, beside the answer
+    if answer.calls:
         message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.text}} for c in a.calls
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.text}} for c in answer.calls
         ]
     body = {
         "id": ex.response_id,
@@ -158,14 +163,14 @@ def ok(a: Answer, ex: Exchange) -> Rendered:
         "created": created,
         "model": ex.model,
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
-        "usage": _usage(a),
+        "usage": _usage(answer),
         "service_tier": "default",
         "system_fingerprint": "fp_fake",
     }
     return _wire.json_answer(200, body, headers_of(ex))
 
 
-def _stream(a: Answer, ex: Exchange, created: int, finish: str) -> Rendered:
+def _stream(answer: Answer, ex: Exchange, created: int, finish: str) -> Rendered:
     options = ex.body.get("stream_options")
     include_usage = isinstance(options, Mapping) and options.get("include_usage") is True
     head = {"id": ex.response_id, "object": "chat.completion.chunk", "created": created, "model": ex.model}
@@ -180,25 +185,25 @@ def _stream(a: Answer, ex: Exchange, created: int, finish: str) -> Rendered:
             obj["usage"] = None
         return b"data: " + dumps(obj) + b"\n\n"
 
-    first: dict[str, Any] = {"role": "assistant", "content": "" if a.refusal is None else None, "refusal": None}
-    if a.refusal is not None:
+    first: dict[str, Any] = {"role": "assistant", "content": "" if answer.refusal is None else None, "refusal": None}
+    if answer.refusal is not None:
         first["refusal"] = ""
     chunks = [chunk(first)]
-    for piece in pieces(a.reasoning) if a.reasoning else ():
+    for piece in pieces(answer.reasoning) if answer.reasoning else ():
         # DeepSeek's shape: the reasoning deltas come first, with a null content
         chunks.append(chunk({"content": None, "reasoning_content": piece}))
-    for piece in pieces(a.text) if a.text else ():
+    for piece in pieces(answer.text) if answer.text else ():
         chunks.append(chunk({"content": piece}))
-    for piece in pieces(a.refusal) if a.refusal else ():
+    for piece in pieces(answer.refusal) if answer.refusal else ():
         chunks.append(chunk({"refusal": piece}))
     calls: list[list[dict[str, Any]]] = []
-    for i, c in enumerate(a.calls):
+    for i, c in enumerate(answer.calls):
         start = {"index": i, "id": c.id, "type": "function", "function": {"name": c.name, "arguments": ""}}
         calls.append([start, *({"index": i, "function": {"arguments": p}} for p in split_args(c.text))])
-    chunks.extend(chunk({"tool_calls": [d]}) for d in (interleaved(calls) if a.interleave else in_turn(calls)))
+    chunks.extend(chunk({"tool_calls": [d]}) for d in (interleaved(calls) if answer.interleave else in_turn(calls)))
     chunks.append(chunk({}, finish))
     if include_usage:
-        chunks.append(b"data: " + dumps({**head, "choices": [], "usage": _usage(a)}) + b"\n\n")
+        chunks.append(b"data: " + dumps({**head, "choices": [], "usage": _usage(answer)}) + b"\n\n")
     chunks.append(b"data: [DONE]\n\n")
     return _wire.stream_answer(chunks, (("content-type", _wire.SSE), *headers_of(ex)))
 

@@ -134,28 +134,28 @@ _OVERFLOW: Final = "Your input exceeds the context window of this model. Please 
 # -- answers -------------------------------------------------------------------------------------
 
 
-def _usage(a: Answer) -> dict[str, Any]:
+def _usage(answer: Answer) -> dict[str, Any]:
     return {
-        "input_tokens": a.input_tokens,
-        "input_tokens_details": {"cached_tokens": a.cached_tokens},
-        "output_tokens": a.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": a.reasoning_tokens},
-        "total_tokens": a.input_tokens + a.output_tokens,
+        "input_tokens": answer.input_tokens,
+        "input_tokens_details": {"cached_tokens": answer.cached_tokens},
+        "output_tokens": answer.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": answer.reasoning_tokens},
+        "total_tokens": answer.input_tokens + answer.output_tokens,
     }
 
 
-def _status(a: Answer) -> tuple[str, dict[str, str] | None]:
-    if a.stop == "length":
+def _status(answer: Answer) -> tuple[str, dict[str, str] | None]:
+    if answer.stop == "length":
         return "incomplete", {"reason": "max_output_tokens"}
-    if a.stop == "filter":
+    if answer.stop == "filter":
         return "incomplete", {"reason": "content_filter"}
     return "completed", None
 
 
-def _response(a: Answer | None, request: Mapping[str, Any], stamp: Stamp) -> dict[str, Any]:
-    """The ``response`` object: ``a`` None for the in-progress snapshot the stream starts with."""
+def _response(answer: Answer | None, request: Mapping[str, Any], stamp: Stamp) -> dict[str, Any]:
+    """The ``response`` object: ``answer`` None for the in-progress snapshot the stream starts with."""
     model, response_id, created = stamp
-    status, details = _status(a) if a is not None else ("in_progress", None)
+    status, details = _status(answer) if answer is not None else ("in_progress", None)
     text = request.get("text")
     fmt = text.get("format") if isinstance(text, Mapping) else None
     reasoning = request.get("reasoning")
@@ -167,18 +167,18 @@ def _response(a: Answer | None, request: Mapping[str, Any], stamp: Stamp) -> dic
         "created_at": created,
         "status": status,
         "background": False,
-        "completed_at": created if a is not None else None,
+        "completed_at": created if answer is not None else None,
         "error": None,
         "incomplete_details": details,
         "instructions": request.get("instructions"),
         "max_output_tokens": request.get("max_output_tokens"),
         "max_tool_calls": None,
         "model": model,
-        "output": _output(a, request, response_id) if a is not None else [],
+        "output": _output(answer, request, response_id) if answer is not None else [],
         "parallel_tool_calls": True,
         "previous_response_id": None,
         "reasoning": {"effort": effort, "summary": summary},
-        "service_tier": "default" if a is not None else "auto",
+        "service_tier": "default" if answer is not None else "auto",
         "store": request.get("store", True),
         "temperature": request.get("temperature", 1.0),
         "text": {"format": fmt if isinstance(fmt, Mapping) else {"type": "text"}, "verbosity": "medium"},
@@ -186,7 +186,7 @@ def _response(a: Answer | None, request: Mapping[str, Any], stamp: Stamp) -> dic
         "tools": request.get("tools") or [],
         "top_p": request.get("top_p", 1.0),
         "truncation": "disabled",
-        "usage": _usage(a) if a is not None else None,
+        "usage": _usage(answer) if answer is not None else None,
         "user": None,
         "metadata": {},
     }
@@ -196,28 +196,28 @@ def _ids(response_id: str) -> str:
     return response_id.removeprefix("resp_")
 
 
-def _reasoning_item(a: Answer, request: Mapping[str, Any], response_id: str) -> dict[str, Any]:
+def _reasoning_item(answer: Answer, request: Mapping[str, Any], response_id: str) -> dict[str, Any]:
     include = request.get("include")
-    encrypted = a.signature if isinstance(include, list) and _ENCRYPTED in include else None
-    summary = [{"type": "summary_text", "text": a.reasoning}] if a.reasoning else []
+    encrypted = answer.signature if isinstance(include, list) and _ENCRYPTED in include else None
+    summary = [{"type": "summary_text", "text": answer.reasoning}] if answer.reasoning else []
     item: dict[str, Any] = {"id": f"rs_{_ids(response_id)}", "type": "reasoning", "summary": summary}
     if encrypted is not None:
         item["encrypted_content"] = encrypted
     return item
 
 
-def _content(a: Answer) -> list[dict[str, Any]]:
-    if a.refusal is not None:
-        return [{"type": "refusal", "refusal": a.refusal}]
-    return [{"type": "output_text", "annotations": [], "logprobs": [], "text": a.text or ""}]
+def _content(answer: Answer) -> list[dict[str, Any]]:
+    if answer.refusal is not None:
+        return [{"type": "refusal", "refusal": answer.refusal}]
+    return [{"type": "output_text", "annotations": [], "logprobs": [], "text": answer.text or ""}]
 
 
-def _message(a: Answer, response_id: str) -> dict[str, Any]:
+def _message(answer: Answer, response_id: str) -> dict[str, Any]:
     return {
         "id": f"msg_{_ids(response_id)}",
         "type": "message",
-        "status": "incomplete" if a.stop == "length" else "completed",
-        "content": _content(a),
+        "status": "incomplete" if answer.stop == "length" else "completed",
+        "content": _content(answer),
         "role": "assistant",
     }
 
@@ -233,28 +233,28 @@ def _custom(request: Mapping[str, Any]) -> frozenset[str]:
     )
 
 
-def _call(c: Call, i: int, response_id: str, custom: frozenset[str] = frozenset()) -> dict[str, Any]:
-    if c.name in custom:  # a freeform tool: its input is text, the scripted call's "input" argument
+def _call(call: Call, index: int, response_id: str, custom: frozenset[str] = frozenset()) -> dict[str, Any]:
+    if call.name in custom:  # a freeform tool: its input is text, the scripted call's "input" argument
         try:
-            args = json.loads(c.text)
+            args = json.loads(call.text)
         except ValueError:
             args = None
         text = args.get("input") if isinstance(args, dict) else None
         return {
-            "id": f"ctc_{_ids(response_id)}_{i}",
+            "id": f"ctc_{_ids(response_id)}_{index}",
             "type": "custom_tool_call",
             "status": "completed",
-            "call_id": c.id,
-            "name": c.name,
-            "input": text if isinstance(text, str) else c.text,
+            "call_id": call.id,
+            "name": call.name,
+            "input": text if isinstance(text, str) else call.text,
         }
     return {
-        "id": f"fc_{_ids(response_id)}_{i}",
+        "id": f"fc_{_ids(response_id)}_{index}",
         "type": "function_call",
         "status": "completed",
-        "arguments": c.text,
-        "call_id": c.id,
-        "name": c.name,
+        "arguments": call.text,
+        "call_id": call.id,
+        "name": call.name,
     }
 
 
@@ -269,26 +269,26 @@ def _searched(request: Mapping[str, Any], response_id: str) -> list[dict[str, An
     return [{"id": f"ws_{_ids(response_id)}", "type": "web_search_call", "status": "completed", "action": action}]
 
 
-def _output(a: Answer, request: Mapping[str, Any], response_id: str) -> list[dict[str, Any]]:
+def _output(answer: Answer, request: Mapping[str, Any], response_id: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = _searched(request, response_id)
-    if a.reasoning is not None:
-        out.append(_reasoning_item(a, request, response_id))
-    if a.text is not None or a.refusal is not None:
-        out.append(_message(a, response_id))
+    if answer.reasoning is not None:
+        out.append(_reasoning_item(answer, request, response_id))
+    if answer.text is not None or answer.refusal is not None:
+        out.append(_message(answer, response_id))
     custom = _custom(request)
-    out.extend(_call(c, i, response_id, custom) for i, c in enumerate(a.calls))
+    out.extend(_call(c, i, response_id, custom) for i, c in enumerate(answer.calls))
     return out
 
 
-def response_body(a: Answer, request: Mapping[str, Any], stamp: Stamp) -> dict[str, Any]:
+def response_body(answer: Answer, request: Mapping[str, Any], stamp: Stamp) -> dict[str, Any]:
     """The JSON body of a non-streaming answer."""
-    return _response(a, request, stamp)
+    return _response(answer, request, stamp)
 
 
-def stream_events(a: Answer, request: Mapping[str, Any], stamp: Stamp) -> list[bytes]:
+def stream_events(answer: Answer, request: Mapping[str, Any], stamp: Stamp) -> list[bytes]:
     """The SSE events of a streamed answer, one per element."""
     head = _response(None, request, stamp)
-    final = _response(a, request, stamp)
+    final = _response(answer, request, stamp)
     events: list[dict[str, Any]] = [
         {"type": "response.created", "response": head},
         {"type": "response.in_progress", "response": head},
@@ -298,7 +298,7 @@ def stream_events(a: Answer, request: Mapping[str, Any], stamp: Stamp) -> list[b
     for at, item in enumerate(plain):
         events.extend(_item_events(item, at))
     calls = [_item_events(item, len(plain) + i) for i, item in enumerate(i for i in items if i not in plain)]
-    events.extend(interleaved(calls) if a.interleave else in_turn(calls))
+    events.extend(interleaved(calls) if answer.interleave else in_turn(calls))
     terminal = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
     events.append({"type": terminal, "response": final})
     return [_sse(ev, n) for n, ev in enumerate(events)]
@@ -373,12 +373,12 @@ def _failure(type_: str, code: str, message: str, stamp: Stamp, *, sequence: int
 # -- the HTTP answers ----------------------------------------------------------------------------
 
 
-def ok(a: Answer, ex: Exchange) -> Rendered:
+def ok(answer: Answer, ex: Exchange) -> Rendered:
     stamp = Stamp(ex.model, ex.response_id, int(time.time()))
     if ex.stream:
-        chunks = stream_events(a, ex.body, stamp)
+        chunks = stream_events(answer, ex.body, stamp)
         return _wire.stream_answer(chunks, (("content-type", _wire.SSE), *_openai.headers_of(ex)))
-    return _wire.json_answer(200, response_body(a, ex.body, stamp), _openai.headers_of(ex))
+    return _wire.json_answer(200, response_body(answer, ex.body, stamp), _openai.headers_of(ex))
 
 
 def error(reply: Reply, ex: Exchange) -> Rendered:

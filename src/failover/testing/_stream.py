@@ -74,26 +74,26 @@ def beats(events: Sequence[bytes], timing: Timing) -> Iterator[Beat]:
         yield Beat(t + timing.tail, b"", BeatKind.DROP if timing.drop else BeatKind.END)
 
 
-def _silence(t: float, gap: float | None, timing: Timing) -> Iterator[Beat]:
+def _silence(at: float, gap: float | None, timing: Timing) -> Iterator[Beat]:
     every = timing.heartbeat_interval
     if every is None or not timing.heartbeat:
         if gap is None:
-            yield Beat(t, b"", BeatKind.NEVER)
+            yield Beat(at, b"", BeatKind.NEVER)
         return
     k = 1
     while gap is None or k * every < gap - _EPSILON:
-        yield from _pieces(t + k * every, timing.heartbeat, BeatKind.HEARTBEAT, timing.split_bytes)
+        yield from _pieces(at + k * every, timing.heartbeat, BeatKind.HEARTBEAT, timing.split_bytes)
         k += 1
 
 
-def _pieces(t: float, data: bytes, kind: BeatKind, split: int | None) -> Iterator[Beat]:
+def _pieces(at: float, data: bytes, kind: BeatKind, split: int | None) -> Iterator[Beat]:
     if split is None or len(data) <= split:
-        yield Beat(t, data, kind)
+        yield Beat(at, data, kind)
         return
     last = (len(data) - 1) // split * split
     for i in range(0, len(data), split):
         piece_kind = kind if i == last or kind is BeatKind.HEARTBEAT else BeatKind.PIECE
-        yield Beat(t, data[i : i + split], piece_kind)
+        yield Beat(at, data[i : i + split], piece_kind)
 
 
 class Dropped(Exception):

@@ -160,9 +160,12 @@ def checks_anything(request: Request, contract: Contract | None = None) -> bool:
     return contract is not None and (contract.no_tool_calls or _constrains_output(contract))
 
 
-def _constrains_output(c: Contract) -> bool:
+def _constrains_output(contract: Contract) -> bool:
     return bool(
-        c.max_output_chars is not None or c.min_output_chars is not None or c.output_languages or c.forbidden_patterns
+        contract.max_output_chars is not None
+        or contract.min_output_chars is not None
+        or contract.output_languages
+        or contract.forbidden_patterns
     )
 
 

@@ -193,9 +193,9 @@ class SharedBreakers:
         return out
 
 
-def shared_reason(b: CircuitBreaker, view: BreakerView, probes: int) -> str:
-    """Why the store rejected an admission to ``b``, as the in-process breaker would say it."""
+def shared_reason(breaker: CircuitBreaker, view: BreakerView, probes: int) -> str:
+    """Why the store rejected an admission to ``breaker``, as the in-process breaker would say it."""
     if view.state == "open":
-        return f"{b.label()} open for {view.retry_in or 0.0:.1f}s more ({view.why})"
-    prefix = "half-open" if b.layer == "target" else "key+model half-open"
+        return f"{breaker.label()} open for {view.retry_in or 0.0:.1f}s more ({view.why})"
+    prefix = "half-open" if breaker.layer == "target" else "key+model half-open"
     return f"{prefix}: {view.probes} probes already in flight"

@@ -373,26 +373,26 @@ class BucketSet:
         return worst, cast(Dimension, dim)
 
     def fit(
-        self, buckets: Mapping[str, Bucket], amounts: Mapping[str, float], t: float, binding: Dimension
+        self, buckets: Mapping[str, Bucket], amounts: Mapping[str, float], start: float, binding: Dimension
     ) -> tuple[float, Dimension]:
-        """The earliest time from ``t`` at which every bucket allows ``amounts``.
+        """The earliest time from ``start`` at which every bucket allows ``amounts``.
 
         ``buckets`` are a projection's copies (:meth:`clones`), on which the requests ahead
-        have already been charged. ``binding`` is what held the queue up until ``t``; it stays
+        have already been charged. ``binding`` is what held the queue up until ``start``; it stays
         the answer unless this request must wait longer for one of its own dimensions.
         """
-        if self.blocked_until > t:
-            t, binding = self.blocked_until, "retry_after"
+        if self.blocked_until > start:
+            start, binding = self.blocked_until, "retry_after"
         for _ in range(8):  # availability only grows with time: one step, a few for float dust
             worst = 0.0
             for d, amount in amounts.items():
-                w = buckets[d].time_until(amount, t)
+                w = buckets[d].time_until(amount, start)
                 if w > worst:
                     worst, binding = w, cast(Dimension, d)
             if worst <= 0 or math.isinf(worst):
-                return t + worst, binding
-            t += worst
-        return t, binding
+                return start + worst, binding
+            start += worst
+        return start, binding
 
     def clones(self) -> dict[str, Bucket]:
         return {d: b.clone() for d, b in self.buckets.items()}

@@ -100,8 +100,8 @@ class CapacityReport:
         return sum(t.max_qps for t in self.targets)
 
 
-def _ratio(a: float, b: float) -> float:
-    return a / b if b > 0 else math.inf
+def _ratio(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator > 0 else math.inf
 
 
 def plan_capacity(
@@ -198,30 +198,30 @@ def _trim(text: str) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def _num(x: float) -> str:
+def _num(value: float) -> str:
     """7,200,000 -> 7.2M; 960,000 -> 960K; 1,200 -> 1,200."""
-    if math.isinf(x):
+    if math.isinf(value):
         return "unlimited"
-    if x >= 1e6:
-        return _trim(f"{x / 1e6:.2f}") + "M"
-    if x >= 1e5:
-        return _trim(f"{x / 1e3:.1f}") + "K"
-    return f"{x:,.0f}" if x == int(x) else _trim(f"{x:,.1f}")
+    if value >= 1e6:
+        return _trim(f"{value / 1e6:.2f}") + "M"
+    if value >= 1e5:
+        return _trim(f"{value / 1e3:.1f}") + "K"
+    return f"{value:,.0f}" if value == int(value) else _trim(f"{value:,.1f}")
 
 
-def _pct(x: float | None) -> str:
+def _pct(fraction: float | None) -> str:
     """Rounded down, so coverage is never overstated: 0.05556 -> 5.5%."""
-    if x is None or math.isinf(x):
+    if fraction is None or math.isinf(fraction):
         return "-"
-    return f"{math.floor(x * 1000 + 1e-9) / 10:.1f}%"
+    return f"{math.floor(fraction * 1000 + 1e-9) / 10:.1f}%"
 
 
-def _qps(x: float) -> str:
-    if math.isinf(x):
+def _qps(rate: float) -> str:
+    if math.isinf(rate):
         return "unlimited"
-    if x >= 100:
-        return f"{math.floor(x):,}"
-    return _trim(f"{math.floor(x * 100 + 1e-9) / 100:.2f}")
+    if rate >= 100:
+        return f"{math.floor(rate):,}"
+    return _trim(f"{math.floor(rate * 100 + 1e-9) / 100:.2f}")
 
 
 def _label(plan: TargetPlan, dimension: str | None) -> str:

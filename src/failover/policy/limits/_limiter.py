@@ -562,19 +562,19 @@ class TargetLimiter:
     def _slot_free(self) -> bool:
         return self._concurrency is None or self._in_flight < self._concurrency
 
-    def _grant(self, w: Waiter[Reservation], now: float) -> Reservation:
-        self._quota.charge(w.amounts, now)
+    def _grant(self, waiter: Waiter[Reservation], now: float) -> Reservation:
+        self._quota.charge(waiter.amounts, now)
         self._in_flight += 1
         self._granted += 1
         res = Reservation(
             self,
-            tenant=w.tenant,
-            input_tokens=w.input_tokens,
-            max_output_tokens=w.max_output_tokens,
-            in_part=w.in_part,
-            out_part=w.out_part,
+            tenant=waiter.tenant,
+            input_tokens=waiter.input_tokens,
+            max_output_tokens=waiter.max_output_tokens,
+            in_part=waiter.in_part,
+            out_part=waiter.out_part,
             granted_at=now,
-            waited=now - w.enqueued_at,
+            waited=now - waiter.enqueued_at,
         )
         self._calibration.granted(res, now)
         return res

@@ -65,8 +65,8 @@ class LimitWaitTooLong(FailoverError):
         super().__init__(reason)
 
 
-def _fmt(n: float) -> str:
-    return f"{n:,.0f}" if n == int(n) else f"{n:,.1f}"
+def _fmt(amount: float) -> str:
+    return f"{amount:,.0f}" if amount == int(amount) else f"{amount:,.1f}"
 
 
 def too_large(dim: str, amount: float, cap: float, *, quota: int, safety: float, left: float) -> LimitWaitTooLong:
@@ -112,8 +112,8 @@ class Waiter(Generic[G]):
     future: asyncio.Future[G] | None = None
 
 
-def _key(w: Waiter[G]) -> tuple[float, int]:
-    return (w.start, w.seq)
+def _key(waiter: Waiter[G]) -> tuple[float, int]:
+    return (waiter.start, waiter.seq)
 
 
 @dataclass(slots=True)
@@ -194,42 +194,42 @@ class FairQueue(Generic[G]):
             cost=max(cost, 1e-9),
         )
 
-    def tag(self, w: Waiter[G]) -> None:
-        """Give ``w`` its place in its tenant's share: start where the tenant's last request finished."""
-        ten = self._tenants.get(w.tenant)
+    def tag(self, waiter: Waiter[G]) -> None:
+        """Give ``waiter`` its place in its tenant's share: start where the tenant's last request finished."""
+        ten = self._tenants.get(waiter.tenant)
         if ten is None:
-            ten = self._tenants[w.tenant] = _Tenant()
-        w.start = max(self._vtime, ten.last_finish)
-        w.finish = w.start + w.cost
+            ten = self._tenants[waiter.tenant] = _Tenant()
+        waiter.start = max(self._vtime, ten.last_finish)
+        waiter.finish = waiter.start + waiter.cost
 
-    def admit(self, w: Waiter[G]) -> None:
-        """``w`` is granted without queueing (nobody ahead, everything free): account for its share."""
-        self._tenants[w.tenant].last_finish = w.finish
+    def admit(self, waiter: Waiter[G]) -> None:
+        """``waiter`` is granted without queueing (nobody ahead, everything free): account for its share."""
+        self._tenants[waiter.tenant].last_finish = waiter.finish
         self._projection = None
-        self._vtime = max(self._vtime, w.start)
+        self._vtime = max(self._vtime, waiter.start)
 
-    def enqueue(self, w: Waiter[G], blocking: Dimension, now: float) -> asyncio.Future[G]:
-        """Queue ``w`` (after :meth:`estimate` found it can make its deadline); its grant arrives on the future."""
-        ten = self._tenants[w.tenant]
-        w.blocking = blocking
-        ten.last_finish = w.finish
-        ten.queue.append(w)  # tags only grow within a tenant: its FIFO stays sorted
-        w.queued = True
+    def enqueue(self, waiter: Waiter[G], blocking: Dimension, now: float) -> asyncio.Future[G]:
+        """Queue ``waiter`` (after :meth:`estimate` found it can make its deadline); its grant arrives on the future."""
+        ten = self._tenants[waiter.tenant]
+        waiter.blocking = blocking
+        ten.last_finish = waiter.finish
+        ten.queue.append(waiter)  # tags only grow within a tenant: its FIFO stays sorted
+        waiter.queued = True
         self._queued += 1
         fut: asyncio.Future[G] = asyncio.get_running_loop().create_future()
-        w.future = fut
+        waiter.future = fut
         if self._quota.buckets and self._projection is None:  # it joined ahead of others: they may not fit now
             self._recheck(now)
         self.pump()
         return fut
 
-    def abandon(self, w: Waiter[G]) -> None:
+    def abandon(self, waiter: Waiter[G]) -> None:
         """The caller stopped waiting: leave the queue, or give back a grant nobody will use."""
-        fut = w.future
+        fut = waiter.future
         if fut is not None and fut.done() and not fut.cancelled() and fut.exception() is None:
             fut.result().release(sent=False)  # granted in the same instant as the cancellation
             return
-        if self._dequeue(w):
+        if self._dequeue(waiter):
             self._projection = None
             self.pump()
 
@@ -245,8 +245,8 @@ class FairQueue(Generic[G]):
         """Every queued request, in the order it will be served."""
         return heapq.merge(*(t.queue for t in self._tenants.values()), key=_key)
 
-    def estimate(self, w: Waiter[G], now: float) -> tuple[float, Dimension, int]:
-        """When ``w`` would be granted behind the requests queued ahead of it (a lower bound)."""
+    def estimate(self, waiter: Waiter[G], now: float) -> tuple[float, Dimension, int]:
+        """When ``waiter`` would be granted behind the requests queued ahead of it (a lower bound)."""
         quota = self._quota
         if not quota.buckets:
             return max(now, quota.blocked_until), "retry_after" if quota.blocked_until > now else "concurrency", 0
@@ -254,19 +254,19 @@ class FairQueue(Generic[G]):
             self._recheck(now)
         p = self._projection
         assert p is not None
-        if p.last is None or p.last < _key(w):  # joins at the tail: extend the projection
-            at, dim = quota.fit(p.buckets, w.amounts, max(p.t, now), p.dim)
-            if at < w.deadline_at and not math.isinf(at):
-                for d, amount in w.amounts.items():
+        if p.last is None or p.last < _key(waiter):  # joins at the tail: extend the projection
+            at, dim = quota.fit(p.buckets, waiter.amounts, max(p.t, now), p.dim)
+            if at < waiter.deadline_at and not math.isinf(at):
+                for d, amount in waiter.amounts.items():
                     p.buckets[d].charge(amount, at)
-                p.t, p.dim, p.last = at, dim, _key(w)
+                p.t, p.dim, p.last = at, dim, _key(waiter)
                 p.count += 1
-            return at, dim, p.count - (1 if p.last == _key(w) else 0)
+            return at, dim, p.count - (1 if p.last == _key(waiter) else 0)
         # Joins ahead of others (another tenant's turn): simulate the requests ahead of it.
         buckets = quota.clones()
         t, dim, ahead = now, self._idle_dim(), 0
         for other in self._order():
-            if _key(other) > _key(w):
+            if _key(other) > _key(waiter):
                 break
             at, other_dim = quota.fit(buckets, other.amounts, t, dim)
             if at >= other.deadline_at:
@@ -274,7 +274,7 @@ class FairQueue(Generic[G]):
             for d, amount in other.amounts.items():
                 buckets[d].charge(amount, at)
             t, dim, ahead = at, other_dim, ahead + 1
-        at, dim = quota.fit(buckets, w.amounts, t, dim)
+        at, dim = quota.fit(buckets, waiter.amounts, t, dim)
         self._projection = None  # those behind it now wait longer: recheck once it is queued
         return at, dim, ahead
 
@@ -323,24 +323,24 @@ class FairQueue(Generic[G]):
             del self._tenants[name]
         return head
 
-    def _dequeue(self, w: Waiter[G], *, granted: bool = False) -> bool:
-        if not w.queued:
+    def _dequeue(self, waiter: Waiter[G], *, granted: bool = False) -> bool:
+        if not waiter.queued:
             return False
-        ten = self._tenants[w.tenant]
-        ten.queue.remove(w)
-        w.queued = False
+        ten = self._tenants[waiter.tenant]
+        ten.queue.remove(waiter)
+        waiter.queued = False
         self._queued -= 1
         if not granted and not ten.queue:  # its last request left unserved: no share consumed
-            ten.last_finish = min(ten.last_finish, max(self._vtime, w.start))
+            ten.last_finish = min(ten.last_finish, max(self._vtime, waiter.start))
         return True
 
-    def _reject(self, w: Waiter[G], error: LimitWaitTooLong, *, keep: bool = False) -> None:
-        self._dequeue(w)
+    def _reject(self, waiter: Waiter[G], error: LimitWaitTooLong, *, keep: bool = False) -> None:
+        self._dequeue(waiter)
         if not keep:
             self._projection = None
         self.rejected += 1
-        if w.future is not None and not w.future.done():
-            w.future.set_exception(error)
+        if waiter.future is not None and not waiter.future.done():
+            waiter.future.set_exception(error)
 
     def pump(self) -> None:
         """Grant queued requests, head first, while buckets and slots allow; then set a timer."""

@@ -207,10 +207,10 @@ def _merge_headers(headers: dict[str, str], extra: Mapping[str, str]) -> None:
         headers[have] = ",".join(items)
 
 
-def _hoisted(m: Message, inline: bool) -> bool:
-    """Whether ``m`` goes into the top-level ``system``: every system message, but a client's
+def _hoisted(message: Message, inline: bool) -> bool:
+    """Whether ``message`` goes into the top-level ``system``: every system message, but a client's
     mid-conversation one (``Message.inline``) where it can stay in place (``inline``)."""
-    return m.role == "system" and not (inline and m.inline is not None)
+    return message.role == "system" and not (inline and message.inline is not None)
 
 
 def _system(messages: tuple[Message, ...], inline: bool = False) -> str | list[dict[str, Any]]:
@@ -264,17 +264,17 @@ def _messages(messages: tuple[Message, ...], inline: bool = False) -> list[dict[
     return out
 
 
-def _part(p: TextPart | ImagePart) -> dict[str, Any]:
+def _part(part: TextPart | ImagePart) -> dict[str, Any]:
     out: dict[str, Any]
-    if isinstance(p, TextPart):
-        out = {"type": "text", "text": p.text}
-    elif p.is_data:
-        media_type, data = p.data()
+    if isinstance(part, TextPart):
+        out = {"type": "text", "text": part.text}
+    elif part.is_data:
+        media_type, data = part.data()
         out = {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
     else:
-        out = {"type": "image", "source": {"type": "url", "url": p.url}}
-    if p.cache_control is not None:
-        out["cache_control"] = p.cache_control
+        out = {"type": "image", "source": {"type": "url", "url": part.url}}
+    if part.cache_control is not None:
+        out["cache_control"] = part.cache_control
     return out
 
 
@@ -285,14 +285,14 @@ def _tool_use(tc: ToolCall) -> dict[str, Any]:
     return out
 
 
-def _tool(t: Tool) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": t.name, "input_schema": dict(t.parameters)}
-    if t.description:
-        out["description"] = t.description
-    if t.strict:
+def _tool(tool: Tool) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": tool.name, "input_schema": dict(tool.parameters)}
+    if tool.description:
+        out["description"] = tool.description
+    if tool.strict:
         out["strict"] = True  # strict tool use (structured outputs); older models reject the key
-    if t.cache_control is not None:
-        out["cache_control"] = t.cache_control
+    if tool.cache_control is not None:
+        out["cache_control"] = tool.cache_control
     return out
 
 
@@ -300,7 +300,7 @@ _THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
 
 
-def _thinking_block(r: Reasoning) -> dict[str, Any] | None:
+def _thinking_block(reasoning: Reasoning) -> dict[str, Any] | None:
     """A reasoning block as the API takes it back, or None when the API cannot take it.
 
     Only blocks in Anthropic's format (another provider's thinking means nothing here; the
@@ -310,12 +310,12 @@ def _thinking_block(r: Reasoning) -> dict[str, Any] | None:
     cut before its ``signature_delta``) cannot be verified by the API, which refuses the
     request: it is left out.
     """
-    if r.source != AnthropicDialect.reasoning_source:
+    if reasoning.source != AnthropicDialect.reasoning_source:
         return None
-    if r.redacted is not None:
-        return {"type": "redacted_thinking", "data": r.redacted}
-    if r.signature:
-        return {"type": "thinking", "thinking": r.text, "signature": r.signature}
+    if reasoning.redacted is not None:
+        return {"type": "redacted_thinking", "data": reasoning.redacted}
+    if reasoning.signature:
+        return {"type": "thinking", "thinking": reasoning.text, "signature": reasoning.signature}
     return None
 
 

@@ -160,15 +160,15 @@ def judge(result: Response, status: int, meta: HeaderMeta) -> Response | Failure
     return result
 
 
-def usage_of(u: dict[str, Any]) -> Usage:
+def usage_of(raw: dict[str, Any]) -> Usage:
     # input_tokens counts only the uncached part; cache reads and writes are billed input too.
-    cache_read = as_int(u.get("cache_read_input_tokens"))
+    cache_read = as_int(raw.get("cache_read_input_tokens"))
     return Usage(
-        input_tokens=as_int(u.get("input_tokens")) + cache_read + as_int(u.get("cache_creation_input_tokens")),
-        output_tokens=as_int(u.get("output_tokens")),
+        input_tokens=as_int(raw.get("input_tokens")) + cache_read + as_int(raw.get("cache_creation_input_tokens")),
+        output_tokens=as_int(raw.get("output_tokens")),
         cached_input_tokens=cache_read,
         # thinking_tokens is newer than the samples; it is part of output_tokens.
-        reasoning_tokens=as_int(as_dict(u.get("output_tokens_details")).get("thinking_tokens")),
+        reasoning_tokens=as_int(as_dict(raw.get("output_tokens_details")).get("thinking_tokens")),
     )
 
 

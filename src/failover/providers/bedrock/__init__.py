@@ -202,15 +202,15 @@ def tool_use_id(call_id: str | None) -> str:
     return text or "tooluse_0"
 
 
-def _part(p: TextPart | ImagePart) -> dict[str, Any] | None:
-    if isinstance(p, TextPart):
-        return {"text": p.text} if p.text else None
-    if p.is_data:
-        media_type, data = p.data()
+def _part(part: TextPart | ImagePart) -> dict[str, Any] | None:
+    if isinstance(part, TextPart):
+        return {"text": part.text} if part.text else None
+    if part.is_data:
+        media_type, data = part.data()
         return {"image": {"format": _image_format(media_type), "source": {"bytes": data}}}
     # Converse takes image bytes or an S3 location; any other URL is the provider's to refuse.
-    guessed, _ = mimetypes.guess_type(urlsplit(p.url).path)
-    return {"image": {"format": _image_format(guessed or ""), "source": {"s3Location": {"uri": p.url}}}}
+    guessed, _ = mimetypes.guess_type(urlsplit(part.url).path)
+    return {"image": {"format": _image_format(guessed or ""), "source": {"s3Location": {"uri": part.url}}}}
 
 
 def _image_format(media_type: str) -> str:
@@ -218,25 +218,25 @@ def _image_format(media_type: str) -> str:
     return _IMAGE_FORMATS.get(kind) or kind.rpartition("/")[2] or "png"
 
 
-def _reasoning_block(r: Reasoning) -> dict[str, Any] | None:
+def _reasoning_block(reasoning: Reasoning) -> dict[str, Any] | None:
     """A reasoning block as Converse takes it back (Claude's thinking), or None.
 
     Like the Anthropic dialect: a block without a signature (nothing lets the model verify
     it) is left out, and so is one of another format."""
-    if r.source != REASONING_SOURCE:
+    if reasoning.source != REASONING_SOURCE:
         return None
-    if r.redacted is not None:
-        return {"reasoningContent": {"redactedContent": r.redacted}}
-    if r.signature:
-        return {"reasoningContent": {"reasoningText": {"text": r.text, "signature": r.signature}}}
+    if reasoning.redacted is not None:
+        return {"reasoningContent": {"redactedContent": reasoning.redacted}}
+    if reasoning.signature:
+        return {"reasoningContent": {"reasoningText": {"text": reasoning.text, "signature": reasoning.signature}}}
     return None
 
 
-def _tool_spec(t: Tool) -> dict[str, Any]:
-    spec: dict[str, Any] = {"name": t.name, "inputSchema": {"json": dict(t.parameters)}}
-    if t.description:
-        spec["description"] = t.description
-    if t.strict:
+def _tool_spec(tool: Tool) -> dict[str, Any]:
+    spec: dict[str, Any] = {"name": tool.name, "inputSchema": {"json": dict(tool.parameters)}}
+    if tool.description:
+        spec["description"] = tool.description
+    if tool.strict:
         spec["strict"] = True
     return {"toolSpec": spec}
 

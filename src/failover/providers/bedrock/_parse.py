@@ -199,12 +199,12 @@ def judge(result: Response, status: int, meta: HeaderMeta) -> Response | Failure
     return result
 
 
-def usage_of(u: dict[str, Any]) -> Usage:
+def usage_of(raw: dict[str, Any]) -> Usage:
     # inputTokens counts only the uncached part; cache reads and writes are billed input too.
-    cache_read = as_int(u.get("cacheReadInputTokens"))
+    cache_read = as_int(raw.get("cacheReadInputTokens"))
     return Usage(
-        input_tokens=as_int(u.get("inputTokens")) + cache_read + as_int(u.get("cacheWriteInputTokens")),
-        output_tokens=as_int(u.get("outputTokens")),
+        input_tokens=as_int(raw.get("inputTokens")) + cache_read + as_int(raw.get("cacheWriteInputTokens")),
+        output_tokens=as_int(raw.get("outputTokens")),
         cached_input_tokens=cache_read,
     )
 

@@ -198,7 +198,7 @@ def _contents(messages: tuple[Message, ...], signature: bool) -> list[dict[str, 
     return out
 
 
-def _model_parts(m: Message, sentinel: bool) -> list[dict[str, Any]]:
+def _model_parts(message: Message, sentinel: bool) -> list[dict[str, Any]]:
     """A model turn's parts, each with the thoughtSignature it came with.
 
     Gemini puts signatures on parts: a thought part, the first functionCall part of each step
@@ -215,9 +215,9 @@ def _model_parts(m: Message, sentinel: bool) -> list[dict[str, Any]]:
     Message keeps one text). A Gemini 3 turn whose first call has no signature gets the
     documented sentinel.
     """
-    if not m.text and not m.tool_calls:
+    if not message.text and not message.tool_calls:
         return []  # the API rejects a content without parts; thinking alone answers nothing
-    blocks = [r for r in m.reasoning if r.source == GeminiDialect.reasoning_source]
+    blocks = [r for r in message.reasoning if r.source == GeminiDialect.reasoning_source]
     parts: list[dict[str, Any]] = []
     for r in blocks:
         if r.text:
@@ -227,7 +227,7 @@ def _model_parts(m: Message, sentinel: bool) -> list[dict[str, Any]]:
             parts.append(thought)
     bare = [r.signature for r in blocks if not r.text and r.signature]
     calls: list[dict[str, Any]] = []
-    for i, tc in enumerate(m.tool_calls):
+    for i, tc in enumerate(message.tool_calls):
         call: dict[str, Any] = {"functionCall": {"name": tc.name, "args": tool_input(tc)}}
         if i < len(bare):
             call["thoughtSignature"] = bare[i]
@@ -235,8 +235,8 @@ def _model_parts(m: Message, sentinel: bool) -> list[dict[str, Any]]:
             call["thoughtSignature"] = _SKIP_SIGNATURE
         calls.append(call)
     rest = bare[len(calls) :]
-    if m.text:
-        text: dict[str, Any] = {"text": m.text}
+    if message.text:
+        text: dict[str, Any] = {"text": message.text}
         if rest:
             text["thoughtSignature"] = rest.pop(0)
         parts.append(text)
@@ -245,25 +245,25 @@ def _model_parts(m: Message, sentinel: bool) -> list[dict[str, Any]]:
     return parts
 
 
-def _part(p: TextPart | ImagePart) -> dict[str, Any]:
-    if isinstance(p, TextPart):
-        return {"text": p.text}
-    if p.is_data:
-        media_type, data = p.data()
+def _part(part: TextPart | ImagePart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"text": part.text}
+    if part.is_data:
+        media_type, data = part.data()
         return {"inlineData": {"mimeType": media_type, "data": data}}
-    file_data: dict[str, Any] = {"fileUri": p.url}
-    guessed, _ = mimetypes.guess_type(urlsplit(p.url).path)
+    file_data: dict[str, Any] = {"fileUri": part.url}
+    guessed, _ = mimetypes.guess_type(urlsplit(part.url).path)
     if guessed:  # optional in FileData; sent when the URL's extension says it
         file_data["mimeType"] = guessed
     return {"fileData": file_data}
 
 
-def _declaration(t: Tool) -> dict[str, Any]:
+def _declaration(tool: Tool) -> dict[str, Any]:
     # parametersJsonSchema takes standard JSON Schema (additionalProperties, $defs, anyOf);
     # the older "parameters" takes an OpenAPI subset that rejects common schemas.
-    out: dict[str, Any] = {"name": t.name, "parametersJsonSchema": dict(t.parameters)}
-    if t.description:
-        out["description"] = t.description
+    out: dict[str, Any] = {"name": tool.name, "parametersJsonSchema": dict(tool.parameters)}
+    if tool.description:
+        out["description"] = tool.description
     return out
 
 

@@ -54,14 +54,14 @@ def parse_generation(body: dict[str, Any], status: int, meta: HeaderMeta, origin
     return judge(result, as_str(candidate.get("finishMessage")), status, meta)
 
 
-def usage_of(u: dict[str, Any]) -> Usage:
-    thoughts = as_int(u.get("thoughtsTokenCount"))
+def usage_of(raw: dict[str, Any]) -> Usage:
+    thoughts = as_int(raw.get("thoughtsTokenCount"))
     return Usage(
         # toolUsePromptTokenCount (results of built-in tools fed back in) is billed as input.
-        input_tokens=as_int(u.get("promptTokenCount")) + as_int(u.get("toolUsePromptTokenCount")),
+        input_tokens=as_int(raw.get("promptTokenCount")) + as_int(raw.get("toolUsePromptTokenCount")),
         # candidatesTokenCount excludes thinking, which is billed as output.
-        output_tokens=as_int(u.get("candidatesTokenCount")) + thoughts,
-        cached_input_tokens=as_int(u.get("cachedContentTokenCount")),
+        output_tokens=as_int(raw.get("candidatesTokenCount")) + thoughts,
+        cached_input_tokens=as_int(raw.get("cachedContentTokenCount")),
         reasoning_tokens=thoughts,
     )
 

@@ -186,47 +186,47 @@ def _max_tokens_field(target: Target) -> str:
     return "max_tokens"
 
 
-def _message(m: Message) -> dict[str, Any]:
-    if m.role == "tool":
-        return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.text}
-    out: dict[str, Any] = {"role": m.role}
-    if m.role == "assistant":
+def _message(message: Message) -> dict[str, Any]:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.text}
+    out: dict[str, Any] = {"role": message.role}
+    if message.role == "assistant":
         # content may be null when the turn is only tool calls (the API's own shape).
-        out["content"] = m.text if (m.text or not m.tool_calls) else None
-        if m.tool_calls:
+        out["content"] = message.text if (message.text or not message.tool_calls) else None
+        if message.tool_calls:
             out["tool_calls"] = [
                 {
                     "id": tc.id,
                     "type": "function",
                     "function": {"name": tc.name, "arguments": _arguments_text(tc)},
                 }
-                for tc in m.tool_calls
+                for tc in message.tool_calls
             ]
             # The turn's reasoning goes back only beside its tool calls: DeepSeek's thinking mode
             # (and Moonshot's) refuses a tool-call turn without it (400) and ignores it on any
             # other turn, while servers that do not know the field may refuse it anywhere. The
             # router has already left out what this target cannot read; of the rest, only this
             # format's text is sent (another format's signatures have no place here).
-            thought = [r.text for r in m.reasoning if r.source == _SOURCE]
+            thought = [r.text for r in message.reasoning if r.source == _SOURCE]
             if thought:
                 out["reasoning_content"] = "".join(thought)
-    elif len(m.content) == 1 and isinstance(m.content[0], TextPart):
-        out["content"] = m.content[0].text  # the compact form every compatible server accepts
-    elif m.role == "system":
-        out["content"] = m.text  # system content parts are text only
+    elif len(message.content) == 1 and isinstance(message.content[0], TextPart):
+        out["content"] = message.content[0].text  # the compact form every compatible server accepts
+    elif message.role == "system":
+        out["content"] = message.text  # system content parts are text only
     else:
-        out["content"] = [_part(p) for p in m.content]
-    if m.name:
-        out["name"] = m.name
+        out["content"] = [_part(p) for p in message.content]
+    if message.name:
+        out["name"] = message.name
     return out
 
 
-def _part(p: TextPart | ImagePart) -> dict[str, Any]:
-    if isinstance(p, TextPart):
-        return {"type": "text", "text": p.text}
-    image: dict[str, Any] = {"url": p.url}
-    if p.detail is not None:
-        image["detail"] = p.detail
+def _part(part: TextPart | ImagePart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    image: dict[str, Any] = {"url": part.url}
+    if part.detail is not None:
+        image["detail"] = part.detail
     return {"type": "image_url", "image_url": image}
 
 
@@ -236,11 +236,11 @@ def _arguments_text(tc: ToolCall) -> str:
     return json.dumps(dict(tc.parsed) if tc.parsed is not None else {}, separators=(",", ":"))
 
 
-def _tool(t: Tool) -> dict[str, Any]:
-    fn: dict[str, Any] = {"name": t.name, "parameters": dict(t.parameters)}
-    if t.description:
-        fn["description"] = t.description
-    if t.strict:
+def _tool(tool: Tool) -> dict[str, Any]:
+    fn: dict[str, Any] = {"name": tool.name, "parameters": dict(tool.parameters)}
+    if tool.description:
+        fn["description"] = tool.description
+    if tool.strict:
         # Sent only when asked for: some compatible servers reject the unknown key.
         fn["strict"] = True
     return {"type": "function", "function": fn}
@@ -381,15 +381,15 @@ def _content_text(content: Any) -> str:
     return "".join(p for p in parts if p)
 
 
-def _usage(u: dict[str, Any]) -> Usage:
-    prompt = as_dict(u.get("prompt_tokens_details"))
-    completion = as_dict(u.get("completion_tokens_details"))
+def _usage(raw: dict[str, Any]) -> Usage:
+    prompt = as_dict(raw.get("prompt_tokens_details"))
+    completion = as_dict(raw.get("completion_tokens_details"))
     cached = as_int(prompt.get("cached_tokens"))
     if not cached:
-        cached = as_int(u.get("prompt_cache_hit_tokens"))  # DeepSeek's name for it
+        cached = as_int(raw.get("prompt_cache_hit_tokens"))  # DeepSeek's name for it
     return Usage(
-        input_tokens=as_int(u.get("prompt_tokens")),
-        output_tokens=as_int(u.get("completion_tokens")),
+        input_tokens=as_int(raw.get("prompt_tokens")),
+        output_tokens=as_int(raw.get("completion_tokens")),
         cached_input_tokens=cached,
         reasoning_tokens=as_int(completion.get("reasoning_tokens")),
     )

@@ -215,25 +215,25 @@ def _extra(target: Target, name: str) -> str | None:
     return None
 
 
-def _items(m: Message, freeform: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+def _items(message: Message, freeform: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """A message as input items; ``freeform``: the ids of the freeform tools' calls, whose
     calls and results go back as the ``custom_tool_call`` / ``custom_tool_call_output`` they were."""
-    if m.role == "tool":
-        kind = "custom_tool_call_output" if m.tool_call_id in freeform else "function_call_output"
-        return [{"type": kind, "call_id": m.tool_call_id or "", "output": m.text}]
-    if m.role != "assistant":
-        return [{"type": "message", "role": m.role, "content": [_part(p) for p in m.content]}]
+    if message.role == "tool":
+        kind = "custom_tool_call_output" if message.tool_call_id in freeform else "function_call_output"
+        return [{"type": kind, "call_id": message.tool_call_id or "", "output": message.text}]
+    if message.role != "assistant":
+        return [{"type": "message", "role": message.role, "content": [_part(p) for p in message.content]}]
     items: list[dict[str, Any]] = []
     # The turn's reasoning first, where the model wrote it. Only this format's blocks with their
     # encrypted content: the router has already left out what this target cannot read, and
     # without a store an item is found by nothing else.
-    for block in m.reasoning:
+    for block in message.reasoning:
         if block.source == SOURCE and block.signature:
             summary = [{"type": "summary_text", "text": block.text}] if block.text else []
             items.append({"type": "reasoning", "summary": summary, "encrypted_content": block.signature})
-    if m.text:
-        items.append({"type": "message", "role": "assistant", "content": m.text})
-    items.extend(_call(tc) for tc in m.tool_calls)
+    if message.text:
+        items.append({"type": "message", "role": "assistant", "content": message.text})
+    items.extend(_call(tc) for tc in message.tool_calls)
     return items
 
 
@@ -244,10 +244,10 @@ def _call(tc: ToolCall) -> dict[str, Any]:
     return {"type": "function_call", "call_id": tc.id, "name": tc.name, "arguments": _arguments_text(tc)}
 
 
-def _part(p: TextPart | ImagePart) -> dict[str, Any]:
-    if isinstance(p, TextPart):
-        return {"type": "input_text", "text": p.text}
-    return {"type": "input_image", "image_url": p.url, "detail": p.detail or "auto"}
+def _part(part: TextPart | ImagePart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "input_text", "text": part.text}
+    return {"type": "input_image", "image_url": part.url, "detail": part.detail or "auto"}
 
 
 def _arguments_text(tc: ToolCall) -> str:
@@ -256,14 +256,14 @@ def _arguments_text(tc: ToolCall) -> str:
     return json.dumps(dict(tc.parsed) if tc.parsed is not None else {}, separators=(",", ":"))
 
 
-def _tool(t: Tool) -> dict[str, Any]:
+def _tool(tool: Tool) -> dict[str, Any]:
     # strict is sent either way: this API makes a function tool without it strict (the schema
     # normalized: every property required, no others), which Chat Completions never did.
-    out: dict[str, Any] = {"type": "function", "name": t.name}
-    if t.description:
-        out["description"] = t.description
-    out["parameters"] = dict(t.parameters)
-    out["strict"] = t.strict
+    out: dict[str, Any] = {"type": "function", "name": tool.name}
+    if tool.description:
+        out["description"] = tool.description
+    out["parameters"] = dict(tool.parameters)
+    out["strict"] = tool.strict
     return out
 
 

@@ -112,12 +112,12 @@ def block_text(item: Mapping[str, Any], kind: str | None) -> str:
     return SUMMARY_JOIN.join(summary)
 
 
-def usage(u: Mapping[str, Any]) -> Usage:
+def usage(raw: Mapping[str, Any]) -> Usage:
     return Usage(
-        input_tokens=as_int(u.get("input_tokens")),
-        output_tokens=as_int(u.get("output_tokens")),
-        cached_input_tokens=as_int(as_dict(u.get("input_tokens_details")).get("cached_tokens")),
-        reasoning_tokens=as_int(as_dict(u.get("output_tokens_details")).get("reasoning_tokens")),
+        input_tokens=as_int(raw.get("input_tokens")),
+        output_tokens=as_int(raw.get("output_tokens")),
+        cached_input_tokens=as_int(as_dict(raw.get("input_tokens_details")).get("cached_tokens")),
+        reasoning_tokens=as_int(as_dict(raw.get("output_tokens_details")).get("reasoning_tokens")),
     )
 
 
