@@ -322,9 +322,9 @@ class _Finished:
         gw = kit.app.state.gateway
         real = gw.finish
 
-        def spy(**kw: Any) -> None:
-            self.calls.append(kw)
-            real(**kw)
+        def spy(ex: Any, status: int, **kw: Any) -> None:
+            self.calls.append({"status": status, "exchange": ex, "record": None, "note": "", **kw})
+            real(ex, status, **kw)
 
         monkeypatch.setattr(gw, "finish", spy)
         lines = self.lines
