@@ -46,8 +46,7 @@ class Quota:
 
     def admit(self, now: float) -> Reply | None:
         """Count a request arriving at ``now``; the 429 to answer instead when it is over."""
-        self._slide(now)
-        if len(self._times) >= self.rpm:
+        if self.full(now):
             wait = self._times[0] + WINDOW - now
             return Reply.rate_limit(retry_after=max(1, math.ceil(wait)))
         self._times.append(now)
