@@ -61,6 +61,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "gateway_support"))
+from traced_serve import summarise
+
 HERE = Path(__file__).resolve().parent
 SUPPORT = HERE / "gateway_support"
 PY = sys.executable
@@ -156,6 +159,7 @@ def loadgen(
     stream: bool = False,
     headers: list[str] = (),
     key: str = "bench",
+    connections: int = 512,
 ) -> dict:
     cmd = pin(
         1,
@@ -172,6 +176,8 @@ def loadgen(
             str(duration),
             "--key",
             key,
+            "--connections",
+            str(connections),
         ],
     )
     if stream:
@@ -182,6 +188,59 @@ def loadgen(
     if out.returncode != 0:
         return {"rate": rate, "failed": out.stderr[-800:]}
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+WRK_SCRIPT = """-- bench/gateway.py: one POST, the same body as the load generator's
+wrk.method = "POST"
+wrk.body = [[%s]]
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer %s"
+%s
+"""
+
+
+def ceiling(t: Target, seconds: float, connections: int, logdir: Path) -> dict:
+    """The most requests per second ``t`` answers, closed loop: ``wrk`` with ``connections``
+    keep-alive connections, one thread, pinned with the upstream to core 1 (so the gateway has
+    core 0 to itself). Non-2xx answers and socket errors are counted, not hidden."""
+    body = json.dumps(
+        {
+            "model": t.model,
+            "messages": [
+                {"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": "Say hello."},
+            ],
+            "max_tokens": 64,
+        }
+    )
+    extra = "\n".join(
+        f'wrk.headers["{k.strip()}"] = "{v.strip()}"' for k, _, v in (h.partition(":") for h in t.headers)
+    )
+    script = logdir / f"wrk-{t.name}.lua"
+    script.write_text(WRK_SCRIPT % (body, t.key, extra))
+    cmd = pin(1, ["wrk", "-t1", f"-c{connections}", f"-d{seconds:.0f}s", "--latency", "-s", str(script), t.url])
+    c0 = group_cpu_seconds(t.proc.p.pid) if t.proc is not None else None
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
+    res: dict = {"connections": connections, "seconds": seconds}
+    if out.returncode != 0:
+        res["failed"] = out.stderr[-800:]
+        return res
+    text = out.stdout
+    for line in text.splitlines():
+        words = line.split()
+        if line.startswith("Requests/sec:"):
+            res["rps"] = float(words[1])
+        elif "requests in" in line:
+            res["requests"] = int(words[0])
+        elif line.startswith("  Non-2xx"):
+            res["non_2xx"] = int(words[-1])
+        elif line.startswith("  Socket errors"):
+            res["socket_errors"] = line.split(":", 1)[1].strip()
+        elif len(words) == 2 and words[0] in ("50%", "99%"):
+            res[f"p{words[0][:-1]}"] = words[1]
+    if c0 is not None and t.proc is not None and res.get("requests"):
+        res["gateway_cpu_us_per_req"] = round((group_cpu_seconds(t.proc.p.pid) - c0) / res["requests"] * 1e6, 1)
+    return res
 
 
 def settle(url: str, model: str, headers: list[str], key: str, limit: float = 90.0) -> float:
@@ -247,8 +306,23 @@ class Direct(Target):
 
 
 class Failover(Target):
+    """``failover serve``; ``failover:gc+access_log`` runs it with those suspects removed, and
+    ``trace`` under bench/gateway_support/traced_serve.py (loop lag and GC pauses)."""
+
     name = "failover"
     model = "bench"
+
+    def __init__(self, up_port: int, logdir: Path, spec: str = "failover", trace: bool = False) -> None:
+        super().__init__(up_port, logdir)
+        self.name = spec
+        self.suspend = spec.partition(":")[2].replace("+", ",")
+        self.trace_path = logdir / f"trace-{spec.replace(':', '-').replace('+', '-')}.json" if trace else None
+
+    def trace(self) -> dict | None:
+        """The trace, once the gateway has stopped (it is written at exit)."""
+        if self.trace_path is None or not self.trace_path.exists():
+            return None
+        return json.loads(self.trace_path.read_text())
 
     def start(self) -> None:
         cfg = self.logdir / "failover.yaml"
@@ -265,10 +339,13 @@ class Failover(Target):
             "    primary: [up]\n"
         )
         env = {**os.environ, "BENCH_UPSTREAM_KEY": "sk-bench"}
-        exe = str(BIN / "failover")
-        self.proc = Proc(
-            "failover", pin(0, [exe, "serve", "--config", str(cfg), "--port", str(self.port)]), self.logdir, env
-        )
+        serve = ["serve", "--config", str(cfg), "--port", str(self.port)]
+        if self.trace_path is not None or self.suspend:
+            trace = self.trace_path or (self.logdir / f"trace-{self.port}.json")
+            cmd = [PY, str(SUPPORT / "traced_serve.py"), "--trace", str(trace), "--suspend", self.suspend, *serve]
+        else:
+            cmd = [str(BIN / "failover"), *serve]
+        self.proc = Proc(self.name.replace(":", "-"), pin(0, cmd), self.logdir, env)
         if not wait_http(f"http://127.0.0.1:{self.port}/healthz", 30):
             raise RuntimeError(f"failover gateway did not start:\n{self.proc.tail()}")
 
@@ -377,7 +454,12 @@ def fmt(x: float | None, signed: bool = False) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--targets", default="direct,failover,litellm,portkey")
+    ap.add_argument(
+        "--targets",
+        default="direct,failover,litellm,portkey",
+        help="comma-separated; failover:SUSPECTS (e.g. failover:gc+access_log) runs failover with those"
+        " removed (see bench/gateway_support/traced_serve.py)",
+    )
     ap.add_argument("--rates", default="100,300,1000")
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--stream-rate", type=float, default=100.0)
@@ -391,11 +473,20 @@ def main() -> int:
         help="npm prefix where @portkey-ai/gateway (+ @hono/node-server 1.13.x) is installed",
     )
     ap.add_argument("--json", default=None, help="write raw results here")
-    ap.add_argument("--skip", default="", help="phases to skip: fixed,stream,ladder")
+    ap.add_argument("--skip", default="", help="phases to skip: fixed,stream,ladder,ceiling")
+    ap.add_argument("--connections", type=int, default=512, help="the open-loop load generator's pool")
+    ap.add_argument("--ceiling-seconds", type=float, default=20.0, help="each target's wrk run")
+    ap.add_argument("--ceiling-connections", type=int, default=64, help="wrk's connections (closed loop)")
+    ap.add_argument("--trace", action="store_true", help="trace failover's loop lag and GC pauses")
     a = ap.parse_args()
     rates = [float(x) for x in a.rates.split(",") if x]
     ladder = [float(x) for x in a.ladder.split(",") if x]
     skip = set(a.skip.split(","))
+    if "ceiling" not in skip and shutil.which("wrk") is None:
+        print("# ceiling: wrk is not installed (apt-get install wrk); the ladder gives the ceiling", flush=True)
+        skip.add("ceiling")
+    elif "ceiling" not in skip and "ladder" not in a.skip.split(","):
+        skip.add("ladder")  # wrk measures the ceiling; the ladder runs when asked (--skip ceiling)
     logdir = Path(tempfile.mkdtemp(prefix="failover-gwbench-"))
     up_port = free_port()
     up = Proc(
@@ -409,10 +500,10 @@ def main() -> int:
         for name in a.targets.split(","):
             t: Target = {
                 "direct": lambda: Direct(up_port, logdir),
-                "failover": lambda: Failover(up_port, logdir),
+                "failover": lambda n=name: Failover(up_port, logdir, n, a.trace),
                 "litellm": lambda: LiteLLM(up_port, logdir),
                 "portkey": lambda: Portkey(up_port, logdir, Path(a.portkey_dir)),
-            }[name]()
+            }[name.partition(":")[0]]()
             why = t.available()
             if why:
                 unavailable[name] = why
@@ -420,14 +511,16 @@ def main() -> int:
             else:
                 targets.append(t)
 
-        res: dict = {"fixed": {}, "stream": {}, "ladder": {}, "unavailable": unavailable}
+        res: dict = {"fixed": {}, "stream": {}, "ladder": {}, "ceiling": {}, "trace": {}, "unavailable": unavailable}
 
         def measure(t: Target, rate: float, duration: float, stream: bool = False) -> dict:
             waited = settle(t.url, t.model, t.headers, t.key)
             if waited > 2:
                 print(f"# {t.name}: waited {waited:.0f}s for the previous step's backlog", flush=True)
             c0 = group_cpu_seconds(t.proc.p.pid) if t.proc is not None else None
-            r = loadgen(t.url, t.model, rate, duration, stream=stream, headers=t.headers, key=t.key)
+            r = loadgen(
+                t.url, t.model, rate, duration, stream=stream, headers=t.headers, key=t.key, connections=a.connections
+            )
             if c0 is not None and t.proc is not None and "failed" not in r:
                 cpu = group_cpu_seconds(t.proc.p.pid) - c0
                 r["gateway_cpu_s"] = round(cpu, 3)
@@ -474,6 +567,13 @@ def main() -> int:
                 res["stream"][t.name] = r
                 print(f"{t.name:9s} stream {a.stream_rate:.0f} rps  {json.dumps(r)}", flush=True)
                 time.sleep(1)
+        if "ceiling" not in skip:
+            for t in live:
+                settle(t.url, t.model, t.headers, t.key)
+                r = ceiling(t, a.ceiling_seconds, a.ceiling_connections, logdir)
+                res["ceiling"][t.name] = r
+                print(f"{t.name:9s} ceiling  {json.dumps(r)}", flush=True)
+                time.sleep(1)
         if "ladder" not in skip:
             climbing = list(live)
             for t in live:
@@ -510,6 +610,9 @@ def main() -> int:
         for t in targets:
             t.stop()
         up.stop()
+    for t in targets:
+        if isinstance(t, Failover) and (trace := t.trace()) is not None:
+            res["trace"][t.name] = trace_windows(trace, res["fixed"].get(t.name, {}))
 
     meta = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -526,15 +629,28 @@ def main() -> int:
     return 0
 
 
+def trace_windows(trace: dict, fixed: dict) -> dict:
+    """The trace's pauses and loop lag during each fixed-rate measurement (matched by the
+    load generator's start time and duration, both on CLOCK_MONOTONIC)."""
+    out = {}
+    for rate, r in fixed.items():
+        if not isinstance(r, dict) or "t0_perf" not in r:
+            continue
+        start = r["t0_perf"] - trace["t0"]
+        out[rate] = summarise(trace, start, start + r["duration"])
+    return out
+
+
 def print_table(res: dict, rates: list[float], a: argparse.Namespace) -> None:
-    fixed, stream, lad = res["fixed"], res["stream"], res["ladder"]
-    names = list(dict.fromkeys([*fixed, *stream, *lad]))
+    fixed, stream, lad, ceil = res["fixed"], res["stream"], res["ladder"], res.get("ceiling", {})
+    names = list(dict.fromkeys([*fixed, *stream, *lad, *ceil]))
     base = fixed.get("direct", {})
     print(f"\n{res['meta']['date']}; {res['meta']['machine']}; pinned={res['meta']['pinned']}")
     head = ["target"]
     for r in rates:
         head += [f"{r:.0f} rps p50 (added)", f"{r:.0f} rps p99 (added)"]
-    head += [f"stream first event p50 / p99 (added) @{a.stream_rate:.0f}", "max sustained rps", "CPU µs/req"]
+    top = f"max RPS (wrk, {a.ceiling_connections} conns)" if ceil else "max sustained rps"
+    head += [f"stream first event p50 / p99 (added) @{a.stream_rate:.0f}", top, "CPU µs/req"]
     print("| " + " | ".join(head) + " |")
     print("|" + " --- |" * len(head))
     for n in names:
@@ -564,13 +680,39 @@ def print_table(res: dict, rates: list[float], a: argparse.Namespace) -> None:
             row.append(cell)
         else:
             row.append("-")
-        row.append(f"{lad[n]['max_sustained_rps']:.0f}" if n in lad else "-")
+        direct_rps = ceil.get("direct", {}).get("rps")
+        if n in ceil and ceil[n].get("rps"):
+            c = ceil[n]
+            cell = f"{c['rps']:,.0f}"
+            if n != "direct" and direct_rps:
+                cell += f" ({c['rps'] / direct_rps:.2f}x)"
+            bad = c.get("non_2xx", 0) + (1 if c.get("socket_errors") else 0)
+            row.append(cell + (f", {c.get('non_2xx', 0)} non-2xx, errors {c.get('socket_errors')}" if bad else ""))
+        else:
+            row.append(f"{lad[n]['max_sustained_rps']:.0f}" if n in lad else "-")
         cpu = [x.get("gateway_cpu_us_per_req") for x in fixed.get(n, {}).values() if isinstance(x, dict)]
         cpu = [c for c in cpu if c is not None]
         row.append(f"{min(cpu):.0f}-{max(cpu):.0f}" if cpu and n != "direct" else "-")
         print("| " + " | ".join(row) + " |")
     for n, why in res["unavailable"].items():
         print(f"- {n}: not measured: {why}")
+    for n, by_rate in res.get("trace", {}).items():
+        print(f"\n{n}: loop lag and GC pauses during each fixed rate (traced_serve)")
+        print(
+            "| rate | p99 per window (ms) | loop lag p99 / max (ms) | lags > 5 ms"
+            " | gen0 / gen1 / gen2 collections | longest pause (ms, gen) |"
+        )
+        print("| --- | --- | --- | --- | --- | --- |")
+        for rate, t in by_rate.items():
+            win = fixed.get(n, {}).get(rate, {}).get("p99_by_window_ms", [])
+            gens = t["gc"]
+            worst = t["worst_pauses"][0] if t["worst_pauses"] else None
+            print(
+                f"| {float(rate):.0f} | {' '.join(f'{w:.1f}' for w in win)}"
+                f" | {t['lag_ms']['p99']} / {t['lag_ms']['max']}"
+                f" | {t['lag_over_5ms']} | {gens['gen0']['n']} / {gens['gen1']['n']} / {gens['gen2']['n']}"
+                f" | {f'{worst[2]:.1f} (gen{worst[1]})' if worst else '-'} |"
+            )
 
 
 if __name__ == "__main__":

@@ -80,6 +80,7 @@ async def run(a: argparse.Namespace) -> dict:
     conn = aiohttp.TCPConnector(limit=a.connections, ttl_dns_cache=None, use_dns_cache=False)
     timeout = aiohttp.ClientTimeout(total=a.timeout)
     lat: list[float] = []
+    at: list[float] = []  # each answered request's scheduled time, beside lat
     ttft: list[float] = []
     lag: list[float] = []
     errors: Counter[str] = Counter()
@@ -112,6 +113,7 @@ async def run(a: argparse.Namespace) -> dict:
                         await r.read()
                 now = clock()
                 lat.append(now - sched)
+                at.append(sched)
                 last_done = max(last_done, now)
             except TimeoutError:
                 errors["timeout"] += 1
@@ -123,7 +125,7 @@ async def run(a: argparse.Namespace) -> dict:
         # warm the pool a little so the first scheduled requests do not all pay a TCP connect
         warm = [asyncio.create_task(one(clock())) for _ in range(min(a.connections, a.warm))]
         await asyncio.gather(*warm)
-        lat.clear(), ttft.clear(), lag.clear(), errors.clear(), samples.clear()
+        lat.clear(), at.clear(), ttft.clear(), lag.clear(), errors.clear(), samples.clear()
 
         n = int(a.rate * a.duration)
         interval = 1.0 / a.rate
@@ -148,6 +150,11 @@ async def run(a: argparse.Namespace) -> dict:
         cpu = time.process_time() - cpu0
     ms = lambda d: {k: (None if v is None else round(v * 1000, 3)) for k, v in d.items()}  # noqa: E731
     span = (last_done - t0) if last_done > t0 else float("nan")
+    # p99 per window of the run, by scheduled time: a tail that grows with the run shows here
+    windows: dict[int, list[float]] = {}
+    for sched, x in zip(at, lat, strict=True):
+        windows.setdefault(int((sched - t0) // a.window), []).append(x)
+    by_window = [round((pct(xs, 99) or 0.0) * 1000, 3) for _, xs in sorted(windows.items())]
     return {
         "rate": a.rate,
         "duration": a.duration,
@@ -158,6 +165,9 @@ async def run(a: argparse.Namespace) -> dict:
         "latency_ms": ms(summary(lat)),
         "ttft_ms": ms(summary(ttft)) if a.stream else None,
         "send_lag_ms": ms(summary(lag)),
+        "window_s": a.window,
+        "p99_by_window_ms": by_window,
+        "t0_perf": t0,  # perf_counter (CLOCK_MONOTONIC): lines up with a gateway trace's times
         "goodput_rps": round(len(lat) / span, 1) if span == span else None,
         "loadgen_cpu_s": round(cpu, 3),
     }
@@ -175,6 +185,7 @@ def main() -> None:
     p.add_argument("--connections", type=int, default=512)
     p.add_argument("--warm", type=int, default=32)
     p.add_argument("--timeout", type=float, default=10.0)
+    p.add_argument("--window", type=float, default=10.0, help="s; p99 is also given per window of the run")
     a = p.parse_args()
     try:
         import uvloop
