@@ -28,6 +28,8 @@ import asyncio
 import gc
 import json
 import logging
+import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -162,6 +164,9 @@ def main() -> None:
     _serve.build_app = traced_app  # type: ignore[assignment]
     from failover.cli import main as cli
 
+    # uvicorn re-raises the SIGTERM it caught once it has shut down: exit through Python, so
+    # the trace below is written
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         cli(a.rest)
     except SystemExit:
