@@ -10,6 +10,7 @@ import io
 import json
 import logging
 import socket
+import threading
 import time
 
 import pytest
@@ -181,9 +182,58 @@ async def test_batching_handler_writes_within_its_interval_and_warnings_at_once(
         await asyncio.sleep(0.2)
         assert out.getvalue() == "INFO one\nINFO two\n"
         logger.info("three")
-        logger.warning("four")  # a warning flushes everything at once, in order
+        logger.warning("four")  # a warning hands everything over at once, in order
+        await asyncio.sleep(0.01)  # the writer thread writes it, well within the interval
         assert out.getvalue().endswith("INFO three\nWARNING four\n")
     finally:
+        logger.removeHandler(handler)
+        handler.close()
+
+
+class _StuckStream(io.StringIO):
+    """A stream whose reader has stopped: a write blocks until ``release`` is set (a full pipe)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def write(self, text: str) -> int:
+        self.release.wait(10)
+        return super().write(text)
+
+
+async def test_a_log_stream_nobody_reads_never_stalls_the_event_loop() -> None:
+    out = _StuckStream()
+    handler = BatchingStreamHandler(out, interval=0.01, max_pending=200)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logger = logging.getLogger("failover.test.stuck")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        for i in range(100):  # about 1.2 KB: the first batch blocks in the writer, the rest queue
+            logger.info("line %03d", i)
+            await asyncio.sleep(0.001)
+        logger.warning("late")  # warnings too are handed over, never written on the loop
+        assert loop.time() - start < 2.0  # 100 turns of 1 ms: the loop never waited on the stream
+        assert out.getvalue() == "" and handler.dropped > 0  # nothing written yet; past 200 bytes, dropped
+        dropped = handler.dropped
+        out.release.set()  # the reader comes back
+        assert handler.drain(5.0)
+        text = out.getvalue()
+        lines = text.splitlines()
+        assert lines[0].startswith("INFO line 000")  # what was queued comes first, in order
+        notice = f"WARNING {dropped} log lines dropped: the log stream was not read fast enough"
+        assert notice in lines  # then what was lost, said once
+        kept = [x for x in lines if x != notice]
+        assert kept == sorted(kept, key=lambda x: x.startswith("WARNING late"))  # in the order logged
+        assert len(kept) + dropped == 101  # every line is either written or counted
+        logger.info("after")  # a stream read again: lines flow as before
+        assert handler.drain(5.0) and out.getvalue().endswith("INFO after\n")
+    finally:
+        out.release.set()
         logger.removeHandler(handler)
         handler.close()
 
@@ -282,3 +332,18 @@ def test_failover_serve_uses_the_head_deadline_from_the_settings() -> None:
         assert proto is HeadTimeoutProtocol and HeadTimeoutProtocol.head_timeout_s == 3.5
     finally:
         HeadTimeoutProtocol.head_timeout_s = old
+
+
+async def test_a_closed_batching_handler_still_writes_when_used_again() -> None:
+    # logging.config.dictConfig (uvicorn's log config) closes every handler it finds; the
+    # failover logger keeps its own and goes on logging through it
+    out = io.StringIO()
+    handler = BatchingStreamHandler(out, interval=0.01)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    record = logging.makeLogRecord({"msg": "before", "levelno": logging.INFO, "levelname": "INFO"})
+    handler.handle(record)
+    handler.close()
+    handler.handle(logging.makeLogRecord({"msg": "after", "levelno": logging.INFO, "levelname": "INFO"}))
+    await asyncio.sleep(0.05)
+    assert handler.drain(5.0) and out.getvalue() == "before\nafter\n"
+    handler.close()

@@ -32,6 +32,7 @@ from ._embeddings import EmbeddingsEndpoint
 from ._errors import ApiError, error_response
 from ._gateway import Gateway
 from ._listing import model_listing
+from ._logs import drain_logs
 from ._messages import Messages, count_tokens
 from ._ops import ops_routes
 from ._responses import Responses, stored_response
@@ -128,6 +129,7 @@ def create_app(
         finally:
             if close_router:
                 await gw.router.aclose()
+            drain_logs()  # the last access lines, before the process ends (bounded: 2 s)
 
     models, model = model_listing(gw)
     app = GatewayApp(

@@ -15,7 +15,9 @@ import json
 import logging
 import math
 import sys
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..model import scrub_secrets
@@ -100,17 +102,100 @@ class _TextFormatter(logging.Formatter):
         return f"{self._stamp},{int(record.msecs):03d}"
 
 
+class _Writer:
+    """Writes batches of log text to a stream from its own thread.
+
+    A log stream is usually a pipe (a container runtime, systemd, a log shipper). When its
+    reader falls behind, the pipe fills and a write blocks: written from the event loop, that
+    stalls every request in the process until the reader catches up. Written here, only this
+    thread waits. At most ``max_pending`` bytes wait for it; past that, batches are dropped and
+    counted, and the first write after says how many lines were lost (``notice``), so a stuck
+    reader costs log lines, never requests."""
+
+    def __init__(self, stream: Callable[[], Any], max_pending: int, notice: Callable[[int], str]) -> None:
+        self.stream = stream  # the handler's current stream (StreamHandler.setStream may change it)
+        self.max_pending = max_pending
+        self.notice = notice
+        self.dropped = 0  # lines dropped since the last notice
+        self._cond = threading.Condition()
+        self._queue: list[str] = []
+        self._pending = 0  # bytes queued or being written
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def put(self, data: str, lines: int) -> None:
+        with self._cond:
+            if self._pending + len(data) > self.max_pending:
+                self.dropped += lines
+                return
+            # Closed, and used again: logging.config.dictConfig (uvicorn's) closes every handler
+            # it finds, and the failover logger keeps using its own after that.
+            self._closed = False
+            self._queue.append(data)
+            self._pending += len(data)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="failover-log-writer", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if not self._queue:
+                    self._thread = None  # (under the lock: a put() from now on starts another)
+                    return
+                data, size = "".join(self._queue), self._pending
+                self._queue.clear()
+                dropped, self.dropped = self.dropped, 0
+            try:
+                stream = self.stream()
+                stream.write(self.notice(dropped) + data if dropped else data)
+                if hasattr(stream, "flush"):
+                    stream.flush()
+            except Exception:  # a closed or broken stream: the lines are lost, the gateway goes on
+                pass
+            with self._cond:
+                self._pending -= size
+                self._cond.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until everything handed over is written (or ``timeout`` s); True when it is."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending == 0, timeout)
+
+    def close(self, timeout: float) -> None:
+        """Write what is queued (waiting at most ``timeout`` s), then stop the thread."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+
 class BatchingStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """A StreamHandler that writes INFO lines in batches instead of one write per line.
+    """A StreamHandler that writes INFO lines in batches, from a thread of its own.
 
     The access log writes one line per request; a write (and flush) each costs a system call,
     a measurable share of a request at a thousand requests a second. Lines are kept for at
     most ``interval`` seconds (flushed by the running event loop, or by the next line once
-    that much time has passed), or until ``max_bytes`` are waiting. Warnings and errors flush
-    at once, and so does anything logged outside an event loop; ``logging.shutdown()`` (at
-    exit) flushes what is left."""
+    that much time has passed), or until ``max_bytes`` are waiting; warnings and errors are
+    handed over at once. The batches are written by a writer thread (:class:`_Writer`), so a
+    stream nobody reads fast enough never stalls the event loop; at most ``max_pending`` bytes
+    wait for it, beyond which lines are dropped and a warning line says how many. Anything
+    logged outside an event loop is written at once, in order, on the caller's thread;
+    ``logging.shutdown()`` (at exit) writes what is left."""
 
-    def __init__(self, stream: Any = None, *, interval: float = 0.05, max_bytes: int = 64 * 1024) -> None:
+    def __init__(
+        self,
+        stream: Any = None,
+        *,
+        interval: float = 0.05,
+        max_bytes: int = 64 * 1024,
+        max_pending: int = 8 * 1024 * 1024,
+    ) -> None:
         super().__init__(stream)
         self.interval = interval
         self.max_bytes = max_bytes
@@ -118,6 +203,29 @@ class BatchingStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         self._size = 0
         self._since = 0.0
         self._timer: asyncio.TimerHandle | None = None
+        self._writer = _Writer(lambda: self.stream, max_pending, self._dropped_notice)
+
+    @property
+    def dropped(self) -> int:
+        """Lines dropped since the last notice (a stream that was not read fast enough)."""
+        return self._writer.dropped
+
+    def _dropped_notice(self, lines: int) -> str:
+        record = logging.makeLogRecord(
+            {
+                "name": "failover.gateway",
+                "levelno": logging.WARNING,
+                "levelname": "WARNING",
+                "msg": "%d log lines dropped: the log stream was not read fast enough",
+                "args": (lines,),
+                "created": time.time(),
+            }
+        )
+        record.msecs = (record.created % 1) * 1000
+        try:
+            return self.format(record) + self.terminator
+        except Exception:
+            return f"WARNING {lines} log lines dropped: the log stream was not read fast enough{self.terminator}"
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -130,35 +238,67 @@ class BatchingStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
             self._since = now
         self._buf.append(line)
         self._size += len(line)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._write_here()
+            return
         if record.levelno >= logging.WARNING or self._size >= self.max_bytes or now - self._since >= self.interval:
             self.flush()
-            return
-        if self._timer is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                self.flush()
-                return
+        elif self._timer is None:
             self._timer = loop.call_later(self.interval, self.flush)
 
+    def _take(self) -> tuple[str, int]:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        data, lines = "".join(self._buf), len(self._buf)
+        self._buf.clear()
+        self._size = 0
+        return data, lines
+
     def flush(self) -> None:
+        """Hand what is waiting to the writer thread (it never blocks on the stream)."""
         self.acquire()
         try:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            if self._buf:
-                data = "".join(self._buf)
-                self._buf.clear()
-                self._size = 0
-                self.stream.write(data)
-            if self.stream and hasattr(self.stream, "flush"):
-                self.stream.flush()
-        except Exception:
-            self._buf.clear()
-            self._size = 0
+            data, lines = self._take()
+            if data:
+                self._writer.put(data, lines)
         finally:
             self.release()
+
+    def _write_here(self) -> None:
+        """Outside an event loop: after what the writer holds, on this thread, at once."""
+        self.acquire()
+        try:
+            data, _ = self._take()
+            self._writer.drain(timeout=5.0)
+            self.stream.write(data)
+            if hasattr(self.stream, "flush"):
+                self.stream.flush()
+        except Exception:
+            pass
+        finally:
+            self.release()
+
+    def drain(self, timeout: float = 5.0) -> bool:
+        """Hand over what is waiting and wait until the writer has written it (tests, shutdown)."""
+        self.flush()
+        return self._writer.drain(timeout)
+
+    def close(self) -> None:
+        self.flush()
+        self._writer.close(timeout=5.0)
+        super().close()
+
+
+def drain_logs(timeout: float = 2.0) -> None:
+    """Write what the ``failover`` logger's batching handlers hold, waiting at most ``timeout``
+    s: at shutdown, since ``failover serve`` ends by the signal it was sent (uvicorn raises it
+    again once it has shut down), and no ``logging.shutdown()`` runs after that."""
+    for handler in logging.getLogger("failover").handlers:
+        if isinstance(handler, BatchingStreamHandler):
+            handler.drain(timeout)
 
 
 def configure_logging(fmt: str, level: str = "info") -> None:
@@ -190,5 +330,6 @@ __all__ = [
     "JsonFormatter",
     "SecretFilter",
     "configure_logging",
+    "drain_logs",
     "guard_handlers",
 ]
