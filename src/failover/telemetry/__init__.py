@@ -16,8 +16,11 @@ from ._instruments import answered, feed_record
 from ._logging import LoggingHook
 from ._otel import OpenTelemetryHook
 from ._prometheus import PrometheusHook, RouterMetrics
+from ._series import CounterFamily, HistogramFamily
 
 __all__ = [
+    "CounterFamily",
+    "HistogramFamily",
     "RouterMetrics",
     "answered",
     "feed_record",
