@@ -71,6 +71,7 @@ class RouterMetrics:
         self.input_tokens = _counter(i.INPUT_TOKENS, r)
         self.cached_input_tokens = _counter(i.CACHED_INPUT_TOKENS, r)
         self._attempt_series: dict[tuple[object, ...], _AttemptSeries] = {}
+        self._request_series: dict[tuple[str, str, str, str], HistogramSeries] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(registry={self.registry!r})"
@@ -134,7 +135,11 @@ class RouterMetrics:
         cost: float,
         tenant: str | None,
     ) -> None:
-        self.request_duration.labels(route, workflow, answered_by, outcome).observe(seconds if seconds > 0 else 0.0)
+        key = (route, workflow, answered_by, outcome)
+        duration = self._request_series.get(key)  # a dict lookup: a call fewer than labels()
+        if duration is None:
+            duration = self._request_series[key] = self.request_duration.labels(*key)
+        duration.observe(seconds if seconds > 0 else 0.0)
         if first_chunk is not None:
             self.request_time_to_first_chunk.labels(route).observe(first_chunk if first_chunk > 0 else 0.0)
         if recovery is not None:
