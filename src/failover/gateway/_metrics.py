@@ -125,7 +125,10 @@ class GatewayMetrics(RouterMetrics):
         return ""
 
     def observe(self, route: str | None, status: int, tenant: str | None, record: RouteRecord | None) -> None:
-        label = route if route is not None and route in self._router().routes else "-"
+        """Count one finished request. ``route`` is a route of the current router or None (an
+        unknown ``model``, counted as ``route="-"``): the caller has checked it, as its access
+        line needs the same answer, so label values stay bounded by the configuration."""
+        label = route if route is not None else "-"
         answered = self._answered.get((label, status))  # a dict lookup: a call fewer than labels()
         if answered is None:
             answered = self._answered[label, status] = self.requests.labels(label, str(status))
