@@ -172,6 +172,7 @@ class Gateway:
         ex.status, ex.record, ex.note, ex.code = status, record, note, code
         tenant, route, request_id, stream = ex.tenant, ex.route, ex.request_id, ex.stream
         tenant_name = tenant.name if tenant is not None else None
+        known_route = route if route is not None and route in self.router.routes else None  # None: an unknown model
         # a stream's note is its failure; an answer given without any upstream attempt (a hold,
         # a limiter or budget refusal) cost nothing upstream: the client coming back is new
         tried = record is None or bool(record.attempts)
@@ -180,7 +181,7 @@ class Gateway:
             self.reclaim_soon()
         try:
             self.quotas.charge(tenant, record)
-            self.metrics.observe(route, status, tenant_name, record)
+            self.metrics.observe(known_route, status, tenant_name, record)
             if code in {"rate_limit_exceeded", "budget_exhausted"} and tenant_name is not None:
                 self.metrics.tenant_refusals.labels(tenant_name, code).inc()
             if self.records is not None and record is not None:
@@ -194,7 +195,7 @@ class Gateway:
             "event": "request",
             "request_id": request_id,
             "tenant": tenant_name,
-            "route": route if route is not None and route in self.router.routes else None,
+            "route": known_route,
             "stream": stream,
             "status": status,
             "target": record.target_used if record is not None else None,

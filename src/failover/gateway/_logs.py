@@ -54,12 +54,26 @@ def guard_handlers(*loggers: logging.Logger) -> None:
                 handler.addFilter(SecretFilter())
 
 
+# json.dumps with these options builds a new encoder for every line; this one is reused (it
+# keeps no state between calls).
+_JSON = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":"), allow_nan=False)
+
+
 class JsonFormatter(logging.Formatter):
-    """``{"ts": ..., "level": ..., "logger": ..., "message": ..., <record.failover fields>}``."""
+    """``{"ts": ..., "level": ..., "logger": ..., "message": ..., <record.failover fields>}``.
+
+    The date and time are formatted once per second rather than once per line."""
+
+    _second = -1
+    _stamp = ""
 
     def format(self, record: logging.LogRecord) -> str:
+        second = int(record.created)
+        if second != self._second:
+            self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            self._second = second
         out: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "ts": f"{self._stamp}.{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
@@ -70,7 +84,7 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
         try:
-            return json.dumps(out, ensure_ascii=False, default=str, separators=(",", ":"), allow_nan=False)
+            return _JSON.encode(out)
         except ValueError:  # a NaN or infinity among the fields: written as a string, the line stays JSON
             return json.dumps(_finite(out), ensure_ascii=False, default=str, separators=(",", ":"))
 
@@ -87,10 +101,25 @@ def _finite(value: Any) -> Any:
 
 class _TextFormatter(logging.Formatter):
     """The standard text format, with the date and time formatted once per second rather
-    than once per line (the access log writes a line per request)."""
+    than once per line (the access log writes a line per request), and the format applied in
+    one step rather than through its style's three calls (a ``%``-style format without
+    defaults, fixed at creation)."""
 
     _second = -1
     _stamp = ""
+
+    def __init__(self, fmt: str) -> None:
+        super().__init__(fmt)
+        self._uses_time = self._style.usesTime()
+
+    def usesTime(self) -> bool:
+        return self._uses_time
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        try:
+            return self._fmt % record.__dict__  # type: ignore[operator]  # what PercentStyle.format does
+        except KeyError as exc:
+            raise ValueError(f"Formatting field not found in record: {exc}") from exc
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         if datefmt is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -27,7 +27,7 @@ from ..model import RouteRecord
 from ..policy import BreakerState
 from ..router import Router
 from ..state import BackendHealth
-from ..telemetry import RouterMetrics, feed_record
+from ..telemetry import CounterFamily, CounterSeries, RouterMetrics, feed_record
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -100,22 +100,20 @@ class GatewayMetrics(RouterMetrics):
         super().__init__(CollectorRegistry(auto_describe=True))
         r = self.registry
         self._router = router
-        self.requests = Counter(
-            "failover_gateway_requests",
-            "Chat requests answered, by route and HTTP status",
-            ["route", "status"],
-            registry=r,
+        self.requests = CounterFamily(
+            "failover_gateway_requests", "Chat requests answered, by route and HTTP status", ["route", "status"], r
         )
-        self.tenant_refusals = Counter(
-            "failover_gateway_tenant_refusals", "Requests refused by a tenant limit", ["tenant", "code"], registry=r
+        self.tenant_refusals = CounterFamily(
+            "failover_gateway_tenant_refusals", "Requests refused by a tenant limit", ["tenant", "code"], r
         )
-        self.client_retries = Counter(
+        self.client_retries = CounterFamily(
             "failover_gateway_client_retries",
             "Requests that arrived as a client's own retry (x-stainless-retry-count > 0, a repeated "
             "Idempotency-Key): their attempts are charged to the retry budget",
             ["route"],
-            registry=r,
+            r,
         )
+        self._answered: dict[tuple[str, int], CounterSeries] = {}
         r.register(_StateCollector(router, in_flight, draining))
 
     def _provider_of(self, target: str) -> str:
@@ -127,8 +125,14 @@ class GatewayMetrics(RouterMetrics):
         return ""
 
     def observe(self, route: str | None, status: int, tenant: str | None, record: RouteRecord | None) -> None:
-        label = route if route is not None and route in self._router().routes else "-"
-        self._child(self.requests, label, str(status)).inc()
+        """Count one finished request. ``route`` is a route of the current router or None (an
+        unknown ``model``, counted as ``route="-"``): the caller has checked it, as its access
+        line needs the same answer, so label values stay bounded by the configuration."""
+        label = route if route is not None else "-"
+        answered = self._answered.get((label, status))  # a dict lookup: a call fewer than labels()
+        if answered is None:
+            answered = self._answered[label, status] = self.requests.labels(label, str(status))
+        answered.inc()
         if record is not None:
             feed_record(self, record, route=label, tenant=tenant)
 

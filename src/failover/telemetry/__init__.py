@@ -16,8 +16,13 @@ from ._instruments import answered, feed_record
 from ._logging import LoggingHook
 from ._otel import OpenTelemetryHook
 from ._prometheus import PrometheusHook, RouterMetrics
+from ._series import CounterFamily, CounterSeries, HistogramFamily, HistogramSeries
 
 __all__ = [
+    "CounterFamily",
+    "CounterSeries",
+    "HistogramFamily",
+    "HistogramSeries",
     "RouterMetrics",
     "answered",
     "feed_record",
