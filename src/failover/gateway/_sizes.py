@@ -21,6 +21,8 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
 from ..inbound import SchemaField, check_schemas
 from ..model import InvalidRequest, Request, Route
 from ..router import Vetted, check_text
@@ -43,9 +45,31 @@ def too_many(param: str, count: int, what: str, setting: str, limit: int) -> Api
     )
 
 
+_ABSENT = object()
+# (model class, name) -> whether getattr() may find ``name`` other than as a field or extra
+# field: on the class (a property, a method) or as a private attribute
+_ON_CLASS: dict[tuple[type, str], bool] = {}
+
+
 def field_of(value: Any, name: str) -> Any:
     """``value[name]`` of a decoded JSON object, ``value.name`` of a parsed body; None if absent."""
-    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+    if isinstance(value, dict):
+        return value.get(name)
+    if isinstance(value, BaseModel):
+        # getattr() of a name a pydantic model lacks raises and catches three AttributeErrors
+        # (~15k instructions, and a chat body lacks "input" and "system"): what it would find
+        # is read directly, its fields from its __dict__, its extra ones from __pydantic_extra__
+        cls = type(value)
+        on_class = _ON_CLASS.get((cls, name))
+        if on_class is None:
+            on_class = _ON_CLASS[cls, name] = hasattr(cls, name) or name in cls.__private_attributes__
+        if not on_class:
+            found = value.__dict__.get(name, _ABSENT)
+            if found is not _ABSENT:
+                return found
+            extra = value.__pydantic_extra__
+            return extra.get(name) if extra else None
+    return getattr(value, name, None)
 
 
 def _blocks(items: Iterable[Any]) -> int:

@@ -91,6 +91,8 @@ def as_str(value: Any) -> str | None:
 
 def as_int(value: Any) -> int:
     """A token count: ints (and integral floats, which some compatible servers send) or 0."""
+    if type(value) is int:  # the usual count, read with one check (a bool's type is bool)
+        return value if value > 0 else 0
     if isinstance(value, bool):
         return 0
     if isinstance(value, int):

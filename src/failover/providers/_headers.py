@@ -181,6 +181,9 @@ def first_header(headers: Mapping[str, str], names: tuple[str, ...]) -> str | No
     return None
 
 
+_NO_RATE_LIMITS = (None,) * 6
+
+
 def openai_rate_limits(headers: Mapping[str, str], now: float | None = None) -> RateLimitInfo | None:
     """``x-ratelimit-{limit,remaining,reset}-{requests,tokens}``; resets are durations ("6m0s")."""
     del now  # resets are already relative
@@ -192,7 +195,7 @@ def openai_rate_limits(headers: Mapping[str, str], now: float | None = None) -> 
         headers.get("x-ratelimit-remaining-tokens"),
         headers.get("x-ratelimit-reset-tokens"),
     )
-    if all(v is None for v in values):
+    if values == _NO_RATE_LIMITS:  # none sent (most compatible servers): one C comparison
         return None
     return RateLimitInfo(
         limit_requests=parse_int(values[0]),
