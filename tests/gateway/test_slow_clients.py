@@ -167,14 +167,20 @@ async def test_an_open_gateway_refuses_a_remote_caller_forwarded_by_a_local_prox
         assert far.status_code == 403 and far.json()["error"]["code"] == "loopback_only"
 
 
-async def test_batching_handler_writes_within_its_interval_and_warnings_at_once() -> None:
-    out = io.StringIO()
-    handler = BatchingStreamHandler(out, interval=0.05)
+def _logging_through(handler: BatchingStreamHandler, name: str) -> logging.Logger:
+    """A logger of its own that writes "LEVEL message" lines through ``handler`` only."""
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-    logger = logging.getLogger("failover.test.batching")
+    logger = logging.getLogger(name)
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False
+    return logger
+
+
+async def test_batching_handler_writes_within_its_interval_and_warnings_at_once() -> None:
+    out = io.StringIO()
+    handler = BatchingStreamHandler(out, interval=0.05)
+    logger = _logging_through(handler, "failover.test.batching")
     try:
         logger.info("one")
         logger.info("two")
@@ -205,11 +211,7 @@ class _StuckStream(io.StringIO):
 async def test_a_log_stream_nobody_reads_never_stalls_the_event_loop() -> None:
     out = _StuckStream()
     handler = BatchingStreamHandler(out, interval=0.01, max_pending=200)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
-    logger = logging.getLogger("failover.test.stuck")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    logger = _logging_through(handler, "failover.test.stuck")
     try:
         loop = asyncio.get_running_loop()
         start = loop.time()
