@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from failover.model import DISPOSITIONS, Dialect, Failure, FailureKind, HealthEffect, Target
 from failover.policy.breakers._board import (
+    SCOPES_KEPT,
     BreakerBoard,
     BreakerConfig,
     BreakerEvent,
@@ -491,6 +492,40 @@ def test_record_refuses_permits_of_another_target() -> None:
     with pytest.raises(ValueError, match="recorded against target 'b'"):
         board.record(target("b", "KEY_B"), permits, None, 0.1, 0.0)
     assert not any(p.released for p in permits)
+
+
+def test_a_board_knows_which_breakers_are_not_closed() -> None:
+    # rejection and hold answer at once while every breaker is closed: the board follows each
+    # breaker's transitions, and one that is open (or half-open) anywhere is asked again
+    board = BreakerBoard(Cfg(min_calls=1, window_size=1, half_open_probes=1))
+    a, b = target("a", "KEY_A"), target("b", "KEY_B")
+    attempt(board, a, E503, 0.0)  # a's target breaker: open until 30
+    assert board.rejection(a, 1.0) == "circuit open for 29.0s more (1/1 failed)"
+    assert board.hold(a, 1.0) is not None
+    assert board.rejection(b, 1.0) is None and board.hold(b, 1.0) is None
+    permits, why = board.admit(a, 30.0)  # the probe: half-open, its one slot taken
+    assert why is None
+    assert board.rejection(a, 30.0) == "half-open: 1 probes already in flight"
+    board.record(a, permits, None, 0.5, 30.5)  # it succeeds: closed again
+    assert board.breaker(a).state(30.5) is CLOSED
+    assert board.rejection(a, 30.5) is None and board.hold(a, 30.5) is None
+    attempt(board, b, E429, 31.0)  # b's key + model breaker opens
+    assert board.rejection(b, 31.0) == "key+model circuit open for 30.0s more (1/1 failed)"
+    assert board.rejection(a, 31.0) is None  # another key
+
+
+def test_a_board_scopes_each_target_object_and_forgets_them_past_its_bound() -> None:
+    board = BreakerBoard(Cfg(min_calls=1, window_size=1))
+    a = target("a", region="us")
+    attempt(board, a, E503, 0.0)
+    eu = replace(a, region="eu")  # another object, another scope: another target breaker
+    assert board.rejection(eu, 1.0) is None and board.breaker(eu) is not board.breaker(a)
+    many = [target(f"t{i}", credential=f"KEY_{i}") for i in range(SCOPES_KEPT + 10)]
+    for t in many:
+        assert board.rejection(t, 1.0) is None
+    assert len(board._scopes) <= SCOPES_KEPT  # bounded: the earliest were forgotten...
+    assert board.rejection(a, 1.0) == "circuit open for 29.0s more (1/1 failed)"  # ...and found again
+    assert board.breaker(replace(a, name="a2")) is board.breaker(a)  # same scope, same breaker
 
 
 def test_hooks_get_events_in_order() -> None:

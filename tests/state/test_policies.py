@@ -130,6 +130,30 @@ async def test_shared_breaker_reads_make_nothing_and_show_an_elapsed_period_as_h
     assert len(events) == 1  # reads fired nothing
 
 
+async def test_a_process_reads_the_views_it_saw_until_the_shared_breaker_closes_again() -> None:
+    store = GuardedStore(MemoryStore())
+    a = FakeProvider("a", "openai", Script.of(*[Reply.server_error()] * 4, default=Reply.ok("a")))
+    ta = target(a, key="m")
+    one = fleet_router(store, [ta], [], [a])
+    assert isinstance(one.breakers, BreakerBoard)
+    loop = asyncio.get_running_loop()
+    assert one.breakers.rejection(ta, loop.time()) is None  # nothing seen yet
+    for _ in range(4):
+        with pytest.raises(Unavailable):
+            await one.complete("r", Request.simple("x"), Envelope(budget=10))
+        await drain(one)
+    reason = one.breakers.rejection(ta, loop.time())
+    assert reason is not None and reason.startswith("circuit open for 30.0s more (4/4 failed)")
+    assert one.breakers.hold(ta, loop.time()) is not None
+    await asyncio.sleep(30.0)
+    for _ in range(2):  # two probes succeed: closed
+        assert (await one.complete("r", Request.simple("x"), Envelope(budget=10))).text == "a"
+        await drain(one)
+    now = loop.time()
+    assert one.breakers.rejection(ta, now) is None and one.breakers.hold(ta, now) is None
+    assert {s.state for s in one.breakers.snapshots(now)} == {BreakerState.CLOSED}
+
+
 async def test_half_open_probes_are_limited_across_the_fleet() -> None:
     store = GuardedStore(MemoryStore())
     a = FakeProvider("a", "openai", Script.always(Reply.server_error()))

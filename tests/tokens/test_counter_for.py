@@ -86,6 +86,17 @@ def test_counters_are_shared_across_targets() -> None:
     assert counter_for(target("claude", Dialect.ANTHROPIC)) is counter_for(target("gemini", Dialect.GEMINI))
 
 
+def test_a_reloaded_target_gets_the_counter_of_its_new_setting() -> None:
+    # counters are kept per tokenizer setting, dialect and model: a target of the same name
+    # loaded again with another setting gets that setting's counter at once
+    before = counter_for(target("gpt-4o"))
+    assert before.name == "tiktoken:o200k_base"
+    assert counter_for(target("gpt-4o", tokenizer="estimate")).name == "estimate"
+    assert counter_for(target("gpt-4o", Dialect.ANTHROPIC)).name == "estimate"
+    assert counter_for(target("gpt-4", tokenizer="tiktoken")).name == "tiktoken:cl100k_base"
+    assert counter_for(target("gpt-4o")) is before
+
+
 @pytest.mark.parametrize("spec", ["sentencepiece", "tiktoken:", "", "tiktoken"])
 def test_unknown_tokenizer_setting_is_a_config_error(spec: str) -> None:
     # "tiktoken" alone needs an OpenAI model name to find the encoding

@@ -266,6 +266,8 @@ def plan(
     request is left out; one whose window is unknown is kept)."""
     required = required_capabilities(route, request, envelope)
     cap = caps_max_tokens(route, envelope)
+    # hosted tools, or calls of freeform tools, turn away every dialect but one: asked once, not per target
+    hosted = violation is None and (bool(request.hosted_tools) or request.freeform_calls)
     excluded: list[Exclusion] = []
     holds: list[Hold] = []
     candidates: list[Candidate] = []
@@ -276,7 +278,8 @@ def plan(
         for t in targets:
             if violation is None:
                 why = contract_check(t, route, required, input_tokens(t), request.max_tokens, windows, cap=cap)
-                why = why or hosted_violation(t, request)
+                if why is None and hosted:
+                    why = hosted_violation(t, request)
             else:
                 why = violation(t)
             if why is None and request.passthrough is not None:  # a field only its own dialect can honour
@@ -307,7 +310,7 @@ def plan(
             ranked, placement = balanced(kept)
         else:
             ranked = _rank(kept, route, health, input_tokens, lambda t: max_tokens_for(t, request.max_tokens, cap) or 0)
-        if cap and request.max_tokens is not None:
+        if cap and request.max_tokens is not None and len(ranked) > 1:
             # a target that gives the full max_tokens before one that would be capped, within
             # the tier (a stable sort: the ranking holds among each)
             want = request.max_tokens

@@ -49,13 +49,15 @@ class WindowBoard:
 
     def learned(self, target: Target) -> int | None:
         """The window ``target``'s provider stated, or None when none was stated yet."""
-        return self._learned.get(_key(target))
+        learned = self._learned
+        return learned.get(_key(target)) if learned else None  # as a rule none is: no key built
 
     def known(self, target: Target) -> int | None:
         """``target``'s declared window, else the learned one; None: unknown."""
         if target.context_window is not None:
             return target.context_window
-        return self.learned(target)
+        learned = self._learned
+        return learned.get(_key(target)) if learned else None  # learned(), inlined: asked per target per request
 
     def source(self, target: Target) -> str:
         """How :meth:`known` knows: "declared", "stated by the provider" or "unknown"."""

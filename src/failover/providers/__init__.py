@@ -43,6 +43,11 @@ _DIALECTS: Mapping[Dialect, DialectAdapter] = {
 
 def dialect_for(d: Dialect) -> DialectAdapter:
     """The shared (stateless) adapter for dialect ``d``."""
+    # A member, or its value, is found as it is: Dialect(d), an enum lookup in Python, cost more
+    # than the rest (the router asks for every target of every request).
+    adapter = _DIALECTS.get(d) if isinstance(d, str) else None
+    if adapter is not None:
+        return adapter
     try:
         return _DIALECTS[Dialect(d)]
     except (KeyError, ValueError):

@@ -70,8 +70,11 @@ class Generation:
         return sent if asked is not None and sent is not None and sent < asked else None
 
     def input_tokens(self, target: Target) -> int:
-        exact = self._exact.get(target.name)
-        return exact if exact is not None else self.local_tokens(target)
+        if self._exact:  # a provider's own count, near a window: rare
+            exact = self._exact.get(target.name)
+            if exact is not None:
+                return exact
+        return self.local_tokens(target)
 
     def local_tokens(self, target: Target) -> int:
         counter = counter_for(target)
@@ -92,12 +95,11 @@ class Generation:
         timeout = min(router.count_timeout, call.deadline.remaining(call.loop.time()) / 4)
         groups: dict[tuple[str, str, str], list[Target]] = {}
         for t in call.route.targets:
-            dialect = router.dialect(t)
-            if t.name in self._exact or not counts_remotely(t, dialect):
-                continue
             window = router.windows.known(t)  # an unknown window: nothing to be near
+            if window is None or t.name in self._exact or not counts_remotely(t, router.dialect(t)):
+                continue
             out = reserved_output(t, self.request_for(t))
-            if window is not None and near_window(self.local_tokens(t), out, window):
+            if near_window(self.local_tokens(t), out, window):
                 groups.setdefault((t.dialect, t.model, t.base_url), []).append(t)
         if not groups or timeout <= 0:
             return

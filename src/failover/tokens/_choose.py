@@ -79,6 +79,11 @@ _counters: dict[str, TokenCounter] = {}
 # Per-target replacements (calibrated counters, a new tokenizer), keyed by (target name, model);
 # set by failover.tokens.recalibrate and observe_usage.
 _overrides: dict[tuple[str, str], TokenCounter] = {}
+# What base_counter_for answers, per (tokenizer setting, dialect, model): the router asks for a
+# target's counter several times per request (selection, the limiter, the attempt), and parsing
+# the setting and building the counter's key each time cost more than the lookup. Forgotten
+# with the counters (_clear); overrides are looked up before it, so a recalibration is seen at once.
+_bases: dict[tuple[str | None, Dialect, str], TokenCounter] = {}
 
 
 def _cached(key: str, load: Callable[[], TokenCounter], what: str, hint: str) -> TokenCounter:
@@ -180,6 +185,14 @@ def target_key(target: Target) -> tuple[str, str]:
 
 def base_counter_for(target: Target) -> TokenCounter:
     """The counter ``target.tokenizer`` selects, ignoring any recalibration."""
+    key = (target.tokenizer, target.dialect, target.model)
+    counter = _bases.get(key)
+    if counter is None:
+        counter = _bases[key] = _load_base(target)
+    return counter
+
+
+def _load_base(target: Target) -> TokenCounter:
     try:
         spec = _spec(target.tokenizer, target.dialect, target.model)
     except ConfigError as exc:
@@ -211,7 +224,8 @@ def counter_for(target: Target) -> TokenCounter:
         override = _overrides.get((target.name, target.model))
         if override is not None:
             return override
-    return base_counter_for(target)
+    counter = _bases.get((target.tokenizer, target.dialect, target.model))
+    return counter if counter is not None else base_counter_for(target)
 
 
 def _set_override(key: tuple[str, str], counter: TokenCounter | None) -> None:
@@ -228,4 +242,5 @@ def _clear() -> None:
     with _lock:
         _counters.clear()
         _overrides.clear()
+        _bases.clear()
     _spec.cache_clear()

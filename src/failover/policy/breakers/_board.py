@@ -109,6 +109,12 @@ def key_model_scope(target: Target) -> str:
     return f"{target.base_url}|{target.credential or '-'}|{target.model}"
 
 
+# The most targets whose scopes a board keeps (see BreakerBoard._scoped): past it, it forgets
+# them all and works them out again (a router's targets are a few dozen; a long-lived board
+# that is handed new Target objects should not keep every one it ever saw).
+SCOPES_KEPT = 1024
+
+
 def _outcome_for(layer: Layer, failure: Failure | None) -> Outcome:
     """The target breaker counts TARGET failures; the key + model breaker counts KEY_MODEL ones."""
     if failure is None:
@@ -175,6 +181,14 @@ class BreakerBoard:
         self.hooks: list[Hook] = list(hooks)
         self._target: dict[str, CircuitBreaker] = {}
         self._key: dict[str, CircuitBreaker] = {}
+        # Per target object: its two scopes, asked several times per request (selection, the
+        # permits, the record) and the same for its life (a Target is frozen). Keyed by id, the
+        # target kept beside them so the id is not reused while the entry lives.
+        self._scopes: dict[int, tuple[Target, str, str]] = {}
+        # The in-process breakers that are not closed, as (layer, scope), kept by their events
+        # (_changed): while there is none (a healthy fleet), nothing can reject or hold a target
+        # and selection's read of every candidate answers at once.
+        self._unclosed: set[tuple[Layer, str]] = set()
         # An overloaded answer from a target that still serves (at least `overload_min_success`
         # of its answers in the last `overload_grace` seconds were successes) is not counted: it
         # says "over capacity", not "down" (see _grace). One that answers nothing but 503/529 is
@@ -205,26 +219,47 @@ class BreakerBoard:
         for hook in tuple(self.hooks):
             emit(hook, event)
 
+    def _changed(self, event: BreakerEvent) -> None:
+        """A breaker of this board changed state (its ``on_change``): note whether it is closed,
+        then tell the hooks."""
+        if event.new is BreakerState.CLOSED:
+            self._unclosed.discard((event.layer, event.scope))
+        else:
+            self._unclosed.add((event.layer, event.scope))
+        self._fan_out(event)
+
+    def _scoped(self, target: Target) -> tuple[Target, str, str]:
+        """``(target, its target scope, its key + model scope)``, worked out once per target object."""
+        entry = self._scopes.get(id(target))
+        if entry is None or entry[0] is not target:
+            if len(self._scopes) >= SCOPES_KEPT:
+                self._scopes.clear()
+            entry = self._scopes[id(target)] = (target, self._scope(target), key_model_scope(target))
+        return entry
+
     def breaker(self, target: Target) -> CircuitBreaker:
         """The target breaker of ``target`` (created on first use)."""
-        s = self._scope(target)
+        s = self._scoped(target)[1]
         b = self._target.get(s)
         if b is None:
-            b = self._target[s] = CircuitBreaker(self.config, s, self._fan_out, layer="target")
+            b = self._target[s] = CircuitBreaker(self.config, s, self._changed, layer="target")
             b.grace = OverloadGrace(self.overload_grace)
         return b
 
     def key_breaker(self, target: Target) -> CircuitBreaker:
         """The key + model breaker of ``target`` (created on first use)."""
-        s = key_model_scope(target)
+        s = self._scoped(target)[2]
         b = self._key.get(s)
         if b is None:
-            b = self._key[s] = CircuitBreaker(self.key_config, s, self._fan_out, layer="key_model")
+            b = self._key[s] = CircuitBreaker(self.key_config, s, self._changed, layer="key_model")
         return b
 
     def rejection(self, target: Target, now: float) -> str | None:
         """Why ``admit`` would reject ``target`` at ``now``, without taking a permit (for selection)."""
-        for b in (self._target.get(self._scope(target)), self._key.get(key_model_scope(target))):
+        if not self._unclosed:  # every breaker closed: none rejects
+            return None
+        _, scope, key_scope = self._scoped(target)
+        for b in (self._target.get(scope), self._key.get(key_scope)):
             if b is not None:
                 why = b.rejection(now)
                 if why is not None:
@@ -250,27 +285,29 @@ class BreakerBoard:
 
     def _started(self, permit: Permit, now: float) -> None:
         """An attempt is sent under ``permit`` (its target breaker's): the grace keeps its flight."""
-        g = permit.breaker.grace
+        g = permit._breaker.grace
         if g is not None:
             g.start(id(permit), now)
 
     def _ended(self, permits: Sequence[Permit]) -> None:
-        if permits and (g := permits[0].breaker.grace) is not None:
+        if permits and (g := permits[0]._breaker.grace) is not None:
             g.end(id(permits[0]))
 
     def record(
         self, target: Target, permits: Sequence[Permit], failure: Failure | None, duration: float, now: float
     ) -> None:
         """Release ``permits`` (from ``admit(target, ...)``) with the attempt's result."""
+        _, scope, key_scope = self._scoped(target)
         for p in permits:
-            expected = self._scope(target) if p.layer == "target" else key_model_scope(target)
-            if p.scope != expected:
+            b = p._breaker
+            if b.scope != (scope if b.layer == "target" else key_scope):
                 raise ValueError(f"permit for {p.scope!r} recorded against target {target.name!r}")
         graced = self._graced(target, permits, failure, now - duration, now)
         kind = "" if failure is None else failure.kind.value
         for p in permits:
-            outcome: Outcome = "ignored" if graced else _outcome_for(p.layer, failure)
-            p.breaker.release(p, now, outcome=outcome, duration=duration, kind=kind)
+            b = p._breaker
+            outcome: Outcome = "ignored" if graced else _outcome_for(b.layer, failure)
+            b.release(p, now, outcome=outcome, duration=duration, kind=kind)
 
     def _graced(
         self, target: Target, permits: Sequence[Permit], failure: Failure | None, started: float, now: float
@@ -281,7 +318,7 @@ class BreakerBoard:
         board's ``overload_grace`` and ``overload_min_success``. Shared by the in-process and the
         shared-store record paths.
         """
-        g = permits[0].breaker.grace if permits else None
+        g = permits[0]._breaker.grace if permits else None
         if g is None:
             return False
         return g.graced(
@@ -290,8 +327,11 @@ class BreakerBoard:
 
     def hold(self, target: Target, now: float) -> BreakerHold | None:
         """Why the breakers of ``target`` turn it away now (the longer of the two), or None."""
+        if not self._unclosed:  # every breaker closed: none holds
+            return None
         held: BreakerHold | None = None
-        for b in (self._target.get(self._scope(target)), self._key.get(key_model_scope(target))):
+        _, scope, key_scope = self._scoped(target)
+        for b in (self._target.get(scope), self._key.get(key_scope)):
             h = b.hold(now) if b is not None else None
             if h is not None and (held is None or h.wait > held.wait):
                 held = h
@@ -351,20 +391,23 @@ class BreakerBoard:
 
     def _rejection_shared(self, target: Target, now: float) -> str | None:
         """From the last views this process saw (the store decides at admission)."""
-        if not self._shared.guard.up:
+        shared = self._shared
+        if not shared.guard.up:
             return BreakerBoard.rejection(self, target, now)
-        return self._shared.rejection(self._existing(target))
+        return shared.rejection(self._existing(target)) if shared.unclosed else None
 
     def _hold_shared(self, target: Target, now: float) -> BreakerHold | None:
         """:meth:`hold` from the last views this process saw (its own breakers when the store is down)."""
-        if not self._shared.guard.up:
+        shared = self._shared
+        if not shared.guard.up:
             return BreakerBoard.hold(self, target, now)
-        return self._shared.hold(self._existing(target))
+        return shared.hold(self._existing(target)) if shared.unclosed else None
 
     def _existing(self, target: Target) -> list[CircuitBreaker]:
         """The breakers of ``target`` made already (a read creates none: one with a view was
         made at its admission)."""
-        found = (self._target.get(self._scope(target)), self._key.get(key_model_scope(target)))
+        _, scope, key_scope = self._scoped(target)
+        found = (self._target.get(scope), self._key.get(key_scope))
         return [b for b in found if b is not None]
 
 

@@ -281,9 +281,9 @@ class CircuitBreaker:
     def try_acquire(self, now: float) -> Permit | None:
         """A permit for one call, or None: open, or half-open with every probe slot taken. The
         first one asked after the open period moves the breaker to half-open (its event fires)."""
-        self._advance(now)
         if self._state is BreakerState.CLOSED:
             return Permit(self, self._epoch, now, probe=False)
+        self._advance(now)  # open with its period over: half-open from now on
         if self._state is BreakerState.HALF_OPEN and self._probes < self.config.half_open_probes:
             self._probes += 1
             return Permit(self, self._epoch, now, probe=True)
@@ -338,9 +338,10 @@ class CircuitBreaker:
         t = self._window.totals(now)
         if t.calls < cfg.min_calls:
             return
-        if rate(t.failures, t.calls) >= cfg.failure_rate:
+        # calls >= min_calls >= 1: no rate() needed; a window with no slow call has no slow rate
+        if t.failures / t.calls >= cfg.failure_rate:
             self._open(now, f"{t.failures}/{t.calls} failed", kind)
-        elif cfg.slow_rule and rate(t.slow, t.calls) >= cfg.slow_call_rate:
+        elif t.slow and cfg.slow_rule and t.slow / t.calls >= cfg.slow_call_rate:
             self._open(now, f"{t.slow}/{t.calls} slower than {cfg.slow_call_duration:g}s")
 
     # -- transitions ------------------------------------------------------------------------

@@ -54,6 +54,9 @@ class SharedBreakers:
         self.key_params = key_params
         self._fan_out = fan_out
         self.views: dict[str, tuple[BreakerView, float]] = {}  # scope -> (last view, loop time)
+        # the scopes whose last view is not closed: while there is none, no view rejects or holds
+        # (selection asks of every candidate of every request)
+        self.unclosed: set[str] = set()
         self.layers: dict[str, Layer] = {}
         self.tasks: set[asyncio.Task[None]] = set()
 
@@ -96,6 +99,10 @@ class SharedBreakers:
         """Keep the views the store answered with, and report its transitions as events."""
         for v in views:
             self.views[v.scope] = (v, at)
+            if v.state == "closed":
+                self.unclosed.discard(v.scope)
+            else:
+                self.unclosed.add(v.scope)
         for t in transitions:
             event = BreakerEvent(
                 scope=t.scope,
