@@ -56,8 +56,7 @@ class WindowBoard:
         """``target``'s declared window, else the learned one; None: unknown."""
         if target.context_window is not None:
             return target.context_window
-        learned = self._learned
-        return learned.get(_key(target)) if learned else None  # learned(), inlined: asked per target per request
+        return self.learned(target)
 
     def source(self, target: Target) -> str:
         """How :meth:`known` knows: "declared", "stated by the provider" or "unknown"."""

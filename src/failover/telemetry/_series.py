@@ -17,7 +17,7 @@ import threading
 import time
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -71,8 +71,12 @@ class HistogramSeries:
                 self.counts[index] += 1
 
 
-class _Family:
-    """A labelled metric family: its series by label values, in the order they first appeared.
+SeriesT = TypeVar("SeriesT", CounterSeries, HistogramSeries)
+
+
+class _Family(Generic[SeriesT]):
+    """A labelled metric family: its series by label values, in the order they first appeared;
+    ``labels(...)`` gives the series for those values, made once (``_new_series``).
 
     Its fields have the names prometheus_client's metric objects give theirs (``_name``,
     ``_type``, ``_labelnames``, a histogram's ``_upper_bounds``), so what inspects the metrics
@@ -85,6 +89,7 @@ class _Family:
         self._documentation = documentation
         self._labelnames = tuple(labelnames)
         self._lock = threading.Lock()
+        self._series: dict[tuple[str, ...], SeriesT] = {}
         registry.register(cast("Collector", self))  # a collector by its methods (no import here)
 
     def describe(self) -> Iterable[Metric]:
@@ -93,28 +98,30 @@ class _Family:
     def _family(self) -> Metric:
         raise NotImplementedError
 
+    def _new_series(self) -> SeriesT:
+        raise NotImplementedError
+
+    def labels(self, *values: str) -> SeriesT:
+        series = self._series.get(values)
+        if series is None:
+            key = self._check(values)
+            with self._lock:
+                series = self._series.get(key) or self._series.setdefault(key, self._new_series())
+        return series
+
     def _check(self, values: tuple[str, ...]) -> tuple[str, ...]:
         if len(values) != len(self._labelnames):
             raise ValueError("Incorrect label count")
         return tuple(str(v) for v in values)
 
 
-class CounterFamily(_Family):
+class CounterFamily(_Family[CounterSeries]):
     """A counter family: ``labels(...)`` gives the series to ``inc``; each is kept once made."""
 
     _type = "counter"
 
-    def __init__(self, name: str, documentation: str, labelnames: Sequence[str], registry: CollectorRegistry) -> None:
-        self._series: dict[tuple[str, ...], CounterSeries] = {}
-        super().__init__(name, documentation, labelnames, registry)
-
-    def labels(self, *values: str) -> CounterSeries:
-        series = self._series.get(values)
-        if series is None:
-            key = self._check(values)
-            with self._lock:
-                series = self._series.get(key) or self._series.setdefault(key, CounterSeries(self._lock))
-        return series
+    def _new_series(self) -> CounterSeries:
+        return CounterSeries(self._lock)
 
     def _family(self) -> CounterMetricFamily:
         from prometheus_client.core import CounterMetricFamily
@@ -130,7 +137,7 @@ class CounterFamily(_Family):
         return [family]
 
 
-class HistogramFamily(_Family):
+class HistogramFamily(_Family[HistogramSeries]):
     """A histogram family with fixed bucket bounds (``+Inf`` added as prometheus_client does)."""
 
     _type = "histogram"
@@ -156,18 +163,10 @@ class HistogramFamily(_Family):
             raise ValueError("A bucket bound below 0 is not supported here")
         self._upper_bounds = bounds
         self._le: list[str] = [floatToGoString(b) for b in bounds]  # type: ignore[no-untyped-call]
-        self._series: dict[tuple[str, ...], HistogramSeries] = {}
         super().__init__(name, documentation, labelnames, registry)
 
-    def labels(self, *values: str) -> HistogramSeries:
-        series = self._series.get(values)
-        if series is None:
-            key = self._check(values)
-            with self._lock:
-                series = self._series.get(key) or self._series.setdefault(
-                    key, HistogramSeries(self._lock, self._upper_bounds)
-                )
-        return series
+    def _new_series(self) -> HistogramSeries:
+        return HistogramSeries(self._lock, self._upper_bounds)
 
     def _family(self) -> HistogramMetricFamily:
         from prometheus_client.core import HistogramMetricFamily

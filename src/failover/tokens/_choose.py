@@ -224,8 +224,7 @@ def counter_for(target: Target) -> TokenCounter:
         override = _overrides.get((target.name, target.model))
         if override is not None:
             return override
-    counter = _bases.get((target.tokenizer, target.dialect, target.model))
-    return counter if counter is not None else base_counter_for(target)
+    return base_counter_for(target)
 
 
 def _set_override(key: tuple[str, str], counter: TokenCounter | None) -> None:

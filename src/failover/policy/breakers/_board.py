@@ -285,12 +285,12 @@ class BreakerBoard:
 
     def _started(self, permit: Permit, now: float) -> None:
         """An attempt is sent under ``permit`` (its target breaker's): the grace keeps its flight."""
-        g = permit._breaker.grace
+        g = permit.breaker.grace
         if g is not None:
             g.start(id(permit), now)
 
     def _ended(self, permits: Sequence[Permit]) -> None:
-        if permits and (g := permits[0]._breaker.grace) is not None:
+        if permits and (g := permits[0].breaker.grace) is not None:
             g.end(id(permits[0]))
 
     def record(
@@ -299,13 +299,13 @@ class BreakerBoard:
         """Release ``permits`` (from ``admit(target, ...)``) with the attempt's result."""
         _, scope, key_scope = self._scoped(target)
         for p in permits:
-            b = p._breaker
+            b = p.breaker
             if b.scope != (scope if b.layer == "target" else key_scope):
                 raise ValueError(f"permit for {p.scope!r} recorded against target {target.name!r}")
         graced = self._graced(target, permits, failure, now - duration, now)
         kind = "" if failure is None else failure.kind.value
         for p in permits:
-            b = p._breaker
+            b = p.breaker
             outcome: Outcome = "ignored" if graced else _outcome_for(b.layer, failure)
             b.release(p, now, outcome=outcome, duration=duration, kind=kind)
 
@@ -318,7 +318,7 @@ class BreakerBoard:
         board's ``overload_grace`` and ``overload_min_success``. Shared by the in-process and the
         shared-store record paths.
         """
-        g = permits[0]._breaker.grace if permits else None
+        g = permits[0].breaker.grace if permits else None
         if g is None:
             return False
         return g.graced(

@@ -133,10 +133,10 @@ def emit(hook: Hook, event: BreakerEvent) -> None:
 class Permit:
     """The right to make one call through one breaker. Release it exactly once."""
 
-    __slots__ = ("_breaker", "_epoch", "acquired_at", "probe", "released")
+    __slots__ = ("_epoch", "acquired_at", "breaker", "probe", "released")
 
     def __init__(self, breaker: CircuitBreaker, epoch: int, acquired_at: float, probe: bool) -> None:
-        self._breaker = breaker
+        self.breaker = breaker  # the breaker that granted it (read on every release: a plain slot)
         self._epoch = epoch
         self.acquired_at = acquired_at
         self.probe = probe  # granted while half-open
@@ -144,15 +144,11 @@ class Permit:
 
     @property
     def scope(self) -> str:
-        return self._breaker.scope
+        return self.breaker.scope
 
     @property
     def layer(self) -> Layer:
-        return self._breaker.layer
-
-    @property
-    def breaker(self) -> CircuitBreaker:
-        return self._breaker
+        return self.breaker.layer
 
     def __repr__(self) -> str:
         return (
@@ -300,7 +296,7 @@ class CircuitBreaker:
         ``RuntimeError`` on a second release and ``ValueError`` for a permit of another breaker
         or an unknown outcome.
         """
-        if permit._breaker is not self:
+        if permit.breaker is not self:
             raise ValueError(f"permit of breaker {permit.scope!r} released on breaker {self.scope!r}")
         if outcome not in _OUTCOMES:
             raise ValueError(f"outcome must be 'success', 'failure' or 'ignored', not {outcome!r}")
