@@ -76,6 +76,25 @@ async def test_a_repeat_after_an_answer_or_side_by_side_is_a_new_request() -> No
         await router.aclose()
 
 
+@pytest.mark.parametrize("header", ["x-failover-task-id", "x-claude-code-session-id", "session_id"])
+async def test_the_same_body_from_another_task_or_session_is_a_new_request(header: str) -> None:
+    # An agent working many tasks opens each with the same turn: after one task's failure, the
+    # other tasks' identical bodies are their own first requests, not its retries.
+    async with upstreams(Script.always(Reply.overloaded()), attempts_a=2) as up:
+        router = make_router(up.route("solo"))
+        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url, timeout=None) as http:
+            first = await http.post("/chat/completions", json=BODY, headers={header: "one"})
+            assert first.status_code == 503 and first.headers["x-failover-attempts"] == "2"
+            other = await http.post("/chat/completions", json=BODY, headers={header: "two"})
+            assert other.status_code == 503 and other.headers["x-failover-attempts"] == "2"  # replayed: new
+            assert await _retries(http, gw.port) == 0
+            again = await http.post("/chat/completions", json=BODY, headers={header: "one"})
+            assert again.headers["x-failover-attempts"] == "1"  # the same task's repeat is its retry
+            assert await _retries(http, gw.port) == 1
+        assert up.request_calls("a") == 5
+        await router.aclose()
+
+
 async def test_an_idempotency_key_of_its_own_says_which_requests_are_the_same() -> None:
     async with upstreams(Script.always(Reply.overloaded()), attempts_a=2) as up:
         router = make_router(up.route("solo"))

@@ -406,3 +406,47 @@ async def test_no_answer_of_the_gateway_invites_a_clients_own_retry(monkeypatch:
     assert (bad.status_code, missing.status_code, bug.status_code) == (400, 404, 500)
     for r in (bad, missing, bug):
         assert r.headers["x-should-retry"] == "false", r
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_gateways_own_bug_is_logged_with_its_traceback_and_no_secret(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, stream: bool
+) -> None:
+    """An operator sees where an internal error came from; the client sees only its request id."""
+    caplog.set_level(logging.ERROR, logger="failover.gateway")
+    kit = Kit()
+
+    def deep_in_the_gateway() -> None:
+        raise RuntimeError(f"a bug near {PROVIDER_KEY} and sk-proj-abcdefghijklmnop1234")
+
+    async def broken(*args: object, **kwargs: object) -> object:
+        deep_in_the_gateway()
+        raise AssertionError("unreachable")
+
+    class BrokenStream:  # what router.stream returns, failing at its first event
+        record = target = max_tokens_capped_to = None
+
+        async def __aenter__(self) -> BrokenStream:
+            return self
+
+        async def aclose(self) -> None:
+            return None
+
+        def __aiter__(self) -> BrokenStream:
+            return self
+
+        async def __anext__(self) -> object:
+            deep_in_the_gateway()
+            raise AssertionError("unreachable")
+
+    def broken_stream(*args: object, **kwargs: object) -> object:
+        return BrokenStream()
+
+    monkeypatch.setattr(kit.router, "stream" if stream else "complete", broken_stream if stream else broken)
+    async with kit.client() as c:
+        r = await c.post("/v1/chat/completions", json=chat_body("solo", stream=stream))
+    assert r.status_code == 500 and r.json()["error"]["type"] == "server_error"
+    assert "RuntimeError" not in r.text and PROVIDER_KEY not in r.text
+    line = next(rec.getMessage() for rec in caplog.records if "internal error" in rec.getMessage())
+    assert "Traceback" in line and "deep_in_the_gateway" in line and "RuntimeError: a bug near" in line
+    assert PROVIDER_KEY not in line and "sk-proj-abcdefghijklmnop1234" not in line

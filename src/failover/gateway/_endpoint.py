@@ -34,11 +34,12 @@ from ..router import Router, Vetted
 from ._auth import authenticate
 from ._body import HEAVY_JSON_BYTES, ClientGone, decode_json, read_body
 from ._disconnect import Interrupted, interruptible
-from ._envelope import envelope_from, unmarked
+from ._envelope import caller_of, envelope_from, unmarked
 from ._errors import ApiError, error_response, shutting_down
 from ._exchange import Exchange
 from ._gateway import Gateway
 from ._http import header_map, send_json
+from ._logs import internal_error
 from ._settings import Tenant
 from ._sizes import check_counts, vet
 from ._stream_reply import SseWire, StreamReply
@@ -248,10 +249,11 @@ class Endpoint(Generic[_B, _Q, _A]):
             _check_route(router, route, tenant)
             tenant_name = tenant.name if tenant is not None else None
             # a client with no Idempotency-Key of its own: a repeat of a body that failed is its retry
+            caller = caller_of(headers)
             digest = (
-                await asyncio.to_thread(gw.recent.digest, tenant_name, self.path, raw)
+                await asyncio.to_thread(gw.recent.digest, tenant_name, self.path, raw, caller)
                 if big
-                else gw.recent.digest(tenant_name, self.path, raw)
+                else gw.recent.digest(tenant_name, self.path, raw, caller)
             )
             envelope = envelope_from(
                 headers,
@@ -329,7 +331,9 @@ class Endpoint(Generic[_B, _Q, _A]):
             ex.request_id = exc.request_id
             gw.finish(ex, response.status_code, record=exc.record, note=exc.reason.value, code=err.code)
         except Exception as exc:
-            log.error("internal error on route %s request %s: %s", route, envelope.request_id, type(exc).__name__)
+            log.error(
+                "internal error on route %s request %s: %s", route, envelope.request_id, internal_error(exc, gw.scrub)
+            )
             err = ApiError(500, f"internal gateway error (request id {envelope.request_id})", type="server_error")
             gw.finish(ex, 500, note=f"internal error {type(exc).__name__}")
             response = error_response(err, self.shape, request_id=envelope.request_id)

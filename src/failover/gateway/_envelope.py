@@ -23,6 +23,17 @@ from ._settings import EnvelopeDefaults
 _RETRIED_AFTER = frozenset({408, 429, 499})
 
 
+# Headers that name the task or session a request belongs to. An agent that runs many tasks
+# sends the same opening turn for each ("Buy one A-1", the same tools): bodies of different
+# tasks or sessions are different requests however alike, never each other's retries.
+_CALLER_HEADERS = ("x-failover-task-id", "x-claude-code-session-id", "session_id", "conversation_id")
+
+
+def caller_of(headers: Mapping[str, str]) -> str:
+    """Which task or session sent the request, from the headers that name one ("" if none)."""
+    return "\0".join(headers.get(name, "") for name in _CALLER_HEADERS)
+
+
 def unmarked(headers: Mapping[str, str]) -> bool:
     """Is the request judged by its body? Unless it brings its own ``Idempotency-Key`` (the
     client then says which requests are the same). ``x-stainless-retry-count: 0`` proves no
@@ -36,8 +47,9 @@ class RecentRequests:
 
     Two marks: an ``Idempotency-Key`` seen in the last ``key_ttl`` seconds, and, for a request
     with no key of its own (:func:`unmarked`), a body that the same tenant sent to the same
-    endpoint, byte for byte, and that failed after an upstream attempt (a 5xx, 429 or 408
-    answer, or a client that left before the answer) less than that request's deadline ago.
+    endpoint, byte for byte, for the same task or session (:func:`caller_of`), and that failed
+    after an upstream attempt (a 5xx, 429 or 408 answer, or a client that left before the
+    answer) less than that request's deadline ago.
     The agent runtimes retry without a marker (no ``Idempotency-Key``; Codex sends no
     ``x-stainless-retry-count``, Claude Code sends 0 on every retry): a byte-identical body
     after a failure is their retry, and is charged to the retry budget like a marked one.
@@ -82,8 +94,9 @@ class RecentRequests:
         return again
 
     @staticmethod
-    def digest(tenant: str | None, path: str, body: bytes) -> bytes:
-        h = hashlib.blake2b(f"{tenant or '-'}\0{path}\0".encode(errors="replace"), digest_size=16)
+    def digest(tenant: str | None, path: str, body: bytes, caller: str = "") -> bytes:
+        """The mark of one body: of ``tenant``, to ``path``, from ``caller`` (:func:`caller_of`)."""
+        h = hashlib.blake2b(f"{tenant or '-'}\0{path}\0{caller}\0".encode(errors="replace"), digest_size=16)
         h.update(body)
         return b"b" + h.digest()
 

@@ -17,6 +17,7 @@ import math
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,12 @@ class SecretFilter(logging.Filter):
         if clean != text:
             record.msg, record.args = clean, None
         return True
+
+
+def internal_error(exc: BaseException, scrub: Callable[[str], str]) -> str:
+    """An unexpected exception as an operator needs it: its traceback, with every secret
+    ``scrub`` knows and every key-shaped string taken out (the client sees none of it)."""
+    return scrub_secrets(scrub("".join(traceback.format_exception(exc)).rstrip()))
 
 
 def guard_handlers(*loggers: logging.Logger) -> None:

@@ -18,6 +18,7 @@ from ._disconnect import Disconnect, gone_note
 from ._errors import ApiError, error_response, shutting_down
 from ._exchange import Exchange
 from ._gateway import Gateway
+from ._logs import internal_error
 
 log = logging.getLogger("failover.gateway")
 
@@ -147,7 +148,7 @@ class StreamReply:
             await response(scope, receive, send)
             return
         except Exception as exc:
-            log.error("internal error on stream %s: %s", self.envelope.request_id, type(exc).__name__)
+            log.error("internal error on stream %s: %s", self.envelope.request_id, internal_error(exc, gw.scrub))
             err = ApiError(500, f"internal gateway error (request id {self.envelope.request_id})", type="server_error")
             gw.finish(self.ex, 500, note=f"internal error {type(exc).__name__}")
             await error_response(err, self.wire.shape, request_id=self.envelope.request_id)(scope, receive, send)
@@ -195,7 +196,7 @@ class StreamReply:
             body += wire.failure("stream_mismatch", mismatch_message(exc, self.envelope.request_id))
         except Exception as exc:
             status_note = f"internal error {type(exc).__name__}"
-            log.error("internal error on stream %s: %s", self.envelope.request_id, type(exc).__name__)
+            log.error("internal error on stream %s: %s", self.envelope.request_id, internal_error(exc, gw.scrub))
             body += wire.failure("internal_error", f"internal gateway error (request id {self.envelope.request_id})")
         await send({"type": "http.response.body", "body": body, "more_body": False})
         status = 200
