@@ -11,8 +11,10 @@ Processes (127.0.0.1 only):
   before the first content chunk (stream: 5 content chunks 10 ms apart, finish, usage, [DONE]).
 * **gateways**, each pinned to core 0 (``taskset -c 0``), one worker, all started (and
   warmed) before the first measurement and measured one after the other within each step:
-  ``failover serve --config <generated yaml>`` (one route ``bench`` -> one OpenAI-dialect target
-  at the upstream, everything else default), ``litellm --config`` (one deployment
+  ``failover serve --config <generated yaml>`` (route ``bench`` -> one OpenAI-dialect target
+  at the upstream with ``hold_tokens: 0``, so a stream's events go out as they come; route
+  ``bench-held``, the same with the default commit point, measured in the stream phase as
+  its own row: what holding output until 100 tokens costs; everything else default), ``litellm --config`` (one deployment
   ``openai/gpt-4o-mini`` at the upstream), Portkey's ``@portkey-ai/gateway`` (node, headless,
   ``x-portkey-provider: openai`` + ``x-portkey-custom-host``).
 * **load generator** (``bench/gateway_support/loadgen.py``), a new process per measurement,
@@ -270,6 +272,12 @@ def settle(url: str, model: str, headers: list[str], key: str, limit: float = 90
 # ---------------------------------------------------------------- targets
 
 
+# failover's route with the default commit point: a stream's output is held until 100 tokens
+# (or 2 s) have arrived, so a failure inside it is recovered invisibly. The upstream's streams
+# are shorter than that, so on this route the first event goes out when the stream ends.
+HELD_ROUTE = "bench-held"
+
+
 class Target:
     name = ""
     model = UPSTREAM_MODEL
@@ -335,7 +343,10 @@ class Failover(Target):
             "    api_key_env: BENCH_UPSTREAM_KEY\n"
             "    capabilities: [chat, streaming]\n"
             "routes:\n"
-            "  bench:\n"
+            "  bench:\n"  # a commit point that holds nothing: every event goes out as it comes
+            "    primary: [up]\n"
+            "    hold_tokens: 0\n"
+            f"  {HELD_ROUTE}:\n"  # the default commit point (100 tokens or 2 s): what the hold costs
             "    primary: [up]\n"
         )
         env = {**os.environ, "BENCH_UPSTREAM_KEY": "sk-bench"}
@@ -513,13 +524,20 @@ def main() -> int:
 
         res: dict = {"fixed": {}, "stream": {}, "ladder": {}, "ceiling": {}, "trace": {}, "unavailable": unavailable}
 
-        def measure(t: Target, rate: float, duration: float, stream: bool = False) -> dict:
+        def measure(t: Target, rate: float, duration: float, stream: bool = False, model: str | None = None) -> dict:
             waited = settle(t.url, t.model, t.headers, t.key)
             if waited > 2:
                 print(f"# {t.name}: waited {waited:.0f}s for the previous step's backlog", flush=True)
             c0 = group_cpu_seconds(t.proc.p.pid) if t.proc is not None else None
             r = loadgen(
-                t.url, t.model, rate, duration, stream=stream, headers=t.headers, key=t.key, connections=a.connections
+                t.url,
+                model or t.model,
+                rate,
+                duration,
+                stream=stream,
+                headers=t.headers,
+                key=t.key,
+                connections=a.connections,
             )
             if c0 is not None and t.proc is not None and "failed" not in r:
                 cpu = group_cpu_seconds(t.proc.p.pid) - c0
@@ -567,6 +585,12 @@ def main() -> int:
                 res["stream"][t.name] = r
                 print(f"{t.name:9s} stream {a.stream_rate:.0f} rps  {json.dumps(r)}", flush=True)
                 time.sleep(1)
+                if isinstance(t, Failover):  # the same stream through the default commit point
+                    held = f"{t.name} ({HELD_ROUTE})"
+                    r = measure(t, a.stream_rate, a.stream_duration, stream=True, model=HELD_ROUTE)
+                    res["stream"][held] = r
+                    print(f"{held} stream {a.stream_rate:.0f} rps  {json.dumps(r)}", flush=True)
+                    time.sleep(1)
         if "ceiling" not in skip:
             for t in live:
                 settle(t.url, t.model, t.headers, t.key)
