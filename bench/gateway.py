@@ -14,9 +14,10 @@ Processes (127.0.0.1 only):
   ``failover serve --config <generated yaml>`` (route ``bench`` -> one OpenAI-dialect target
   at the upstream with ``hold_tokens: 0``, so a stream's events go out as they come; route
   ``bench-held``, the same with the default commit point, measured in the stream phase as
-  its own row: what holding output until 100 tokens costs; everything else default), ``litellm --config`` (one deployment
-  ``openai/gpt-4o-mini`` at the upstream), Portkey's ``@portkey-ai/gateway`` (node, headless,
-  ``x-portkey-provider: openai`` + ``x-portkey-custom-host``).
+  its own row: what holding output until 100 tokens costs; everything else default),
+  ``litellm --config`` (one deployment ``openai/gpt-4o-mini`` at the upstream), Portkey's
+  ``@portkey-ai/gateway`` (node, headless, ``x-portkey-provider: openai`` +
+  ``x-portkey-custom-host``).
 * **load generator** (``bench/gateway_support/loadgen.py``), a new process per measurement,
   pinned with the upstream on core 1: open loop, latency from each request's scheduled time.
 

@@ -18,7 +18,7 @@ from ..router import Router
 from ._body import decode_json
 from ._envelope import RecentRequests
 from ._exchange import Exchange
-from ._logs import ACCESS_LOGGER
+from ._logs import ACCESS_LOGGER, AccessLine
 from ._metrics import GatewayMetrics
 from ._openai import ChatCompletionBody, parse_body
 from ._quota import TenantQuotas, store_of
@@ -29,6 +29,7 @@ log = logging.getLogger("failover.gateway")
 access_log = logging.getLogger(ACCESS_LOGGER)
 
 _ACCESS_FORMAT = "%s route=%s tenant=%s status=%d request_id=%s target=%s attempts=%s ms=%.1f%s"
+_access_line = AccessLine(access_log, _ACCESS_FORMAT)
 
 
 class RecordSink(Protocol):
@@ -220,12 +221,7 @@ class Gateway:
             elapsed,
             f" {note}" if note else "",
         )
-        # Logger.info() would first walk the stack to find its caller (findCaller), a good share
-        # of the access line's cost; the record is built directly instead, then handled as usual.
-        record_ = access_log.makeRecord(
-            ACCESS_LOGGER, logging.INFO, __file__, 0, _ACCESS_FORMAT, args, None, "finish", {"failover": fields}
-        )
-        access_log.handle(record_)
+        _access_line.write(args, fields)
 
 
 __all__ = ["Gateway", "RecordSink"]

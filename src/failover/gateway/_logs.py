@@ -75,21 +75,43 @@ class JsonFormatter(logging.Formatter):
     _stamp = ""
 
     def format(self, record: logging.LogRecord) -> str:
-        second = int(record.created)
+        fields = getattr(record, "failover", None)
+        exc = self.formatException(record.exc_info) if record.exc_info else None
+        return self.line(
+            record.created,
+            record.msecs,
+            record.levelname,
+            record.name,
+            record.getMessage(),
+            fields if isinstance(fields, dict) else None,
+            exc,
+        )
+
+    def line(
+        self,
+        created: float,
+        msecs: float,
+        levelname: str,
+        name: str,
+        message: str,
+        fields: dict[str, Any] | None = None,
+        exc: str | None = None,
+    ) -> str:
+        """One line from its parts (what :meth:`format` reads off a record)."""
+        second = int(created)
         if second != self._second:
-            self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
             self._second = second
         out: dict[str, Any] = {
-            "ts": f"{self._stamp}.{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
+            "ts": f"{self._stamp}.{int(msecs):03d}Z",
+            "level": levelname.lower(),
+            "logger": name,
+            "message": message,
         }
-        fields = getattr(record, "failover", None)
-        if isinstance(fields, dict):
+        if fields:
             out.update(fields)
-        if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
+        if exc:
+            out["exc"] = exc
         try:
             return _JSON.encode(out)
         except ValueError:  # a NaN or infinity among the fields: written as a string, the line stays JSON
@@ -104,6 +126,9 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_finite(v) for v in value]
     return value
+
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 class _TextFormatter(logging.Formatter):
@@ -131,11 +156,19 @@ class _TextFormatter(logging.Formatter):
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         if datefmt is not None:
             return super().formatTime(record, datefmt)
-        second = int(record.created)
+        return self._time(record.created, record.msecs)
+
+    def _time(self, created: float, msecs: float) -> str:
+        second = int(created)
         if second != self._second:
-            self._stamp = time.strftime("%Y-%m-%d %H:%M:%S", self.converter(record.created))
+            self._stamp = time.strftime("%Y-%m-%d %H:%M:%S", self.converter(created))
             self._second = second
-        return f"{self._stamp},{int(record.msecs):03d}"
+        return f"{self._stamp},{int(msecs):03d}"
+
+    def line(self, created: float, msecs: float, levelname: str, name: str, message: str) -> str:
+        """A line of :data:`TEXT_FORMAT` from its parts: what :meth:`format` makes of a record
+        without exception or stack (only for a formatter of that format)."""
+        return f"{self._time(created, msecs)} {levelname} {name}: {message}"
 
 
 class _Writer:
@@ -269,6 +302,18 @@ class BatchingStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         except Exception:
             self.handleError(record)
             return
+        self._add(line, record.levelno)
+
+    def add_line(self, line: str) -> None:
+        """An INFO line its caller formatted as this handler's formatter would (see
+        :class:`AccessLine`), buffered as :meth:`emit` buffers one."""
+        self.acquire()
+        try:
+            self._add(line + self.terminator, logging.INFO)
+        finally:
+            self.release()
+
+    def _add(self, line: str, levelno: int) -> None:
         now = time.monotonic()
         if not self._buf:
             self._since = now
@@ -279,7 +324,7 @@ class BatchingStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         except RuntimeError:
             self._write_here()
             return
-        if record.levelno >= logging.WARNING or self._size >= self.max_bytes or now - self._since >= self.interval:
+        if levelno >= logging.WARNING or self._size >= self.max_bytes or now - self._since >= self.interval:
             self.flush()
         elif self._timer is None:
             self._timer = loop.call_later(self.interval, self.flush)
@@ -328,6 +373,66 @@ class BatchingStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         super().close()
 
 
+class AccessLine:
+    """Writes the access log's lines, one per request, straight to failover's own handler.
+
+    Through ``logging``, a line is a LogRecord (some forty attributes, the caller's file name
+    split apart), a walk up the logger tree, two filters and a formatter: about 5% of what a
+    plain request costs the gateway. When the access logger's lines can only reach one
+    :class:`BatchingStreamHandler` with one of failover's formatters (as ``failover serve``
+    configures it), the line is formatted here, exactly as that formatter would, and handed to
+    the handler. Any other set-up (a ``--log-config`` of the operator's, a filter on the access
+    logger, another handler up the tree, a level above INFO) goes through ``logging`` as usual.
+    The set-up is looked at again for every line, so a change to it takes effect at once.
+    """
+
+    def __init__(self, logger: logging.Logger, fmt: str) -> None:
+        self.logger = logger
+        self.fmt = fmt  # the message's %-format; its args come with each line
+
+    def sink(self) -> BatchingStreamHandler | None:
+        """The one handler every line reaches, when it may be written to directly."""
+        logger: logging.Logger | None = self.logger
+        if self.logger.filters or self.logger.disabled:
+            return None
+        found: BatchingStreamHandler | None = None
+        while logger is not None:
+            for handler in logger.handlers:
+                if found is not None or type(handler) is not BatchingStreamHandler:
+                    return None
+                if handler.level > logging.INFO or any(type(f) is not SecretFilter for f in handler.filters):
+                    return None  # (SecretFilter passes access lines as they are)
+                formatter = handler.formatter
+                if not (
+                    type(formatter) is JsonFormatter
+                    or (type(formatter) is _TextFormatter and formatter._fmt == TEXT_FORMAT)
+                ):
+                    return None
+                found = handler
+            logger = logger.parent if logger.propagate else None
+        return found
+
+    def write(self, args: tuple[Any, ...], fields: dict[str, Any]) -> None:
+        """One line: ``fmt % args`` as its message, ``fields`` for the JSON format (the caller
+        has checked that the access logger is enabled for INFO)."""
+        handler = self.sink()
+        if handler is None:
+            record = self.logger.makeRecord(
+                self.logger.name, logging.INFO, __file__, 0, self.fmt, args, None, "write", {"failover": fields}
+            )
+            self.logger.handle(record)
+            return
+        created = time.time()  # as LogRecord reads its time
+        msecs = (created - int(created)) * 1000
+        formatter = handler.formatter
+        if type(formatter) is JsonFormatter:
+            line = formatter.line(created, msecs, "INFO", self.logger.name, self.fmt % args, fields)
+        else:
+            assert isinstance(formatter, _TextFormatter)
+            line = formatter.line(created, msecs, "INFO", self.logger.name, self.fmt % args)
+        handler.add_line(line)
+
+
 def drain_logs(timeout: float = 2.0) -> None:
     """Write what the ``failover`` logger's batching handlers hold, waiting at most ``timeout``
     s: at shutdown, since ``failover serve`` ends by the signal it was sent (uvicorn raises it
@@ -349,7 +454,7 @@ def configure_logging(fmt: str, level: str = "info") -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(_TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(_TextFormatter(TEXT_FORMAT))
     logger.addHandler(handler)
     logger.setLevel(level.upper())
     logger.propagate = False
@@ -362,6 +467,7 @@ def configure_logging(fmt: str, level: str = "info") -> None:
 
 __all__ = [
     "ACCESS_LOGGER",
+    "AccessLine",
     "BatchingStreamHandler",
     "JsonFormatter",
     "SecretFilter",

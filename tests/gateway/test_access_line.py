@@ -1,0 +1,148 @@
+"""The access line's direct path writes exactly what ``logging`` would, and steps aside for
+any set-up it does not know.
+
+``failover serve`` gives the ``failover`` logger one batching handler with one of failover's
+formatters; the access line is then formatted by the gateway and handed to that handler,
+skipping the LogRecord, the logger tree and the filters. Any other set-up goes through
+``logging``. The two paths are compared byte for byte, the clock fixed.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from failover.gateway._logs import (
+    ACCESS_LOGGER,
+    TEXT_FORMAT,
+    AccessLine,
+    BatchingStreamHandler,
+    JsonFormatter,
+    SecretFilter,
+    _TextFormatter,
+)
+
+from ._kit import Kit, chat_body
+
+FMT = "%s route=%s tenant=%s status=%d request_id=%s target=%s attempts=%s ms=%.1f%s"
+ARGS = ("chat", "r", "acme", 200, "req_1", "a", 1, 12.3, "")
+FIELDS = {"event": "request", "request_id": "req_1", "status": 200, "cost_usd": float("nan"), "route": "r"}
+
+
+@pytest.fixture
+def failover_logger() -> Iterator[tuple[logging.Logger, io.StringIO]]:
+    """The ``failover`` logger as ``failover serve`` sets it up, its stream a StringIO."""
+    logger = logging.getLogger("failover")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    out = io.StringIO()
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    yield logger, out
+    for handler in logger.handlers:
+        if isinstance(handler, BatchingStreamHandler):
+            handler.close()
+    logger.handlers, logger.level, logger.propagate = saved[0], saved[1], saved[2]
+    access = logging.getLogger(ACCESS_LOGGER)
+    access.filters = []
+
+
+def _handler(out: io.StringIO, formatter: logging.Formatter) -> BatchingStreamHandler:
+    handler = BatchingStreamHandler(out)
+    handler.addFilter(SecretFilter())
+    handler.setFormatter(formatter)
+    return handler
+
+
+class _PassAll(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("formatter", [_TextFormatter(TEXT_FORMAT), JsonFormatter()], ids=["text", "json"])
+def test_the_direct_line_is_the_line_logging_writes(
+    failover_logger: tuple[logging.Logger, io.StringIO], formatter: logging.Formatter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logger, out = failover_logger
+    handler = _handler(out, formatter)
+    logger.handlers = [handler]  # alone: the test run's own capture handlers set aside
+    monkeypatch.setattr(time, "time", lambda: 1_764_806_400.0427)  # a fixed clock for both paths
+    access = logging.getLogger(ACCESS_LOGGER)
+    line = AccessLine(access, FMT)
+    assert line.sink() is handler  # the direct path
+    line.write(ARGS, FIELDS)
+    access.addFilter(_PassAll())  # a filter on the access logger: through logging
+    assert line.sink() is None
+    line.write(ARGS, FIELDS)
+    assert handler.drain()
+    direct, through_logging = out.getvalue().splitlines()
+    assert direct == through_logging
+    assert "route=r" in direct and ("042" in direct)
+
+
+def test_any_other_set_up_goes_through_logging(failover_logger: tuple[logging.Logger, io.StringIO]) -> None:
+    logger, out = failover_logger
+    access = logging.getLogger(ACCESS_LOGGER)
+    line = AccessLine(access, FMT)
+    handler = _handler(out, _TextFormatter(TEXT_FORMAT))
+    logger.handlers = [handler]  # alone: the test run's own capture handlers set aside
+    assert line.sink() is handler
+    # an operator's own format
+    handler.setFormatter(_TextFormatter("%(levelname)s %(message)s"))
+    assert line.sink() is None
+    handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    assert line.sink() is None
+    handler.setFormatter(_TextFormatter(TEXT_FORMAT))
+    # a second handler up the tree: both must get the line
+    extra = logging.StreamHandler(io.StringIO())
+    logging.getLogger("failover.gateway").addHandler(extra)
+    try:
+        assert line.sink() is None
+    finally:
+        logging.getLogger("failover.gateway").removeHandler(extra)
+    # a filter of the operator's on the handler
+    handler.addFilter(_PassAll())
+    assert line.sink() is None
+    handler.filters = [f for f in handler.filters if type(f) is SecretFilter]
+    # a handler level above INFO: no line, whichever path
+    handler.setLevel(logging.WARNING)
+    assert line.sink() is None
+    line.write(ARGS, FIELDS)
+    assert handler.drain() and out.getvalue() == ""
+    handler.setLevel(logging.NOTSET)
+    # a disabled access logger (a dictConfig that disabled existing loggers)
+    access.disabled = True
+    try:
+        assert line.sink() is None
+    finally:
+        access.disabled = False
+    assert line.sink() is handler
+
+
+async def test_the_gateway_writes_its_access_lines_through_the_direct_path(
+    failover_logger: tuple[logging.Logger, io.StringIO],
+) -> None:
+    logger, out = failover_logger
+    handler = _handler(out, JsonFormatter())
+    logger.handlers = [handler]  # alone: the test run's own capture handlers set aside
+    seen: list[logging.LogRecord] = []
+    real = logging.Logger.handle
+
+    def spy(self: logging.Logger, record: logging.LogRecord) -> None:
+        seen.append(record)
+        real(self, record)
+
+    kit = Kit()
+    logging.Logger.handle = spy  # type: ignore[method-assign]
+    try:
+        async with kit.client() as c:
+            r = await c.post("/v1/chat/completions", json=chat_body("solo"), headers={"x-failover-request-id": "r-7"})
+    finally:
+        logging.Logger.handle = real  # type: ignore[method-assign]
+    assert r.status_code == 200
+    assert handler.drain()
+    assert '"request_id":"r-7"' in out.getvalue() and '"status":200' in out.getvalue()
+    assert not [rec for rec in seen if rec.name == ACCESS_LOGGER]  # no LogRecord was made for it
