@@ -76,7 +76,10 @@ async def test_a_repeat_after_an_answer_or_side_by_side_is_a_new_request() -> No
         await router.aclose()
 
 
-@pytest.mark.parametrize("header", ["x-failover-task-id", "x-claude-code-session-id", "session_id"])
+CALLERS = ["x-failover-task-id", "x-failover-session", "x-claude-code-session-id", "session-id", "session_id"]
+
+
+@pytest.mark.parametrize("header", CALLERS)
 async def test_the_same_body_from_another_task_or_session_is_a_new_request(header: str) -> None:
     # An agent working many tasks opens each with the same turn: after one task's failure, the
     # other tasks' identical bodies are their own first requests, not its retries.

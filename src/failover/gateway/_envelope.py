@@ -26,7 +26,16 @@ _RETRIED_AFTER = frozenset({408, 429, 499})
 # Headers that name the task or session a request belongs to. An agent that runs many tasks
 # sends the same opening turn for each ("Buy one A-1", the same tools): bodies of different
 # tasks or sessions are different requests however alike, never each other's retries.
-_CALLER_HEADERS = ("x-failover-task-id", "x-claude-code-session-id", "session_id", "conversation_id")
+# Claude Code 2.1 sends x-claude-code-session-id, Codex 0.171 session-id (captured); earlier
+# Codex releases sent session_id and conversation_id.
+_CALLER_HEADERS = (
+    "x-failover-task-id",
+    "x-failover-session",
+    "x-claude-code-session-id",
+    "session-id",
+    "session_id",
+    "conversation_id",
+)
 
 
 def caller_of(headers: Mapping[str, str]) -> str:
