@@ -208,7 +208,10 @@ def test_the_live_view_of_a_real_gateway_in_system_chromium(tmp_path: Path) -> N
             flaky = next(r for r in kept if r["route"] == "flaky")
             runs = int(page.evaluate("Number(document.body.dataset.runs || 0)"))
             page.click(f"#live-rows tr[data-request-id='{flaky['request_id']}'] button[data-action=replay]")
-            page.wait_for_function(f"Number(document.body.dataset.runs || 0) > {runs}")
+            page.wait_for_function(
+                f"Number(document.body.dataset.runs || 0) > {runs}"
+                " && document.body.dataset.runs === document.body.dataset.seq"
+            )
             assert page.input_value("#scenario") == "custom"
             assert "A = shaky" in page.input_value("#custom") and "B = backup" in page.input_value("#custom")
             sim = _timeline(page, "#timeline")

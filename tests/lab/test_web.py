@@ -183,7 +183,11 @@ def _check_page(page: Any, opts: SeedOptions) -> None:
 
 
 def _wait_render(page: Any, runs: int) -> int:
-    page.wait_for_function(f"Number(document.body.dataset.runs || 0) >= {runs}")
+    # The latest run started must be the one drawn: a blur re-runs the editor's scenario, and an
+    # older run's render would otherwise pass for the newer one.
+    page.wait_for_function(
+        f"Number(document.body.dataset.runs || 0) >= {runs} && document.body.dataset.runs === document.body.dataset.seq"
+    )
     page.wait_for_load_state("networkidle")
     return int(page.evaluate("Number(document.body.dataset.runs)"))
 

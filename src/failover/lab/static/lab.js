@@ -213,6 +213,7 @@ function clearFieldError(boxId, inputIds) {
 let seq = 0;
 async function run() {
   const mine = ++seq;
+  document.body.dataset.seq = String(mine); // the latest run started; tests wait for its render
   const body = settings();
   let res;
   try {
