@@ -25,7 +25,7 @@ from failover.gateway._disconnect import Disconnect as _Disconnect
 from failover.gateway._protocol import _OneWrite
 from failover.testing import FakeProvider, Outcome, ReceivedCall, Reply
 
-from ._kit import Kit
+from ._kit import Kit, chat_body, chat_scope
 from .test_slow_clients import _chat_request, _HeadTimeoutServer, _read_response
 
 
@@ -133,6 +133,33 @@ async def test_without_the_extension_a_task_waits_on_receive() -> None:
     await messages.put({"type": "http.disconnect"})
     await asyncio.wait_for(gone.future, 1.0)
     await gone.aclose()
+
+
+async def test_a_streams_events_are_sent_from_the_requests_own_task() -> None:
+    """The stream is pumped in the task the server gave the request: no second task and no
+    wait on three futures per stream, and no turn of the loop before the upstream call."""
+    kit = Kit()
+    kit.providers["a"].load([Reply.ok("one two three", chunk_interval=0.01)])
+    lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    scope = {**chat_scope(hold_tokens=0), "extensions": {CONNECTION_LOST: lost}}
+    body = json.dumps(chat_body(stream=True)).encode()
+    messages: list[dict[str, Any]] = []
+    senders: list[asyncio.Task[Any] | None] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        senders.append(asyncio.current_task())
+        messages.append(message)
+
+    serving = asyncio.create_task(kit.app(scope, receive, send))
+    await asyncio.wait_for(serving, 10)
+    assert messages[0]["type"] == "http.response.start" and messages[0]["status"] == 200
+    text = b"".join(m.get("body", b"") for m in messages[1:]).decode()
+    assert "three" in text and text.endswith("data: [DONE]\n\n")
+    assert len(messages) > 3 and set(senders) == {serving}
+    assert len(kit.providers["a"].calls) == 1
 
 
 def _ended(provider: FakeProvider, limit: float = 10.0) -> ReceivedCall:

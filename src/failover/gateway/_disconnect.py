@@ -68,13 +68,19 @@ class Interrupted:
 
 
 async def interruptible(
-    call: Coroutine[Any, Any, _T], scope: Scope, receive: Receive, stop: asyncio.Future[None]
+    call: Coroutine[Any, Any, _T],
+    scope: Scope,
+    receive: Receive,
+    stop: asyncio.Future[None],
+    gone: Disconnect | None = None,
 ) -> _T | Interrupted:
     """Await ``call`` in the current task, and cancel it at once when the client disconnects
-    or the drain resolves ``stop``; its own exceptions propagate.
+    or the drain resolves ``stop``; its own exceptions propagate. ``gone``: the caller's own
+    watch on the client (it closes it); left out, one is made here and closed on return.
 
     Running ``call`` in this task (rather than in a task of its own raced with
-    ``asyncio.wait``) saves a task and a wait on every request."""
+    ``asyncio.wait``) saves a task and a wait on every request, and a turn of the loop
+    before ``call`` starts."""
     task = asyncio.current_task()
     assert task is not None
     why: list[str] = []
@@ -89,14 +95,16 @@ async def interruptible(
             why.append("drain")
             task.cancel()
 
-    gone = Disconnect(scope, receive)
-    gone.future.add_done_callback(on_client)
+    own = gone is None
+    watch = Disconnect(scope, receive) if gone is None else gone
+    watch.future.add_done_callback(on_client)
     stop.add_done_callback(on_drain)
 
     def detach() -> None:
-        gone.future.remove_done_callback(on_client)
+        watch.future.remove_done_callback(on_client)
         stop.remove_done_callback(on_drain)
-        gone.close()
+        if own:
+            watch.close()
 
     try:
         result = await call

@@ -7,14 +7,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from starlette.types import Receive, Scope, Send
 
 from ..inbound import RelayMismatch, Shape, capped_to, mismatch_message, record_headers, streamed_by, unavailable
 from ..model import Completed, PartialOutput, Request, RouteRecord, Unavailable
 from ..router import RouteStream, Vetted
-from ._disconnect import Disconnect, gone_note
+from ._disconnect import Disconnect, Interrupted, gone_note, interruptible
 from ._errors import ApiError, error_response, shutting_down
 from ._exchange import Exchange
 from ._gateway import Gateway
@@ -79,26 +79,26 @@ class StreamReply:
         )
         await rs.__aenter__()
         gone = Disconnect(scope, receive)
-        watch = self.gone = gone.future
-        pump = asyncio.ensure_future(self._pump(rs, scope, receive, send))
+        self.gone = gone.future
+        # The pump runs in this task (no task of its own, no wait on three futures): a client
+        # that leaves or the drain cancels it where it is awaiting.
+        outcome: Interrupted | None = None
         try:
-            waiters: set[asyncio.Future[Any]] = {pump, watch, self.stop}
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            with contextlib.suppress(OSError):  # a send to a closed socket: the client is gone
+                outcome = await interruptible(self._pump(rs, scope, receive, send), scope, receive, self.stop, gone)
         finally:
-            gone.close()
-            left = not pump.done()
-            cut = left and self.stop.done() and not watch.done()
-            if left:
-                pump.cancel()
+            client_left = gone.future.done()  # (before closing it: a closed watch is done too)
             await rs.aclose()  # closes the upstream stream now, whatever state it is in
-            with contextlib.suppress(asyncio.CancelledError, OSError):  # OSError: a send to a closed socket
-                await pump
             await gone.aclose()
-            if cut:
-                await self._cut(scope, receive, send)
-            elif left:
-                # the record's outcome is "cancelled": the stream was cut when the client left
-                self.gw.finish(self.ex, 499, record=rs.record, note=gone_note(scope))
+        if outcome is None or self.ex.status:  # the pump ended the request itself
+            return
+        if (outcome.reason == "drain" or (outcome.outer is not None and self.stop.done())) and not client_left:
+            await self._cut(scope, receive, send)
+        else:
+            # the record's outcome is "cancelled": the stream was cut when the client left
+            self.gw.finish(self.ex, 499, record=rs.record, note=gone_note(scope))
+        if outcome.outer is not None:
+            raise outcome.outer  # the server cancelled this request: it still is
 
     async def _cut(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The drain timed out on this stream: end it cleanly (an error event, or a 503 before any byte)."""
