@@ -62,6 +62,7 @@ from ..providers import MAX_EVENT_CHARS, EventTooLarge, SSEComment, StreamFailed
 from ..transport import HttpResponse, StreamingTransport, TransportError
 from ._exchange import exchange_failure
 from ._hooks import degraded
+from ._lazy_timeout import LazyTimeout
 
 if TYPE_CHECKING:
     from ._parts import RouterParts
@@ -311,7 +312,7 @@ async def stream_exchange(
     streamed = True
     held = _Held(loop)  # the time the caller's backpressure held this attempt back
     try:
-        async with asyncio.timeout_at(timers.first()) as timer:
+        async with LazyTimeout(timers.first(), loop) as timer:
             http = dialect.build(target, request, stream=True)
             if router.auth.needed(target):
                 http = await router.auth.authorize(target, http)
@@ -360,11 +361,11 @@ async def stream_exchange(
                             if out.pause is not None and (behind := out.pause()) is not None:
                                 # the caller is not reading: stop reading upstream (its socket fills
                                 # and the provider waits) until it has; only the total cap runs meanwhile
-                                timer.reschedule(timers.paused(out.started))
+                                timer.move(timers.paused(out.started))
                                 with held:
                                     await behind
                             if first_at is not None:  # any event or heartbeat after the first resets idle
-                                timer.reschedule(timers.after_event(loop.time(), out.started))
+                                timer.move(timers.after_event(loop.time(), out.started))
                     for item in decoder.flush():
                         if not isinstance(item, SSEComment):
                             first_at = first_at or loop.time()
