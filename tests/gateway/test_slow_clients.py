@@ -202,8 +202,10 @@ class _StuckStream(io.StringIO):
     def __init__(self) -> None:
         super().__init__()
         self.release = threading.Event()
+        self.blocked = threading.Event()  # a write is waiting on the reader
 
     def write(self, text: str) -> int:
+        self.blocked.set()
         self.release.wait(10)
         return super().write(text)
 
@@ -234,6 +236,29 @@ async def test_a_log_stream_nobody_reads_never_stalls_the_event_loop() -> None:
         assert len(kept) + dropped == 101  # every line is either written or counted
         logger.info("after")  # a stream read again: lines flow as before
         assert handler.drain(5.0) and out.getvalue().endswith("INFO after\n")
+    finally:
+        out.release.set()
+        logger.removeHandler(handler)
+        handler.close()
+
+
+async def test_lost_lines_are_said_when_the_reader_returns_even_if_nothing_else_is_logged() -> None:
+    out = _StuckStream()
+    handler = BatchingStreamHandler(out, interval=0.01, max_pending=50)
+    logger = _logging_through(handler, "failover.test.quiet")
+    try:
+        logger.warning("first")  # handed over at once: the writer blocks on it
+        assert out.blocked.wait(5)
+        for i in range(20):  # each handed over at once, and over max_pending: every one dropped
+            logger.warning("lost %02d %s", i, "x" * 60)
+        assert handler.dropped == 20 and out.getvalue() == ""
+        out.release.set()  # the reader comes back; nothing more is logged
+        assert handler.drain(5.0)
+        assert out.getvalue().splitlines() == [
+            "WARNING first",
+            "WARNING 20 log lines dropped: the log stream was not read fast enough",
+        ]
+        assert handler.dropped == 0
     finally:
         out.release.set()
         logger.removeHandler(handler)

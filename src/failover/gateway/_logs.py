@@ -178,8 +178,9 @@ class _Writer:
     reader falls behind, the pipe fills and a write blocks: written from the event loop, that
     stalls every request in the process until the reader catches up. Written here, only this
     thread waits. At most ``max_pending`` bytes wait for it; past that, batches are dropped and
-    counted, and the first write after says how many lines were lost (``notice``), so a stuck
-    reader costs log lines, never requests."""
+    counted, and as soon as the stream takes a write again a line says how many were lost
+    (``notice``), also when nothing else is logged: a stuck reader costs log lines, never
+    requests, and never silently."""
 
     def __init__(self, stream: Callable[[], Any], max_pending: int, notice: Callable[[int], str]) -> None:
         self.stream = stream  # the handler's current stream (StreamHandler.setStream may change it)
@@ -189,6 +190,7 @@ class _Writer:
         self._cond = threading.Condition()
         self._queue: list[str] = []
         self._pending = 0  # bytes queued or being written
+        self._writing = False  # a write (perhaps only the notice) is under way
         self._closed = False
         self._thread: threading.Thread | None = None
 
@@ -210,14 +212,15 @@ class _Writer:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._closed:
+                while not self._queue and not self.dropped and not self._closed:
                     self._cond.wait()
-                if not self._queue:
+                if not self._queue and not self.dropped:
                     self._thread = None  # (under the lock: a put() from now on starts another)
                     return
                 data, size = "".join(self._queue), self._pending
                 self._queue.clear()
                 dropped, self.dropped = self.dropped, 0
+                self._writing = True
             try:
                 stream = self.stream()
                 stream.write(self.notice(dropped) + data if dropped else data)
@@ -227,12 +230,14 @@ class _Writer:
                 pass
             with self._cond:
                 self._pending -= size
+                self._writing = False
                 self._cond.notify_all()
 
     def drain(self, timeout: float) -> bool:
-        """Wait until everything handed over is written (or ``timeout`` s); True when it is."""
+        """Wait until everything handed over is written, and any loss said (or ``timeout`` s);
+        True when it is."""
         with self._cond:
-            return self._cond.wait_for(lambda: self._pending == 0, timeout)
+            return self._cond.wait_for(lambda: not (self._pending or self.dropped or self._writing), timeout)
 
     def close(self, timeout: float) -> None:
         """Write what is queued (waiting at most ``timeout`` s), then stop the thread."""
