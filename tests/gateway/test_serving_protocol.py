@@ -162,6 +162,34 @@ async def test_a_streams_events_are_sent_from_the_requests_own_task() -> None:
     assert len(kit.providers["a"].calls) == 1
 
 
+async def _stream_messages(kit: Kit) -> list[dict[str, Any]]:
+    """The ASGI messages of one streamed chat request, the app driven directly."""
+    lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    scope = {**chat_scope(hold_tokens=0), "extensions": {CONNECTION_LOST: lost}}
+    body = json.dumps(chat_body(stream=True)).encode()
+    messages: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        messages.append(message)
+
+    await asyncio.wait_for(kit.app(scope, receive, send), 10)
+    return messages
+
+
+@pytest.mark.parametrize(("interval", "bodies"), [(0.0, 1), (0.05, 5)], ids=["together", "apart"])
+async def test_events_that_arrive_together_leave_in_one_write(interval: float, bodies: int) -> None:
+    kit = Kit()
+    kit.providers["a"].load([Reply.ok("one two three four", chunk_interval=interval)])
+    messages = await _stream_messages(kit)
+    sent = [m["body"] for m in messages if m["type"] == "http.response.body"]
+    text = b"".join(sent).decode()
+    assert all(word in text for word in ("one", "two", "three", "four")) and text.endswith("data: [DONE]\n\n")
+    assert len(sent) == bodies  # together: the whole stream in one write; apart: one per gap, and the end
+
+
 def _ended(provider: FakeProvider, limit: float = 10.0) -> ReceivedCall:
     """The provider's one call once it has ended (real time: the server runs in a thread)."""
     end = time.monotonic() + limit

@@ -182,7 +182,7 @@ class StreamReply:
                     )
                     break
                 body += wire.render(event)
-                if body:
+                if body and not rs.ready:  # events that came together leave together: one write
                     await send({"type": "http.response.body", "body": body, "more_body": True})
                     body = b""
                 event = await anext(events, None)

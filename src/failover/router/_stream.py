@@ -542,6 +542,12 @@ class RouteStream:
         return self._run.output.response_id
 
     @property
+    def ready(self) -> bool:
+        """The next event is already here (iterating would not wait): a relay may write what it
+        has with the next one, in one write, instead of one write each."""
+        return self._held is not _END or not self._queue.empty()
+
+    @property
     def target(self) -> str | None:
         """The name of the target whose answer the caller is being shown, once the first event
         was yielded (see :attr:`model`)."""
