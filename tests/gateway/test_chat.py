@@ -450,3 +450,28 @@ async def test_the_gateways_own_bug_is_logged_with_its_traceback_and_no_secret(
     line = next(rec.getMessage() for rec in caplog.records if "internal error" in rec.getMessage())
     assert "Traceback" in line and "deep_in_the_gateway" in line and "RuntimeError: a bug near" in line
     assert PROVIDER_KEY not in line and "sk-proj-abcdefghijklmnop1234" not in line
+
+
+@pytest.mark.parametrize(
+    ("fields", "param", "code", "says"),
+    [
+        ({"messages": "Hello"}, "messages", "invalid_type", "messages: Input should be a valid list (got a string)"),
+        ({"messages": None}, "messages", "invalid_type", "(got null)"),
+        ({"max_tokens": "lots"}, "max_tokens", "invalid_type", "valid integer (got a string)"),
+        ({"temperature": 9}, "temperature", "invalid_value", "temperature: Input should be less than or equal to 2"),
+        ({"messages": [{"role": "user"}]}, "messages[0].content", "missing_required_parameter", "Field required"),
+    ],
+    ids=["a-string-for-a-list", "null", "a-string-for-a-number", "out-of-range", "missing"],
+)
+async def test_a_malformed_body_is_a_400_that_names_the_field_its_kind_and_what_was_sent(
+    fields: dict[str, object], param: str, code: str, says: str
+) -> None:
+    kit = Kit({"a": [Reply.ok("never")]})
+    async with kit.client() as c:
+        r = await c.post("/v1/chat/completions", json={**chat_body(), **fields})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert (error["param"], error["code"]) == (param, code)  # the codes OpenAI's API gives these
+    assert says in error["message"]
+    assert kit.providers["a"].calls == []  # refused before any upstream call

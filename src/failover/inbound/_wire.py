@@ -85,9 +85,32 @@ def validation_error(
         ctx: dict[str, Any] = dict(first.get("ctx") or {})
         param = f"{param}.{ctx.get('discriminator', 'type').strip(chr(39))}" if param else param
         message = f"{ctx.get('tag')!r} is not supported here; use one of {ctx.get('expected_tags')}"
+    kind = str(first["type"])
+    code = _CODES.get(kind) or ("invalid_type" if kind.endswith(("_type", "_parsing")) else "invalid_value")
+    if code == "invalid_type":
+        message += f" (got {_json_kind(first.get('input'))})"
     more = f" (and {len(errs) - 1} more problem(s))" if len(errs) > 1 else ""
     where = f"{param}: " if param else ""
-    return WireError(400, f"invalid request body: {where}{message}{more}", param=param)
+    return WireError(400, f"invalid request body: {where}{message}{more}", param=param, code=code)
+
+
+# pydantic's error types as the codes OpenAI's API gives the same problems
+_CODES = {"missing": "missing_required_parameter", "model_attributes_type": "invalid_type"}
+
+
+def _json_kind(value: object) -> str:
+    """What a client sent, in JSON's words."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    return "an object" if isinstance(value, dict) else type(value).__name__
 
 
 def schema_refused(exc: InvalidSchema, param: str) -> WireError:
