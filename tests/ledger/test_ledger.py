@@ -281,8 +281,11 @@ async def test_a_lease_that_ran_out_means_unknown_then_reconcile(store: LedgerSt
 
 
 async def test_the_lease_is_renewed_while_the_body_runs(store: LedgerStore) -> None:
-    shop = Shop(delay=0.3)
-    ledger = Ledger(store, lease=0.12)
+    # Real time (the stores are real): the body outlives its lease 2.4 times over, renewed every
+    # 0.17 s; only a stall of the whole process for half a second could lose it (a loaded CI
+    # machine lost a 0.12 s lease once).
+    shop = Shop(delay=1.2)
+    ledger = Ledger(store, lease=0.5)
     ledger.tool("create_order", reconcile=shop.find_order)
     first = asyncio.create_task(ledger.run("op1", "create_order", ARGS, shop.create_order))
     await asyncio.sleep(0.05)
