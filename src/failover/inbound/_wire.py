@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..model import Response
+from ..model import Response, json_kind
 from ..validation import DEFAULT_LIMITS, InvalidSchema, SchemaLimits, check_limits, check_schema
 
 SchemaField = tuple[str, Mapping[str, Any]]  # (the field's dotted path, the client's JSON Schema)
@@ -88,7 +88,7 @@ def validation_error(
     kind = str(first["type"])
     code = _CODES.get(kind) or ("invalid_type" if kind.endswith(("_type", "_parsing")) else "invalid_value")
     if code == "invalid_type":
-        message += f" (got {_json_kind(first.get('input'))})"
+        message += f" (got {json_kind(first.get('input'))})"
     more = f" (and {len(errs) - 1} more problem(s))" if len(errs) > 1 else ""
     where = f"{param}: " if param else ""
     return WireError(400, f"invalid request body: {where}{message}{more}", param=param, code=code)
@@ -96,21 +96,6 @@ def validation_error(
 
 # pydantic's error types as the codes OpenAI's API gives the same problems
 _CODES = {"missing": "missing_required_parameter", "model_attributes_type": "invalid_type"}
-
-
-def _json_kind(value: object) -> str:
-    """What a client sent, in JSON's words."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple):
-        return "an array"
-    return "an object" if isinstance(value, dict) else type(value).__name__
 
 
 def schema_refused(exc: InvalidSchema, param: str) -> WireError:

@@ -14,7 +14,7 @@ from ._failure import (
     disposition,
 )
 from ._ids import new_id
-from ._json import NonFiniteNumber, dumps, loads_strict, may_overflow
+from ._json import NonFiniteNumber, dumps, json_kind, loads_strict, may_overflow
 from ._money import usd
 from ._reasoning import ANTHROPIC as REASONING_ANTHROPIC
 from ._reasoning import GEMINI as REASONING_GEMINI
@@ -98,6 +98,7 @@ __all__ = [
     "SLOW_READER",
     "Severity",
     "dumps",
+    "json_kind",
     "loads_strict",
     "lone_surrogate",
     "mark_connected",

@@ -231,3 +231,19 @@ class _Slices:
         if self.raw[pos] != char:
             raise ValueError(f"{chr(char)!r} was expected")
         return pos + 1
+
+
+def json_kind(value: object) -> str:
+    """What a value is in JSON's words ("a string", "an array", "null"), for messages that say
+    what a client or a model sent."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    return "an object"

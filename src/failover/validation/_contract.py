@@ -42,7 +42,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
-from ..model import Contract, Failure, FailureKind, Request, Response, ToolCall
+from ..model import Contract, Failure, FailureKind, Request, Response, ToolCall, json_kind
 from ._language import check_language, known_language, language_text_of
 from ._schema import schema_errors
 
@@ -262,7 +262,7 @@ def _json_problems(request: Request, response: Response, contract: Contract | No
     out: list[_Problem] = []
     if fmt.kind == "json_object" and not isinstance(value, dict):
         out.append(
-            _Problem(Check.SCHEMA, f"the output is JSON but not an object ({_json_type(value)}): return a JSON object")
+            _Problem(Check.SCHEMA, f"the output is JSON but not an object ({json_kind(value)}): return a JSON object")
         )
     if fmt.kind == "json_schema" and fmt.schema is not None:
         try:
@@ -284,7 +284,7 @@ def _json_problems(request: Request, response: Response, contract: Contract | No
                 out.append(
                     _Problem(
                         Check.REQUIRED_FIELDS,
-                        f"the output must be a JSON object with the fields {fields}, not {_json_type(value)}",
+                        f"the output must be a JSON object with the fields {fields}, not {json_kind(value)}",
                     )
                 )
         else:
@@ -300,20 +300,6 @@ def _json_problems(request: Request, response: Response, contract: Contract | No
                     )
                 )
     return value, True, out
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
 
 
 # -- output constraints (length, language, forbidden patterns) -----------------------------
