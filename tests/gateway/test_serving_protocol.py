@@ -190,6 +190,37 @@ async def test_events_that_arrive_together_leave_in_one_write(interval: float, b
     assert len(sent) == bodies  # together: the whole stream in one write; apart: one per gap, and the end
 
 
+@pytest.mark.parametrize("when", ["mid-stream", "sending-its-refusal"])
+async def test_a_server_cancelling_a_stream_request_sees_it_cancelled(when: str) -> None:
+    """The server's own cancel (its shutdown) is never swallowed by the pump's watch: the
+    request's task ends cancelled, also when the pump had already ended the request."""
+    kit = Kit()
+    mid = when == "mid-stream"
+    route = "chat" if mid else "solo"
+    provider = kit.providers["a" if mid else "s"]
+    provider.load([Reply.ok(" ".join(["w"] * 400), chunk_interval=0.05)] if mid else [Reply.invalid()])
+    lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    scope = {**chat_scope(hold_tokens=0), "extensions": {CONNECTION_LOST: lost}}
+    body = json.dumps(chat_body(route, stream=True)).encode()
+    started = asyncio.Event()
+    never = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        started.set()
+        if not mid:
+            await never.wait()  # the refusal's head never leaves: the server cancels meanwhile
+
+    serving = asyncio.create_task(kit.app(scope, receive, send))
+    await asyncio.wait_for(started.wait(), 10)
+    serving.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(serving, 10)
+    assert provider.calls
+
+
 def _ended(provider: FakeProvider, limit: float = 10.0) -> ReceivedCall:
     """The provider's one call once it has ended (real time: the server runs in a thread)."""
     end = time.monotonic() + limit

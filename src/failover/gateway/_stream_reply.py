@@ -90,9 +90,12 @@ class StreamReply:
             client_left = gone.future.done()  # (before closing it: a closed watch is done too)
             await rs.aclose()  # closes the upstream stream now, whatever state it is in
             await gone.aclose()
-        if outcome is None or self.ex.status:  # the pump ended the request itself
+        if outcome is None:
             return
-        if (outcome.reason == "drain" or (outcome.outer is not None and self.stop.done())) and not client_left:
+        drained = outcome.reason == "drain" or (outcome.outer is not None and self.stop.done())
+        if self.ex.status:
+            pass  # the pump had ended the request itself (its answer sent) when it was cut
+        elif drained and not client_left:
             await self._cut(scope, receive, send)
         else:
             # the record's outcome is "cancelled": the stream was cut when the client left
