@@ -92,14 +92,12 @@ class StreamReply:
             await gone.aclose()
         if outcome is None:
             return
-        drained = outcome.reason == "drain" or (outcome.outer is not None and self.stop.done())
-        if self.ex.status:
-            pass  # the pump had ended the request itself (its answer sent) when it was cut
-        elif drained and not client_left:
-            await self._cut(scope, receive, send)
-        else:
-            # the record's outcome is "cancelled": the stream was cut when the client left
-            self.gw.finish(self.ex, 499, record=rs.record, note=gone_note(scope))
+        if not self.ex.status:  # (set: the pump had ended the request itself when it was cut)
+            drained = outcome.reason == "drain" or (outcome.outer is not None and self.stop.done())
+            if drained and not client_left:
+                await self._cut(scope, receive, send)
+            else:  # the record's outcome is "cancelled": the stream was cut when the client left
+                self.gw.finish(self.ex, 499, record=rs.record, note=gone_note(scope))
         if outcome.outer is not None:
             raise outcome.outer  # the server cancelled this request: it still is
 

@@ -86,16 +86,16 @@ def validation_error(
         param = f"{param}.{ctx.get('discriminator', 'type').strip(chr(39))}" if param else param
         message = f"{ctx.get('tag')!r} is not supported here; use one of {ctx.get('expected_tags')}"
     kind = str(first["type"])
-    code = _CODES.get(kind) or ("invalid_type" if kind.endswith(("_type", "_parsing")) else "invalid_value")
+    # pydantic's error types as the codes OpenAI's API gives the same problems
+    if kind == "missing":
+        code = "missing_required_parameter"
+    else:
+        code = "invalid_type" if kind.endswith(("_type", "_parsing")) else "invalid_value"
     if code == "invalid_type":
         message += f" (got {json_kind(first.get('input'))})"
     more = f" (and {len(errs) - 1} more problem(s))" if len(errs) > 1 else ""
     where = f"{param}: " if param else ""
     return WireError(400, f"invalid request body: {where}{message}{more}", param=param, code=code)
-
-
-# pydantic's error types as the codes OpenAI's API gives the same problems
-_CODES = {"missing": "missing_required_parameter", "model_attributes_type": "invalid_type"}
 
 
 def schema_refused(exc: InvalidSchema, param: str) -> WireError:
