@@ -63,6 +63,45 @@ async def test_an_unmarked_repeat_of_a_failed_body_is_a_retry_that_replays_nothi
         await router.aclose()
 
 
+async def test_one_failure_makes_one_repeat_a_retry_not_every_identical_body() -> None:
+    # Many callers may send the same body (an evaluation, a health prompt, a load test): one
+    # failure is one caller's, and its retry is one request. Were every identical body after it
+    # a retry, none would deposit in the retry budget and most would be refused with the
+    # upstream healthy.
+    async with upstreams(Script.of(Reply.overloaded(), default=Reply.ok(latency=0.2)), attempts_a=1) as up:
+        router = make_router(up.route("solo"))
+        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url, timeout=None) as http:
+            first = await http.post("/chat/completions", json=BODY)
+            assert first.status_code == 503 and first.headers["x-failover-attempts"] == "1"
+            t0 = now()
+            answers = await asyncio.gather(*(http.post("/chat/completions", json=BODY) for _ in range(30)))
+            assert [r.status_code for r in answers] == [200] * 30
+            assert 0.19 < now() - t0 < 0.5  # one upstream round, side by side
+            assert await _retries(http, gw.port) == 1
+        assert up.request_calls("a") == 31
+        await router.aclose()
+
+
+async def test_callers_that_left_are_matched_by_as_many_retries_and_the_rest_are_answered() -> None:
+    # A load test's end (or a client's timeout) leaves requests in flight: each is a 499 whose
+    # repeat is a retry. The requests after those retries are new, and all are answered.
+    async with upstreams(Script.always(Reply.ok(latency=0.2)), attempts_a=1) as up:
+        router = make_router(up.route("solo"))
+        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url, timeout=None) as http:
+            left = [asyncio.create_task(http.post("/chat/completions", json=BODY)) for _ in range(3)]
+            await asyncio.sleep(0.1)  # all three are upstream: their callers leave
+            for task in left:
+                task.cancel()
+            await asyncio.gather(*left, return_exceptions=True)
+            await asyncio.sleep(0.5)  # the gateway has seen them go (a 499 each)
+            assert up.request_calls("a") == 3
+            answers = await asyncio.gather(*(http.post("/chat/completions", json=BODY) for _ in range(30)))
+            assert [r.status_code for r in answers] == [200] * 30
+            assert await _retries(http, gw.port) == 3
+        assert up.request_calls("a") == 33
+        await router.aclose()
+
+
 async def test_a_repeat_after_an_answer_or_side_by_side_is_a_new_request() -> None:
     async with upstreams(Script.always(Reply.ok())) as up:
         router = make_router(up.route("solo"))
@@ -188,14 +227,28 @@ def test_recent_requests_forget_a_failure_after_its_deadline_and_keep_tenants_ap
     recent.started("req-1", d, 30.0)
     assert not recent.failed_before(d)  # running, not failed: a body sent side by side is new
     recent.ended("req-1", 529)
-    assert recent.failed_before(d)
     clock[0] = 29.9
+    assert recent.failed_before(d)  # the repeat is its retry ...
+    assert not recent.failed_before(d)  # ... and one failure is matched by one retry, not by more
+    recent.started("req-1b", d, 30.0)
+    recent.ended("req-1b", 503)  # the retry failed too: the next repeat is its retry
+    clock[0] = 59.8
     assert recent.failed_before(d)
-    clock[0] = 30.1
+    recent.started("req-1c", d, 30.0, retry=True)
+    recent.ended("req-1c", 503, tried=False)  # held: no upstream attempt, the failure is given back
+    assert recent.failed_before(d)
+    recent.started("req-1d", d, 30.0)
+    recent.ended("req-1d", 503)
+    clock[0] = 90.1
     assert not recent.failed_before(d)  # its deadline is over
     recent.started("req-2", d, 30.0)
     recent.ended("req-2", 200)
     assert not recent.failed_before(d)  # an answer is not a failure
+    for i in range(3):  # two failures after a forgotten one: two retries, not three
+        recent.started(f"two-{i}", d, 30.0)
+        recent.ended(f"two-{i}", 503)
+        clock[0] += 31.0 if i == 0 else 0.0
+    assert [recent.failed_before(d) for _ in range(3)] == [True, True, False]
     recent.started("req-3", d, 30.0)
     recent.ended("req-3", 200, cut=True)  # a stream that ended in an error event
     assert recent.failed_before(d)

@@ -255,13 +255,8 @@ class Endpoint(Generic[_B, _Q, _A]):
                 if big
                 else gw.recent.digest(tenant_name, self.path, raw, caller)
             )
-            envelope = envelope_from(
-                headers,
-                gw.settings.envelope,
-                tenant=tenant_name,
-                recent=gw.recent,
-                repeat=unmarked(headers) and gw.recent.failed_before(digest),
-            )
+            repeat = unmarked(headers) and gw.recent.failed_before(digest)
+            envelope = envelope_from(headers, gw.settings.envelope, tenant=tenant_name, recent=gw.recent, repeat=repeat)
             live = live_reasoning(headers)  # x-failover-live-reasoning: a stream's reasoning as it comes
             if envelope.client_retry:  # charged to the retry budget: counted apart from new requests
                 gw.metrics.client_retries.labels(route).inc()
@@ -298,7 +293,7 @@ class Endpoint(Generic[_B, _Q, _A]):
             return
         ex.envelope, ex.request_id = envelope, envelope.request_id
         ex.stop = stop = gw.enter(router)
-        gw.recent.started(envelope.request_id, digest, envelope.budget)  # gw.finish says how it ended
+        gw.recent.started(envelope.request_id, digest, envelope.budget, retry=repeat)  # gw.finish: how it ended
         try:
             if body.stream:
                 ex.stream = True

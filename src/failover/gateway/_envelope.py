@@ -58,7 +58,9 @@ class RecentRequests:
     with no key of its own (:func:`unmarked`), a body that the same tenant sent to the same
     endpoint, byte for byte, for the same task or session (:func:`caller_of`), and that failed
     after an upstream attempt (a 5xx, 429 or 408 answer, or a client that left before the
-    answer) less than that request's deadline ago.
+    answer) less than that request's deadline ago. Each such failure is matched by one retry:
+    the first repeat after it is the retry, and a further identical body needs a further
+    failure (many callers may send the same body; one failure is one caller's).
     The agent runtimes retry without a marker (no ``Idempotency-Key``; Codex sends no
     ``x-stainless-retry-count``, Claude Code sends 0 on every retry): a byte-identical body
     after a failure is their retry, and is charged to the retry budget like a marked one.
@@ -78,12 +80,14 @@ class RecentRequests:
         self.max_entries = max_entries
         self.clock = clock
         self._until: OrderedDict[bytes, float] = OrderedDict()  # digest -> when it is forgotten
-        self._running: OrderedDict[str, tuple[bytes, float]] = OrderedDict()  # request id -> (digest, deadline)
+        self._failures: dict[bytes, int] = {}  # body digest -> failures not yet matched by a retry
+        # request id -> (digest, deadline, whether it is the retry of an earlier failure)
+        self._running: OrderedDict[str, tuple[bytes, float, bool]] = OrderedDict()
 
     def _forget_old(self, now: float) -> None:
         until = self._until
         while until and (len(until) >= self.max_entries or next(iter(until.values())) <= now):
-            until.popitem(last=False)
+            self._failures.pop(until.popitem(last=False)[0], None)
 
     def _remember(self, digest: bytes, seconds: float, now: float) -> None:
         self._forget_old(now)
@@ -110,27 +114,45 @@ class RecentRequests:
         return b"b" + h.digest()
 
     def failed_before(self, digest: bytes) -> bool:
-        """Did the same body fail for the same tenant less than its deadline ago?"""
-        return self._known(digest, self.clock())
+        """Did the same body fail for the same tenant less than its deadline ago, in a failure
+        no earlier repeat was matched to? A True takes that failure: this repeat is its retry."""
+        left = self._failures.get(digest, 0)
+        if left <= 0 or not self._known(digest, self.clock()):
+            return False
+        if left == 1:
+            del self._failures[digest]
+        else:
+            self._failures[digest] = left - 1
+        return True
 
-    def started(self, request_id: str, digest: bytes, deadline: float) -> None:
-        """A request with this body is routed; :meth:`ended` says how it ended."""
+    def started(self, request_id: str, digest: bytes, deadline: float, *, retry: bool = False) -> None:
+        """A request with this body is routed (``retry``: :meth:`failed_before` matched it to a
+        failure); :meth:`ended` says how it ended."""
         running = self._running
         while len(running) >= self.max_entries:
             running.popitem(last=False)
-        running[request_id] = (digest, deadline)
+        running[request_id] = (digest, deadline, retry)
 
     def ended(self, request_id: str | None, status: int, *, cut: bool = False, tried: bool = True) -> None:
         """The request ended with ``status`` (``cut``: a stream that ended in an error event after
         its 200): a failure the client may retry is remembered for its deadline, so that the
         retry is known for one. Not one answered without an upstream attempt (``tried`` false:
         a hold, a limiter's or the budget's refusal): a client that comes back when told to
-        should not pay for it."""
+        should not pay for it, so a retry answered that way gives back the failure it was
+        matched to, and the client's next repeat is its retry again."""
         if request_id is None:
             return
         got = self._running.pop(request_id, None)
-        if got is not None and tried and (cut or status >= 500 or status in _RETRIED_AFTER):
-            self._remember(got[0], got[1], self.clock())
+        if got is None:
+            return
+        digest, deadline, retry = got
+        now = self.clock()
+        if tried and (cut or status >= 500 or status in _RETRIED_AFTER):
+            earlier = self._failures.get(digest, 0) if self._known(digest, now) else 0
+            self._remember(digest, deadline, now)
+            self._failures[digest] = earlier + 1
+        elif retry and not tried and self._known(digest, now):
+            self._failures[digest] = self._failures.get(digest, 0) + 1
 
     def checker(self, tenant: str | None) -> Callable[[str], bool]:
         return lambda key: self.replayed(tenant, key)
