@@ -6,10 +6,12 @@
 Request i is scheduled at ``t0 + i / rate``; the loop sends every request whose time has come
 (a late wake-up sends the backlog at once, it never skips), and each latency is measured from
 the request's *scheduled* time, so a slow server cannot slow the generator down and hide its
-own queueing (no coordinated omission). Connections come from a keep-alive pool
-(``--connections``, TCP_NODELAY, as aiohttp sets it); a request that waits for a free
-connection waits on the clock. Every request has a deadline (``--timeout``), and the run is
-bounded: after the last send it waits at most ``--timeout`` more seconds.
+own queueing (no coordinated omission). Sends are timed to the microsecond (``precise.py``):
+the loop's own timers round to whole milliseconds, which gave each run its own send lag.
+Connections come from a keep-alive pool (``--connections``, TCP_NODELAY, as aiohttp sets
+it); a request that waits for a free connection waits on the clock. Every request has a
+deadline (``--timeout``), and the run is bounded: after the last send it waits at most
+``--timeout`` more seconds.
 
 Prints one JSON object: counts, errors (by kind), latency percentiles in ms (plain: to the
 end of the body; stream: ``ttft`` to the first event with non-empty ``delta.content``,
@@ -26,6 +28,7 @@ import time
 from collections import Counter
 
 import aiohttp
+from precise import PreciseTimers
 
 clock = time.perf_counter  # uvloop's loop.time() has 1 ms resolution
 
@@ -60,7 +63,7 @@ def _has_content(line: bytes) -> bool:
 
 
 async def run(a: argparse.Namespace) -> dict:
-    asyncio.get_running_loop()
+    timers = PreciseTimers(asyncio.get_running_loop())
     payload = {
         "model": a.model,
         "messages": [
@@ -141,7 +144,7 @@ async def run(a: argparse.Namespace) -> dict:
                 t.add_done_callback(tasks.discard)
                 i += 1
             if i < n:
-                await asyncio.sleep(max(0.0, t0 + i * interval - clock()))
+                await timers.sleep_until(t0 + i * interval)
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=a.timeout + 1)
             for t in pending:

@@ -10,7 +10,8 @@ usage chunk and ``data: [DONE]`` (chunked transfer, keep-alive). ``GET`` anythin
 tiny model list (health checks). Raw asyncio protocol + httptools on uvloop, TCP_NODELAY on
 every accepted socket, HTTP/1.1 keep-alive, no logging: the fake should cost as little as
 possible, and it costs the same whether the load generator reaches it directly or through a
-gateway.
+gateway. Its delays are kept to the microsecond (``precise.py``): the loop's own timers round
+to whole milliseconds, which gave each run its own offset of up to 1 ms.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 import socket
 
 import httptools
+from precise import PreciseTimers
 
 MODEL = "gpt-4o-mini"
 BODY = json.dumps(
@@ -83,11 +85,11 @@ WORDS = ["Hello", "!", " How", " can", " I", " help", " you", " today", "?"]
 
 
 class Upstream(asyncio.Protocol):
-    __slots__ = ("args", "body", "keep", "loop", "method", "parser", "path", "transport")
+    __slots__ = ("args", "body", "keep", "method", "parser", "path", "timers", "transport")
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, timers: PreciseTimers) -> None:
         self.args = args
-        self.loop = asyncio.get_running_loop()
+        self.timers = timers
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.body = bytearray()
@@ -129,9 +131,9 @@ class Upstream(asyncio.Protocol):
         body = bytes(self.body)
         stream = b'"stream":true' in body.replace(b" ", b"")
         if stream:
-            self.loop.call_later(self.args.latency, self._stream, 0)
+            self.timers.call_later(self.args.latency, self._stream, 0)
         else:
-            self.loop.call_later(self.args.latency, self._write, PLAIN)
+            self.timers.call_later(self.args.latency, self._write, PLAIN)
 
     def _write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -151,12 +153,15 @@ class Upstream(asyncio.Protocol):
                 + b"0\r\n\r\n"
             )
             return
-        self.loop.call_later(self.args.chunk_interval, self._stream, i + 1)
+        self.timers.call_later(self.args.chunk_interval, self._stream, i + 1)
 
 
 async def main(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: Upstream(args), "127.0.0.1", args.port, backlog=4096, reuse_address=True)
+    timers = PreciseTimers(loop)
+    server = await loop.create_server(
+        lambda: Upstream(args, timers), "127.0.0.1", args.port, backlog=4096, reuse_address=True
+    )
     print(f"upstream ready on 127.0.0.1:{args.port}", flush=True)
     try:
         await asyncio.sleep(args.max_seconds)  # bounded: a forgotten upstream ends by itself
