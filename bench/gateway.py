@@ -18,6 +18,10 @@ Processes (127.0.0.1 only):
   ``litellm --config`` (one deployment ``openai/gpt-4o-mini`` at the upstream), Portkey's
   ``@portkey-ai/gateway`` (node, headless, ``x-portkey-provider: openai`` +
   ``x-portkey-custom-host``).
+* **relay** (``bench/gateway_support/relay.py``, when asked: ``--targets direct,relay,...``),
+  pinned to core 0 like the gateways: bytes passed on as they come, nothing parsed. What it
+  adds is what any gateway written in Python adds on this machine; a gateway's own work is
+  what it adds beyond the relay.
 * **load generator** (``bench/gateway_support/loadgen.py``), a new process per measurement,
   pinned with the upstream on core 1: open loop, latency from each request's scheduled time.
 
@@ -314,6 +318,19 @@ class Direct(Target):
         return f"http://127.0.0.1:{self.up_port}/v1/chat/completions"
 
 
+class Relay(Target):
+    """``bench/gateway_support/relay.py``: a byte relay on uvloop, the least any Python gateway
+    adds (a process woken twice, two more sends and receives, the loop between them)."""
+
+    name = "relay"
+
+    def start(self) -> None:
+        cmd = [PY, str(SUPPORT / "relay.py"), "--port", str(self.port), "--upstream", str(self.up_port)]
+        self.proc = Proc(self.name, pin(0, cmd), self.logdir)
+        if not wait_http(f"http://127.0.0.1:{self.port}/v1/models", 15):
+            raise RuntimeError(f"relay did not start:\n{self.proc.tail()}")
+
+
 class Failover(Target):
     """``failover serve``; ``failover:gc+access_log`` runs it with those suspects removed, and
     ``trace`` under bench/gateway_support/traced_serve.py (loop lag and GC pauses)."""
@@ -512,6 +529,7 @@ def main() -> int:
         for name in a.targets.split(","):
             t: Target = {
                 "direct": lambda: Direct(up_port, logdir),
+                "relay": lambda: Relay(up_port, logdir),
                 "failover": lambda n=name: Failover(up_port, logdir, n, a.trace),
                 "litellm": lambda: LiteLLM(up_port, logdir),
                 "portkey": lambda: Portkey(up_port, logdir, Path(a.portkey_dir)),
