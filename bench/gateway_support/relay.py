@@ -17,6 +17,8 @@ import argparse
 import asyncio
 import socket
 
+from loopback import run, serve
+
 
 def _nodelay(transport: asyncio.BaseTransport) -> None:
     sock = transport.get_extra_info("socket")
@@ -76,22 +78,10 @@ class _Front(asyncio.Protocol):
             self.back.close()
 
 
-async def main(args: argparse.Namespace) -> None:
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: _Front(args.upstream), "127.0.0.1", args.port, backlog=4096)
-    print(f"relay ready on 127.0.0.1:{args.port}", flush=True)
-    try:
-        await asyncio.sleep(args.max_seconds)  # bounded: a forgotten relay ends by itself
-    finally:
-        server.close()
-
-
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--upstream", type=int, required=True)
     p.add_argument("--max-seconds", type=float, default=3600)
     a = p.parse_args()
-    import uvloop
-
-    uvloop.run(main(a))
+    run(serve("relay", lambda: _Front(a.upstream), a.port, a.max_seconds))

@@ -22,6 +22,7 @@ import json
 import socket
 
 import httptools
+from loopback import run, serve
 from precise import PreciseTimers
 
 MODEL = "gpt-4o-mini"
@@ -157,16 +158,8 @@ class Upstream(asyncio.Protocol):
 
 
 async def main(args: argparse.Namespace) -> None:
-    loop = asyncio.get_running_loop()
-    timers = PreciseTimers(loop)
-    server = await loop.create_server(
-        lambda: Upstream(args, timers), "127.0.0.1", args.port, backlog=4096, reuse_address=True
-    )
-    print(f"upstream ready on 127.0.0.1:{args.port}", flush=True)
-    try:
-        await asyncio.sleep(args.max_seconds)  # bounded: a forgotten upstream ends by itself
-    finally:
-        server.close()
+    timers = PreciseTimers(asyncio.get_running_loop())
+    await serve("upstream", lambda: Upstream(args, timers), args.port, args.max_seconds)
 
 
 if __name__ == "__main__":
@@ -177,9 +170,4 @@ if __name__ == "__main__":
     p.add_argument("--chunk-interval", type=float, default=0.01)
     p.add_argument("--max-seconds", type=float, default=3600)
     a = p.parse_args()
-    try:
-        import uvloop
-
-        uvloop.run(main(a))
-    except ImportError:
-        asyncio.run(main(a))
+    run(main(a))
