@@ -23,7 +23,9 @@ Processes (127.0.0.1 only):
   adds is what any gateway written in Python adds on this machine; a gateway's own work is
   what it adds beyond the relay.
 * **load generator** (``bench/gateway_support/loadgen.py``), a new process per measurement,
-  pinned with the upstream on core 1: open loop, latency from each request's scheduled time.
+  pinned with the upstream on core 1: open loop, latency from each request's scheduled time;
+  requests evenly spaced, or (``--arrivals poisson``) at the points of a seeded Poisson process
+  of the same rate, the same schedule for every target.
 
 Phases, all in one run, the targets alternating within each step so drift hits all alike:
 
@@ -73,6 +75,12 @@ from traced_serve import summarise
 
 HERE = Path(__file__).resolve().parent
 SUPPORT = HERE / "gateway_support"
+# The gateway counts tokens exactly when its encoding loads, as it does for users online; offline
+# it would fall back to an estimate, which costs less than what users run. The shared copy of the
+# encodings, when there is one, is what an online install downloads.
+SHARED_TIKTOKEN = HERE.parents[1] / "shared" / "tiktoken"
+if "TIKTOKEN_CACHE_DIR" not in os.environ and SHARED_TIKTOKEN.is_dir():
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(SHARED_TIKTOKEN)
 PY = sys.executable
 BIN = Path(PY).parent
 HAS_TASKSET = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
@@ -167,6 +175,7 @@ def loadgen(
     headers: list[str] = (),
     key: str = "bench",
     connections: int = 512,
+    arrivals: str = "fixed",
 ) -> dict:
     cmd = pin(
         1,
@@ -185,6 +194,8 @@ def loadgen(
             key,
             "--connections",
             str(connections),
+            "--arrivals",
+            arrivals,
         ],
     )
     if stream:
@@ -504,6 +515,12 @@ def main() -> int:
     ap.add_argument("--json", default=None, help="write raw results here")
     ap.add_argument("--skip", default="", help="phases to skip: fixed,stream,ladder,ceiling")
     ap.add_argument("--connections", type=int, default=512, help="the open-loop load generator's pool")
+    ap.add_argument(
+        "--arrivals",
+        choices=("fixed", "poisson"),
+        default="fixed",
+        help="the open-loop schedule: evenly spaced sends, or a seeded Poisson process of the same rate",
+    )
     ap.add_argument("--ceiling-seconds", type=float, default=20.0, help="each target's wrk run")
     ap.add_argument("--ceiling-connections", type=int, default=64, help="wrk's connections (closed loop)")
     ap.add_argument("--trace", action="store_true", help="trace failover's loop lag and GC pauses")
@@ -557,6 +574,7 @@ def main() -> int:
                 headers=t.headers,
                 key=t.key,
                 connections=a.connections,
+                arrivals=a.arrivals,
             )
             if c0 is not None and t.proc is not None and "failed" not in r:
                 cpu = group_cpu_seconds(t.proc.p.pid) - c0

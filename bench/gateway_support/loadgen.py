@@ -3,7 +3,9 @@
     python bench/gateway_support/loadgen.py --url http://127.0.0.1:18000/v1/chat/completions \
         --model bench --rate 300 --duration 10 [--stream]
 
-Request i is scheduled at ``t0 + i / rate``; the loop sends every request whose time has come
+Request i is scheduled at ``t0 + i / rate`` (``--arrivals fixed``, the default), or at the
+i-th point of a Poisson process of that rate (``--arrivals poisson``: exponential gaps drawn
+from a fixed seed, so every target meets the same schedule); the loop sends every request whose time has come
 (a late wake-up sends the backlog at once, it never skips), and each latency is measured from
 the request's *scheduled* time, so a slow server cannot slow the generator down and hide its
 own queueing (no coordinated omission). Sends are timed to the microsecond (``precise.py``):
@@ -23,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
+import random
 import time
 from collections import Counter
 
@@ -60,6 +64,15 @@ def _has_content(line: bytes) -> bool:
     except ValueError:
         return False
     return any((ch.get("delta") or {}).get("content") for ch in obj.get("choices") or ())
+
+
+def schedule(n: int, rate: float, arrivals: str) -> list[float]:
+    """Each request's send time, in seconds from the start: evenly spaced, or a Poisson process
+    (seeded: the same gaps for every target and every run)."""
+    if arrivals == "fixed":
+        return [i / rate for i in range(n)]
+    rng = random.Random(20261204)
+    return list(itertools.accumulate((rng.expovariate(rate) for _ in range(n)), initial=0.0))[:n]
 
 
 async def run(a: argparse.Namespace) -> dict:
@@ -131,20 +144,20 @@ async def run(a: argparse.Namespace) -> dict:
         lat.clear(), at.clear(), ttft.clear(), lag.clear(), errors.clear(), samples.clear()
 
         n = int(a.rate * a.duration)
-        interval = 1.0 / a.rate
+        offsets = schedule(n, a.rate, a.arrivals)
         cpu0 = time.process_time()
         t0 = clock() + 0.01
         tasks: set[asyncio.Task] = set()
         i = 0
         while i < n:
             now = clock()
-            while i < n and t0 + i * interval <= now:
-                t = asyncio.create_task(one(t0 + i * interval))
+            while i < n and t0 + offsets[i] <= now:
+                t = asyncio.create_task(one(t0 + offsets[i]))
                 tasks.add(t)
                 t.add_done_callback(tasks.discard)
                 i += 1
             if i < n:
-                await timers.sleep_until(t0 + i * interval)
+                await timers.sleep_until(t0 + offsets[i])
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=a.timeout + 1)
             for t in pending:
@@ -184,6 +197,7 @@ def main() -> None:
     p.add_argument("--rate", type=float, required=True)
     p.add_argument("--duration", type=float, default=10.0)
     p.add_argument("--stream", action="store_true")
+    p.add_argument("--arrivals", choices=("fixed", "poisson"), default="fixed")
     p.add_argument("--header", action="append", default=[], help="extra 'name: value' header (repeatable)")
     p.add_argument("--connections", type=int, default=512)
     p.add_argument("--warm", type=int, default=32)
