@@ -102,6 +102,38 @@ async def test_callers_that_left_are_matched_by_as_many_retries_and_the_rest_are
         await router.aclose()
 
 
+async def test_retries_the_budget_refuses_use_up_their_failures_and_the_requests_after_are_answered() -> None:
+    # A load test's end can leave more requests in flight than the retry budget has retries for
+    # (10 a window, and a tenth of the requests). Each caller that left is a 499 whose repeat is
+    # a retry, and the retries past the budget are refused. Those refusals use up their
+    # failures: the identical requests after them are new, deposit, and are answered. Were the
+    # failures given back, every identical body after them would be a retry in turn, refused in
+    # turn, and no request would deposit: all of them refused with the upstream healthy.
+    async with upstreams(Script.always(Reply.ok(latency=0.2)), attempts_a=1) as up:
+        router = make_router(up.route("solo"))
+        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url, timeout=None) as http:
+            left = [asyncio.create_task(http.post("/chat/completions", json=BODY)) for _ in range(40)]
+            await asyncio.sleep(0.1)  # all forty are upstream: their callers leave
+            for task in left:
+                task.cancel()
+            await asyncio.gather(*left, return_exceptions=True)
+            await asyncio.sleep(0.5)  # the gateway has seen them go (a 499 each)
+            assert up.request_calls("a") == 40
+            retries = await asyncio.gather(*(http.post("/chat/completions", json=BODY) for _ in range(40)))
+            codes = [r.status_code for r in retries]
+            assert codes.count(200) == 14 and codes.count(503) == 26, codes  # 10 + 40 / 10 retries
+            assert await _retries(http, gw.port) == 40
+            t0 = now()
+            later: list[httpx.Response] = []
+            for _ in range(5):
+                later += await asyncio.gather(*(http.post("/chat/completions", json=BODY) for _ in range(20)))
+            assert [r.status_code for r in later] == [200] * 100
+            assert 0.99 < now() - t0 < 1.5  # five upstream rounds of 0.2 s, nothing held or retried
+            assert await _retries(http, gw.port) == 40
+        assert up.request_calls("a") == 40 + 14 + 100
+        await router.aclose()
+
+
 async def test_a_repeat_after_an_answer_or_side_by_side_is_a_new_request() -> None:
     async with upstreams(Script.always(Reply.ok())) as up:
         router = make_router(up.route("solo"))
@@ -256,6 +288,21 @@ def test_recent_requests_forget_a_failure_after_its_deadline_and_keep_tenants_ap
         recent.started(f"x{i}", bytes([i]), 30.0)
         recent.ended(f"x{i}", 503)
     assert len(recent) <= 3 and not recent.failed_before(d)
+
+
+def test_a_retry_the_budget_refused_uses_up_its_failure_and_a_held_one_gives_it_back() -> None:
+    clock = [0.0]
+    recent = RecentRequests(clock=lambda: clock[0])
+    d = recent.digest(None, "/v1/chat/completions", b'{"model": "r"}')
+    recent.started("failed", d, 30.0)
+    recent.ended("failed", 503)
+    assert recent.failed_before(d)
+    recent.started("held", d, 30.0, retry=True)
+    recent.ended("held", 503, tried=False)  # a hold: the client comes back when told, still retrying
+    assert recent.failed_before(d)
+    recent.started("refused", d, 30.0, retry=True)
+    recent.ended("refused", 503, tried=False, spent=True)  # the retry budget said no: used up
+    assert not recent.failed_before(d)
 
 
 async def test_a_body_answered_without_an_upstream_attempt_is_new_when_it_comes_back() -> None:

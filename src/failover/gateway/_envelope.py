@@ -133,13 +133,18 @@ class RecentRequests:
             running.popitem(last=False)
         running[request_id] = (digest, deadline, retry)
 
-    def ended(self, request_id: str | None, status: int, *, cut: bool = False, tried: bool = True) -> None:
+    def ended(
+        self, request_id: str | None, status: int, *, cut: bool = False, tried: bool = True, spent: bool = False
+    ) -> None:
         """The request ended with ``status`` (``cut``: a stream that ended in an error event after
         its 200): a failure the client may retry is remembered for its deadline, so that the
         retry is known for one. Not one answered without an upstream attempt (``tried`` false:
-        a hold, a limiter's or the budget's refusal): a client that comes back when told to
-        should not pay for it, so a retry answered that way gives back the failure it was
-        matched to, and the client's next repeat is its retry again."""
+        a hold or a limiter's refusal): a client that comes back when told to should not pay
+        for it, so a retry answered that way gives back the failure it was matched to, and the
+        client's next repeat is its retry again. Except a retry the retry budget refused
+        (``spent``): its failure is used up. Given back, every identical body after it would
+        be a retry in turn, none would deposit in the budget, and it would never refill: one
+        load test's abandoned requests refused every identical request after them."""
         if request_id is None:
             return
         got = self._running.pop(request_id, None)
@@ -151,7 +156,7 @@ class RecentRequests:
             earlier = self._failures.get(digest, 0) if self._known(digest, now) else 0
             self._remember(digest, deadline, now)
             self._failures[digest] = earlier + 1
-        elif retry and not tried and self._known(digest, now):
+        elif retry and not tried and not spent and self._known(digest, now):
             self._failures[digest] = self._failures.get(digest, 0) + 1
 
     def checker(self, tenant: str | None) -> Callable[[str], bool]:
