@@ -44,6 +44,16 @@ async def _retries(http: httpx.AsyncClient, port: int) -> float:
     return metric(page, "failover_gateway_client_retries_total", route="r")
 
 
+async def _leave(http: httpx.AsyncClient, callers: int) -> None:
+    """``callers`` send BODY and leave once their requests are upstream (a 499 each)."""
+    left = [asyncio.create_task(http.post("/chat/completions", json=BODY)) for _ in range(callers)]
+    await asyncio.sleep(0.1)  # all are upstream (0.2 s answers): their callers leave
+    for task in left:
+        task.cancel()
+    await asyncio.gather(*left, return_exceptions=True)
+    await asyncio.sleep(0.5)  # the gateway has seen them go
+
+
 async def test_an_unmarked_repeat_of_a_failed_body_is_a_retry_that_replays_nothing() -> None:
     async with upstreams(Script.always(Reply.overloaded()), attempts_a=2) as up:
         router = make_router(up.route("solo"))
@@ -82,55 +92,33 @@ async def test_one_failure_makes_one_repeat_a_retry_not_every_identical_body() -
         await router.aclose()
 
 
-async def test_callers_that_left_are_matched_by_as_many_retries_and_the_rest_are_answered() -> None:
+@pytest.mark.parametrize(("callers", "answered"), [(3, 3), (40, 14)])
+async def test_callers_that_left_are_matched_by_as_many_retries_and_the_rest_are_answered(
+    callers: int, answered: int
+) -> None:
     # A load test's end (or a client's timeout) leaves requests in flight: each is a 499 whose
-    # repeat is a retry. The requests after those retries are new, and all are answered.
+    # repeat is a retry. The requests after those retries are new, and all are answered. A load
+    # test can leave more than the retry budget has retries for (10 a window, and a tenth of the
+    # requests): the retries past it are refused, and those refusals use up their failures.
+    # Were the failures given back, every identical body after them would be a retry in turn,
+    # refused in turn, and no request would deposit: all refused, the upstream healthy.
     async with upstreams(Script.always(Reply.ok(latency=0.2)), attempts_a=1) as up:
         router = make_router(up.route("solo"))
         async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url, timeout=None) as http:
-            left = [asyncio.create_task(http.post("/chat/completions", json=BODY)) for _ in range(3)]
-            await asyncio.sleep(0.1)  # all three are upstream: their callers leave
-            for task in left:
-                task.cancel()
-            await asyncio.gather(*left, return_exceptions=True)
-            await asyncio.sleep(0.5)  # the gateway has seen them go (a 499 each)
-            assert up.request_calls("a") == 3
-            answers = await asyncio.gather(*(http.post("/chat/completions", json=BODY) for _ in range(30)))
-            assert [r.status_code for r in answers] == [200] * 30
-            assert await _retries(http, gw.port) == 3
-        assert up.request_calls("a") == 33
-        await router.aclose()
-
-
-async def test_retries_the_budget_refuses_use_up_their_failures_and_the_requests_after_are_answered() -> None:
-    # A load test's end can leave more requests in flight than the retry budget has retries for
-    # (10 a window, and a tenth of the requests). Each caller that left is a 499 whose repeat is
-    # a retry, and the retries past the budget are refused. Those refusals use up their
-    # failures: the identical requests after them are new, deposit, and are answered. Were the
-    # failures given back, every identical body after them would be a retry in turn, refused in
-    # turn, and no request would deposit: all of them refused with the upstream healthy.
-    async with upstreams(Script.always(Reply.ok(latency=0.2)), attempts_a=1) as up:
-        router = make_router(up.route("solo"))
-        async with gateway(router) as gw, httpx.AsyncClient(base_url=gw.base_url, timeout=None) as http:
-            left = [asyncio.create_task(http.post("/chat/completions", json=BODY)) for _ in range(40)]
-            await asyncio.sleep(0.1)  # all forty are upstream: their callers leave
-            for task in left:
-                task.cancel()
-            await asyncio.gather(*left, return_exceptions=True)
-            await asyncio.sleep(0.5)  # the gateway has seen them go (a 499 each)
-            assert up.request_calls("a") == 40
-            retries = await asyncio.gather(*(http.post("/chat/completions", json=BODY) for _ in range(40)))
+            await _leave(http, callers)
+            assert up.request_calls("a") == callers
+            retries = await asyncio.gather(*(http.post("/chat/completions", json=BODY) for _ in range(callers)))
             codes = [r.status_code for r in retries]
-            assert codes.count(200) == 14 and codes.count(503) == 26, codes  # 10 + 40 / 10 retries
-            assert await _retries(http, gw.port) == 40
+            assert codes.count(200) == answered and codes.count(503) == callers - answered, codes
+            assert await _retries(http, gw.port) == callers
             t0 = now()
             later: list[httpx.Response] = []
             for _ in range(5):
                 later += await asyncio.gather(*(http.post("/chat/completions", json=BODY) for _ in range(20)))
             assert [r.status_code for r in later] == [200] * 100
             assert 0.99 < now() - t0 < 1.5  # five upstream rounds of 0.2 s, nothing held or retried
-            assert await _retries(http, gw.port) == 40
-        assert up.request_calls("a") == 40 + 14 + 100
+            assert await _retries(http, gw.port) == callers
+        assert up.request_calls("a") == callers + answered + 100
         await router.aclose()
 
 
