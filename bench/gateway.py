@@ -71,20 +71,15 @@ from pathlib import Path
 from typing import ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "gateway_support"))
+from harness import HELD_ROUTE, UPSTREAM_MODEL, failover_config, use_shared_encodings, wait_http
 from traced_serve import summarise
 
 HERE = Path(__file__).resolve().parent
 SUPPORT = HERE / "gateway_support"
-# The gateway counts tokens exactly when its encoding loads, as it does for users online; offline
-# it would fall back to an estimate, which costs less than what users run. The shared copy of the
-# encodings, when there is one, is what an online install downloads.
-SHARED_TIKTOKEN = HERE.parents[1] / "shared" / "tiktoken"
-if "TIKTOKEN_CACHE_DIR" not in os.environ and SHARED_TIKTOKEN.is_dir():
-    os.environ["TIKTOKEN_CACHE_DIR"] = str(SHARED_TIKTOKEN)
+use_shared_encodings(os.environ)  # the gateway counts tokens exactly, as online
 PY = sys.executable
 BIN = Path(PY).parent
 HAS_TASKSET = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
-UPSTREAM_MODEL = "gpt-4o-mini"
 LITELLM_ENV = {
     "LITELLM_LOG": "ERROR",
     "LITELLM_TELEMETRY": "False",
@@ -103,20 +98,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_http(url: str, timeout: float, headers: dict[str, str] | None = None) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            req = urllib.request.Request(url, headers=headers or {})
-            with urllib.request.urlopen(req, timeout=2) as r:
-                if r.status < 500:
-                    return True
-        except Exception:
-            pass
-        time.sleep(0.2)
-    return False
 
 
 def group_cpu_seconds(pgid: int) -> float:
@@ -288,12 +269,6 @@ def settle(url: str, model: str, headers: list[str], key: str, limit: float = 90
 # ---------------------------------------------------------------- targets
 
 
-# failover's route with the default commit point: a stream's output is held until 100 tokens
-# (or 2 s) have arrived, so a failure inside it is recovered invisibly. The upstream's streams
-# are shorter than that, so on this route the first event goes out when the stream ends.
-HELD_ROUTE = "bench-held"
-
-
 class Target:
     name = ""
     model = UPSTREAM_MODEL
@@ -363,21 +338,7 @@ class Failover(Target):
 
     def start(self) -> None:
         cfg = self.logdir / "failover.yaml"
-        cfg.write_text(
-            "targets:\n"
-            "  up:\n"
-            "    dialect: openai\n"
-            f"    base_url: http://127.0.0.1:{self.up_port}/v1\n"
-            f"    model: {UPSTREAM_MODEL}\n"
-            "    api_key_env: BENCH_UPSTREAM_KEY\n"
-            "    capabilities: [chat, streaming]\n"
-            "routes:\n"
-            "  bench:\n"  # a commit point that holds nothing: every event goes out as it comes
-            "    primary: [up]\n"
-            "    hold_tokens: 0\n"
-            f"  {HELD_ROUTE}:\n"  # the default commit point (100 tokens or 2 s): what the hold costs
-            "    primary: [up]\n"
-        )
+        cfg.write_text(failover_config(self.up_port))
         env = {**os.environ, "BENCH_UPSTREAM_KEY": "sk-bench"}
         serve = ["serve", "--config", str(cfg), "--port", str(self.port)]
         if self.trace_path is not None or self.suspend:

@@ -31,10 +31,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from harness import failover_config, use_shared_encodings, wait_http
 
 HERE = Path(__file__).resolve().parent
 PY = sys.executable
@@ -49,7 +50,7 @@ def mark(label: str, seq: int | None = None) -> None:
     MARKS.append((ns(), label, SEQ.get() if seq is None else seq))
 
 
-def wrap(owner: Any, name: str, label: str, *, after: bool = False, first: bool = False) -> None:
+def wrap(owner: Any, name: str, label: str, *, after: bool = False) -> None:
     """Mark ``label`` when ``owner.name`` is called (and ``label.end`` when it returns)."""
     original = getattr(owner, name, None)
     if original is None:
@@ -58,8 +59,6 @@ def wrap(owner: Any, name: str, label: str, *, after: bool = False, first: bool 
     if inspect.iscoroutinefunction(original):
 
         async def traced(*args: Any, **kwargs: Any) -> Any:
-            if first:
-                SEQ.set(next(_numbers))
             mark(label)
             result = await original(*args, **kwargs)
             if after:
@@ -69,8 +68,6 @@ def wrap(owner: Any, name: str, label: str, *, after: bool = False, first: bool 
     else:
 
         def traced(*args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
-            if first:
-                SEQ.set(next(_numbers))
             mark(label)
             result = original(*args, **kwargs)
             if after:
@@ -211,17 +208,6 @@ def table(out: dict[str, list[float]]) -> str:
     return "\n".join(rows)
 
 
-def wait_up(url: str, seconds: float) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        try:
-            urllib.request.urlopen(url, timeout=1).read()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit(f"steps.py: {url} did not answer")
-
-
 def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--serve-traced":  # the gateway's process
         install(Path(sys.argv[2]))
@@ -237,24 +223,18 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="failover-steps-"))
     up = a.port + 1
     cfg = work / "failover.yaml"
-    cfg.write_text(
-        "targets:\n  up:\n    dialect: openai\n"
-        f"    base_url: http://127.0.0.1:{up}/v1\n"
-        "    model: gpt-4o-mini\n    api_key_env: BENCH_UPSTREAM_KEY\n    capabilities: [chat, streaming]\n"
-        "routes:\n  bench:\n    primary: [up]\n    hold_tokens: 0\n"
-    )
+    cfg.write_text(failover_config(up))
     marks = work / "marks.json"
     env = {**os.environ, "BENCH_UPSTREAM_KEY": "sk-bench"}
-    shared = HERE.parents[2] / "shared" / "tiktoken"  # counted exactly, as online (see bench/gateway.py)
-    if "TIKTOKEN_CACHE_DIR" not in env and shared.is_dir():
-        env["TIKTOKEN_CACHE_DIR"] = str(shared)
+    use_shared_encodings(env)  # counted exactly, as online
     serve = ["serve", "--config", str(cfg), "--port", str(a.port), "--log-level", "warning"]
     procs = [
         subprocess.Popen(["taskset", "-c", "1", PY, str(HERE / "upstream.py"), "--port", str(up)]),
         subprocess.Popen(["taskset", "-c", "0", PY, __file__, "--serve-traced", str(marks), *serve], env=env),
     ]
     try:
-        wait_up(f"http://127.0.0.1:{a.port}/healthz", 30)
+        if not wait_http(f"http://127.0.0.1:{a.port}/healthz", 30):
+            raise SystemExit("steps.py: the traced gateway did not answer")
         load = ["taskset", "-c", "1", PY, str(HERE / "loadgen.py"), "--stream", "--arrivals", a.arrivals]
         load += ["--url", f"http://127.0.0.1:{a.port}/v1/chat/completions", "--model", "bench"]
         subprocess.run([*load, "--rate", "50", "--duration", "2"], check=True, capture_output=True)  # warm-up
