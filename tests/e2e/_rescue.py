@@ -99,7 +99,7 @@ class Expect:
     status: int | None = None
     max_calls: Mapping[str, int] = field(default_factory=lambda: {"a": 2, "b": 1})
     min_gap_a: float = 0.0  # seconds between two calls to A (a Retry-After honoured)
-    max_elapsed: float | None = None  # tighter than the deadline, for a typed error
+    max_elapsed: float | None = None  # tighter than the deadline (seconds, per request)
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,14 @@ OVERFLOW = Reply.context_overflow(prompt_tokens=9631, limit=8192)
 FAULTS: dict[str, Fault] = {
     f.name: f
     for f in (
-        Fault("429 retry-after", lambda: Script.always(Reply.rate_limit(retry_after=2)), Expect(min_gap_a=2.0)),
+        # a short Retry-After is waited out on A (then its second 429 goes to the fallback);
+        # one longer than the fallback needs is not: the fallback answers at once
+        Fault("429 retry-after 0.5", lambda: Script.always(Reply.rate_limit(retry_after=0.5)), Expect(min_gap_a=0.5)),
+        Fault(
+            "429 retry-after 20",
+            lambda: Script.always(Reply.rate_limit(retry_after=20)),
+            Expect(max_calls={"a": 1, "b": 1}, max_elapsed=2.0),
+        ),
         Fault("429 no retry-after", lambda: Script.always(Reply.rate_limit()), RESCUED),
         Fault("500 once", lambda: Script.of(Reply.server_error(), default=healthy("a")), BY_EITHER),
         Fault("503 persistent", lambda: Script.always(Reply.overloaded()), RESCUED),
@@ -526,6 +533,8 @@ def _judge_one(r: CellResult, s: Seen, e: Expect, margin: float) -> list[str]:
             out.append(f"the failure took {s.elapsed:.2f} s (at most {e.max_elapsed:g} s)")
         return out
     # a rescue is due
+    if e.max_elapsed is not None and s.elapsed > e.max_elapsed:
+        out.append(f"the rescue took {s.elapsed:.2f} s (at most {e.max_elapsed:g} s)")
     if s.error is not None:
         return [*out, f"no complete answer: {s.error} after {s.elapsed:.2f} s (text {len(s.text.split())} words)"]
     used = rec.target_used

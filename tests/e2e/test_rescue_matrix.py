@@ -1,4 +1,4 @@
-"""The rescue fault matrix: 20 common provider faults on a route "faulty primary -> healthy
+"""The rescue fault matrix: 21 common provider faults on a route "faulty primary -> healthy
 approved fallback", at DEFAULT settings, through the library and the gateway's SDKs.
 
 The promise under test: an acceptable answer within the envelope, or a clear typed failure,
@@ -118,13 +118,13 @@ async def test_the_matrix_sees_each_fix_broken() -> None:
 
 
 def test_every_fault_and_client_is_a_cell() -> None:
-    """20 faults through the library (stream and complete) and the openai chat stream; a
+    """21 faults through the library (stream and complete) and the openai chat stream; a
     subset through the anthropic messages and openai responses streams."""
     got = cells()
-    assert len(FAULTS) == 20
+    assert len(FAULTS) == 21
     for f in FAULTS:
         assert {(f, "library stream"), (f, "library complete"), (f, "openai chat")} <= set(got)
-    assert len(got) == 20 * 3 + 2 * 5
+    assert len(got) == 21 * 3 + 2 * 5
 
 
 async def test_the_checks_flag_a_splice_and_a_repeat() -> None:

@@ -87,7 +87,7 @@ def _route(srv: FakeServer, us: FakeProvider, eu: FakeProvider, big: FakeProvide
 
 async def test_a_rate_limit_is_waited_out_then_the_same_target_answers(fakes: Fakes) -> None:
     srv, us, eu, big = fakes
-    us.load(["rate_limit(retry_after=2)", "ok"])
+    us.load(["rate_limit(retry_after=0.5)", "ok"])  # shorter than eu would need: waited out on us
     router = _router(_route(srv, us, eu, big))
     loop = asyncio.get_running_loop()
     t0 = loop.time()
@@ -99,12 +99,29 @@ async def test_a_rate_limit_is_waited_out_then_the_same_target_answers(fakes: Fa
     assert [a.outcome for a in rec.attempts] == ["rate_limited", "ok"]
     assert [w.reason for w in rec.waits] == ["retry_after"]
     assert (len(us.calls), len(eu.calls), len(big.calls)) == (2, 0, 0)
-    assert loop.time() - t0 == pytest.approx(2 + 2 * LATENCY, abs=0.01)
+    assert loop.time() - t0 == pytest.approx(0.5 + 2 * LATENCY, abs=0.01)
     assert rec.recovered and rec.workflow is Workflow.RETRY_FAILOVER
     # the provider's count, priced, on the record and the result
     assert out.usage.input_tokens == sum(max(1, -(-len(t) // 4)) for t in TEXTS)
     assert rec.total_cost == pytest.approx(out.usage.input_tokens * 0.02 / 1e6)
     assert us.calls[-1].json is not None and us.calls[-1].json["dimensions"] == 64
+    await router.aclose()
+
+
+async def test_a_rate_limit_longer_than_the_other_region_needs_fails_over_at_once(fakes: Fakes) -> None:
+    srv, us, eu, big = fakes
+    us.load(["rate_limit(retry_after=2)", "ok"])
+    router = _router(_route(srv, us, eu, big))
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    out = await router.embed("search", TEXTS, dimensions=64)
+    assert [list(v) for v in out.vectors] == [fake_vector(t, 64) for t in TEXTS]
+    rec = out.record
+    assert rec is not None and rec.target_used == "eu" and not rec.waits
+    assert [a.outcome for a in rec.attempts] == ["rate_limited", "ok"]
+    assert (len(us.calls), len(eu.calls), len(big.calls)) == (1, 1, 0)
+    assert loop.time() - t0 == pytest.approx(2 * LATENCY, abs=0.01)
+    assert rec.recovered and rec.workflow is Workflow.RETRY_FAILOVER
     await router.aclose()
 
 

@@ -342,6 +342,44 @@ def test_a_limiter_queue_longer_than_max_added_latency_moves_on_at_once() -> Non
     assert isinstance(decide(s, lane(s), Policies(block={"a": 1.5}), 0.0), Go)  # a queue within it is waited
 
 
+def test_a_retry_after_longer_than_the_next_candidate_needs_moves_to_it_at_once() -> None:
+    """The provider says A cannot answer for 20 s; B is expected to answer in far less: B goes
+    now, and the Retry-After is kept for the caller should B fail too."""
+    s = state(tgt("a"), tgt("b"), budget=30.0)
+    ln = lane(s)
+    failed(s, ln, limited(20.0), at=0.1)
+    d = decide(s, ln, Policies(), 0.1)
+    keep = 0.05 + UNKNOWN_LATENCY
+    assert d == Next(
+        ExclusionCode.NO_REPLAY,
+        f"no replay: retry_after 20.000s is longer than the {keep:.3f}s b needs: it is tried at once",
+    )
+    s.note_end("a", ln.failure, ln.failed_at)
+    assert s.retry_after(0.1) == pytest.approx(20.1)
+    # a wait shorter than what B needs is waited out on A (B is known to take 3 s: keep 6.05 s)
+    for wait, p in ((0.8, Policies()), (5.0, Policies(latency={"b": 3.0}))):
+        s2 = state(tgt("a"), tgt("b"), budget=30.0)
+        ln2 = lane(s2)
+        failed(s2, ln2, limited(wait), at=0.1)
+        assert decide(s2, ln2, p, 0.1) == Sleep(wait, "retry_after", True, pool(tgt("a"))), wait
+    # nothing else can answer (no next tier, a held one, or fallback_reserve=0 keeps nothing
+    # for it): the Retry-After is waited out
+    held = Policies(holds={"b": Hold("b", 60.0, FailureKind.PROVIDER_OVERLOADED, "circuit open")})
+    for s3, p3 in (
+        (state(tgt("a"), budget=30.0), Policies()),
+        (state(tgt("a"), tgt("b"), budget=30.0), held),
+        (state(tgt("a"), tgt("b"), budget=30.0, fallback_reserve=0.0), Policies()),
+    ):
+        ln3 = lane(s3)
+        failed(s3, ln3, limited(20.0), at=0.1)
+        assert decide(s3, ln3, p3, 0.1) == Sleep(20.0, "retry_after", True, pool(tgt("a")))
+    # a backoff of our own (no Retry-After) is not cut short by it
+    s4 = state(tgt("a"), tgt("b"), budget=30.0)
+    ln4 = lane(s4)
+    failed(s4, ln4, OVERLOADED, at=0.1)
+    assert isinstance(decide(s4, ln4, Policies(backoff_=Backoff(base=5.0, cap=5.0)), 0.1), Sleep)
+
+
 def test_a_retry_after_beyond_the_deadline_is_no_replay_and_says_so() -> None:
     s = state(tgt("a"), budget=2.0)
     ln = lane(s)
@@ -506,7 +544,8 @@ def test_a_healthy_fallback_answers_whatever_the_primary_does(
 ) -> None:
     """A fails on a random schedule; B is healthy. If B fits in what is left once A's first
     attempt is over, the caller gets an answer (A's or B's) within the budget; no wait is
-    ever followed by a refusal; replays never end later than B's share of the deadline allows."""
+    ever followed by a refusal; replays never end later than B's share of the deadline allows;
+    no Retry-After longer than B needs is waited out."""
     a, b = tgt("a", attempts=attempts, cap=cap), tgt("b", attempts=1, cap=max(cap, b_latency + 0.01))
     p = Policies(latency={"b": b_latency} if known else {})
     s = state(a, b, budget=budget, env=Envelope(budget=budget, max_attempts=max_attempts))
@@ -517,10 +556,14 @@ def test_a_healthy_fallback_answers_whatever_the_primary_does(
     for (_, who, d), (_, nxt_who, nxt) in zip(run.decisions, run.decisions[1:], strict=False):
         if isinstance(d, Sleep):
             assert nxt_who == who and isinstance(nxt, Go), (d, nxt)
-    # a replay on A ends by the time B's share of the budget begins
+    # a replay on A ends by the time B's share of the budget begins, and A's Retry-After is
+    # waited out only when it is shorter than what B is expected to need
+    keep_b = b.timeouts.min_useful + (max(UNKNOWN_LATENCY, RESERVE_FACTOR * b_latency) if known else UNKNOWN_LATENCY)
     for _, who, d in run.decisions:
         if who == "a" and isinstance(d, Go) and d.retry:
             assert d.until <= budget - need_b + 1e-9
+        if who == "a" and isinstance(d, Sleep) and d.source == "retry_after":
+            assert d.seconds <= keep_b + 1e-9, (d, keep_b)
     first_a = min(cap, budget)  # the first attempt on A is never cut short for B
     if budget - first_a >= need_b and b_latency <= need_b - b.timeouts.min_useful + 1e-9:
         assert run.result in ("ok:a", "ok:b"), run

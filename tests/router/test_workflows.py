@@ -104,7 +104,8 @@ async def test_a_candidate_lacking_a_capability_is_healthy_yet_receives_nothing(
 async def test_retry_after_longer_than_the_time_left_means_no_retry_on_that_target() -> None:
     a = FakeProvider("a", OA, Script.always(Reply.rate_limit(retry_after=10.0, latency=0.1)))
     b = FakeProvider("b", AN, Script.always(Reply.ok("from b", latency=0.2)))
-    r = router([target(a, attempts=3)], [target(b)], a, b)
+    # fallback_reserve=0 keeps nothing back for b, so only the time left can refuse the wait
+    r = router([target(a, attempts=3)], [target(b)], a, b, fallback_reserve=0.0)
     t0 = now()
     resp = await r.complete("r", Request.simple("hi"), Envelope(budget=5.0))
     assert len(a.calls) == 1 and resp.text == "from b"
@@ -113,6 +114,25 @@ async def test_retry_after_longer_than_the_time_left_means_no_retry_on_that_targ
     assert any(
         "no replay: retry_after 10.000s + 0.050s for an attempt exceeds the" in e.reason for e in resp.record.excluded
     )
+
+
+async def test_retry_after_longer_than_the_fallback_needs_goes_to_it_at_once() -> None:
+    """A 429 saying "come back in 20 s", a 30 s deadline, a fallback that answers in 0.2 s: the
+    fallback answers now, A is not called again, and its cool-down keeps the next request away."""
+    a = FakeProvider("a", OA, Script.always(Reply.rate_limit(retry_after=20.0, latency=0.1)))
+    b = FakeProvider("b", AN, Script.always(Reply.ok("from b", latency=0.2)))
+    r = router([target(a, attempts=3)], [target(b)], a, b)
+    t0 = now()
+    resp = await r.complete("r", Request.simple("hi"), Envelope(budget=30.0))
+    assert resp.text == "from b" and now() - t0 == pytest.approx(0.3)
+    assert (len(a.calls), len(b.calls)) == (1, 1)
+    rec = resp.record
+    assert rec is not None and rec.recovered and rec.workflow is Workflow.FALLBACK and not rec.waits
+    assert [(e.target, e.code, e.reason) for e in rec.excluded] == [
+        ("a", "no_replay", "no replay: retry_after 20.000s is longer than the 1.050s b needs: it is tried at once")
+    ]
+    again = await r.complete("r", Request.simple("hi"), Envelope(budget=30.0))
+    assert again.text == "from b" and len(a.calls) == 1  # a is cooling down for its 20 s
 
 
 async def test_retry_after_that_fits_is_honoured_instead_of_the_backoff_schedule() -> None:

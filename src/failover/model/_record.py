@@ -262,7 +262,8 @@ class ExclusionCode(enum.StrEnum):
     # recovery
     CANARY = "canary"  # a fallback's canary share did not draw this request
     NO_REPLAY = "no_replay"  # not tried again: x-should-retry false, a client's own retry, a
-    # backoff longer than one target is waited on, or a timeout (a slow failure) that moves on at once
+    # backoff longer than one target is waited on, a Retry-After longer than the next candidate needs,
+    # or a timeout (a slow failure) that moves on at once
     NO_REPAIR = "no_repair"  # a repairable failure, and the request's one repair is used
     NO_HEDGE = "no_hedge"  # the hedge could not start (the envelope or the deadline): the lead goes on alone
 

@@ -46,7 +46,10 @@ left out by its canary draw, within max_cost, not held, with budget).
 After a timeout, or a failure that came only after the
 target was silent longer than the reserve, the engine moves to the next eligible candidate at
 once: a target that just hung is expected to hang again (``Route.replay_timeouts`` overrides
-either way). ``fallback_reserve=0`` keeps nothing back: attempts may spend the whole deadline,
+either way). So does a Retry-After longer than that candidate's reserve: the provider says this
+target cannot answer before the next one is expected to have answered (the key's cool-down
+keeps the next requests away, and the hint still reaches the caller if everything fails).
+``fallback_reserve=0`` keeps nothing back: attempts may spend the whole deadline,
 and the next tier may never be called.
 """
 
@@ -198,6 +201,16 @@ def decide(state: RunState, lane: Lane, policies: Policies, now: float, rng: ran
                         f"no replay: {d.source} {d.seconds:.3f}s is longer than the {d.limit:.0f}s"
                         " waited on one target",
                     )
+                if d.source == "retry_after" and state.fallback_reserve != 0:
+                    # The provider says this target cannot answer before the wait ends: when the
+                    # next candidate is expected to have answered by then, it goes at once.
+                    nxt = next_eligible(state, lane, policies, now, now)
+                    if nxt is not None and d.seconds > (keep := reserve_for(state, nxt, policies)):
+                        return Next(
+                            ExclusionCode.NO_REPLAY,
+                            f"no replay: retry_after {d.seconds:.3f}s is longer than the {keep:.3f}s "
+                            f"{nxt.name} needs: it is tried at once",
+                        )
                 wait, source = d.seconds, d.source
     at = now + wait
     prefix = "no replay: " if again else ""
