@@ -135,6 +135,30 @@ async def test_retry_after_longer_than_the_fallback_needs_goes_to_it_at_once() -
     assert again.text == "from b" and len(a.calls) == 1  # a is cooling down for its 20 s
 
 
+async def test_when_the_fallback_fails_too_the_caller_gets_the_retry_after_it_was_not_made_to_wait() -> None:
+    a = FakeProvider("a", OA, Script.always(Reply.rate_limit(retry_after=20.0, latency=0.1)))
+    b = FakeProvider("b", AN, Script.always(Reply.server_error(latency=0.2)))
+    r = router([target(a, attempts=3)], [target(b, attempts=1)], a, b)
+    t0 = now()
+    with pytest.raises(Unavailable) as ei:
+        await r.complete("r", Request.simple("hi"), Envelope(budget=30.0))
+    assert now() - t0 == pytest.approx(0.3) and (len(a.calls), len(b.calls)) == (1, 1)
+    # b's 500 may pass at any moment, so no time is promised; a's own 20 s is on its attempt
+    err = ei.value
+    assert err.retryable and err.retry_after_ms is None
+    (a_attempt,) = [x for x in err.record.attempts if x.target == "a"]
+    assert a_attempt.failure is not None and a_attempt.failure.retry_after == pytest.approx(20.0)
+
+    # b rate limited for longer than a: a's hint is the caller's (20 s from a's answer)
+    a2 = FakeProvider("a", OA, Script.always(Reply.rate_limit(retry_after=20.0, latency=0.1)))
+    b2 = FakeProvider("b", AN, Script.always(Reply.rate_limit(retry_after=40.0, latency=0.2)))
+    r2 = router([target(a2, attempts=3)], [target(b2, attempts=1)], a2, b2)
+    with pytest.raises(Unavailable) as ei2:
+        await r2.complete("r", Request.simple("hi"), Envelope(budget=30.0))
+    assert (len(a2.calls), len(b2.calls)) == (1, 1)
+    assert ei2.value.retry_after_ms == pytest.approx(19_800, abs=5)
+
+
 async def test_retry_after_that_fits_is_honoured_instead_of_the_backoff_schedule() -> None:
     a = FakeProvider("a", OA, Script.of(Reply.rate_limit(retry_after=2.0), default=Reply.ok("second time")))
     r = router([target(a, attempts=3)], [], a)
