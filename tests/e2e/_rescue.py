@@ -194,6 +194,7 @@ SPACING = 4.0  # "outage 60s": one request every 4 s
 CLIENTS = ("library stream", "library complete", "openai chat", "anthropic messages", "openai responses")
 # The SDK subset beyond the openai chat stream: one fault of each family
 SDK_SUBSET = (
+    "429 retry-after 20",
     "503 persistent",
     "silent",
     "cut after 40 of 60",

@@ -124,7 +124,7 @@ def test_every_fault_and_client_is_a_cell() -> None:
     assert len(FAULTS) == 21
     for f in FAULTS:
         assert {(f, "library stream"), (f, "library complete"), (f, "openai chat")} <= set(got)
-    assert len(got) == 21 * 3 + 2 * 5
+    assert len(got) == 21 * 3 + 2 * 6
 
 
 async def test_the_checks_flag_a_splice_and_a_repeat() -> None:
