@@ -147,6 +147,33 @@ def test_an_overloaded_primary_falls_back_unseen(
     assert next(e for e in run.events if e["type"] == "assistant")["message"]["model"] == BACKUP_MODEL
 
 
+@pytest.mark.parametrize("dialect", ["anthropic", "openai"])
+def test_a_primary_rate_limited_for_20_s_is_not_waited_for(
+    runtimes: Path, runtime_env: dict[str, str], work: Path, tmp_path: Path, dialect: str
+) -> None:
+    """The primary answers 429 with ``retry-after: 20``. Its approved fallback answers at once,
+    inside ONE request of Claude Code: the gateway does not sleep the 20 s to ask the primary
+    again (it did: an answer after 20 s, two calls to the primary), and says why in the record."""
+    with gateway(
+        tmp_path,
+        CLI_MODEL,
+        Script.always(Reply.rate_limit(retry_after=20)),
+        ok("BACKUP-CANARY hello"),
+        primary_dialect=dialect,
+    ) as gw:
+        run = claude(runtimes, runtime_env, gw, work)
+        records = gw.records()
+    succeeded(run)
+    assert run.answer == "BACKUP-CANARY hello"
+    assert run.retries() == []
+    assert gw.counts() == {"primary": 1, "backup": 1}
+    [record] = records
+    assert (record["status"], record["workflow"], record["target_used"]) == (200, "fallback", "backup")
+    assert gw.attempts(record) == [("primary", "rate_limited", 429), ("backup", "ok", 200)]
+    assert record["waits"] == [] and record["elapsed_ms"] < 10_000  # not the 20 s
+    assert [e["code"] for e in record["excluded"]] == ["no_replay"]
+
+
 def test_without_the_fallback_the_overload_reaches_claude_code_which_does_not_retry_it(
     runtimes: Path, runtime_env: dict[str, str], work: Path, tmp_path: Path
 ) -> None:
