@@ -153,6 +153,23 @@ def test_an_overloaded_primary_falls_back_unseen(
     assert gw.attempts(record) == [overloaded, overloaded, ("backup", "ok", 200)]
 
 
+def test_a_primary_rate_limited_for_20_s_is_not_waited_for(
+    runtime_env: dict[str, str], work: Path, tmp_path: Path
+) -> None:
+    """429 with ``retry-after: 20``: the fallback answers at once inside ONE request, the
+    primary is not asked again, and the record says why."""
+    with gateway(tmp_path, SDK_MODEL, Script.always(Reply.rate_limit(retry_after=20)), ok("BACKUP-CANARY hello")) as gw:
+        run = agent(runtime_env, gw, work)
+        records = gw.records()
+    succeeded(run)
+    assert run.answer == "BACKUP-CANARY hello"
+    assert run.retries() == []
+    assert gw.counts() == {"primary": 1, "backup": 1}
+    [record] = records
+    assert gw.attempts(record) == [("primary", "rate_limited", 429), ("backup", "ok", 200)]
+    assert record["waits"] == [] and [e["code"] for e in record["excluded"]] == ["no_replay"]
+
+
 def test_without_the_fallback_the_overload_ends_the_run_with_a_result_error(
     runtime_env: dict[str, str], work: Path, tmp_path: Path
 ) -> None:

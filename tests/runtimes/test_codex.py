@@ -128,6 +128,20 @@ def test_an_unavailable_primary_is_replaced_by_the_fallback(
         assert gw.sent(gw.b)[0]["model"] == "model-b"
 
 
+def test_a_primary_rate_limited_for_20_s_is_not_waited_for(
+    codex: Path, runtime_env: dict[str, str], workdir: Path, tmp_path: Path
+) -> None:
+    """429 with ``retry-after: 20``: the fallback answers at once, a is not asked again."""
+    with gateway(tmp_path, Script.always(Reply.rate_limit(retry_after=20)), [Reply.ok("Hello from model b.")]) as gw:
+        run = run_codex(codex, runtime_env, gw, workdir, "Say hello")
+        answered(run)
+        assert run.messages == ["Hello from model b."], run
+        assert run.failures == [], run
+        assert gw.a.kinds == ["rate_limit"]
+        assert (gw.count(gw.a), gw.count(gw.b)) == (1, 1)
+        assert gw.summary(1) == [(200, "b", 2, "fallback")]
+
+
 def test_a_stream_cut_before_the_commit_point_is_replaced_unseen(
     codex: Path, runtime_env: dict[str, str], workdir: Path, tmp_path: Path
 ) -> None:

@@ -109,6 +109,17 @@ async def test_an_unavailable_primary_is_replaced_by_the_fallback(tmp_path: Path
         assert gw.summary(1) == [(200, "b", 3, "fallback")]  # one request from the SDK
 
 
+async def test_a_primary_rate_limited_for_20_s_is_not_waited_for(tmp_path: Path) -> None:
+    """429 with ``retry-after: 20``: the fallback answers at once, a is not asked again."""
+    with gateway(tmp_path, Script.always(Reply.rate_limit(retry_after=20)), [Reply.ok("Hello from model b.")]) as gw:
+        async with agents_run_config(gw) as run_config:
+            result = await Runner.run(helper(), "Say hello", run_config=run_config)
+        assert result.final_output == "Hello from model b."
+        assert gw.a.kinds == ["rate_limit"]
+        assert (gw.count(gw.a), gw.count(gw.b)) == (1, 1)
+        assert gw.summary(1) == [(200, "b", 2, "fallback")]
+
+
 async def test_a_stream_cut_before_the_commit_point_is_replaced_unseen(tmp_path: Path) -> None:
     cut = Reply.drop_after(after_words(3, web_search=False), text=words("a", 200))  # 3 words in
     with gateway(tmp_path, Script.always(cut), [Reply.ok(words("b", 200))]) as gw:
