@@ -15,9 +15,13 @@ import time
 
 import pytest
 import uvicorn
+from starlette.types import Message
 
-from failover.gateway import create_app
+from failover.gateway import GatewaySettings, create_app
 from failover.gateway._app import GatewayApp
+from failover.gateway._body import ClientGone, read_body
+from failover.gateway._disconnect import BODY_RECEIVED
+from failover.gateway._errors import ApiError
 from failover.gateway._logs import BatchingStreamHandler
 from failover.gateway._openai import parse_body
 from failover.gateway._protocol import HeadTimeoutProtocol
@@ -374,3 +378,68 @@ async def test_a_closed_batching_handler_still_writes_when_used_again() -> None:
     await asyncio.sleep(0.05)
     assert handler.drain(5.0) and out.getvalue() == "before\nafter\n"
     handler.close()
+
+
+# -- a body that came with its head is read without the body timer ------------------------------
+
+
+def _scope(received: bool | None) -> dict[str, object]:
+    """A scope as failover's protocol fills it: ``received`` is what its body extension says
+    (None: a server without it)."""
+    if received is None:
+        return {"type": "http"}
+    return {"type": "http", "extensions": {BODY_RECEIVED: lambda: received}}
+
+
+async def test_a_body_already_received_is_read_without_arming_the_timer(monkeypatch: pytest.MonkeyPatch) -> None:
+    armed: list[float] = []
+    real = asyncio.timeout
+
+    def counting(delay: float | None) -> asyncio.Timeout:
+        armed.append(delay or 0.0)
+        return real(delay)
+
+    monkeypatch.setattr("failover.gateway._body.asyncio.timeout", counting)
+    settings = GatewaySettings(max_body_bytes=100, body_timeout_s=5.0)
+
+    async def whole() -> Message:
+        return {"type": "http.request", "body": b'{"a": 1}', "more_body": False}
+
+    assert await read_body(settings, whole, {}, _scope(True)) == b'{"a": 1}'
+    assert armed == []
+    # not (yet) all here, or a server that cannot tell: the timer guards the read
+    assert await read_body(settings, whole, {}, _scope(False)) == b'{"a": 1}'
+    assert await read_body(settings, whole, {}, _scope(None)) == b'{"a": 1}'
+    assert armed == [5.0, 5.0]
+
+
+async def test_a_body_already_received_still_keeps_its_limits() -> None:
+    settings = GatewaySettings(max_body_bytes=4, body_timeout_s=5.0)
+
+    async def big() -> Message:
+        return {"type": "http.request", "body": b"0123456789", "more_body": False}
+
+    async def gone() -> Message:
+        return {"type": "http.disconnect"}
+
+    with pytest.raises(ApiError) as err:  # no content-length said so: the bytes are counted
+        await read_body(settings, big, {}, _scope(True))
+    assert err.value.status == 413 and "max_body_bytes" in err.value.message
+    with pytest.raises(ClientGone):
+        await read_body(settings, gone, {}, _scope(True))
+
+
+def test_half_a_body_then_silence_is_a_408_under_the_serving_protocol_too() -> None:
+    """Under the protocol ``failover serve`` uses, which says when a body is whole: half of one
+    is not, so the body timer still runs out; a whole one is served."""
+    kit = Kit()
+    app = create_app(kit.router, dataclasses.replace(kit.settings, body_timeout_s=0.5))
+    body, head = _chat_request()
+    with _HeadTimeoutServer(app, 10.0) as server, socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(head + body[: len(body) // 2])
+        answer = _recv_all(sock, 15.0)  # wide margin: the setting is 0.5 s
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    with _HeadTimeoutServer(app, 10.0) as server, socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(head + body)
+        assert _read_response(sock).startswith(b"HTTP/1.1 200 ")

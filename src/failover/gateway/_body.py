@@ -17,9 +17,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from starlette.types import Receive
+from starlette.types import Receive, Scope
 
 from ..model import LONE_SURROGATE, LONE_SURROGATE_FIX, lone_surrogate, may_hold_surrogates, may_overflow
+from ._disconnect import BODY_RECEIVED
 from ._errors import ApiError
 from ._settings import GatewaySettings
 
@@ -84,16 +85,28 @@ def _too_large(limit: int) -> ApiError:
     )
 
 
-async def read_body(settings: GatewaySettings, receive: Receive, headers: Mapping[str, str]) -> bytes:
+async def read_body(
+    settings: GatewaySettings, receive: Receive, headers: Mapping[str, str], scope: Scope | None = None
+) -> bytes:
     """The whole request body, within ``max_body_bytes`` and ``body_timeout_s``.
 
     A client that sends its body slowly (or never finishes it) gets a 408 and its
     connection is closed, so it cannot hold a request slot; one that disconnects while
-    sending raises :class:`ClientGone`."""
+    sending raises :class:`ClientGone`. When the serving protocol says the whole body is
+    already here (``scope``'s ``failover.body_received``), it is read without the timer."""
     limit = settings.max_body_bytes
     declared = headers.get("content-length")
     if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
+    received = None if scope is None else scope.get("extensions", {}).get(BODY_RECEIVED)
+    if received is not None and received():
+        message = await receive()  # returns at once: nothing to wait for
+        if message["type"] != "http.request":
+            raise ClientGone
+        body: bytes = message.get("body", b"")
+        if len(body) > limit:
+            raise _too_large(limit)
+        return body
     chunks: list[bytes] = []
     size = 0
     try:

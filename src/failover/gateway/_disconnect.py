@@ -19,6 +19,8 @@ _T = TypeVar("_T")
 
 CONNECTION_LOST = "failover.connection_lost"  # the scope extension failover serve's protocol adds
 WRITE_TIMED_OUT = "failover.write_timed_out"  # set (True) by that protocol when it dropped a client that did not read
+# a callable of that protocol's: True once the request's whole body has arrived (receive() will not wait)
+BODY_RECEIVED = "failover.body_received"
 
 
 class Disconnect:

@@ -230,7 +230,7 @@ class Endpoint(Generic[_B, _Q, _A]):
             if gw.draining:
                 raise shutting_down()
             ex.tenant = tenant = authenticate(gw.settings, scope, self.credentials(headers))
-            raw = await read_body(gw.settings, receive, headers)
+            raw = await read_body(gw.settings, receive, headers, scope)
             # A body over 64 KiB is decoded, counted and validated in a worker thread: even its
             # scans (for many values, surrogates, numbers no float holds) took ~45 ms of the loop
             # for 8 MiB. One of many JSON values takes the pure-Python scanner there (a C decoder

@@ -155,7 +155,7 @@ def count_tokens(gw: Gateway) -> Callable[[HttpRequest], Awaitable[Response]]:
             settings = gw.settings
             tenant = authenticate(settings, request.scope, _credentials(settings.open, request.headers))
             try:
-                raw = await read_body(settings, request.receive, request.headers)
+                raw = await read_body(settings, request.receive, request.headers, request.scope)
             except ClientGone:
                 raise ClientDisconnect() from None
             if len(raw) > HEAVY_JSON_BYTES:  # decoded, translated and counted in a worker thread

@@ -23,7 +23,9 @@ The body has its own deadline, enforced by the app (``limits.body_timeout_s``).
 
 It also tells the app at once when a connection is lost (a future in the
 ``failover.connection_lost`` scope extension), so the app needs no task per request waiting
-on ``receive()`` for the disconnect; and it sends each response's head with the start of its
+on ``receive()`` for the disconnect, and whether the request's whole body has arrived
+(``failover.body_received``), so a body that came with its head is read without arming the
+body timer; and it sends each response's head with the start of its
 body (:class:`_OneWrite`): uvicorn writes the status line and headers, then the body, as two
 writes, which on a kept-alive TCP connection with TCP_NODELAY are two system calls and two
 segments per answer.
@@ -42,7 +44,7 @@ from typing import ClassVar
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from ._disconnect import CONNECTION_LOST, WRITE_TIMED_OUT
+from ._disconnect import BODY_RECEIVED, CONNECTION_LOST, WRITE_TIMED_OUT
 
 _TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 
@@ -184,6 +186,8 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
                 self._lost = self.loop.create_future()
             extensions: dict[str, object] = cycle.scope.setdefault("extensions", {})  # type: ignore[assignment]
             extensions[CONNECTION_LOST] = self._lost
+            # Most bodies arrive with their head: the app then reads one without a timer.
+            extensions[BODY_RECEIVED] = lambda: not cycle.more_body and cycle.message_event.is_set()
 
     def on_message_complete(self) -> None:
         self._in_head = True
