@@ -131,6 +131,16 @@ class Gateway:
         """A record's attempts as ``(target, outcome, HTTP status)``."""
         return [(a["target"], a["outcome"], a["status"]) for a in record["attempts"]]
 
+    def fell_back(self, run: Run, records: list[dict[str, Any]], primary_calls: int) -> dict[str, Any]:
+        """The runtime's one request was answered by the backup (``ok("BACKUP-CANARY hello")``)
+        without the runtime retrying anything, after ``primary_calls`` calls to the primary:
+        that request's record."""
+        assert run.answer == "BACKUP-CANARY hello"
+        assert run.retries() == []
+        assert self.counts() == {"primary": primary_calls, "backup": 1}
+        [record] = records
+        return record
+
 
 @contextlib.contextmanager
 def gateway(
