@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import io
 import json
 import logging
@@ -443,3 +444,29 @@ def test_half_a_body_then_silence_is_a_408_under_the_serving_protocol_too() -> N
     with _HeadTimeoutServer(app, 10.0) as server, socket.create_connection(("127.0.0.1", server.port)) as sock:
         sock.sendall(head + body)
         assert _read_response(sock).startswith(b"HTTP/1.1 200 ")
+
+
+def test_a_served_request_leaves_no_reference_loop_behind() -> None:
+    """Each request's cycle (its scope, its extensions) is freed when its answer is sent, by
+    reference counting alone: a loop through it (a closure over the cycle kept in its own
+    scope, say) would leave every request to the garbage collector, about 7 µs of CPU each at
+    saturation. With the collector off, 40 requests on one kept-alive connection leave at most
+    the connection's current cycle alive."""
+    from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
+
+    kit = Kit()
+    app = create_app(kit.router, kit.settings)
+    body, head = _chat_request()
+    with ServerThread(app) as server, socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(head + body)  # warm: first-request caches are made outside the count
+        assert _read_response(sock).startswith(b"HTTP/1.1 200 ")
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(40):
+                sock.sendall(head + body)
+                assert _read_response(sock).startswith(b"HTTP/1.1 200 ")
+            alive = sum(type(o) is RequestResponseCycle for o in gc.get_objects())
+        finally:
+            gc.enable()
+    assert alive <= 2, f"{alive} request cycles still alive after 40 requests: a reference loop keeps them"

@@ -187,11 +187,21 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
             extensions: dict[str, object] = cycle.scope.setdefault("extensions", {})  # type: ignore[assignment]
             extensions[CONNECTION_LOST] = self._lost
             # Most bodies arrive with their head: the app then reads one without a timer.
-            extensions[BODY_RECEIVED] = lambda: not cycle.more_body and cycle.message_event.is_set()
+            extensions[BODY_RECEIVED] = self._body_received
 
     def on_message_complete(self) -> None:
         self._in_head = True
         super().on_message_complete()
+
+    def _body_received(self) -> bool:
+        """Whether the body of the request being read has all arrived. A method of the
+        connection, not a closure over the request's cycle: the cycle's scope holds it, and a
+        closure would make every cycle a reference loop left to the garbage collector. When a
+        pipelined request's head has already replaced the cycle, the earlier body is whole (the
+        parser reached the next head), and the answer is the next one's: at worst False, and
+        the earlier body is read under the timer as before."""
+        cycle = self.cycle
+        return cycle is not None and not cycle.more_body and cycle.message_event.is_set()
 
     def pause_writing(self) -> None:
         super().pause_writing()
