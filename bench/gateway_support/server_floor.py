@@ -20,9 +20,6 @@ could save per request; what the gateway spends beyond the first row is its own 
 from __future__ import annotations
 
 import argparse
-import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,15 +27,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from gateway import free_port, group_cpu_seconds, pin, wait_http  # noqa: E402
+from gateway import PY, Proc, Target, ceiling, pin, wait_http  # noqa: E402
 
+VARIANTS = ("failover-protocol", "uvicorn", "bare")
 ANSWER = (
     b'{"id":"x","object":"chat.completion","model":"gpt-4o-mini","choices":[{"index":0,'
     b'"message":{"role":"assistant","content":"Hello!"},"finish_reason":"stop"}]}'
-)
-BODY = (
-    '{"model": "bench", "messages": [{"role": "system", "content": "You are a helpful assistant."}, '
-    '{"role": "user", "content": "Say hello."}], "max_tokens": 64}'
 )
 
 
@@ -92,49 +86,48 @@ def serve_bare(port: int) -> None:
     uvloop.run(main())
 
 
-def measure(variant: str, seconds: float, script: Path) -> tuple[float, float]:
-    port = free_port()
-    cmd = pin(0, [sys.executable, __file__, "--serve", variant, "--port", str(port)])
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        if not wait_http(f"http://127.0.0.1:{port}/healthz", 20):
-            raise RuntimeError(f"{variant} did not start")
-        url = f"http://127.0.0.1:{port}/v1/chat/completions"
-        wrk = ["wrk", "-t1", "-c64", "--latency", "-s", str(script), url]
-        subprocess.run(pin(1, [*wrk[:3], "-d2s", *wrk[3:]]), capture_output=True, check=True)  # warm-up
-        c0 = group_cpu_seconds(proc.pid)
-        out = subprocess.run(pin(1, [*wrk[:3], f"-d{seconds:.0f}s", *wrk[3:]]), capture_output=True, text=True)
-        cpu = group_cpu_seconds(proc.pid) - c0
-    finally:
-        proc.terminate()
-        proc.wait(10)
-    done = int(re.search(r"(\d+) requests in", out.stdout).group(1))  # type: ignore[union-attr]
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out.stdout).group(1))  # type: ignore[union-attr]
-    return rps, cpu / done * 1e6
+class Floor(Target):
+    """One of the three servers, started like bench/gateway.py's targets (pinned to core 0) so
+    its ``ceiling`` measures it: the same wrk script, parsing and CPU accounting."""
+
+    model = "bench"
+
+    def __init__(self, variant: str, logdir: Path) -> None:
+        super().__init__(0, logdir)
+        self.name = variant
+
+    def start(self) -> None:
+        cmd = [PY, __file__, "--serve", self.name, "--port", str(self.port)]
+        self.proc = Proc(self.name, pin(0, cmd), self.logdir)
+        if not wait_http(f"http://127.0.0.1:{self.port}/healthz", 20):
+            raise RuntimeError(f"{self.name} did not start:\n{self.proc.tail()}")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--rounds", type=int, default=2, help="each variant this many times, alternating")
-    ap.add_argument("--serve", choices=("failover-protocol", "uvicorn", "bare"), help=argparse.SUPPRESS)
+    ap.add_argument("--serve", choices=VARIANTS, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.serve is not None:
         serve_bare(a.port) if a.serve == "bare" else serve_asgi(a.port, a.serve)
         return 0
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
-        fh.write(f'wrk.method = "POST"\nwrk.body = [[{BODY}]]\nwrk.headers["Content-Type"] = "application/json"\n')
-        script = Path(fh.name)
-    try:
-        print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; wrk -c64 for {a.seconds:g} s per run")
-        print("| variant | round | requests/s | CPU µs/req |\n| --- | --- | --- | --- |")
-        for r in range(a.rounds):
-            for variant in ("failover-protocol", "uvicorn", "bare"):
-                rps, us = measure(variant, a.seconds, script)
-                print(f"| {variant} | {r + 1} | {rps:,.0f} | {us:.1f} |", flush=True)
-    finally:
-        os.unlink(script)
+    logdir = Path(tempfile.mkdtemp(prefix="failover-server-floor-"))
+    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; wrk -c64 for {a.seconds:g} s per run")
+    print("| variant | round | requests/s | CPU µs/req |\n| --- | --- | --- | --- |")
+    for r in range(a.rounds):
+        for variant in VARIANTS:
+            t = Floor(variant, logdir)
+            t.start()
+            try:
+                ceiling(t, 2, 64, logdir)  # warm-up, not counted
+                res = ceiling(t, a.seconds, 64, logdir)
+            finally:
+                t.stop()
+            if "failed" in res:
+                raise RuntimeError(f"{variant}: wrk failed: {res['failed']}")
+            print(f"| {variant} | {r + 1} | {res['rps']:,.0f} | {res['gateway_cpu_us_per_req']:.1f} |", flush=True)
     return 0
 
 

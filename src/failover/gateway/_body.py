@@ -11,6 +11,7 @@ whole length.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import json.scanner
 import math
@@ -67,6 +68,9 @@ def _too_deep(value: Any, limit: int) -> bool:
     return False
 
 
+_NO_TIMER = contextlib.nullcontext()
+
+
 def _body_timeout(seconds: float) -> ApiError:
     return ApiError(
         408,
@@ -98,19 +102,14 @@ async def read_body(
     declared = headers.get("content-length")
     if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
-    received = None if scope is None else scope.get("extensions", {}).get(BODY_RECEIVED)
-    if received is not None and received():
-        message = await receive()  # returns at once: nothing to wait for
-        if message["type"] != "http.request":
-            raise ClientGone
-        body: bytes = message.get("body", b"")
-        if len(body) > limit:
-            raise _too_large(limit)
-        return body
+    extensions = None if scope is None else scope.get("extensions")
+    received = None if extensions is None else extensions.get(BODY_RECEIVED)
+    # a body already here is read by a receive() that cannot wait: no timer to arm
+    timer = _NO_TIMER if received is not None and received() else asyncio.timeout(settings.body_timeout_s)
     chunks: list[bytes] = []
     size = 0
     try:
-        async with asyncio.timeout(settings.body_timeout_s):
+        async with timer:
             while True:
                 message = await receive()
                 if message["type"] != "http.request":

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from ..inbound import Origins, SchemaField, Scrubber, check_schemas
-from ..model import ExclusionCode, RouteRecord, may_overflow
+from ..model import RouteRecord, may_overflow
 from ..router import Router
 from ._body import decode_json
 from ._envelope import RecentRequests
@@ -177,7 +177,7 @@ class Gateway:
         # a stream's note is its failure; an answer given without any upstream attempt (a hold,
         # a limiter or budget refusal) cost nothing upstream: the client coming back is new
         tried = record is None or bool(record.attempts)
-        spent = not tried and record is not None and any(e.code is ExclusionCode.RETRY_BUDGET for e in record.excluded)
+        spent = not tried and record is not None and record.retry_budget_exhausted
         self.recent.ended(request_id, status, cut=status < 400 and bool(note), tried=tried, spent=spent)
         if status >= 499:  # a client that left, an upstream that failed: their exceptions hold cycles
             self.reclaim_soon()
