@@ -39,10 +39,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import ClassVar
+import urllib.parse
+from typing import Any, ClassVar
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.flow_control import service_unavailable
+from uvicorn.protocols.http.httptools_impl import (
+    HEADER_RE,
+    HEADER_VALUE_RE,
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
+from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 from ._disconnect import BODY_RECEIVED, CONNECTION_LOST, WRITE_TIMED_OUT
 
@@ -161,8 +170,10 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
         self._arm_head_timer()
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        # uvicorn's, inlined, plus the count
+        # uvicorn's, inlined, plus the count; llhttp keeps a value's trailing whitespace,
+        # which is not part of it (RFC 9110, section 5.5)
         name = name.lower()
+        value = value.rstrip(b" \t")
         if name == b"expect" and value.lower() == b"100-continue":
             self.expect_100_continue = True
         headers = self.headers
@@ -177,17 +188,52 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
         self._in_head = False
         self._head_seen = 0
         self._heads += 1
-        super().on_headers_complete()
-        cycle = self.cycle
-        if cycle is not None and cycle.transport is self.transport:  # a new cycle (not an upgrade)
-            cycle.transport = _OneWrite(self.transport, self.loop)  # type: ignore[assignment]
-            # The app learns of a disconnect from this future instead of a task on receive().
-            if self._lost is None:
-                self._lost = self.loop.create_future()
-            extensions: dict[str, object] = cycle.scope.setdefault("extensions", {})  # type: ignore[assignment]
-            extensions[CONNECTION_LOST] = self._lost
-            # Most bodies arrive with their head: the app then reads one without a timer.
-            extensions[BODY_RECEIVED] = self._body_received
+        # uvicorn's, with the request's cycle a _Cycle and the scope's extensions filled in
+        parser, scope = self.parser, self.scope
+        http_version = parser.get_http_version()
+        scope["method"] = parser.get_method().decode("ascii")
+        if http_version != "1.1":
+            scope["http_version"] = http_version
+        if parser.should_upgrade() and self._should_upgrade():
+            return
+        url = httptools.parse_url(self.url)
+        raw_path = url.path
+        path = raw_path.decode("ascii")
+        if "%" in path:
+            path = urllib.parse.unquote(path)
+        root = self.root_path
+        scope["path"] = root + path
+        scope["raw_path"] = root.encode("ascii") + raw_path if root else raw_path
+        scope["query_string"] = url.query or b""
+        app = self.app
+        limit = self.limit_concurrency
+        if limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit):
+            app = service_unavailable
+            self.logger.warning("Exceeded concurrency limit.")
+        # The app learns of a disconnect from this future instead of a task on receive(), and
+        # reads a body that came with its head without a timer.
+        if self._lost is None:
+            self._lost = self.loop.create_future()
+        scope["extensions"] = {CONNECTION_LOST: self._lost, BODY_RECEIVED: self._body_received}  # type: ignore[dict-item]
+        existing = self.cycle
+        cycle = self.cycle = _Cycle(
+            scope=scope,
+            transport=_OneWrite(self.transport, self.loop),  # type: ignore[arg-type]
+            flow=self.flow,
+            logger=self.logger,
+            access_logger=self.access_logger,
+            access_log=self.access_log,
+            default_headers=self.server_state.default_headers,
+            message_event=asyncio.Event(),
+            expect_100_continue=self.expect_100_continue,
+            keep_alive=http_version != "1.0" and parser.should_keep_alive(),
+            on_response=self.on_response_complete,
+        )
+        if existing is None or existing.response_complete:
+            self._start_asgi_task(cycle, app)
+        else:  # a pipelined request waits for the one before
+            self.flow.pause_reading()
+            self.pipeline.appendleft((cycle, app))
 
     def on_message_complete(self) -> None:
         self._in_head = True
@@ -244,6 +290,100 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
         if self.cycle is None or self.cycle.response_complete:  # no answer of ours is under way
             self.transport.write(_TIMED_OUT)
         self.transport.close()
+
+
+class _Cycle(RequestResponseCycle):
+    """uvicorn's request cycle with the same answers for less work per message: a response
+    head's names and values are checked by one search each over all of them (uvicorn runs two
+    regular expressions per header: the verdict is the same, as each looks for one character),
+    and a body that has all arrived is received without waiting on the cycle's event. Anything
+    uncommon (a paused or lost connection, a HEAD request's body, an out-of-order message)
+    takes uvicorn's own path."""
+
+    async def send(self, message: Any) -> None:
+        if self.disconnected or self.flow.write_paused or self.response_complete:
+            await super().send(message)
+            return
+        if self.response_started:
+            if message["type"] != "http.response.body" or self.scope["method"] == "HEAD":
+                await super().send(message)
+                return
+            body = message.get("body", b"")
+            more = message.get("more_body", False)
+            if self.chunked_encoding:
+                chunk = b"%x\r\n%b\r\n" % (len(body), body) if body else b""
+                self.transport.write(chunk if more else chunk + b"0\r\n\r\n")
+            else:
+                left = self.expected_content_length - len(body)
+                if left < 0:
+                    raise RuntimeError("Response content longer than Content-Length")
+                self.expected_content_length = left
+                self.transport.write(body)
+            if not more:
+                if self.expected_content_length != 0:
+                    raise RuntimeError("Response content shorter than Content-Length")
+                self.response_complete = True
+                self.message_event.set()
+                if not self.keep_alive:
+                    self.transport.close()
+                self.on_response()
+            return
+        if message["type"] != "http.response.start":
+            await super().send(message)
+            return
+        self.response_started = True
+        self.waiting_for_100_continue = False
+        status = message["status"]
+        headers = message.get("headers", ())
+        if self.default_headers:
+            headers = [*self.default_headers, *headers]
+        if self.access_log:  # uvicorn's line (failover serve writes its own)
+            scope = self.scope
+            self.access_logger.info(
+                '%s - "%s %s HTTP/%s" %d',
+                get_client_addr(scope),
+                scope["method"],
+                get_path_with_query_string(scope),
+                scope["http_version"],
+                status,
+            )
+        content = [STATUS_LINE[status]]
+        close = False
+        for raw, value in headers:
+            name = raw.lower()
+            if name == b"content-length" and self.chunked_encoding is None:
+                self.expected_content_length = int(value.decode())
+                self.chunked_encoding = False
+            elif name == b"transfer-encoding" and value.lower() == b"chunked":
+                self.expected_content_length = 0
+                self.chunked_encoding = True
+            elif name == b"connection" and b"close" in [t.lower().strip() for t in value.split(b",")]:
+                self.keep_alive = False
+                close = True
+            content += (name, b": ", value, b"\r\n")
+        if HEADER_RE.search(b"".join(content[1::4])):
+            raise RuntimeError("Invalid HTTP header name.")
+        if HEADER_VALUE_RE.search(b"".join(content[3::4])):
+            raise RuntimeError("Invalid HTTP header value.")
+        if not self.keep_alive and not close:
+            content.append(b"connection: close\r\n")
+        if self.chunked_encoding is None and self.scope["method"] != "HEAD" and status not in (204, 304):
+            self.chunked_encoding = True  # neither content-length nor transfer-encoding given
+            content.append(b"transfer-encoding: chunked\r\n")
+        content.append(b"\r\n")
+        self.transport.write(b"".join(content))
+
+    async def receive(self) -> Any:
+        if self.more_body or self.waiting_for_100_continue or self.disconnected or self.response_complete:
+            return await super().receive()
+        event = self.message_event
+        if not event.is_set():
+            return await super().receive()
+        event.clear()  # the whole body is here: nothing to wait for
+        self.flow.resume_reading()
+        message = {"type": "http.request", "body": bytes(self.body), "more_body": False}
+        self.body = bytearray()
+        return message
 
 
 class _OneWrite:
