@@ -336,6 +336,41 @@ def test_half_a_request_head_then_silence_is_a_408_and_the_connection_is_closed(
     assert 0.4 <= waited < 10.0
 
 
+def test_a_head_in_pieces_is_timed_from_its_first_byte_and_a_whole_head_arms_no_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The head deadline runs from the first byte of the request line: a head that arrives in
+    pieces is not given more time by each piece. A head that ends in the bytes that began it
+    (nearly every one) never arms the timer at all: one arm per connection (for its first
+    request, at connect), not one arm and one cancel per request."""
+    armed: list[float] = []
+    arm = HeadTimeoutProtocol._arm_head_timer
+
+    def counted(self: HeadTimeoutProtocol) -> None:
+        if self._head_timer is None:
+            armed.append(time.monotonic())
+        arm(self)
+
+    monkeypatch.setattr(HeadTimeoutProtocol, "_arm_head_timer", counted)
+    kit = Kit()
+    body, head = _chat_request()
+    with _HeadTimeoutServer(kit.app, 1.0) as server:
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            for _ in range(5):
+                sock.sendall(head + body)
+                assert _read_response(sock).startswith(b"HTTP/1.1 200 ")
+        assert len(armed) == 1, f"{len(armed)} head timers armed for 5 whole heads on one connection"
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.sendall(head[:20])
+            t0 = time.monotonic()
+            time.sleep(0.6)
+            sock.sendall(head[20:40])  # more of the head, still not all of it
+            answer = _recv_all(sock, 15.0)
+            waited = time.monotonic() - t0
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert 0.9 <= waited < 1.45, f"408 after {waited:.2f} s: the deadline is 1 s from the first byte"
+
+
 def test_a_connection_that_sends_nothing_is_closed() -> None:
     kit = Kit()
     with _HeadTimeoutServer(kit.app, 0.5) as server, socket.create_connection(("127.0.0.1", server.port)) as sock:
@@ -466,7 +501,7 @@ def test_a_served_request_leaves_no_reference_loop_behind() -> None:
             for _ in range(40):
                 sock.sendall(head + body)
                 assert _read_response(sock).startswith(b"HTTP/1.1 200 ")
-            alive = sum(type(o) is RequestResponseCycle for o in gc.get_objects())
+            alive = sum(isinstance(o, RequestResponseCycle) for o in gc.get_objects())  # (and _Cycle)
         finally:
             gc.enable()
     assert alive <= 2, f"{alive} request cycles still alive after 40 requests: a reference loop keeps them"

@@ -89,6 +89,7 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
     _head_seen = 0  # bytes of the current head (and the gap before it) fed to the parser
     _refused = False  # a head over a limit: answered 431, the connection closing
     _heads = 0  # request heads completed on this connection
+    _begun = False  # a request line began and its head has not ended
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -105,13 +106,17 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         # Unlike uvicorn's, no byte cancels the keep-alive timer here: the start of a request
         # line does (on_message_begin). Bytes of a head are counted before the parser sees them.
-        if self._in_head:
-            seen = self._head_seen + len(data)
-            if seen > self.max_head_bytes:
-                self._capped(memoryview(data))
-                return
-            self._head_seen = seen
-        self._feed(data)
+        if self._in_head and (seen := self._head_seen + len(data)) > self.max_head_bytes:
+            self._capped(memoryview(data))
+        else:
+            if self._in_head:
+                self._head_seen = seen
+            self._feed(data)
+        if self._begun and self._head_timer is None:
+            # A head that began in these bytes and did not end in them: its deadline runs from
+            # now, the moment its request line began. Most heads end in the bytes that began
+            # them, and so never arm (or cancel) a timer.
+            self._arm_head_timer()
 
     def _capped(self, view: memoryview) -> None:
         """More bytes than the head may still take: feed only what it may; what follows the
@@ -167,7 +172,7 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._unset_keepalive_if_required()  # a request line began: the head deadline applies now
-        self._arm_head_timer()
+        self._begun = True  # (data_received arms it if the head does not end in these bytes)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         # uvicorn's, inlined, plus the count; llhttp keeps a value's trailing whitespace,
@@ -186,6 +191,7 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
         self._cancel_head_timer()
         self._unset_keepalive_if_required()  # (a head that began before the last answer ended)
         self._in_head = False
+        self._begun = False
         self._head_seen = 0
         self._heads += 1
         # uvicorn's, with the request's cycle a _Cycle and the scope's extensions filled in
