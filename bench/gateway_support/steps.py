@@ -97,7 +97,7 @@ def install(out: Path) -> None:
         setattr(owner, name, traced)
 
     server(_protocol.HeadTimeoutProtocol, "data_received", "srv.data")
-    server(httptools_impl.HttpToolsProtocol, "on_headers_complete", "srv.headers_complete")
+    server(_protocol.HeadTimeoutProtocol, "on_headers_complete", "srv.headers_complete")
     server(httptools_impl.HttpToolsProtocol, "_start_asgi_task", "srv.task")
     app_call = _app.GatewayApp.__call__
 
