@@ -28,7 +28,8 @@ on ``receive()`` for the disconnect, and whether the request's whole body has ar
 body timer; and it sends each response's head with the start of its
 body (:class:`_OneWrite`): uvicorn writes the status line and headers, then the body, as two
 writes, which on a kept-alive TCP connection with TCP_NODELAY are two system calls and two
-segments per answer.
+segments per answer. Each request's cycle is a :class:`_Cycle`, uvicorn's with less work per
+message and the same bytes on the wire.
 
 Imported only where httptools is installed (uvicorn[standard] brings it on the usual
 platforms); the h11 fallback keeps h11's own head-size cap (``max_head_bytes``, answered 400)
