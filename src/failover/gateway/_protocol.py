@@ -254,7 +254,7 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
         parser reached the next head), and the answer is the next one's: at worst False, and
         the earlier body is read under the timer as before."""
         cycle = self.cycle
-        return cycle is not None and not cycle.more_body and cycle.message_event.is_set()
+        return isinstance(cycle, _Cycle) and cycle.body_here()
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -380,13 +380,14 @@ class _Cycle(RequestResponseCycle):
         content.append(b"\r\n")
         self.transport.write(b"".join(content))
 
+    def body_here(self) -> bool:
+        """The request's whole body has arrived (receive() would not wait)."""
+        return not self.more_body and self.message_event.is_set()
+
     async def receive(self) -> Any:
-        if self.more_body or self.waiting_for_100_continue or self.disconnected or self.response_complete:
+        if self.waiting_for_100_continue or self.disconnected or self.response_complete or not self.body_here():
             return await super().receive()
-        event = self.message_event
-        if not event.is_set():
-            return await super().receive()
-        event.clear()  # the whole body is here: nothing to wait for
+        self.message_event.clear()  # the whole body is here: nothing to wait for
         self.flow.resume_reading()
         message = {"type": "http.request", "body": bytes(self.body), "more_body": False}
         self.body = bytearray()
