@@ -36,6 +36,9 @@ Phases, all in one run, the targets alternating within each step so drift hits a
    (any error, goodput < 97% of offered, or p99 > ``--p99-limit`` ms): the highest sustained
    rate is reported. Direct's ladder shows where the load generator itself (one Python
    process on a shared core) stops being able to tell.
+4. workers (``--workers N``): failover's ceiling with N workers on every core against one
+   worker on core 0, alternating, with what the harness itself took of the cores
+   (``workers_phase``).
 
 Beside latency, every measurement records the CPU time the gateway's process group used
 (``/proc/<pid>/stat`` utime + stime, read before and after) divided by the answered requests:
@@ -58,6 +61,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import signal
 import socket
@@ -100,14 +104,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def group_cpu_seconds(pgid: int) -> float:
-    """User + system CPU time of every live process in the process group ``pgid`` (Linux /proc).
-
-    Contention-robust cost measure: it counts the gateway's own CPU, not the time it waited
-    for the core. Children that already exited are not counted (gateways here do not fork
-    per request)."""
+def process_cpu_seconds(pgid: int) -> dict[int, float]:
+    """User + system CPU seconds of each live process in the process group ``pgid`` (Linux
+    /proc): a gateway's supervisor and each of its workers."""
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0
+    out: dict[int, float] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -118,8 +119,17 @@ def group_cpu_seconds(pgid: int) -> float:
             continue
         fields = raw[raw.rindex(b")") + 2 :].split()
         if int(fields[2]) == pgid:  # field 5 of stat: pgrp
-            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
-    return total / tick
+            out[int(entry)] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14, 15)
+    return out
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """User + system CPU time of every live process in the process group ``pgid``.
+
+    Contention-robust cost measure: it counts the gateway's own CPU, not the time it waited
+    for the core. Children that already exited are not counted (gateways here do not fork
+    per request)."""
+    return sum(process_cpu_seconds(pgid).values())
 
 
 class Proc:
@@ -198,10 +208,11 @@ wrk.headers["Authorization"] = "Bearer %s"
 """
 
 
-def ceiling(t: Target, seconds: float, connections: int, logdir: Path) -> dict:
+def ceiling(t: Target, seconds: float, connections: int, logdir: Path, *, pinned: bool = True) -> dict:
     """The most requests per second ``t`` answers, closed loop: ``wrk`` with ``connections``
     keep-alive connections, one thread, pinned with the upstream to core 1 (so the gateway has
-    core 0 to itself). Non-2xx answers and socket errors are counted, not hidden."""
+    core 0 to itself), or anywhere (``pinned=False``). Non-2xx answers and socket errors are
+    counted, not hidden; wrk's own CPU time is ``wrk_cpu_s``."""
     body = json.dumps(
         {
             "model": t.model,
@@ -217,10 +228,17 @@ def ceiling(t: Target, seconds: float, connections: int, logdir: Path) -> dict:
     )
     script = logdir / f"wrk-{t.name}.lua"
     script.write_text(WRK_SCRIPT % (body, t.key, extra))
-    cmd = pin(1, ["wrk", "-t1", f"-c{connections}", f"-d{seconds:.0f}s", "--latency", "-s", str(script), t.url])
+    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds:.0f}s", "--latency", "-s", str(script), t.url]
     c0 = group_cpu_seconds(t.proc.p.pid) if t.proc is not None else None
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
+    k0 = process_cpu_seconds(t.proc.p.pid) if t.proc is not None else {}
+    w0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(pin(1, cmd) if pinned else cmd, capture_output=True, text=True, timeout=seconds + 60)
+    w1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     res: dict = {"connections": connections, "seconds": seconds}
+    res["wrk_cpu_s"] = round(w1.ru_utime + w1.ru_stime - w0.ru_utime - w0.ru_stime, 3)
+    if t.proc is not None:
+        k1 = process_cpu_seconds(t.proc.p.pid)
+        res["cpu_s_by_process"] = {pid: round(k1[pid] - k0.get(pid, 0.0), 3) for pid in k1}
     if out.returncode != 0:
         res["failed"] = out.stderr[-800:]
         return res
@@ -324,9 +342,12 @@ class Failover(Target):
     name = "failover"
     model = "bench"
 
-    def __init__(self, up_port: int, logdir: Path, spec: str = "failover", trace: bool = False) -> None:
+    def __init__(
+        self, up_port: int, logdir: Path, spec: str = "failover", trace: bool = False, workers: int = 1
+    ) -> None:
         super().__init__(up_port, logdir)
-        self.name = spec
+        self.name = spec if workers == 1 else f"{spec} x{workers}"
+        self.workers = workers
         self.suspend = spec.partition(":")[2].replace("+", ",")
         self.trace_path = logdir / f"trace-{spec.replace(':', '-').replace('+', '-')}.json" if trace else None
 
@@ -341,12 +362,15 @@ class Failover(Target):
         cfg.write_text(failover_config(self.up_port))
         env = {**os.environ, "BENCH_UPSTREAM_KEY": "sk-bench"}
         serve = ["serve", "--config", str(cfg), "--port", str(self.port)]
+        if self.workers > 1:  # uvicorn's supervisor and N workers, on every core (see workers_ceiling)
+            serve += ["--workers", str(self.workers)]
         if self.trace_path is not None or self.suspend:
             trace = self.trace_path or (self.logdir / f"trace-{self.port}.json")
             cmd = [PY, str(SUPPORT / "traced_serve.py"), "--trace", str(trace), "--suspend", self.suspend, *serve]
         else:
             cmd = [str(BIN / "failover"), *serve]
-        self.proc = Proc(self.name.replace(":", "-"), pin(0, cmd), self.logdir, env)
+        name = self.name.replace(":", "-").replace(" ", "-")
+        self.proc = Proc(name, pin(0, cmd) if self.workers == 1 else cmd, self.logdir, env)
         if not wait_http(f"http://127.0.0.1:{self.port}/healthz", 30):
             raise RuntimeError(f"failover gateway did not start:\n{self.proc.tail()}")
 
@@ -485,6 +509,14 @@ def main() -> int:
     ap.add_argument("--ceiling-seconds", type=float, default=20.0, help="each target's wrk run")
     ap.add_argument("--ceiling-connections", type=int, default=64, help="wrk's connections (closed loop)")
     ap.add_argument("--trace", action="store_true", help="trace failover's loop lag and GC pauses")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="also measure failover's ceiling with this many workers on every core, against one worker",
+    )
+    ap.add_argument("--workers-connections", type=int, default=256, help="wrk's connections in the workers phase")
+    ap.add_argument("--workers-rounds", type=int, default=2, help="one worker, then N, this many times")
     a = ap.parse_args()
     rates = [float(x) for x in a.rates.split(",") if x]
     ladder = [float(x) for x in a.ladder.split(",") if x]
@@ -596,6 +628,14 @@ def main() -> int:
                 res["ceiling"][t.name] = r
                 print(f"{t.name:9s} ceiling  {json.dumps(r)}", flush=True)
                 time.sleep(1)
+        if a.workers > 1 and shutil.which("wrk") is None:
+            print("# workers: wrk is not installed (apt-get install wrk)", flush=True)
+        elif a.workers > 1:
+            one = next((t for t in live if isinstance(t, Failover) and t.name == "failover"), None)
+            if one is None:
+                print("# workers: needs the target failover", flush=True)
+            else:
+                res["workers"] = workers_phase(one, up, logdir, a)
         if "ladder" not in skip:
             climbing = list(live)
             for t in live:
@@ -647,8 +687,75 @@ def main() -> int:
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
     print_table(res, rates, a)
+    if "workers" in res:
+        print_workers(res["workers"])
     print(f"\nlogs: {logdir}")
     return 0
+
+
+def workers_phase(one: Failover, up: Proc, logdir: Path, a: argparse.Namespace) -> dict:
+    """failover's ceiling with ``--workers N`` on every core against one worker on core 0.
+
+    One worker is measured as in the ceiling phase (the gateway on core 0, wrk and the upstream
+    on core 1); N workers are measured with nothing pinned, so they share the cores with wrk
+    and the upstream, as they would share a machine with anything else. Both with
+    ``--workers-connections`` connections (64 would cap N workers at 64 / 20 ms = 3,200 RPS),
+    alternating ``--workers-rounds`` times. Besides requests per second, each run records what
+    the harness took (the upstream's and wrk's CPU, in cores), the gateway's CPU per request,
+    and each worker's share of the gateway's CPU (how evenly the kernel's accept spread the
+    kept-alive connections)."""
+    many = Failover(one.up_port, logdir, "failover", workers=a.workers)
+    many.start()
+    everywhere = set(range(os.cpu_count() or 1))
+    rounds: list[dict] = []
+    try:
+        ceiling(many, 3, a.workers_connections, logdir, pinned=False)  # warm every worker
+        for _ in range(a.workers_rounds):
+            for t, pinned in ((one, True), (many, False)):
+                if HAS_TASKSET:  # the upstream on core 1 for one worker, anywhere for N
+                    os.sched_setaffinity(up.p.pid, {1} if pinned else everywhere)
+                settle(t.url, t.model, t.headers, t.key)
+                u0 = group_cpu_seconds(up.p.pid)
+                r = ceiling(t, a.ceiling_seconds, a.workers_connections, logdir, pinned=pinned)
+                r["upstream_cpu_s"] = round(group_cpu_seconds(up.p.pid) - u0, 3)
+                r["workers"] = t.workers if isinstance(t, Failover) else 1
+                rounds.append(r)
+                print(f"{t.name:9s} workers ceiling  {json.dumps(r)}", flush=True)
+                time.sleep(1)
+    finally:
+        many.stop()
+        if HAS_TASKSET:
+            os.sched_setaffinity(up.p.pid, {1})
+    return {"n": a.workers, "connections": a.workers_connections, "rounds": rounds}
+
+
+def print_workers(w: dict) -> None:
+    print(f"\nfailover: one worker (core 0) against {w['n']} workers (every core), wrk -c{w['connections']}")
+    print(
+        "| workers | RPS | x one worker (same round) | gateway cores | RPS per gateway core, x one worker"
+        " | harness cores (upstream + wrk) | gateway CPU µs/req | each worker's share of the gateway's CPU |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    ref = None
+    for r in w["rounds"]:
+        if not r.get("rps"):
+            print(f"| {r['workers']} | failed: {r.get('failed', '?')[:80]} | | | | | | |")
+            continue
+        by = r.get("cpu_s_by_process", {})
+        gw = sum(by.values())
+        busy = sorted((v for v in by.values() if v > 0.05 * gw), reverse=True)
+        share = " / ".join(f"{v / gw:.0%}" for v in busy) if gw else "-"
+        cores = gw / r["seconds"]
+        if r["workers"] == 1:
+            ref = (r["rps"], cores)
+        many = ref is not None and r["workers"] > 1 and cores > 0
+        ratio = f"{r['rps'] / ref[0]:.2f}x" if many else "-"
+        per_core = f"{r['rps'] / cores / (ref[0] / ref[1]):.2f}x" if many else "-"
+        harness = (r["upstream_cpu_s"] + r["wrk_cpu_s"]) / r["seconds"]
+        print(
+            f"| {r['workers']} | {r['rps']:,.0f} | {ratio} | {cores:.2f} | {per_core} | {harness:.2f}"
+            f" | {r.get('gateway_cpu_us_per_req', 0):.0f} | {share} |"
+        )
 
 
 def trace_windows(trace: dict, fixed: dict) -> dict:
