@@ -75,7 +75,7 @@ from pathlib import Path
 from typing import ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "gateway_support"))
-from harness import HELD_ROUTE, UPSTREAM_MODEL, failover_config, use_shared_encodings, wait_http
+from harness import HELD_ROUTE, UPSTREAM_MODEL, failover_config, interpreter, use_shared_encodings, wait_http
 from traced_serve import summarise
 
 HERE = Path(__file__).resolve().parent
@@ -680,6 +680,7 @@ def main() -> int:
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
         f"Python {platform.python_version()}",
+        "interpreter": interpreter(),
         "pinned": HAS_TASKSET,
         "command": " ".join([Path(PY).name, *sys.argv]),
     }
@@ -775,6 +776,7 @@ def print_table(res: dict, rates: list[float], a: argparse.Namespace) -> None:
     names = list(dict.fromkeys([*fixed, *stream, *lad, *ceil]))
     base = fixed.get("direct", {})
     print(f"\n{res['meta']['date']}; {res['meta']['machine']}; pinned={res['meta']['pinned']}")
+    print(res["meta"]["interpreter"])
     head = ["target"]
     for r in rates:
         head += [f"{r:.0f} rps p50 (added)", f"{r:.0f} rps p99 (added)"]

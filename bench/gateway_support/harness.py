@@ -1,8 +1,12 @@
 """What ``bench/gateway.py`` and ``steps.py`` share: failover's config for the fake upstream,
-the token encodings an online install would have, and waiting for a server to answer."""
+the token encodings an online install would have, waiting for a server to answer, and how the
+interpreter they run on was built."""
 
 from __future__ import annotations
 
+import platform
+import sys
+import sysconfig
 import time
 import urllib.request
 from collections.abc import MutableMapping
@@ -58,3 +62,24 @@ def wait_http(url: str, timeout: float, headers: dict[str, str] | None = None) -
             pass
         time.sleep(0.2)
     return False
+
+
+def interpreter() -> str:
+    """The interpreter (this one, which the gateway also runs on) and how it was built.
+
+    How CPython was built moves the gateway's cost as much as any change to it: on the bench's
+    host a pyenv build with its defaults (libpython a shared library, no profile-guided or
+    link-time optimization) ran the same code about 1.5 times slower than Debian's
+    ``/usr/bin/python3.11`` (libpython linked into the executable, PGO and LTO), which is how
+    the official Docker images and distributions build it. The tables say which one ran."""
+    shared = False
+    if sys.platform.startswith("linux"):
+        try:
+            with open("/proc/self/maps") as fh:
+                shared = "libpython" in fh.read()
+        except OSError:
+            pass
+    args = sysconfig.get_config_var("CONFIG_ARGS") or ""
+    flags = [f for f in ("--enable-optimizations", "--with-lto") if f in args]
+    how = "libpython shared" if shared else "libpython in the executable"
+    return f"Python {platform.python_version()} at {sys.executable} ({how}{'; ' + ' '.join(flags) if flags else ''})"
