@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import gc
 import json
-import logging
 import signal
 import sys
 import time
@@ -127,9 +126,19 @@ def suspend(names: list[str]) -> None:
 
     _serve.tune_gc = tuned  # type: ignore[assignment]
     if "access_log" in names:
-        from failover.gateway._gateway import ACCESS_LOGGER
+        # Through the logging configuration uvicorn applies at start-up: a logger disabled
+        # before it is enabled again by that dictConfig (as this tool did until 2026-12-04,
+        # so "access_log" had removed nothing).
+        from failover.gateway._logs import ACCESS_LOGGER
 
-        logging.getLogger(ACCESS_LOGGER).disabled = True
+        make = _serve.uvicorn_log_config
+
+        def quiet() -> dict[str, Any]:
+            config = make()
+            config.setdefault("loggers", {})[ACCESS_LOGGER] = {"level": "WARNING"}
+            return config
+
+        _serve.uvicorn_log_config = quiet  # type: ignore[assignment]
     if "metrics" in names:
         from failover.gateway._metrics import GatewayMetrics
 
