@@ -10,9 +10,11 @@ skipping the LogRecord, the logger tree and the filters. Any other set-up goes t
 from __future__ import annotations
 
 import io
+import json
 import logging
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -31,6 +33,13 @@ from ._kit import Kit, chat_body
 FMT = "%s route=%s tenant=%s status=%d request_id=%s target=%s attempts=%s ms=%.1f%s"
 ARGS = ("chat", "r", "acme", 200, "req_1", "a", 1, 12.3, "")
 FIELDS = {"event": "request", "request_id": "req_1", "status": 200, "cost_usd": float("nan"), "route": "r"}
+ENTRY = (ARGS, FIELDS)
+
+
+def _given(entry: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The line's parts, as the entry holds them."""
+    args, fields = entry
+    return args, fields
 
 
 @pytest.fixture
@@ -73,10 +82,10 @@ def test_the_direct_line_is_the_line_logging_writes(
     access = logging.getLogger(ACCESS_LOGGER)
     line = AccessLine(access, FMT)
     assert line.sink() is handler  # the direct path
-    line.write(ARGS, FIELDS)
+    line.write(_given, ENTRY)
     access.addFilter(_PassAll())  # a filter on the access logger: through logging
     assert line.sink() is None
-    line.write(ARGS, FIELDS)
+    line.write(_given, ENTRY)
     assert handler.drain()
     direct, through_logging = out.getvalue().splitlines()
     assert direct == through_logging
@@ -110,7 +119,7 @@ def test_any_other_set_up_goes_through_logging(failover_logger: tuple[logging.Lo
     # a handler level above INFO: no line, whichever path
     handler.setLevel(logging.WARNING)
     assert line.sink() is None
-    line.write(ARGS, FIELDS)
+    line.write(_given, ENTRY)
     assert handler.drain() and out.getvalue() == ""
     handler.setLevel(logging.NOTSET)
     # a disabled access logger (a dictConfig that disabled existing loggers)
@@ -146,3 +155,86 @@ async def test_the_gateway_writes_its_access_lines_through_the_direct_path(
     assert handler.drain()
     assert '"request_id":"r-7"' in out.getvalue() and '"status":200' in out.getvalue()
     assert not [rec for rec in seen if rec.name == ACCESS_LOGGER]  # no LogRecord was made for it
+
+
+def _stamp(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+async def test_an_access_line_is_made_with_its_batch_and_keeps_the_time_it_was_written(
+    failover_logger: tuple[logging.Logger, io.StringIO], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logger, out = failover_logger
+    handler = _handler(out, _TextFormatter(TEXT_FORMAT))
+    logger.handlers = [handler]
+    made: list[object] = []
+
+    def parts(entry: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        made.append(entry)
+        return _given(entry)
+
+    line = AccessLine(logging.getLogger(ACCESS_LOGGER), FMT)
+    written, flushed = 1_764_806_400.25, 1_764_806_407.75
+    monkeypatch.setattr(time, "time", lambda: written)
+    line.write(parts, ENTRY)
+    assert made == [] and out.getvalue() == ""  # kept, not made, at the end of the request
+    monkeypatch.setattr(time, "time", lambda: flushed)
+    assert handler.drain()
+    assert made == [ENTRY]
+    (text,) = out.getvalue().splitlines()
+    assert text.startswith(f"{_stamp(written)},250 INFO {ACCESS_LOGGER}: chat route=r")
+    assert _stamp(flushed) not in text
+
+
+async def test_lines_around_an_access_line_keep_their_order(
+    failover_logger: tuple[logging.Logger, io.StringIO],
+) -> None:
+    logger, out = failover_logger
+    logger.handlers = [_handler(out, JsonFormatter())]
+    line = AccessLine(logging.getLogger(ACCESS_LOGGER), FMT)
+    gateway_log = logging.getLogger("failover.gateway")
+    gateway_log.info("before")
+    line.write(_given, ENTRY)
+    gateway_log.info("between")
+    line.write(_given, ((*ARGS[:4], "req_2", *ARGS[5:]), {**FIELDS, "request_id": "req_2"}))
+    gateway_log.warning("after")  # a warning is handed over at once, with everything before it
+    handler = logger.handlers[0]
+    assert isinstance(handler, BatchingStreamHandler) and handler.drain()
+    got = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert [g.get("request_id") or g["message"] for g in got] == ["before", "req_1", "between", "req_2", "after"]
+    assert got[1]["cost_usd"] == "nan" and got[1]["level"] == "info"  # the JSON line as the formatter writes it
+
+
+async def test_a_formatter_changed_before_the_batch_is_written_still_makes_the_line(
+    failover_logger: tuple[logging.Logger, io.StringIO],
+) -> None:
+    logger, out = failover_logger
+    handler = _handler(out, _TextFormatter(TEXT_FORMAT))
+    logger.handlers = [handler]
+    line = AccessLine(logging.getLogger(ACCESS_LOGGER), FMT)
+    line.write(_given, ENTRY)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))  # an operator's, meanwhile
+    assert handler.drain()
+    message = "chat route=r tenant=acme status=200 request_id=req_1 target=a attempts=1 ms=12.3"
+    assert out.getvalue() == f"INFO {ACCESS_LOGGER} {message}\n"
+
+
+async def test_a_line_that_cannot_be_made_is_reported_and_its_batch_written(
+    failover_logger: tuple[logging.Logger, io.StringIO], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logger, out = failover_logger
+    handler = _handler(out, _TextFormatter(TEXT_FORMAT))
+    logger.handlers = [handler]
+    reported: list[logging.LogRecord] = []
+    monkeypatch.setattr(handler, "handleError", reported.append)
+
+    def broken(entry: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        raise ValueError("no parts")
+
+    line = AccessLine(logging.getLogger(ACCESS_LOGGER), FMT)
+    line.write(_given, ENTRY)
+    line.write(broken, ENTRY)
+    line.write(_given, ENTRY)
+    assert handler.drain()
+    assert len(out.getvalue().splitlines()) == 2 and "request_id=req_1" in out.getvalue()
+    assert [r.name for r in reported] == [ACCESS_LOGGER]

@@ -192,37 +192,50 @@ class Gateway:
             log.error("accounting failed for request %s: %s", request_id, type(exc).__name__)
         if not access_log.isEnabledFor(logging.INFO):
             return
-        elapsed = round((time.perf_counter() - ex.started) * 1000, 1)
-        fields: dict[str, Any] = {
-            "event": "request",
-            "request_id": request_id,
-            "tenant": tenant_name,
-            "route": known_route,
-            "stream": stream,
-            "status": status,
-            "target": record.target_used if record is not None else None,
-            "attempts": len(record.attempts) if record is not None else 0,
-            "recovered": record.recovered if record is not None else False,
-            "workflow": record.workflow.value if record is not None else None,
-            "elapsed_ms": elapsed,
-            "cost_usd": round(record.total_cost, 8) if record is not None else 0.0,
-        }
-        if code:
-            fields["code"] = code
-        if note:
-            fields["note"] = note
-        args = (  # the text line shows "-" where the JSON line has null (a 404's unknown model: no route)
-            "stream" if stream else "chat",
-            fields["route"] or "-",
-            tenant_name or "-",
-            status,
-            request_id or "-",
-            fields["target"] or "-",
-            fields["attempts"],
-            elapsed,
-            f" {note}" if note else "",
-        )
-        _access_line.write(args, fields)
+        seconds = time.perf_counter() - ex.started
+        entry = (request_id, tenant_name, known_route, stream, status, record, seconds, code, note)
+        _access_line.write(_access_parts, entry)
+
+
+# what finish() keeps of a request for its access line
+_AccessEntry = tuple[str | None, str | None, str | None, bool, int, RouteRecord | None, float, str | None, str]
+
+
+def _access_parts(entry: _AccessEntry) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The access line's message arguments and JSON fields, from what :meth:`Gateway.finish`
+    kept of a request (made when the line's batch is written: see AccessLine)."""
+    request_id, tenant_name, route, stream, status, record, seconds, code, note = entry
+    elapsed = round(seconds * 1000, 1)
+    fields: dict[str, Any] = {
+        "event": "request",
+        "request_id": request_id,
+        "tenant": tenant_name,
+        "route": route,
+        "stream": stream,
+        "status": status,
+        "target": record.target_used if record is not None else None,
+        "attempts": len(record.attempts) if record is not None else 0,
+        "recovered": record.recovered if record is not None else False,
+        "workflow": record.workflow.value if record is not None else None,
+        "elapsed_ms": elapsed,
+        "cost_usd": round(record.total_cost, 8) if record is not None else 0.0,
+    }
+    if code:
+        fields["code"] = code
+    if note:
+        fields["note"] = note
+    args = (  # the text line shows "-" where the JSON line has null (a 404's unknown model: no route)
+        "stream" if stream else "chat",
+        route or "-",
+        tenant_name or "-",
+        status,
+        request_id or "-",
+        fields["target"] or "-",
+        fields["attempts"],
+        elapsed,
+        f" {note}" if note else "",
+    )
+    return args, fields
 
 
 __all__ = ["Gateway", "RecordSink"]

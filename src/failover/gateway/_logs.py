@@ -273,7 +273,8 @@ class BatchingStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         super().__init__(stream)
         self.interval = interval
         self.max_bytes = max_bytes
-        self._buf: list[str] = []
+        self._buf: list[str | _Later] = []
+        self._later = False  # an access line waits in _buf to be made
         self._size = 0
         self._since = 0.0
         self._timer: asyncio.TimerHandle | None = None
@@ -309,21 +310,22 @@ class BatchingStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
             return
         self._add(line, record.levelno)
 
-    def add_line(self, line: str) -> None:
-        """An INFO line its caller formatted as this handler's formatter would (see
-        :class:`AccessLine`), buffered as :meth:`emit` buffers one."""
+    def add_later(self, line: _Later) -> None:
+        """An INFO line to be made when its batch is written (see :class:`AccessLine`),
+        buffered as :meth:`emit` buffers one, in order with the lines around it."""
         self.acquire()
         try:
-            self._add(line + self.terminator, logging.INFO)
+            self._later = True
+            self._add(line, logging.INFO)
         finally:
             self.release()
 
-    def _add(self, line: str, levelno: int) -> None:
+    def _add(self, line: str | _Later, levelno: int) -> None:
         now = time.monotonic()
         if not self._buf:
             self._since = now
         self._buf.append(line)
-        self._size += len(line)
+        self._size += len(line) if type(line) is str else _LATER_BYTES
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -338,10 +340,21 @@ class BatchingStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        data, lines = "".join(self._buf), len(self._buf)
+        buf = self._buf
+        if self._later:  # access lines made now, in one go, each as it would have been at once
+            self._later = False
+            buf = [line if isinstance(line, str) else self._render(line) for line in buf]
+        data, lines = "".join(buf), len(buf)  # type: ignore[arg-type]  # (every line is text now)
         self._buf.clear()
         self._size = 0
         return data, lines
+
+    def _render(self, line: _Later) -> str:
+        try:
+            return line.render(self) + self.terminator
+        except Exception:  # a line that cannot be made is reported, the batch goes on
+            self.handleError(logging.makeLogRecord({"name": ACCESS_LOGGER, "msg": line.access.fmt}))
+            return ""
 
     def flush(self) -> None:
         """Hand what is waiting to the writer thread (it never blocks on the stream)."""
@@ -378,17 +391,27 @@ class BatchingStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
         super().close()
 
 
+# What an access line not yet made counts toward a batch's max_bytes (a made one: its length).
+_LATER_BYTES = 256
+
+Parts = Callable[[Any], tuple[tuple[Any, ...], dict[str, Any]]]
+
+
 class AccessLine:
     """Writes the access log's lines, one per request, straight to failover's own handler.
 
     Through ``logging``, a line is a LogRecord (some forty attributes, the caller's file name
-    split apart), a walk up the logger tree, two filters and a formatter: about 5% of what a
-    plain request costs the gateway. When the access logger's lines can only reach one
-    :class:`BatchingStreamHandler` with one of failover's formatters (as ``failover serve``
-    configures it), the line is formatted here, exactly as that formatter would, and handed to
-    the handler. Any other set-up (a ``--log-config`` of the operator's, a filter on the access
-    logger, another handler up the tree, a level above INFO) goes through ``logging`` as usual.
-    The set-up is looked at again for every line, so a change to it takes effect at once.
+    split apart), a walk up the logger tree, two filters and a formatter. When the access
+    logger's lines can only reach one :class:`BatchingStreamHandler` with one of failover's
+    formatters (as ``failover serve`` configures it), the handler is given what the line is
+    made of, and makes it, exactly as that formatter would, when it writes its batch: the
+    request's time is taken when it ends, the line's text only with the others of its batch.
+    Made one after the other, a batch's lines cost a fraction of what each costs made at the
+    end of its own request, between two requests' unrelated work (measured in
+    docs/benchmarks.md). Any other set-up (a ``--log-config`` of the operator's, a filter on
+    the access logger, another handler up the tree, a level above INFO) goes through
+    ``logging`` at once, as usual. The set-up is looked at again for every line, so a change
+    to it takes effect at once.
     """
 
     def __init__(self, logger: logging.Logger, fmt: str) -> None:
@@ -417,25 +440,45 @@ class AccessLine:
             logger = logger.parent if logger.propagate else None
         return found
 
-    def write(self, args: tuple[Any, ...], fields: dict[str, Any]) -> None:
-        """One line: ``fmt % args`` as its message, ``fields`` for the JSON format (the caller
-        has checked that the access logger is enabled for INFO)."""
+    def write(self, parts: Parts, entry: Any) -> None:
+        """One line: ``parts(entry)`` gives ``(args, fields)``, ``fmt % args`` its message and
+        ``fields`` the JSON format's fields (the caller has checked that the access logger is
+        enabled for INFO). ``entry`` must not change after this call."""
         handler = self.sink()
         if handler is None:
-            record = self.logger.makeRecord(
-                self.logger.name, logging.INFO, __file__, 0, self.fmt, args, None, "write", {"failover": fields}
-            )
-            self.logger.handle(record)
+            self.logger.handle(self.record(*parts(entry)))
             return
-        created = time.time()  # as LogRecord reads its time
+        handler.add_later(_Later(self, time.time(), parts, entry))  # the time as LogRecord reads it
+
+    def record(self, args: tuple[Any, ...], fields: dict[str, Any]) -> logging.LogRecord:
+        return self.logger.makeRecord(
+            self.logger.name, logging.INFO, __file__, 0, self.fmt, args, None, "write", {"failover": fields}
+        )
+
+
+class _Later:
+    """An access line waiting in its handler's batch, made when the batch is written."""
+
+    __slots__ = ("access", "created", "entry", "parts")
+
+    def __init__(self, access: AccessLine, created: float, parts: Parts, entry: Any) -> None:
+        self.access = access
+        self.created = created
+        self.parts = parts
+        self.entry = entry
+
+    def render(self, handler: logging.Handler) -> str:
+        args, fields = self.parts(self.entry)
+        access, created = self.access, self.created
         msecs = (created - int(created)) * 1000
         formatter = handler.formatter
         if type(formatter) is JsonFormatter:
-            line = formatter.line(created, msecs, "INFO", self.logger.name, self.fmt % args, fields)
-        else:
-            assert isinstance(formatter, _TextFormatter)
-            line = formatter.line(created, msecs, "INFO", self.logger.name, self.fmt % args)
-        handler.add_line(line)
+            return formatter.line(created, msecs, "INFO", access.logger.name, access.fmt % args, fields)
+        if type(formatter) is _TextFormatter and formatter._fmt == TEXT_FORMAT:
+            return formatter.line(created, msecs, "INFO", access.logger.name, access.fmt % args)
+        record = access.record(args, fields)  # the handler's formatter changed since the line was written
+        record.created, record.msecs = created, msecs
+        return handler.format(record)
 
 
 def drain_logs(timeout: float = 2.0) -> None:
