@@ -66,6 +66,14 @@ def _handler(out: io.StringIO, formatter: logging.Formatter) -> BatchingStreamHa
     return handler
 
 
+def _alone(logger: logging.Logger, out: io.StringIO, formatter: logging.Formatter) -> BatchingStreamHandler:
+    """A handler as ``failover serve`` makes it, the logger's only one (the test run's own
+    capture handlers set aside)."""
+    handler = _handler(out, formatter)
+    logger.handlers = [handler]
+    return handler
+
+
 class _PassAll(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return True
@@ -165,8 +173,7 @@ async def test_an_access_line_is_made_with_its_batch_and_keeps_the_time_it_was_w
     failover_logger: tuple[logging.Logger, io.StringIO], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     logger, out = failover_logger
-    handler = _handler(out, _TextFormatter(TEXT_FORMAT))
-    logger.handlers = [handler]
+    handler = _alone(logger, out, _TextFormatter(TEXT_FORMAT))
     made: list[object] = []
 
     def parts(entry: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -190,7 +197,7 @@ async def test_lines_around_an_access_line_keep_their_order(
     failover_logger: tuple[logging.Logger, io.StringIO],
 ) -> None:
     logger, out = failover_logger
-    logger.handlers = [_handler(out, JsonFormatter())]
+    handler = _alone(logger, out, JsonFormatter())
     line = AccessLine(logging.getLogger(ACCESS_LOGGER), FMT)
     gateway_log = logging.getLogger("failover.gateway")
     gateway_log.info("before")
@@ -198,8 +205,7 @@ async def test_lines_around_an_access_line_keep_their_order(
     gateway_log.info("between")
     line.write(_given, ((*ARGS[:4], "req_2", *ARGS[5:]), {**FIELDS, "request_id": "req_2"}))
     gateway_log.warning("after")  # a warning is handed over at once, with everything before it
-    handler = logger.handlers[0]
-    assert isinstance(handler, BatchingStreamHandler) and handler.drain()
+    assert handler.drain()
     got = [json.loads(x) for x in out.getvalue().splitlines()]
     assert [g.get("request_id") or g["message"] for g in got] == ["before", "req_1", "between", "req_2", "after"]
     assert got[1]["cost_usd"] == "nan" and got[1]["level"] == "info"  # the JSON line as the formatter writes it
@@ -209,8 +215,7 @@ async def test_a_formatter_changed_before_the_batch_is_written_still_makes_the_l
     failover_logger: tuple[logging.Logger, io.StringIO],
 ) -> None:
     logger, out = failover_logger
-    handler = _handler(out, _TextFormatter(TEXT_FORMAT))
-    logger.handlers = [handler]
+    handler = _alone(logger, out, _TextFormatter(TEXT_FORMAT))
     line = AccessLine(logging.getLogger(ACCESS_LOGGER), FMT)
     line.write(_given, ENTRY)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))  # an operator's, meanwhile
@@ -223,8 +228,7 @@ async def test_a_line_that_cannot_be_made_is_reported_and_its_batch_written(
     failover_logger: tuple[logging.Logger, io.StringIO], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     logger, out = failover_logger
-    handler = _handler(out, _TextFormatter(TEXT_FORMAT))
-    logger.handlers = [handler]
+    handler = _alone(logger, out, _TextFormatter(TEXT_FORMAT))
     reported: list[logging.LogRecord] = []
     monkeypatch.setattr(handler, "handleError", reported.append)
 
