@@ -229,15 +229,14 @@ def ceiling(t: Target, seconds: float, connections: int, logdir: Path, *, pinned
     script = logdir / f"wrk-{t.name}.lua"
     script.write_text(WRK_SCRIPT % (body, t.key, extra))
     cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds:.0f}s", "--latency", "-s", str(script), t.url]
-    c0 = group_cpu_seconds(t.proc.p.pid) if t.proc is not None else None
     k0 = process_cpu_seconds(t.proc.p.pid) if t.proc is not None else {}
     w0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(pin(1, cmd) if pinned else cmd, capture_output=True, text=True, timeout=seconds + 60)
     w1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     res: dict = {"connections": connections, "seconds": seconds}
     res["wrk_cpu_s"] = round(w1.ru_utime + w1.ru_stime - w0.ru_utime - w0.ru_stime, 3)
-    if t.proc is not None:
-        k1 = process_cpu_seconds(t.proc.p.pid)
+    k1 = process_cpu_seconds(t.proc.p.pid) if t.proc is not None else {}
+    if k1:
         res["cpu_s_by_process"] = {pid: round(k1[pid] - k0.get(pid, 0.0), 3) for pid in k1}
     if out.returncode != 0:
         res["failed"] = out.stderr[-800:]
@@ -255,8 +254,8 @@ def ceiling(t: Target, seconds: float, connections: int, logdir: Path, *, pinned
             res["socket_errors"] = line.split(":", 1)[1].strip()
         elif len(words) == 2 and words[0] in ("50%", "99%"):
             res[f"p{words[0][:-1]}"] = words[1]
-    if c0 is not None and t.proc is not None and res.get("requests"):
-        res["gateway_cpu_us_per_req"] = round((group_cpu_seconds(t.proc.p.pid) - c0) / res["requests"] * 1e6, 1)
+    if k1 and res.get("requests"):
+        res["gateway_cpu_us_per_req"] = round((sum(k1.values()) - sum(k0.values())) / res["requests"] * 1e6, 1)
     return res
 
 
@@ -362,7 +361,7 @@ class Failover(Target):
         cfg.write_text(failover_config(self.up_port))
         env = {**os.environ, "BENCH_UPSTREAM_KEY": "sk-bench"}
         serve = ["serve", "--config", str(cfg), "--port", str(self.port)]
-        if self.workers > 1:  # uvicorn's supervisor and N workers, on every core (see workers_ceiling)
+        if self.workers > 1:  # uvicorn's supervisor and N workers, on every core (see workers_phase)
             serve += ["--workers", str(self.workers)]
         if self.trace_path is not None or self.suspend:
             trace = self.trace_path or (self.logdir / f"trace-{self.port}.json")
@@ -719,7 +718,7 @@ def workers_phase(one: Failover, up: Proc, logdir: Path, a: argparse.Namespace) 
                 u0 = group_cpu_seconds(up.p.pid)
                 r = ceiling(t, a.ceiling_seconds, a.workers_connections, logdir, pinned=pinned)
                 r["upstream_cpu_s"] = round(group_cpu_seconds(up.p.pid) - u0, 3)
-                r["workers"] = t.workers if isinstance(t, Failover) else 1
+                r["workers"] = t.workers
                 rounds.append(r)
                 print(f"{t.name:9s} workers ceiling  {json.dumps(r)}", flush=True)
                 time.sleep(1)

@@ -67,11 +67,11 @@ def wait_http(url: str, timeout: float, headers: dict[str, str] | None = None) -
 def interpreter() -> str:
     """The interpreter (this one, which the gateway also runs on) and how it was built.
 
-    How CPython was built moves the gateway's cost as much as any change to it: on the bench's
-    host a pyenv build with its defaults (libpython a shared library, no profile-guided or
-    link-time optimization) ran the same code about 1.5 times slower than Debian's
-    ``/usr/bin/python3.11`` (libpython linked into the executable, PGO and LTO), which is how
-    the official Docker images and distributions build it. The tables say which one ran."""
+    On the bench's host a pyenv build with its defaults (libpython a shared library, no
+    profile-guided or link-time optimization) ran a pure-Python loop 1.55 times slower than
+    Debian's ``/usr/bin/python3.11`` (libpython in the executable, PGO and LTO, as the official
+    Docker images and most distributions build it), though the gateway itself within the
+    runs' spread (docs/benchmarks.md). The tables say which one ran, so rows stay comparable."""
     shared = False
     if sys.platform.startswith("linux"):
         try:

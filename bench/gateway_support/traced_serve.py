@@ -126,9 +126,8 @@ def suspend(names: list[str]) -> None:
 
     _serve.tune_gc = tuned  # type: ignore[assignment]
     if "access_log" in names:
-        # Through the logging configuration uvicorn applies at start-up: a logger disabled
-        # before it is enabled again by that dictConfig (as this tool did until 2026-12-04,
-        # so "access_log" had removed nothing).
+        # Through the logging configuration uvicorn applies at start-up: that dictConfig
+        # enables again a logger disabled before it.
         from failover.gateway._logs import ACCESS_LOGGER
 
         make = _serve.uvicorn_log_config
